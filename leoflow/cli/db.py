@@ -1,0 +1,76 @@
+"""``leoflow db upgrade|downgrade|current``: schema migrations."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import sqlalchemy.exc
+
+from leoflow.db import migrations
+from leoflow.db.engine import make_engine
+from leoflow.errors import DatabaseUnavailable
+from leoflow.settings import Settings
+
+
+def register(sub: Any) -> None:
+    db = sub.add_parser("db", help="manage the database schema")
+    verbs = db.add_subparsers(dest="db_command", metavar="VERB", parser_class=type(db))
+    verbs.required = True
+
+    up = verbs.add_parser("upgrade", help="migrate the schema to the newest revision (idempotent)")
+    up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
+    up.set_defaults(handler=upgrade, configure_logging=False)
+
+    down = verbs.add_parser("downgrade", help="migrate the schema back to REVISION ('base' drops everything)")
+    down.add_argument("revision", help="target revision, e.g. base or 0001")
+    down.set_defaults(handler=downgrade, configure_logging=False)
+
+    cur = verbs.add_parser("current", help="print the schema revision the database is at")
+    cur.set_defaults(handler=current, configure_logging=False)
+
+
+def _database_error(exc: Exception) -> DatabaseUnavailable:
+    orig = getattr(exc, "orig", exc)
+    reason = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    return DatabaseUnavailable(f"database unavailable: {reason}")
+
+
+def upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    url = settings.require_database_url()
+    try:
+        migrations.upgrade(url, args.revision)
+    except sqlalchemy.exc.OperationalError as exc:
+        raise _database_error(exc) from None
+    print(f"schema at {_current(settings) or 'base'} (head {migrations.head_revision()})")
+    return 0
+
+
+def downgrade(args: argparse.Namespace, settings: Settings) -> int:
+    url = settings.require_database_url()
+    try:
+        migrations.downgrade(url, args.revision)
+    except sqlalchemy.exc.OperationalError as exc:
+        raise _database_error(exc) from None
+    print(f"schema at {_current(settings) or 'base'}")
+    return 0
+
+
+def _current(settings: Settings) -> str | None:
+    engine = make_engine(settings.database, application_name="leoflow-cli", pool_size=1)
+    try:
+        with engine.connect() as conn:
+            return migrations.current_revision(conn)
+    except sqlalchemy.exc.OperationalError as exc:
+        raise _database_error(exc) from None
+    finally:
+        engine.dispose()
+
+
+def current(args: argparse.Namespace, settings: Settings) -> int:
+    settings.require_database_url()
+    revision = _current(settings)
+    head = migrations.head_revision()
+    state = "at head" if revision == head else f"head is {head}"
+    print(f"{revision or 'base'} ({state})")
+    return 0

@@ -1,0 +1,73 @@
+"""Entry point of the ``leoflow`` command.
+
+Each verb group lives in its own module exposing ``register(subparsers)``; a verb's handler
+receives the parsed arguments and the :class:`~leoflow.settings.Settings` loaded once here.
+Errors never escape as tracebacks: configuration problems print one line and exit 2, other
+Leoflow errors print one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from leoflow import __version__
+from leoflow.errors import LeoflowError, SettingsError
+from leoflow.logs import configure_logging, redact_text
+from leoflow.settings import Settings, load_settings
+
+#: Modules that contribute verbs, in the order ``leoflow --help`` lists them.
+COMMAND_MODULES = (
+    "leoflow.cli.db",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 with one line (its default), without the usage dump on errors."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"leoflow: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="leoflow", description="Leoflow: a workflow scheduler for Kubernetes "
+                     "with a Postgres metadata store.")
+    parser.add_argument("--version", action="version", version=f"leoflow {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"leoflow: error: {redact_text(message)}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings: Settings = load_settings()
+        override = getattr(args, "apply_overrides", None)
+        if override is not None:
+            settings = override(args, settings)
+        if getattr(args, "configure_logging", True):
+            configure_logging(fmt=settings.logging.format, level=settings.logging.level,
+                              node_id=settings.cluster.node_id,
+                              secrets=[t.token for t in settings.api.tokens])
+        result = args.handler(args, settings)
+        return int(result or 0)
+    except SettingsError as exc:
+        return _fail(str(exc), 2)
+    except LeoflowError as exc:
+        return _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Storage: models, engines, migrations and every SQL statement Leoflow runs."""

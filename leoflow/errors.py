@@ -1,0 +1,56 @@
+"""One exception hierarchy for Leoflow.
+
+Errors are translated at each boundary (psycopg, Kubernetes, HTTP) into these types, so callers
+never need to know which library failed. A class docstring doubles as its default message.
+"""
+
+from __future__ import annotations
+
+
+class LeoflowError(Exception):
+    """Leoflow failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class SettingsError(LeoflowError):
+    """A configuration value is invalid; names the variable and never echoes secrets."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        self.variable = variable
+        self.problem = problem
+        super().__init__(f"{variable}: {problem}")
+
+
+class DatabaseUnavailable(LeoflowError):
+    """The database cannot be reached."""
+
+
+class SchemaNotCurrent(LeoflowError):
+    """The database schema is not at the head migration; run `leoflow db upgrade`."""
+
+
+class UnsafeDatabaseSetup(LeoflowError):
+    """The database connection cannot hold a session-level advisory lock safely."""
+
+
+class FencedOut(LeoflowError):
+    """A newer leadership term exists; this replica's write was refused."""
+
+
+class NotFound(LeoflowError):
+    """The requested object does not exist."""
+
+
+class Conflict(LeoflowError):
+    """The request conflicts with existing state."""
+
+
+class ValidationFailed(LeoflowError):
+    """The input is invalid."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}" if path else problem)

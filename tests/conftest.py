@@ -1,0 +1,42 @@
+"""Shared fixtures: a real PostgreSQL for the session and a fresh migrated database per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from leoflow.settings import Settings, load_settings
+from tests.harness.postgres import PostgresServer, session_server
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    with session_server() as server:
+        yield server
+
+
+@pytest.fixture
+def database_url(pg_server: PostgresServer) -> Iterator[str]:
+    """A fresh database at the head migration, private to this test."""
+    url = pg_server.create_database()
+    yield url
+    pg_server.drop_database(url)
+
+
+@pytest.fixture
+def empty_database_url(pg_server: PostgresServer) -> Iterator[str]:
+    """A fresh database with no schema at all."""
+    url = pg_server.create_database(template=None, prefix="empty")
+    yield url
+    pg_server.drop_database(url)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Settings for a process talking to this test's database (fast timings for tests)."""
+    return load_settings({
+        "LEOFLOW_DATABASE_URL": database_url,
+        "LEOFLOW_NODE_ID": "test-node",
+        "LEOFLOW_LOG_FORMAT": "text",
+    })

@@ -1,0 +1,1 @@
+"""Test harness: real PostgreSQL servers, subprocess replicas, fakes of outside services."""
