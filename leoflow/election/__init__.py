@@ -1,0 +1,1 @@
+"""Who leads: the advisory-lock elector, fencing terms and membership."""

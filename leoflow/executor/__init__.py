@@ -1,0 +1,1 @@
+"""Where tasks run: one interface (:mod:`.base`), Kubernetes / local / in-memory implementations."""

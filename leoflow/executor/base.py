@@ -1,0 +1,89 @@
+"""The executor interface the scheduler talks to.
+
+An executor runs only on the leader, under its fencing term. It is handed task tries to launch
+and reports what happens to them; it never decides task states itself — the scheduler applies
+each :class:`StatusUpdate` with a compare-and-set under the term.
+
+Contract (checked by ``tests/executor/test_contract.py`` against every implementation):
+
+- ``submit`` is idempotent per :class:`TryKey`: submitting the same try twice runs it once
+  (Kubernetes: deterministic pod name, 409 → adopt; local: a claim row in the database).
+- ``start`` reconciles with the outside world *before* anything is submitted (a new leader
+  adopts the pods/processes of tries it knows and reports their state; it never re-creates them).
+- Status updates are delivered through the ``report`` callback given to ``start``, at least once
+  per transition; duplicates are harmless (the scheduler's CAS makes them no-ops).
+- ``cancel`` stops the try's pod/process; cancelling an unknown or finished try is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from leoflow.leadership import LeaderContext
+
+
+@dataclass(frozen=True, order=True)
+class TryKey:
+    """Identifies one try of one task in one run (the cluster is implied by the executor)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+
+
+@dataclass(frozen=True)
+class TaskLaunch:
+    """Everything needed to start one try."""
+
+    key: TryKey
+    task_try_id: int
+    term: int
+    image: str | None
+    command: Sequence[str]
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    timeout_seconds: float | None = None
+
+
+TryState = Literal["running", "success", "failed"]
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    key: TryKey
+    state: TryState
+    at: datetime
+    exit_code: int | None = None
+    reason: str | None = None
+    executor_ref: str | None = None
+
+
+Report = Callable[[StatusUpdate], Awaitable[None]]
+
+
+class Executor(Protocol):
+    name: str
+
+    async def start(self, ctx: LeaderContext, report: Report) -> None:
+        """Reconcile with the outside world, then begin reporting; called once per term."""
+        ...
+
+    async def submit(self, launch: TaskLaunch) -> None:
+        """Launch a try (idempotent). Raises nothing for the task's own failure: that is reported."""
+        ...
+
+    async def cancel(self, key: TryKey) -> None:
+        ...
+
+    async def logs(self, key: TryKey) -> str | None:
+        """Live logs of a running try, if the executor can fetch them."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop reporting and release resources (running tries keep running)."""
+        ...
