@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from leoflow.leadership import LeaderContext
+from leoflow.settings import Settings
 
 
 @dataclass(frozen=True, order=True)
@@ -86,4 +89,17 @@ class Executor(Protocol):
 
     async def stop(self) -> None:
         """Stop reporting and release resources (running tries keep running)."""
+        ...
+
+
+class ReplicaService(Protocol):
+    """Like a LeaderService, but runs on every replica (e.g. the pod log shipper).
+
+    Must run until cancelled, never swallow ``asyncio.CancelledError``, and coordinate with the
+    other replicas through the database (e.g. ``FOR UPDATE SKIP LOCKED``), never by assumption.
+    """
+
+    name: str
+
+    async def run(self, settings: Settings, engine: AsyncEngine) -> None:
         ...
