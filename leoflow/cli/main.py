@@ -21,6 +21,7 @@ from leoflow.settings import Settings, load_settings
 #: Modules that contribute verbs, in the order ``leoflow --help`` lists them.
 COMMAND_MODULES = (
     "leoflow.cli.db",
+    "leoflow.cli.standalone",
 )
 
 

