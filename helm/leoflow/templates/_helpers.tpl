@@ -1,0 +1,207 @@
+{{/*
+Names, labels and the few checks every template relies on.
+*/}}
+
+{{- define "leoflow.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name: <release>-<chart>, or the release name when it already contains the chart name.
+Truncated to 63 characters (DNS label limit).
+*/}}
+{{- define "leoflow.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "leoflow.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels: stable for the life of a release (a Deployment selector is immutable). */}}
+{{- define "leoflow.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "leoflow.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The standard labels on every object the chart renders. */}}
+{{- define "leoflow.labels" -}}
+helm.sh/chart: {{ include "leoflow.chart" . }}
+{{ include "leoflow.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: leoflow
+{{- end }}
+
+{{- define "leoflow.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "leoflow.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "leoflow.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* LEOFLOW_CLUSTER: the election lock's name. */}}
+{{- define "leoflow.clusterName" -}}
+{{- default .Release.Name .Values.cluster.name }}
+{{- end }}
+
+{{/* Namespace task pods run in (and where the executor's Role lives). */}}
+{{- define "leoflow.taskNamespace" -}}
+{{- default .Release.Namespace .Values.tasks.namespace }}
+{{- end }}
+
+{{/* The Secret and key holding the database URL; fails when neither source is configured. */}}
+{{- define "leoflow.databaseSecretName" -}}
+{{- if .Values.database.existingSecret }}
+{{- .Values.database.existingSecret }}
+{{- else if .Values.database.url }}
+{{- printf "%s-database" (include "leoflow.fullname" .) }}
+{{- else }}
+{{- fail "\n\nleoflow: set database.existingSecret (a Secret whose key database.secretKey, default \"uri\", holds postgresql://user:pass@host:5432/db) or database.url. The replicas cannot start without a database." }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding API tokens, or "" when auth is disabled; fails when auth has no tokens. */}}
+{{- define "leoflow.authSecretName" -}}
+{{- if .Values.auth.enabled }}
+{{- if .Values.auth.existingSecret }}
+{{- .Values.auth.existingSecret }}
+{{- else if .Values.auth.tokens }}
+{{- printf "%s-auth" (include "leoflow.fullname" .) }}
+{{- else }}
+{{- fail "\n\nleoflow: the API needs tokens: set auth.existingSecret (a Secret whose key auth.secretKey, default \"tokens\", holds name:scope:token lines) or auth.tokens, or set auth.enabled=false to serve without authentication." }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Checks of relations between values that the JSON schema cannot express. */}}
+{{- define "leoflow.validate" -}}
+{{- $_ := include "leoflow.databaseSecretName" . }}
+{{- $_ = include "leoflow.authSecretName" . }}
+{{- /* Pod names become LEOFLOW_NODE_ID and the lock session's application_name
+"leoflow-lock:<pod name>"; PostgreSQL cuts application_name at 63 bytes, and a Deployment's pod
+name is <fullname>-<10-char hash>-<5 chars>. 13 + fullname + 17 <= 63. */}}
+{{- if gt (len (include "leoflow.fullname" .)) 33 }}
+{{- fail (printf "\n\nleoflow: the resource name %q is longer than 33 characters: pod names would not fit the election lock's application_name (63 bytes). Use a shorter release name or set fullnameOverride." (include "leoflow.fullname" .)) }}
+{{- end }}
+{{- $chartEnv := list }}
+{{- range (include "leoflow.serverEnv" . | fromYamlArray) }}
+{{- $chartEnv = append $chartEnv .name }}
+{{- end }}
+{{- range .Values.extraEnv }}
+{{- if has .name $chartEnv }}
+{{- fail (printf "\n\nleoflow: extraEnv sets %s, which the chart already sets from its own values; change that value instead (see values.yaml)." .name) }}
+{{- end }}
+{{- end }}
+{{- $needed := add .Values.preStopSleepSeconds .Values.config.shutdownGrace }}
+{{- if le (int .Values.terminationGracePeriodSeconds) (int $needed) }}
+{{- fail (printf "\n\nleoflow: terminationGracePeriodSeconds (%v) must exceed preStopSleepSeconds + config.shutdownGrace (%v), or a stopping leader is killed before it hands over." .Values.terminationGracePeriodSeconds $needed) }}
+{{- end }}
+{{- if gt (mulf .Values.config.keepaliveInterval 2.0) (float64 .Values.config.leaderLease) }}
+{{- fail (printf "\n\nleoflow: config.leaderLease (%v) must be at least twice config.keepaliveInterval (%v)." .Values.config.leaderLease .Values.config.keepaliveInterval) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Environment shared by the replicas and the migration init container: identity, database and
+logging. Only variables declared in leoflow/settings.py:VARIABLES (a test checks it).
+*/}}
+{{- define "leoflow.baseEnv" -}}
+- name: LEOFLOW_NODE_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: LEOFLOW_CLUSTER
+  value: {{ include "leoflow.clusterName" . | quote }}
+- name: LEOFLOW_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "leoflow.databaseSecretName" . }}
+      key: {{ .Values.database.secretKey }}
+- name: LEOFLOW_DB_POOL_SIZE
+  value: {{ .Values.database.poolSize | int | quote }}
+- name: LEOFLOW_DB_STATEMENT_TIMEOUT
+  value: {{ .Values.database.statementTimeout | quote }}
+- name: LEOFLOW_LOG_LEVEL
+  value: {{ .Values.config.logLevel | quote }}
+- name: LEOFLOW_LOG_FORMAT
+  value: {{ .Values.config.logFormat | quote }}
+- name: LEOFLOW_HOME
+  value: /var/lib/leoflow
+{{- end }}
+
+{{/* Environment of the leoflow container (extraEnv is appended after it). */}}
+{{- define "leoflow.serverEnv" -}}
+{{ include "leoflow.baseEnv" . }}
+# Only used to build LEOFLOW_API_URL below: pod names do not resolve in DNS.
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: LEOFLOW_API_URL
+  value: "http://$(POD_IP):{{ .Values.containerPort }}"
+- name: LEOFLOW_HOST
+  value: "0.0.0.0"
+- name: LEOFLOW_PORT
+  value: {{ .Values.containerPort | quote }}
+- name: LEOFLOW_EXECUTOR
+  value: kubernetes
+- name: LEOFLOW_K8S_NAMESPACE
+  {{- if .Values.tasks.namespace }}
+  value: {{ .Values.tasks.namespace | quote }}
+  {{- else }}
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+  {{- end }}
+{{- with .Values.tasks.serviceAccount }}
+- name: LEOFLOW_K8S_SERVICE_ACCOUNT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.tasks.imagePullSecrets }}
+- name: LEOFLOW_K8S_IMAGE_PULL_SECRETS
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: LEOFLOW_K8S_PENDING_TIMEOUT
+  value: {{ .Values.tasks.pendingTimeout | quote }}
+- name: LEOFLOW_K8S_POD_RETENTION
+  value: {{ .Values.tasks.podRetention | quote }}
+- name: LEOFLOW_SHUTDOWN_GRACE
+  value: {{ .Values.config.shutdownGrace | quote }}
+- name: LEOFLOW_LEADER_LEASE
+  value: {{ .Values.config.leaderLease | quote }}
+- name: LEOFLOW_KEEPALIVE_INTERVAL
+  value: {{ .Values.config.keepaliveInterval | quote }}
+- name: LEOFLOW_PARALLELISM
+  value: {{ .Values.config.parallelism | int | quote }}
+{{- if (include "leoflow.authSecretName" .) }}
+- name: LEOFLOW_AUTH
+  value: enabled
+- name: LEOFLOW_API_TOKENS_FILE
+  value: /etc/leoflow/auth/{{ .Values.auth.secretKey }}
+{{- else }}
+- name: LEOFLOW_AUTH
+  value: disabled
+{{- end }}
+- name: LEOFLOW_METRICS_AUTH
+  value: {{ .Values.auth.metricsAuth | quote }}
+{{- end }}
+
+{{/* The container security context, shared by the replicas and the init container. */}}
+{{- define "leoflow.containerSecurityContext" -}}
+{{- toYaml .Values.securityContext }}
+{{- end }}
