@@ -1,0 +1,224 @@
+"""The executors' own bookkeeping in the database: claims, executor refs, shipped logs, GC marks.
+
+Executors never change task *states* (the scheduler applies their reports with a CAS). They do
+record facts about the outside world on ``task_tries``:
+
+- ``claimed_at``/``claimed_by``/``executor_ref``: this try was handed to a pod or a process.
+  Written under the leader's fencing term (:func:`claim_try` checks the term first), so an
+  ex-leader can neither claim nor, since claiming precedes creating, launch anything.
+  ``claimed_by`` is ``"<cluster>/<node_id>"``: two clusters sharing one database recognise
+  their own tries by that prefix and never touch each other's.
+- ``logs_shipped_at`` + a ``task_logs`` row: the try's output is safe in the database (not
+  fenced: any replica may ship, concurrency is handled with ``FOR UPDATE SKIP LOCKED``).
+- ``resource_deleted_at``: the pod was garbage-collected (fenced: GC is a leader service).
+
+Every function takes an ``AsyncConnection`` inside a transaction the caller owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from leoflow.db.fencing import check_term_async
+from leoflow.executor.base import TryKey
+
+
+def claimant(cluster: str, node_id: str) -> str:
+    """The ``claimed_by`` value of a node of ``cluster``."""
+    return f"{cluster}/{node_id}"
+
+
+def _prefix(cluster: str) -> str:
+    return f"{cluster}/"
+
+
+@dataclass(frozen=True)
+class TryRecord:
+    """A task try as the executor sees it."""
+
+    task_try_id: int
+    key: TryKey
+    state: str
+    executor_ref: str | None
+    claimed_by: str | None
+    claimed_at: datetime | None
+    ended_at: datetime | None
+    term: int
+
+
+_TRY_COLUMNS = """
+    tt.id AS task_try_id, dr.dag_id, dr.run_id, ti.task_id, tt.try_number, tt.state,
+    tt.executor_ref, tt.claimed_by, tt.claimed_at, tt.ended_at, tt.term
+"""
+_TRY_FROM = """
+    FROM task_tries tt
+    JOIN task_instances ti ON ti.id = tt.task_instance_id
+    JOIN dag_runs dr ON dr.id = ti.run_pk
+"""
+
+
+def _record(row: object) -> TryRecord:
+    m = row._mapping  # type: ignore[attr-defined]
+    return TryRecord(task_try_id=m["task_try_id"],
+                     key=TryKey(m["dag_id"], m["run_id"], m["task_id"], m["try_number"]),
+                     state=m["state"], executor_ref=m["executor_ref"], claimed_by=m["claimed_by"],
+                     claimed_at=m["claimed_at"], ended_at=m["ended_at"], term=m["term"])
+
+
+_CLAIM = text("""
+    UPDATE task_tries SET claimed_at = clock_timestamp(), claimed_by = :by, executor_ref = :ref
+    WHERE id = :id AND claimed_at IS NULL
+    RETURNING id
+""")
+
+
+async def claim_try(conn: AsyncConnection, *, cluster: str, term: int, task_try_id: int,
+                    executor_ref: str, node_id: str) -> bool:
+    """Fenced: claim an unclaimed try. False if it was already claimed (or does not exist).
+
+    Raises :class:`~leoflow.errors.FencedOut` when ``term`` is not the newest.
+    """
+    await check_term_async(conn, cluster, term)
+    row = (await conn.execute(_CLAIM, {"by": claimant(cluster, node_id), "ref": executor_ref,
+                                       "id": task_try_id})).first()
+    return row is not None
+
+
+_RECORD_REF = text("""
+    UPDATE task_tries
+    SET executor_ref = :ref, claimed_by = :by, claimed_at = coalesce(claimed_at, clock_timestamp())
+    WHERE id = :id
+""")
+
+
+async def record_launch(conn: AsyncConnection, *, cluster: str, term: int, task_try_id: int,
+                        executor_ref: str, node_id: str) -> None:
+    """Fenced: note that ``executor_ref`` (a pod) is about to be created for this try.
+
+    Unlike :func:`claim_try` it does not refuse a second call: Kubernetes pods are made
+    idempotent by their names (409 → adopt), the row only records where the try runs.
+    """
+    await check_term_async(conn, cluster, term)
+    await conn.execute(_RECORD_REF, {"ref": executor_ref, "by": claimant(cluster, node_id), "id": task_try_id})
+
+
+_UNFINISHED_CLAIMS = text(f"""
+    SELECT {_TRY_COLUMNS} {_TRY_FROM}
+    WHERE tt.claimed_at IS NOT NULL AND tt.ended_at IS NULL AND tt.state IN ('queued', 'running')
+      AND left(tt.claimed_by, length(:prefix)) = :prefix
+    ORDER BY tt.id
+""")
+
+
+async def unfinished_claims(conn: AsyncConnection, cluster: str) -> list[TryRecord]:
+    """Tries of ``cluster`` handed to an executor whose end has not been recorded yet."""
+    rows = await conn.execute(_UNFINISHED_CLAIMS, {"prefix": _prefix(cluster)})
+    return [_record(r) for r in rows]
+
+
+_TRY_BY_ID = text(f"SELECT {_TRY_COLUMNS} {_TRY_FROM} WHERE tt.id = :id")
+
+
+async def get_try(conn: AsyncConnection, task_try_id: int) -> TryRecord | None:
+    row = (await conn.execute(_TRY_BY_ID, {"id": task_try_id})).first()
+    return _record(row) if row is not None else None
+
+
+_TRIES_BY_KEY = text(f"""
+    SELECT {_TRY_COLUMNS} {_TRY_FROM}
+    WHERE (dr.dag_id, dr.run_id, ti.task_id, tt.try_number) IN (
+        SELECT * FROM unnest(CAST(:dags AS text[]), CAST(:runs AS text[]), CAST(:tasks AS text[]),
+                             CAST(:tries AS int[])))
+""")
+
+
+async def tries_by_key(conn: AsyncConnection, keys: Sequence[TryKey]) -> dict[TryKey, TryRecord]:
+    """The tries with these keys (missing keys are simply absent from the result)."""
+    if not keys:
+        return {}
+    rows = await conn.execute(_TRIES_BY_KEY, {
+        "dags": [k.dag_id for k in keys], "runs": [k.run_id for k in keys],
+        "tasks": [k.task_id for k in keys], "tries": [k.try_number for k in keys]})
+    records = [_record(r) for r in rows]
+    return {r.key: r for r in records}
+
+
+_STORE_LOG = text("""
+    INSERT INTO task_logs (task_try_id, content, truncated, size_bytes)
+    VALUES (:id, :content, :truncated, :size)
+    ON CONFLICT (task_try_id) DO UPDATE
+    SET content = EXCLUDED.content, truncated = EXCLUDED.truncated, size_bytes = EXCLUDED.size_bytes,
+        updated_at = now()
+""")
+_MARK_SHIPPED = text("UPDATE task_tries SET logs_shipped_at = clock_timestamp() WHERE id = :id")
+
+
+async def store_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
+                     size_bytes: int) -> None:
+    """Save a try's (already size-capped) output and mark its logs shipped."""
+    await conn.execute(_STORE_LOG, {"id": task_try_id, "content": content.replace("\x00", ""),
+                                    "truncated": truncated, "size": size_bytes})
+    await conn.execute(_MARK_SHIPPED, {"id": task_try_id})
+
+
+_LOGS = text("SELECT content FROM task_logs WHERE task_try_id = :id")
+
+
+async def stored_logs(conn: AsyncConnection, task_try_id: int) -> str | None:
+    return (await conn.execute(_LOGS, {"id": task_try_id})).scalar()
+
+
+_LOCK_UNSHIPPED = text(f"""
+    SELECT {_TRY_COLUMNS} {_TRY_FROM}
+    WHERE tt.ended_at IS NOT NULL AND tt.logs_shipped_at IS NULL AND tt.executor_ref IS NOT NULL
+      AND tt.resource_deleted_at IS NULL AND left(tt.claimed_by, length(:prefix)) = :prefix
+    ORDER BY tt.ended_at
+    LIMIT :limit
+    FOR UPDATE OF tt SKIP LOCKED
+""")
+
+
+async def lock_unshipped(conn: AsyncConnection, cluster: str, limit: int) -> list[TryRecord]:
+    """Finished tries of ``cluster`` whose logs are not shipped yet, row-locked for this transaction.
+
+    ``SKIP LOCKED``: tries another replica is shipping right now are skipped, not waited for.
+    """
+    rows = await conn.execute(_LOCK_UNSHIPPED, {"prefix": _prefix(cluster), "limit": limit})
+    return [_record(r) for r in rows]
+
+
+_GC_CANDIDATES = text(f"""
+    SELECT {_TRY_COLUMNS} {_TRY_FROM}
+    WHERE tt.logs_shipped_at IS NOT NULL AND tt.resource_deleted_at IS NULL
+      AND tt.executor_ref IS NOT NULL AND tt.ended_at < :cutoff
+      AND left(tt.claimed_by, length(:prefix)) = :prefix
+    ORDER BY tt.ended_at
+    LIMIT :limit
+""")
+
+
+async def gc_candidates(conn: AsyncConnection, cluster: str, *, ended_before: datetime,
+                        limit: int) -> list[TryRecord]:
+    """Finished tries of ``cluster`` with shipped logs whose resource may now be deleted."""
+    rows = await conn.execute(_GC_CANDIDATES, {"prefix": _prefix(cluster), "cutoff": ended_before,
+                                               "limit": limit})
+    return [_record(r) for r in rows]
+
+
+_MARK_DELETED = text("""
+    UPDATE task_tries SET resource_deleted_at = clock_timestamp()
+    WHERE id IN :ids AND resource_deleted_at IS NULL
+""").bindparams(bindparam("ids", expanding=True))
+
+
+async def mark_resources_deleted(conn: AsyncConnection, *, cluster: str, term: int,
+                                 task_try_ids: Sequence[int]) -> None:
+    """Fenced: record that these tries' pods were garbage-collected."""
+    await check_term_async(conn, cluster, term)
+    if task_try_ids:
+        await conn.execute(_MARK_DELETED, {"ids": list(task_try_ids)})

@@ -1,0 +1,272 @@
+"""The local executor (standalone mode): each task try is a subprocess of the leader.
+
+What runs: ``command + args`` (the image is ignored: there is no container), with the task's
+``env`` on top of Leoflow's environment minus every ``LEOFLOW_*`` variable, in a per-try working
+directory under ``LEOFLOW_HOME/tasks/<try name>/`` with stdout and stderr in ``output.log`` there
+(see :mod:`.local_process`). At most ``LEOFLOW_LOCAL_PARALLELISM`` processes run at once; further
+submissions wait for a slot.
+
+Failure semantics:
+
+- **Never twice.** Just before spawning, the executor claims the try's row in the database under
+  its fencing term (:func:`leoflow.db.executor_store.claim_try`). A claimed try is never spawned
+  again — not by a second submit, not after a restart, not by a new leader. An ex-leader's claim
+  fails on the fence, so it spawns nothing.
+- **Crash recovery.** On :meth:`start`, and when a submit finds its try already claimed, the
+  executor looks at the try's files: ``exit.json`` → the try finished while nobody listened, its
+  real outcome is reported; a live orphan process → it is killed and the try reported failed; no
+  trace → the process vanished with a crash and the try is reported failed. Whether to retry is
+  the scheduler's decision (retries remaining), never a silent rerun here.
+- **Timeouts** (``timeout_seconds``): SIGTERM to the process group, SIGKILL after
+  ``kill_grace`` seconds; reported failed with reason ``timed out after Ns``.
+- **Logs**: when the process ends its output is stored in ``task_logs`` (tail kept, capped at
+  ``LEOFLOW_TASK_LOG_MAX_BYTES``) *before* the final status is reported.
+- Processes survive :meth:`stop` (leadership lost but process alive): they keep running, and
+  a later executor in the same process adopts them through a process-wide registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+
+from leoflow.db import executor_store
+from leoflow.errors import FencedOut
+from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey
+from leoflow.executor.local_process import (
+    Outcome,
+    TryFiles,
+    child_environment,
+    shell_status,
+    spawn,
+    terminate,
+    terminate_orphan,
+)
+from leoflow.executor.naming import try_name
+from leoflow.executor.output import read_tail
+from leoflow.leadership import LeaderContext
+from leoflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Running:
+    """A process of this OS process, shared by successive executor instances (one per term)."""
+
+    key: TryKey
+    task_try_id: int
+    files: TryFiles
+    process: asyncio.subprocess.Process | None = None
+    cancel_requested: bool = False
+    outcome: asyncio.Future[Outcome] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+#: Every try process this OS process started and has not finished reporting, by try name.
+_RUNNING: dict[str, _Running] = {}
+#: Strong references to the tasks that own those processes (they outlive an executor's stop()).
+_OWNERS: set[asyncio.Task[None]] = set()
+
+
+class LocalExecutor:
+    """Implements :class:`leoflow.executor.base.Executor` with subprocesses."""
+
+    name = "local"
+
+    def __init__(self, settings: Settings, *, kill_grace: float = 10.0) -> None:
+        self.settings = settings
+        self.kill_grace = kill_grace
+        self.home = settings.home
+        self.max_log_bytes = settings.executor.task_log_max_bytes
+        self._ctx: LeaderContext | None = None
+        self._report: Report | None = None
+        self._slots = asyncio.Semaphore(max(1, settings.executor.local_parallelism))
+        self._pending: dict[str, asyncio.Task[None]] = {}
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ Executor protocol
+
+    async def start(self, ctx: LeaderContext, report: Report) -> None:
+        self._ctx, self._report = ctx, report
+        async with ctx.engine.connect() as conn:
+            claims = await executor_store.unfinished_claims(conn, ctx.cluster)
+        for record in claims:
+            name = record.executor_ref or try_name(ctx.cluster, record.key)
+            await self._adopt(record.key, record.task_try_id, name)
+
+    async def submit(self, launch: TaskLaunch) -> None:
+        ctx = self._require_started()
+        name = try_name(ctx.cluster, launch.key)
+        if name in self._pending:
+            return
+        if name in _RUNNING:
+            self._watch(_RUNNING[name])
+            return
+        task = asyncio.create_task(self._launch(launch, name), name=f"local-try:{name}")
+        self._pending[name] = task
+        task.add_done_callback(lambda _t, n=name: self._pending.pop(n, None))  # type: ignore[misc]
+
+    async def cancel(self, key: TryKey) -> None:
+        ctx = self._require_started()
+        name = try_name(ctx.cluster, key)
+        pending = self._pending.get(name)
+        running = _RUNNING.get(name)
+        if running is not None:
+            running.cancel_requested = True
+            if running.process is not None and running.process.returncode is None:
+                await terminate(running.process, self.kill_grace)
+        elif pending is not None:
+            pending.cancel()
+
+    async def logs(self, key: TryKey) -> str | None:
+        ctx = self._require_started()
+        files = TryFiles(self.home, try_name(ctx.cluster, key))
+        if not files.root.exists():
+            return None
+        return read_tail(files.log, self.max_log_bytes).text
+
+    async def stop(self) -> None:
+        tasks = [*self._pending.values(), *self._watchers]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._report = None
+
+    # ------------------------------------------------------------------ launching
+
+    async def _launch(self, launch: TaskLaunch, name: str) -> None:
+        try:
+            await self._launch_in_slot(launch, name)
+        except Exception:
+            log.exception("could not launch task try", extra={"try": name})
+
+    async def _launch_in_slot(self, launch: TaskLaunch, name: str) -> None:
+        ctx = self._require_started()
+        async with self._slots:
+            try:
+                async with ctx.engine.begin() as conn:
+                    claimed = await executor_store.claim_try(
+                        conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id,
+                        executor_ref=name, node_id=ctx.node_id)
+            except FencedOut as exc:
+                log.warning("not launching: fenced out", extra={"try": name, "error": str(exc)})
+                return
+            if not claimed:
+                await self._adopt(launch.key, launch.task_try_id, name)
+                return
+            running = _Running(launch.key, launch.task_try_id, TryFiles(self.home, name))
+            _RUNNING[name] = running
+            owner = asyncio.create_task(self._own(running, launch), name=f"local-process:{name}")
+            _OWNERS.add(owner)
+            owner.add_done_callback(_OWNERS.discard)
+            self._watch(running)
+            # Hold the slot until the process ends; shield so stop() does not kill the process.
+            await asyncio.shield(running.outcome)
+
+    async def _own(self, running: _Running, launch: TaskLaunch) -> None:
+        """Run the process to its end, save logs and outcome; survives the executor's stop()."""
+        files = running.files
+        try:
+            files.prepare()
+            argv = [*launch.command, *launch.args]
+            try:
+                running.process = await spawn(argv, files, child_environment(os.environ, launch.env))
+            except OSError as exc:
+                with files.log.open("ab") as f:
+                    f.write(f"leoflow: cannot start {argv[0] if argv else '(empty command)'}: {exc}\n".encode())
+                outcome = Outcome("failed", 127, f"cannot start process: {exc.strerror or exc}")
+            else:
+                files.write_process(running.process.pid)
+                await self._emit(running.key, "running", None, None, files.root.name)
+                outcome = await self._wait(running, launch.timeout_seconds)
+            files.write_outcome(outcome)
+            try:
+                await self._ship_logs(running.task_try_id, files)
+            except Exception:
+                log.exception("could not store task logs", extra={"try": files.root.name})
+        except BaseException as exc:
+            if not running.outcome.done():
+                running.outcome.set_exception(exc if isinstance(exc, Exception) else RuntimeError("aborted"))
+            raise
+        finally:
+            _RUNNING.pop(files.root.name, None)
+        running.outcome.set_result(outcome)
+
+    async def _wait(self, running: _Running, timeout: float | None) -> Outcome:
+        proc = running.process
+        assert proc is not None
+        try:
+            code = await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=timeout)
+        except TimeoutError:
+            code = await terminate(proc, self.kill_grace)
+            return Outcome("failed", shell_status(code), f"timed out after {timeout:g}s")
+        status = shell_status(code)
+        if running.cancel_requested:
+            return Outcome("failed", status, "cancelled")
+        if code == 0:
+            return Outcome("success", 0, None)
+        return Outcome("failed", status, f"exited with code {status}")
+
+    # ------------------------------------------------------------------ adoption and reporting
+
+    def _watch(self, running: _Running) -> None:
+        async def report_outcome() -> None:
+            try:
+                outcome = await asyncio.shield(running.outcome)
+            except Exception:
+                log.exception("task process failed to run", extra={"try": running.files.root.name})
+                outcome = Outcome("failed", None, "the executor failed while running the process")
+            await self._emit(running.key, outcome.state, outcome.exit_code, outcome.reason, running.files.root.name)
+
+        task = asyncio.create_task(report_outcome(), name=f"local-watch:{running.files.root.name}")
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    async def _adopt(self, key: TryKey, task_try_id: int, name: str) -> None:
+        """A claimed try: report what became of it; never start it again."""
+        if name in _RUNNING:
+            running = _RUNNING[name]
+            if running.process is not None:
+                await self._emit(key, "running", None, None, name)
+            self._watch(running)
+            return
+        files = TryFiles(self.home, name)
+        outcome = files.read_outcome()
+        if outcome is None:
+            pid = files.live_pid()
+            if pid is not None:
+                log.warning("killing orphaned task process", extra={"try": name, "pid": pid})
+                await terminate_orphan(pid, self.kill_grace)
+                outcome = Outcome("failed", None, "process orphaned by an executor crash; killed")
+            else:
+                outcome = Outcome("failed", None, "process vanished (the executor crashed or restarted)")
+            if files.root.exists():
+                files.write_outcome(outcome)
+        await self._ship_logs(task_try_id, files)
+        await self._emit(key, outcome.state, outcome.exit_code, outcome.reason, name)
+
+    async def _ship_logs(self, task_try_id: int, files: TryFiles) -> None:
+        ctx = self._require_started()
+        capped = read_tail(files.log, self.max_log_bytes)
+        async with ctx.engine.begin() as conn:
+            await executor_store.store_logs(conn, task_try_id, capped.text, truncated=capped.truncated,
+                                            size_bytes=capped.size_bytes)
+
+    async def _emit(self, key: TryKey, state: str, exit_code: int | None, reason: str | None, ref: str) -> None:
+        ctx = self._require_started()
+        report = self._report
+        if report is None:
+            return
+        update = StatusUpdate(key=key, state=state, at=ctx.clock.now(), exit_code=exit_code,  # type: ignore[arg-type]
+                              reason=reason, executor_ref=ref)
+        try:
+            await report(update)
+        except Exception:
+            log.exception("report callback failed", extra={"try": ref, "state": state})
+
+    def _require_started(self) -> LeaderContext:
+        if self._ctx is None:
+            raise RuntimeError("LocalExecutor used before start()")
+        return self._ctx

@@ -1,0 +1,148 @@
+"""One task try as a local subprocess: its files, how it is started, stopped and identified.
+
+Layout under ``LEOFLOW_HOME/tasks/<try name>/``: ``work/`` (the working directory),
+``output.log`` (stdout and stderr), ``process.json`` (pid and kernel start time, written right
+after the spawn) and ``exit.json`` (the outcome, written as soon as it is known). These files
+are how a restarted executor tells apart "finished while we were down" (``exit.json``), "still
+running as an orphan" (``process.json`` names a live process with the same start time) and
+"vanished" (neither).
+
+Every process starts in its own session, so a timeout or a cancel signals the whole process
+group (a shell and its children), SIGTERM first and SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: str  # "success" | "failed"
+    exit_code: int | None
+    reason: str | None
+
+    def to_json(self) -> str:
+        return json.dumps({"state": self.state, "exit_code": self.exit_code, "reason": self.reason})
+
+
+class TryFiles:
+    """The files of one try under ``LEOFLOW_HOME/tasks/<name>``."""
+
+    def __init__(self, home: Path, name: str) -> None:
+        self.root = home / "tasks" / name
+        self.workdir = self.root / "work"
+        self.log = self.root / "output.log"
+        self.process = self.root / "process.json"
+        self.exit = self.root / "exit.json"
+
+    def prepare(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def write_process(self, pid: int) -> None:
+        _atomic_write(self.process, json.dumps({"pid": pid, "start_time": process_start_time(pid)}))
+
+    def write_outcome(self, outcome: Outcome) -> None:
+        _atomic_write(self.exit, outcome.to_json())
+
+    def read_outcome(self) -> Outcome | None:
+        data = _read_json(self.exit)
+        if data is None:
+            return None
+        return Outcome(str(data.get("state", "failed")), data.get("exit_code"), data.get("reason"))
+
+    def live_pid(self) -> int | None:
+        """The pid in ``process.json`` if that very process (same start time) is still alive."""
+        data = _read_json(self.process)
+        if not data or not isinstance(data.get("pid"), int):
+            return None
+        pid = data["pid"]
+        start = process_start_time(pid)
+        return pid if start is not None and start == data.get("start_time") else None
+
+
+def _atomic_write(path: Path, content: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(content)
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (field 22 of /proc/<pid>/stat); None if it is gone.
+
+    Together with the pid it identifies a process: pids are reused, start times are not.
+    A zombie counts as gone.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def child_environment(inherited: Mapping[str, str], task_env: Mapping[str, str]) -> dict[str, str]:
+    """The task's environment: ours without Leoflow's own settings (they may hold secrets), plus its env."""
+    env = {k: v for k, v in inherited.items() if not k.startswith("LEOFLOW_")}
+    env.update(task_env)
+    return env
+
+
+async def spawn(argv: Sequence[str], files: TryFiles, env: Mapping[str, str]) -> asyncio.subprocess.Process:
+    """Start the process in its own session with output appended to the log file."""
+    with files.log.open("ab") as log:
+        return await asyncio.create_subprocess_exec(
+            *argv, cwd=files.workdir, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+            stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+
+
+def signal_group(pid: int, sig: signal.Signals) -> None:
+    """Signal the process group led by ``pid``; a group that is already gone is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+async def terminate(proc: asyncio.subprocess.Process, grace: float) -> int:
+    """SIGTERM the group, wait up to ``grace`` seconds, then SIGKILL; returns the exit status."""
+    signal_group(proc.pid, signal.SIGTERM)
+    try:
+        return await asyncio.wait_for(proc.wait(), timeout=grace)
+    except TimeoutError:
+        signal_group(proc.pid, signal.SIGKILL)
+        return await proc.wait()
+
+
+async def terminate_orphan(pid: int, grace: float, poll: float = 0.05) -> None:
+    """Like :func:`terminate` for a process that is not our child (found after a restart)."""
+    start = process_start_time(pid)
+    signal_group(pid, signal.SIGTERM)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while process_start_time(pid) == start and start is not None:
+        if loop.time() > deadline:
+            signal_group(pid, signal.SIGKILL)
+            return
+        await asyncio.sleep(poll)
+
+
+def shell_status(returncode: int) -> int:
+    """asyncio's ``-N`` for "killed by signal N" as the shell's ``128 + N``."""
+    return 128 - returncode if returncode < 0 else returncode
