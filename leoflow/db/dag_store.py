@@ -1,0 +1,211 @@
+"""DAG and run writes made on behalf of users (the HTTP API, on any replica).
+
+Every function takes an ``AsyncConnection`` inside a transaction the caller owns, and raises
+:class:`~leoflow.errors.NotFound` / :class:`~leoflow.errors.Conflict` /
+:class:`~leoflow.errors.ValidationFailed` for bad requests; nothing here is fenced, because an
+API replica holds no leadership term. The leader's scheduler only ever moves states forward
+with compare-and-set, so a user's write that lands between two scheduler steps makes the
+scheduler's next CAS a no-op instead of a conflict.
+
+Wake-up channel: ``trigger_run``, ``cancel_run``, ``set_paused`` and ``apply_dag`` send
+``NOTIFY leoflow_wakeup, '<dag_id>'`` (:data:`WAKEUP_CHANNEL`). PostgreSQL delivers it when the
+caller's transaction commits, and never if it rolls back. The channel is shared by every
+cluster on the database (the DAG tables are shared too); a spurious wake-up costs one tick.
+
+Semantics worth knowing:
+
+- ``apply_dag``: an identical spec (same canonical hash) is a no-op; a changed one creates
+  version N+1 and becomes current, runs keep the version they started with. ``paused`` in the
+  spec is honoured when the DAG is created (or re-created after a delete), never on update.
+- ``delete_dag`` is a soft delete: the DAG disappears from scheduling, its active runs are
+  cancelled (their live tries are marked ``cancelling`` for the leader to kill), and the leader
+  purges the rows once nothing of it is still running. Re-applying the DAG brings it back.
+- Runs start ``queued``; their task instances are created by the leader when the run starts
+  (``max_active_runs`` permitting), so a queued run has no task instances yet.
+- Manual runs of a paused DAG are allowed and run: pausing stops *scheduled* runs only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from leoflow.clock import Clock
+from leoflow.errors import Conflict, NotFound, ValidationFailed
+from leoflow.scheduler.spec import DagSpec, first_scheduled_run
+
+#: LISTEN/NOTIFY channel the leader's scheduler listens on; the payload is the DAG id.
+WAKEUP_CHANNEL = "leoflow_wakeup"
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+~-]{0,249}$")
+
+_ACTIVE_TASK = "('pending', 'queued', 'running', 'up_for_retry')"
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    dag_id: str
+    version: int
+    changed: bool
+
+
+async def notify_wakeup(conn: AsyncConnection, dag_id: str) -> None:
+    """Wake the leader's scheduler once this transaction commits."""
+    await conn.execute(text("SELECT pg_notify(:channel, :payload)"),
+                       {"channel": WAKEUP_CHANNEL, "payload": dag_id})
+
+
+async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> ApplyResult:
+    """Create or update a DAG from a validated spec; identical specs change nothing."""
+    now = clock.now()
+    digest = spec.spec_hash()
+    created = (await conn.execute(text("""
+        INSERT INTO dags (dag_id, paused, schedule, next_run_at, created_at, updated_at)
+        VALUES (:dag_id, :paused, :schedule, :next_run_at, :now, :now)
+        ON CONFLICT (dag_id) DO NOTHING
+        RETURNING dag_id
+    """), {"dag_id": spec.dag_id, "paused": spec.paused, "schedule": spec.schedule,
+           "next_run_at": first_scheduled_run(spec, now), "now": now})).first() is not None
+    dag = (await conn.execute(text("""
+        SELECT d.deleted, v.version, v.spec_hash, v.spec
+        FROM dags d LEFT JOIN dag_versions v ON v.id = d.current_version_id
+        WHERE d.dag_id = :dag_id FOR UPDATE OF d
+    """), {"dag_id": spec.dag_id})).mappings().one()
+    if not created and not dag["deleted"] and dag["spec_hash"] == digest:
+        return ApplyResult(spec.dag_id, int(dag["version"]), changed=False)
+
+    version = int((await conn.execute(text(
+        "SELECT coalesce(max(version), 0) + 1 FROM dag_versions WHERE dag_id = :dag_id"),
+        {"dag_id": spec.dag_id})).scalar_one())
+    version_id = (await conn.execute(text("""
+        INSERT INTO dag_versions (dag_id, version, spec, spec_hash, created_at)
+        VALUES (:dag_id, :version, CAST(:spec AS jsonb), :hash, :now) RETURNING id
+    """), {"dag_id": spec.dag_id, "version": version, "spec": json.dumps(spec.to_canonical()),
+           "hash": digest, "now": now})).scalar_one()
+
+    replan = created or dag["deleted"] or dag["spec"] is None or _schedule_changed(dag["spec"], spec)
+    params: dict[str, Any] = {"dag_id": spec.dag_id, "vid": version_id, "schedule": spec.schedule, "now": now}
+    sets = "current_version_id = :vid, schedule = :schedule, deleted = false, updated_at = :now"
+    if replan:
+        sets += ", next_run_at = :next_run_at"
+        params["next_run_at"] = first_scheduled_run(spec, now)
+    if dag["deleted"]:
+        sets += ", paused = :paused"
+        params["paused"] = spec.paused
+    await conn.execute(text(f"UPDATE dags SET {sets} WHERE dag_id = :dag_id"), params)
+    await notify_wakeup(conn, spec.dag_id)
+    return ApplyResult(spec.dag_id, version, changed=True)
+
+
+def _schedule_changed(stored: dict[str, Any], spec: DagSpec) -> bool:
+    canonical = spec.to_canonical()
+    return any(stored.get(k) != canonical[k] for k in ("schedule", "timezone", "catchup", "start_date"))
+
+
+async def set_paused(conn: AsyncConnection, dag_id: str, paused: bool) -> None:
+    """Pause (no new scheduled runs; running runs finish) or unpause a DAG."""
+    found = (await conn.execute(text(
+        "UPDATE dags SET paused = :paused, updated_at = now() WHERE dag_id = :dag_id AND NOT deleted "
+        "RETURNING dag_id"), {"dag_id": dag_id, "paused": paused})).first()
+    if found is None:
+        raise NotFound(f"DAG {dag_id!r} not found")
+    await notify_wakeup(conn, dag_id)
+
+
+async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
+    """Soft-delete a DAG and cancel its active runs (see the module docstring)."""
+    found = (await conn.execute(text(
+        "UPDATE dags SET deleted = true, next_run_at = NULL, updated_at = now() "
+        "WHERE dag_id = :dag_id AND NOT deleted RETURNING dag_id"), {"dag_id": dag_id})).first()
+    if found is None:
+        raise NotFound(f"DAG {dag_id!r} not found")
+    run_pks = list((await conn.execute(text(
+        "SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running') ORDER BY id FOR UPDATE"),
+        {"dag_id": dag_id})).scalars())
+    await _cancel_runs(conn, run_pks)
+    await notify_wakeup(conn, dag_id)
+
+
+async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None, conf: dict[str, Any],
+                      clock: Clock) -> str:
+    """Queue a manual run; returns its run id. Conflict if ``run_id`` exists, NotFound if no DAG."""
+    if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
+        raise ValidationFailed("run_id", "must be 1-250 characters of letters, digits and _.:+~- "
+                               "starting with a letter or digit")
+    if not isinstance(conf, dict):
+        raise ValidationFailed("conf", "must be a JSON object")
+    try:
+        conf_json = json.dumps(conf)
+    except (TypeError, ValueError):
+        raise ValidationFailed("conf", "must be JSON-serialisable") from None
+    dag = (await conn.execute(text(
+        "SELECT current_version_id FROM dags WHERE dag_id = :dag_id AND NOT deleted"),
+        {"dag_id": dag_id})).first()
+    if dag is None or dag[0] is None:
+        raise NotFound(f"DAG {dag_id!r} not found")
+    now = clock.now().astimezone(UTC)
+    wanted = run_id or manual_run_id(now)
+    for _ in range(3):
+        inserted = (await conn.execute(text("""
+            INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf,
+                                  created_at, updated_at)
+            VALUES (:dag_id, :run_id, :vid, 'manual', :now, 'queued', CAST(:conf AS jsonb), :now, :now)
+            ON CONFLICT (dag_id, run_id) DO NOTHING RETURNING run_id
+        """), {"dag_id": dag_id, "run_id": wanted, "vid": dag[0], "now": now, "conf": conf_json})).first()
+        if inserted is not None:
+            await notify_wakeup(conn, dag_id)
+            return wanted
+        if run_id is not None:
+            raise Conflict(f"run {run_id!r} of DAG {dag_id!r} already exists")
+        # Two generated ids in the same microsecond: add a random suffix and try again.
+        wanted = f"{manual_run_id(now)}_{secrets.token_hex(3)}"
+    raise Conflict(f"could not allocate a unique run id for DAG {dag_id!r}")
+
+
+def manual_run_id(now: datetime) -> str:
+    return f"manual__{now.astimezone(UTC).isoformat()}"
+
+
+def scheduled_run_id(logical_date: datetime) -> str:
+    """Deterministic id of the scheduled run for ``logical_date`` (two leaders agree on it)."""
+    return f"scheduled__{logical_date.astimezone(UTC).isoformat()}"
+
+
+async def cancel_run(conn: AsyncConnection, dag_id: str, run_id: str) -> None:
+    """Cancel a queued or running run and its unfinished tasks; Conflict if it already ended."""
+    row = (await conn.execute(text(
+        "SELECT id, state FROM dag_runs WHERE dag_id = :dag_id AND run_id = :run_id FOR UPDATE"),
+        {"dag_id": dag_id, "run_id": run_id})).first()
+    if row is None:
+        raise NotFound(f"run {run_id!r} of DAG {dag_id!r} not found")
+    if row.state not in ("queued", "running"):
+        raise Conflict(f"run {run_id!r} of DAG {dag_id!r} already ended ({row.state})")
+    await _cancel_runs(conn, [row.id])
+    await notify_wakeup(conn, dag_id)
+
+
+async def _cancel_runs(conn: AsyncConnection, run_pks: list[int]) -> None:
+    """Cancel runs, their unfinished task instances, and flag their live tries for the executor."""
+    if not run_pks:
+        return
+    await conn.execute(text("""
+        UPDATE dag_runs SET state = 'cancelled', ended_at = now(), updated_at = now()
+        WHERE id = ANY(:ids) AND state IN ('queued', 'running')
+    """), {"ids": run_pks})
+    await conn.execute(text(f"""
+        WITH cancelled AS (
+            UPDATE task_instances SET state = 'cancelled', ended_at = now(), updated_at = now(),
+                   reason = 'run cancelled', next_try_at = NULL, timeout_at = NULL
+            WHERE run_pk = ANY(:ids) AND state IN {_ACTIVE_TASK}
+            RETURNING id
+        )
+        UPDATE task_tries tt SET state = 'cancelling', reason = 'run cancelled'
+        FROM cancelled c
+        WHERE tt.task_instance_id = c.id AND tt.state IN ('queued', 'running')
+    """), {"ids": run_pks})
