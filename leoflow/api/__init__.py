@@ -1,0 +1,1 @@
+"""The stateless HTTP API every replica serves (Starlette): routes, auth, metrics, OpenAPI."""

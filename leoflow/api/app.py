@@ -1,0 +1,130 @@
+"""The Starlette application every replica serves: routes, auth, metrics, lifespan.
+
+``create_app(settings)`` builds the app; its lifespan owns one bounded async engine
+(``LEOFLOW_DB_POOL_SIZE`` connections, no overflow) used by every request and disposed on
+shutdown. Nothing else is kept between requests, so any replica can answer any request.
+
+Route table: :data:`ROUTES` lists ``(method, path template, handler, scope needed)`` once; the
+OpenAPI document (:mod:`leoflow.api.openapi`) must describe exactly these (a test checks).
+Scopes: ``open`` (probes, the document), ``read``, ``admin`` (writes); ``/metrics`` needs
+``read`` only when ``LEOFLOW_METRICS_AUTH=true``.
+
+Failure semantics: the app builds without touching the database (a replica starts, and is
+live, while PostgreSQL is down; it is simply not ready). Database trouble during a request
+becomes 503 + ``Retry-After``; a request never hangs past the statement timeout plus a few
+seconds of connection slack.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Route
+
+from leoflow.api import routes_cluster, routes_dags, routes_runs, routes_system
+from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
+from leoflow.api.endpoint import ApiState, Handler, endpoint
+from leoflow.api.errors import http_exception_handler
+from leoflow.api.middleware import RequestMetrics
+from leoflow.db.engine import make_async_engine
+from leoflow.logs import redact_url
+from leoflow.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a request may wait for a connection and its first bytes beyond the statement
+#: timeout (connect timeout 5 s, plus scheduling slack on a loaded host).
+REQUEST_TIMEOUT_SLACK = 10.0
+
+
+@dataclass(frozen=True)
+class ApiRoute:
+    method: str
+    path: str
+    handler: Handler
+    scope: Scope
+
+
+def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
+    metrics_scope: Scope = "read" if settings.api.metrics_auth else "open"
+    dag = "/api/v2/dags/{dag_id}"
+    run = dag + "/runs/{run_id}"
+    task = run + "/tasks/{task_id}"
+    return (
+        ApiRoute("GET", "/healthz", routes_system.healthz, "open"),
+        ApiRoute("GET", "/readyz", routes_system.readyz, "open"),
+        ApiRoute("GET", "/metrics", routes_system.metrics, metrics_scope),
+        ApiRoute("GET", "/api/v2/openapi.json", routes_system.openapi, "open"),
+        ApiRoute("GET", "/api/v2/cluster/leader", routes_cluster.leader, "read"),
+        ApiRoute("GET", "/api/v2/cluster/nodes", routes_cluster.nodes, "read"),
+        ApiRoute("GET", "/api/v2/cluster/events", routes_cluster.events, "read"),
+        ApiRoute("GET", "/api/v2/dags", routes_dags.list_dags, "read"),
+        ApiRoute("POST", "/api/v2/dags", routes_dags.create_dag, "admin"),
+        ApiRoute("GET", dag, routes_dags.get_dag, "read"),
+        ApiRoute("PUT", dag, routes_dags.put_dag, "admin"),
+        ApiRoute("PATCH", dag, routes_dags.patch_dag, "admin"),
+        ApiRoute("DELETE", dag, routes_dags.delete_dag, "admin"),
+        ApiRoute("GET", dag + "/runs", routes_runs.list_runs, "read"),
+        ApiRoute("POST", dag + "/runs", routes_runs.trigger_run, "admin"),
+        ApiRoute("GET", run, routes_runs.get_run, "read"),
+        ApiRoute("POST", run + "/cancel", routes_runs.cancel_run, "admin"),
+        ApiRoute("GET", run + "/tasks", routes_runs.list_tasks, "read"),
+        ApiRoute("GET", task, routes_runs.get_task, "read"),
+        ApiRoute("GET", task + "/logs", routes_runs.get_task_logs, "read"),
+    )
+
+
+def _starlette_routes(settings: Settings) -> list[BaseRoute]:
+    by_path: dict[str, list[ApiRoute]] = {}
+    for route in api_routes(settings):
+        by_path.setdefault(route.path, []).append(route)
+    routes: list[BaseRoute] = []
+    for path, entries in by_path.items():
+        # One Route per (path, method): each carries its own scope; Starlette answers 405 with
+        # an Allow header when a path matches but no method does.
+        for entry in entries:
+            routes.append(Route(path, endpoint(entry.handler, entry.scope), methods=[entry.method],
+                                name=f"{entry.method} {path}"))
+    return routes
+
+
+def _dashboard_routes() -> list[BaseRoute]:
+    """The web dashboard (issue 10) when it is part of this installation."""
+    try:
+        from leoflow.api.dashboard import dashboard_routes
+    except ImportError:
+        return []
+    return dashboard_routes()
+
+
+def create_app(settings: Settings) -> Starlette:
+    """The API app for ``settings``; raises SettingsError when auth is enabled without tokens."""
+    ensure_auth_configured(settings)
+    url = settings.require_database_url()
+    auth = Authenticator(settings.api)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        engine = make_async_engine(settings.database, application_name=f"leoflow-api:{settings.cluster.node_id}")
+        app.state.api = ApiState(settings=settings, engine=engine, auth=auth,
+                                 request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK)
+        app.state.work_gauges = routes_system.WorkGauges()
+        logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,
+                                          "pool_size": settings.database.pool_size})
+        try:
+            yield
+        finally:
+            await engine.dispose()
+
+    return Starlette(
+        routes=_starlette_routes(settings) + _dashboard_routes(),
+        middleware=[Middleware(RequestMetrics)],
+        exception_handlers={HTTPException: http_exception_handler},
+        lifespan=lifespan,
+    )

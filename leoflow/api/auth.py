@@ -1,0 +1,80 @@
+"""Bearer-token authentication and the two scopes, ``read`` and ``admin``.
+
+Tokens come from ``LEOFLOW_API_TOKENS`` / ``LEOFLOW_API_TOKENS_FILE`` (parsed by
+:mod:`leoflow.settings` into :class:`~leoflow.settings.ApiToken`). ``admin`` implies ``read``.
+A presented token is compared with *every* configured token using
+:func:`hmac.compare_digest` (no early exit), so response timing reveals neither which token
+matched nor how much of a guess was right. Tokens are never logged: only the token's *name*
+is attached to the request for logs and audit.
+
+Failure semantics: no/garbled/unknown token → 401 with ``WWW-Authenticate: Bearer``; a valid
+read token on a write route → 403. With ``LEOFLOW_AUTH=disabled`` every request is treated as
+an anonymous admin. :func:`ensure_auth_configured` makes a server refuse to start with auth
+enabled and no tokens, instead of starting a server nobody can use (or everybody can).
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Literal
+
+from leoflow.api.errors import ApiError
+from leoflow.errors import SettingsError
+from leoflow.settings import ApiSettings, Settings
+
+Scope = Literal["read", "admin", "open"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who made a request (for logs): the token's name and its scope."""
+
+    name: str
+    scope: Literal["read", "admin"]
+
+
+ANONYMOUS_ADMIN = Principal(name="anonymous", scope="admin")
+
+
+def ensure_auth_configured(settings: Settings) -> None:
+    """Refuse to serve with auth enabled but no tokens configured."""
+    if settings.api.auth_enabled and not settings.api.tokens:
+        raise SettingsError("LEOFLOW_API_TOKENS", "no API tokens configured; set LEOFLOW_API_TOKENS or "
+                            "LEOFLOW_API_TOKENS_FILE (name:scope:token), or LEOFLOW_AUTH=disabled to "
+                            "serve without authentication")
+
+
+class Authenticator:
+    """Checks ``Authorization: Bearer <token>`` headers against the configured tokens."""
+
+    def __init__(self, api: ApiSettings) -> None:
+        self.enabled = api.auth_enabled
+        self._tokens = [(t.token.encode("utf-8"), Principal(t.name, t.scope)) for t in api.tokens]
+
+    def identify(self, authorization: str | None) -> Principal | None:
+        """The principal for a header value, or None when it names no configured token."""
+        if not authorization:
+            return None
+        kind, _, presented = authorization.partition(" ")
+        if kind.lower() != "bearer" or not presented.strip():
+            return None
+        candidate = presented.strip().encode("utf-8", "surrogateescape")
+        found: Principal | None = None
+        for secret, principal in self._tokens:
+            # Compare against every token (no break) so timing does not depend on the match.
+            if hmac.compare_digest(candidate, secret) and found is None:
+                found = principal
+        return found
+
+    def require(self, authorization: str | None, needed: Scope) -> Principal:
+        """The caller's principal if allowed ``needed``; raises 401/403 otherwise."""
+        if needed == "open" or not self.enabled:
+            return ANONYMOUS_ADMIN
+        principal = self.identify(authorization)
+        if principal is None:
+            message = "missing bearer token" if not authorization else "invalid bearer token"
+            raise ApiError(401, message, headers={"WWW-Authenticate": 'Bearer realm="leoflow"'})
+        if needed == "admin" and principal.scope != "admin":
+            raise ApiError(403, f"token {principal.name!r} has scope read; this request needs admin")
+        return principal

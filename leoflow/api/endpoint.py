@@ -1,0 +1,214 @@
+"""What every API route shares: auth, the error boundary, timeouts and request parsing.
+
+A route handler is a plain ``async def handler(request) -> Response``; :func:`endpoint` wraps
+it so that the token is checked first (scope per route), the handler runs under a deadline
+(a wedged database never pins a request forever), and every exception becomes the JSON error
+envelope via :func:`leoflow.api.errors.translate`. Handlers therefore raise, never build
+error responses themselves.
+
+Parsing helpers raise :class:`~leoflow.api.errors.ApiError` naming the field: request bodies
+(JSON, or YAML with ``Content-Type: application/yaml``) are read with a byte limit
+(``LEOFLOW_MAX_BODY_BYTES`` → 413), query parameters are validated (``limit`` 1..500,
+``state`` from the known states, ``cursor`` opaque and tamper-evident enough to reject
+garbage with a 400 rather than a database error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leoflow.api.auth import Authenticator, Scope
+from leoflow.api.errors import ApiError, bad_field, error_response, translate
+from leoflow.settings import Settings
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 500
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+JSON_TYPES = ("application/json", "")
+
+DAG_ID = re.compile(r"^[a-z0-9-]{1,50}$")
+TASK_ID = DAG_ID
+#: Run ids: what manual triggers and the scheduler (``scheduled__<ISO date>``) produce.
+RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,250}$")
+
+
+@dataclass(frozen=True)
+class ApiState:
+    """Per-app state the handlers need (held in ``app.state.api``)."""
+
+    settings: Settings
+    engine: AsyncEngine
+    auth: Authenticator
+    #: Deadline for one request's database work: the statement timeout plus connect slack.
+    request_timeout: float
+
+
+def api_state(request: Request) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+def endpoint(handler: Handler, needed: Scope) -> Handler:
+    """Wrap ``handler`` with auth for scope ``needed`` and the error boundary."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            state = api_state(request)
+            request.state.principal = state.auth.require(request.headers.get("authorization"), needed)
+            async with asyncio.timeout(state.request_timeout):
+                return await handler(request)
+        except Exception as exc:  # the one boundary where every failure becomes an answer
+            return error_response(translate(exc))
+
+    wrapped.__name__ = handler.__name__
+    wrapped.__doc__ = handler.__doc__
+    return wrapped
+
+
+# --------------------------------------------------------------------------- bodies
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_document(request: Request) -> Any:
+    """The request body parsed as JSON or YAML (None when empty); 400/413/415 on bad input."""
+    limit = api_state(request).settings.api.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            too_big = int(declared) > limit
+        except ValueError:
+            raise bad_field("Content-Length", "must be an integer") from None
+        if too_big:
+            raise ApiError(413, f"request body exceeds {limit} bytes (LEOFLOW_MAX_BODY_BYTES)")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body exceeds {limit} bytes (LEOFLOW_MAX_BODY_BYTES)")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return None
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad_field("body", "is not valid UTF-8") from None
+    if ctype in YAML_TYPES:
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            problem = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
+            raise bad_field("body", f"is not valid YAML ({problem})") from None
+    if ctype in JSON_TYPES or ctype.endswith("+json"):
+        try:
+            return json.loads(text, parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise bad_field("body", f"is not valid JSON ({exc})") from None
+    raise ApiError(415, f"Content-Type {ctype!r} is not supported; send application/json or application/yaml")
+
+
+def require_object(document: Any, field: str = "body") -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise bad_field(field, "must be an object", status=422)
+    return document
+
+
+def ensure_json_value(value: Any, field: str) -> None:
+    """Reject values Postgres' jsonb cannot store (NaN, NUL characters, YAML-only types)."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise bad_field(field, f"must be plain JSON ({exc})", status=422) from None
+    if "\\u0000" in text:
+        raise bad_field(field, "must not contain NUL characters", status=422)
+
+
+# --------------------------------------------------------------------------- query parameters
+
+def query_limit(request: Request) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return DEFAULT_LIMIT
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_field("limit", f"must be an integer between 1 and {MAX_LIMIT}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise bad_field("limit", f"must be between 1 and {MAX_LIMIT}")
+    return value
+
+
+def query_state(request: Request, allowed: tuple[str, ...]) -> str | None:
+    raw = request.query_params.get("state")
+    if raw is None or raw == "":
+        return None
+    if raw not in allowed:
+        raise bad_field("state", f"must be one of {', '.join(allowed)}")
+    return raw
+
+
+def query_int(request: Request, name: str, *, minimum: int = 1) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_field(name, "must be an integer") from None
+    if value < minimum or value > 2**31 - 1:
+        raise bad_field(name, f"must be between {minimum} and {2**31 - 1}")
+    return value
+
+
+def encode_cursor(kind: str, value: str | int) -> str:
+    """An opaque continuation token: clients pass it back, never build it."""
+    raw = json.dumps([kind, value], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def query_cursor(request: Request, kind: str, value_type: type) -> Any:
+    raw = request.query_params.get("cursor")
+    if raw is None or raw == "":
+        return None
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+        found_kind, value = decoded
+    except (ValueError, TypeError):
+        raise bad_field("cursor", "is not a cursor this API issued") from None
+    valid = found_kind == kind and isinstance(value, value_type) and not isinstance(value, bool)
+    if valid and isinstance(value, int):
+        valid = 0 <= value <= 2**63 - 1
+    if valid and isinstance(value, float):
+        valid = math.isfinite(value)
+    if valid and isinstance(value, str):
+        valid = len(value) <= 250 and "\x00" not in value
+    if not valid:
+        raise bad_field("cursor", "is not a cursor this API issued for this list")
+    return value
+
+
+def page(items: list[dict[str, Any]], limit: int, next_value: Callable[[dict[str, Any]], str | int],
+         kind: str) -> dict[str, Any]:
+    """``{"items", "next_cursor"}`` from up to ``limit + 1`` fetched rows."""
+    more = len(items) > limit
+    items = items[:limit]
+    cursor = encode_cursor(kind, next_value(items[-1])) if more and items else None
+    return {"items": items, "next_cursor": cursor}

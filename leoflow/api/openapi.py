@@ -1,0 +1,236 @@
+"""The OpenAPI 3.1 description of the HTTP API.
+
+Written by hand (the routes are plain Starlette functions) and kept honest by tests: one
+proves the documented operations are exactly the app's routes, and a schemathesis run against
+a live server checks every answer against this document (status codes, content types, bodies).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from leoflow import __version__
+from leoflow.api.endpoint import MAX_LIMIT
+from leoflow.db.models import RUN_STATES, TASK_STATES
+
+JSON = "application/json"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str, **extra: Any) -> dict[str, Any]:
+    return {"type": [kind, "null"], **extra}
+
+
+_TIME = _nullable("string", format="date-time")
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+
+
+def _obj(props: dict[str, Any], *, required: list[str] | None = None, extra: bool = False) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": required if required is not None else list(props),
+            "additionalProperties": extra}
+
+
+def _page(item: str) -> dict[str, Any]:
+    return _obj({"items": {"type": "array", "items": _ref(item)}, "next_cursor": _nullable("string")})
+
+
+_TASK_INSTANCE = {
+    "task_id": _STR, "state": {"type": "string", "enum": list(TASK_STATES)}, "try_number": _INT,
+    "max_tries": _INT, "queued_at": _TIME, "started_at": _TIME, "ended_at": _TIME, "next_try_at": _TIME,
+    "reason": _nullable("string"),
+}
+_RUN = {
+    "dag_id": _STR, "run_id": _STR, "run_type": _STR, "state": {"type": "string", "enum": list(RUN_STATES)},
+    "logical_date": _TIME, "conf": {"type": "object"}, "created_at": {"type": "string", "format": "date-time"},
+    "started_at": _TIME, "ended_at": _TIME, "updated_at": {"type": "string", "format": "date-time"},
+    "dag_version": _INT,
+}
+_DAG = {
+    "dag_id": _STR, "paused": {"type": "boolean"}, "schedule": _nullable("string"), "version": _nullable("integer"),
+    "next_run_at": _TIME, "created_at": {"type": "string", "format": "date-time"},
+    "updated_at": {"type": "string", "format": "date-time"},
+}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj({"error": _obj({"code": _STR, "message": _STR, "details": {}})}),
+    "Dag": _obj(_DAG),
+    "DagDetail": _obj({**_DAG, "spec": _nullable("object")}),
+    "DagPage": _page("Dag"),
+    "DagSpec": {
+        "type": "object", "description": "A DAG specification (the same schema as the YAML files).",
+        "required": ["dag_id", "tasks"],
+        "properties": {
+            "dag_id": {"type": "string", "pattern": "^[a-z0-9-]{1,50}$"},
+            "schedule": _nullable("string"), "timezone": _STR, "catchup": {"type": "boolean"},
+            "start_date": _nullable("string"), "max_active_runs": _INT, "paused": {"type": "boolean"},
+            "default_retries": _INT,
+            "tasks": {"type": "array", "items": {"type": "object", "required": ["id"], "properties": {
+                "id": {"type": "string", "pattern": "^[a-z0-9-]{1,50}$"}, "image": _STR,
+                "command": {"type": "array", "items": _STR}, "args": {"type": "array", "items": _STR},
+                "env": {"type": "object", "additionalProperties": _STR}, "retries": _INT,
+                "retry_delay_seconds": {"type": "number"}, "timeout_seconds": {"type": "number"},
+                "resources": {"type": "object"}, "depends_on": {"type": "array", "items": _STR}}}},
+        },
+    },
+    "DagPatch": _obj({"paused": {"type": "boolean"}}),
+    "RunRequest": _obj({"run_id": _STR, "conf": {"type": "object"}}, required=[]),
+    "Run": _obj(_RUN),
+    "RunDetail": _obj({**_RUN, "tasks": {"type": "array", "items": _ref("TaskInstance")}}),
+    "RunPage": _page("Run"),
+    "TaskInstance": _obj(_TASK_INSTANCE),
+    "TaskInstancePage": _page("TaskInstance"),
+    "TaskTry": _obj({
+        "try_number": _INT, "state": _STR, "executor_ref": _nullable("string"), "term": _INT,
+        "queued_at": {"type": "string", "format": "date-time"}, "started_at": _TIME, "ended_at": _TIME,
+        "exit_code": _nullable("integer"), "reason": _nullable("string"), "logs_shipped_at": _TIME,
+        "has_logs": {"type": "boolean"}}),
+    "TaskDetail": _obj({**_TASK_INSTANCE, "tries": {"type": "array", "items": _ref("TaskTry")}}),
+    "Leader": _obj({"node_id": _STR, "term": _INT, "since": _TIME, "api_url": _nullable("string")}),
+    "Node": _obj({"node_id": _STR, "api_url": _nullable("string"), "version": _nullable("string"),
+                  "started_at": _TIME, "last_seen": _TIME, "is_leader": {"type": "boolean"}, "state": _STR},
+                 extra=True),
+    "NodeList": _obj({"items": {"type": "array", "items": _ref("Node")}}),
+    "Event": _obj({"id": _INT, "ts": _TIME, "kind": _STR, "node_id": _nullable("string"),
+                   "term": _nullable("integer"), "details": {"type": "object"}}, extra=True),
+    "EventPage": _page("Event"),
+    "Health": _obj({"status": _STR}),
+    "Ready": _obj({"status": _STR, "schema": _STR}),
+}
+
+_RETRY_AFTER = {"Retry-After": {"schema": {"type": "string"}, "description": "Seconds to wait."}}
+RESPONSES: dict[str, Any] = {
+    name: {"description": text, "content": {JSON: {"schema": _ref("Error")}}, **extra}
+    for name, text, extra in (
+        ("BadRequest", "Malformed input (the message and details.field name it).", {}),
+        ("Unauthorized", "Missing or invalid bearer token.",
+         {"headers": {"WWW-Authenticate": {"schema": {"type": "string"}}}}),
+        ("Forbidden", "The token's scope does not allow this request.", {}),
+        ("NotFound", "No such object.", {}),
+        ("Conflict", "Conflicts with the current state.", {}),
+        ("TooLarge", "The body exceeds LEOFLOW_MAX_BODY_BYTES.", {}),
+        ("UnsupportedMediaType", "Send application/json or application/yaml.", {}),
+        ("Unprocessable", "Invalid content (details.field names the path).", {}),
+        ("Unavailable", "The database is unreachable (or no leader); retry later.", {"headers": _RETRY_AFTER}),
+    )
+}
+_ERR = {"400": "BadRequest", "401": "Unauthorized", "403": "Forbidden", "404": "NotFound", "409": "Conflict",
+        "413": "TooLarge", "415": "UnsupportedMediaType", "422": "Unprocessable", "503": "Unavailable"}
+
+
+def _param(name: str, where: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
+    return {"name": name, "in": where, "required": where == "path", "schema": schema, "description": description}
+
+
+DAG_ID = _param("dag_id", "path", {"type": "string"}, "DAG id")
+RUN_ID = _param("run_id", "path", {"type": "string"}, "Run id")
+TASK_ID = _param("task_id", "path", {"type": "string"}, "Task id")
+LIMIT = _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100},
+               "Page size")
+CURSOR = _param("cursor", "query", {"type": "string"}, "Opaque cursor from a previous page's next_cursor")
+
+
+def _state(values: tuple[str, ...]) -> dict[str, Any]:
+    return _param("state", "query", {"type": "string", "enum": list(values)}, "Only items in this state")
+
+
+def _op(summary: str, ok: dict[str, Any], *, errors: str = "", params: list[dict[str, Any]] | None = None,
+        body: str | None = None, body_required: bool = True, auth: str = "read") -> dict[str, Any]:
+    responses = dict(ok)
+    codes = set(errors.split())
+    if auth in ("read", "admin"):
+        codes |= {"401", "503"}
+    if auth == "admin":
+        codes.add("403")
+    if body:
+        codes |= {"400", "413", "415", "422"}
+    for code in sorted(codes):
+        responses[code] = {"$ref": f"#/components/responses/{_ERR[code]}"}
+    op: dict[str, Any] = {"summary": summary, "operationId": summary.lower().replace(" ", "_").replace("'", ""),
+                          "responses": responses, "parameters": params or []}
+    if auth == "open":
+        op["security"] = []
+    elif auth == "metrics":  # open unless LEOFLOW_METRICS_AUTH=true
+        op["security"] = [{}, {"bearer": []}]
+    if body:
+        schema = _ref(body)
+        op["requestBody"] = {"required": body_required, "content": {JSON: {"schema": schema},
+                                                                     "application/yaml": {"schema": schema}}}
+    return op
+
+
+def _json(code: str, schema: str, description: str = "OK") -> dict[str, Any]:
+    return {code: {"description": description, "content": {JSON: {"schema": _ref(schema)}}}}
+
+
+_TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}}}
+_RUN_PATH = [DAG_ID, RUN_ID]
+
+
+def operations() -> dict[str, dict[str, Any]]:
+    """``{path: {method: operation}}`` for every route of the app."""
+    return {
+        "/healthz": {"get": _op("Liveness", _json("200", "Health"), auth="open")},
+        "/readyz": {"get": _op("Readiness", _json("200", "Ready"), auth="open", errors="503")},
+        "/metrics": {"get": _op("Prometheus metrics", {"200": {"description": "Text exposition", **_TEXT}},
+                                auth="metrics", errors="401")},
+        "/api/v2/openapi.json": {"get": _op("OpenAPI document", {"200": {
+            "description": "This document", "content": {JSON: {"schema": {"type": "object"}}}}}, auth="open")},
+        "/api/v2/cluster/leader": {"get": _op("Current leader", _json("200", "Leader"))},
+        "/api/v2/cluster/nodes": {"get": _op("Cluster nodes", _json("200", "NodeList"))},
+        "/api/v2/cluster/events": {"get": _op("Cluster events", _json("200", "EventPage"), errors="400",
+                                              params=[LIMIT, CURSOR])},
+        "/api/v2/dags": {
+            "get": _op("List DAGs", _json("200", "DagPage"), errors="400",
+                       params=[LIMIT, CURSOR, _state(("active", "paused"))]),
+            "post": _op("Apply DAG", {**_json("200", "DagDetail", "Unchanged"), **_json("201", "DagDetail",
+                                                                                        "Created")},
+                        body="DagSpec", auth="admin", errors="409"),
+        },
+        "/api/v2/dags/{dag_id}": {
+            "get": _op("Get DAG", _json("200", "DagDetail"), errors="404", params=[DAG_ID]),
+            "put": _op("Put DAG", {**_json("200", "DagDetail", "Unchanged"), **_json("201", "DagDetail", "Created")},
+                       body="DagSpec", auth="admin", errors="409", params=[DAG_ID]),
+            "patch": _op("Pause or unpause DAG", _json("200", "DagDetail"), body="DagPatch", auth="admin",
+                         errors="404", params=[DAG_ID]),
+            "delete": _op("Delete DAG", {"204": {"description": "Deleted"}}, auth="admin", errors="404",
+                          params=[DAG_ID]),
+        },
+        "/api/v2/dags/{dag_id}/runs": {
+            "get": _op("List runs", _json("200", "RunPage"), errors="400 404",
+                       params=[DAG_ID, LIMIT, CURSOR, _state(RUN_STATES)]),
+            "post": _op("Trigger run", _json("201", "RunDetail", "Created"), body="RunRequest", body_required=False,
+                        auth="admin", errors="404 409", params=[DAG_ID]),
+        },
+        "/api/v2/dags/{dag_id}/runs/{run_id}": {
+            "get": _op("Get run", _json("200", "RunDetail"), errors="404", params=_RUN_PATH)},
+        "/api/v2/dags/{dag_id}/runs/{run_id}/cancel": {
+            "post": _op("Cancel run", _json("200", "RunDetail"), auth="admin", errors="404 409", params=_RUN_PATH)},
+        "/api/v2/dags/{dag_id}/runs/{run_id}/tasks": {
+            "get": _op("List task instances", _json("200", "TaskInstancePage"), errors="400 404",
+                       params=[*_RUN_PATH, LIMIT, CURSOR, _state(TASK_STATES)])},
+        "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}": {
+            "get": _op("Get task instance", _json("200", "TaskDetail"), errors="404", params=[*_RUN_PATH, TASK_ID])},
+        "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs": {
+            "get": _op("Get task log", {"200": {"description": "The try's log (plain text)", **_TEXT,
+                                                "headers": {"X-Leoflow-Log-Complete": {"schema": _STR}}}},
+                       errors="400 404", params=[*_RUN_PATH, TASK_ID, _param(
+                           "try", "query", {"type": "integer", "minimum": 1}, "Try number (default: latest)")])},
+    }
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Leoflow API", "version": __version__,
+                 "description": "The stateless HTTP API served by every Leoflow replica."},
+        "paths": operations(),
+        "components": {"schemas": SCHEMAS, "responses": RESPONSES,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+    }

@@ -1,0 +1,43 @@
+"""Cluster routes: the leader, the members and the event log, from the database's truth.
+
+Answered by :mod:`leoflow.election.status` on any replica (leader or follower), so they show
+the same thing wherever a load balancer sends the request. ``/cluster/leader`` answers 503 with
+``Retry-After`` while nobody leads (during a failover), because "no leader" is a transient
+condition a client should retry, not a resource that does not exist.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leoflow.api.endpoint import api_state, page, query_cursor, query_limit
+from leoflow.api.errors import ApiError
+from leoflow.api.jsonresp import JsonResponse
+from leoflow.election import status
+
+
+async def leader(request: Request) -> Response:
+    state = api_state(request)
+    async with state.engine.connect() as conn:
+        current = await status.current_leader(conn, state.settings.cluster.name)
+    if current is None:
+        raise ApiError(503, "no replica leads the cluster right now (election in progress)",
+                       code="no_leader", headers={"Retry-After": "2"})
+    return JsonResponse(current)
+
+
+async def nodes(request: Request) -> Response:
+    state = api_state(request)
+    async with state.engine.connect() as conn:
+        members = await status.list_nodes(conn, state.settings.cluster.name)
+    return JsonResponse({"items": members})
+
+
+async def events(request: Request) -> Response:
+    state = api_state(request)
+    limit = query_limit(request)
+    before = query_cursor(request, "events", int)
+    async with state.engine.connect() as conn:
+        rows = await status.list_events(conn, state.settings.cluster.name, limit + 1, before)
+    return JsonResponse(page(rows, limit, lambda r: int(r["id"]), "events"))

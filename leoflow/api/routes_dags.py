@@ -1,0 +1,114 @@
+"""DAG routes: list, apply (POST / PUT), show, pause (PATCH), delete.
+
+Writes validate the body with :func:`leoflow.scheduler.spec.parse_dag_spec` (422 naming the
+offending path, e.g. ``tasks[1].depends_on[0]``) and call :mod:`leoflow.db.dag_store` in one
+transaction; the answer is read back in that same transaction, so a client sees exactly what
+it wrote. ``POST`` answers 201 when the DAG or a new version was created and 200 when the spec
+was identical (a no-op).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leoflow.api.endpoint import (
+    DAG_ID,
+    api_state,
+    page,
+    query_cursor,
+    query_limit,
+    query_state,
+    read_document,
+    require_object,
+)
+from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.jsonresp import JsonResponse
+from leoflow.clock import SystemClock
+from leoflow.db import api_queries, dag_store
+from leoflow.scheduler.spec import parse_dag_spec
+
+DAG_STATES = ("active", "paused")
+
+
+def path_dag_id(request: Request) -> str:
+    """The ``{dag_id}`` path parameter; ids that cannot exist are simply not found."""
+    dag_id: str = request.path_params["dag_id"]
+    if not DAG_ID.match(dag_id):
+        raise ApiError(404, f"DAG {dag_id[:60]!r} not found")
+    return dag_id
+
+
+def not_found(dag_id: str) -> ApiError:
+    return ApiError(404, f"DAG {dag_id!r} not found")
+
+
+async def list_dags(request: Request) -> Response:
+    limit = query_limit(request)
+    state = query_state(request, DAG_STATES)
+    after = query_cursor(request, "dags", str)
+    async with api_state(request).engine.connect() as conn:
+        rows = await api_queries.list_dags(conn, after=after, limit=limit,
+                                           paused=None if state is None else state == "paused")
+    return JsonResponse(page(rows, limit, lambda r: r["dag_id"], "dags"))
+
+
+async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]:
+    spec = parse_dag_spec(document)
+    async with api_state(request).engine.begin() as conn:
+        result = await dag_store.apply_dag(conn, spec, clock=SystemClock())
+        dag = await api_queries.get_dag(conn, result.dag_id)
+    assert dag is not None
+    return dag, result.changed
+
+
+async def create_dag(request: Request) -> Response:
+    document = require_object(await read_document(request))
+    dag, changed = await _apply(request, document)
+    return JsonResponse(dag, status_code=201 if changed else 200)
+
+
+async def put_dag(request: Request) -> Response:
+    dag_id = request.path_params["dag_id"]
+    if not DAG_ID.match(dag_id):
+        raise bad_field("dag_id", "must be 1-50 characters of a-z, 0-9 and -", status=422)
+    document = require_object(await read_document(request))
+    body_id = document.get("dag_id", dag_id)
+    if body_id != dag_id:
+        raise bad_field("dag_id", f"is {body_id!r} in the body but {dag_id!r} in the path", status=422)
+    dag, changed = await _apply(request, {**document, "dag_id": dag_id})
+    return JsonResponse(dag, status_code=201 if changed else 200)
+
+
+async def get_dag(request: Request) -> Response:
+    dag_id = path_dag_id(request)
+    async with api_state(request).engine.connect() as conn:
+        dag = await api_queries.get_dag(conn, dag_id)
+    if dag is None:
+        raise not_found(dag_id)
+    return JsonResponse(dag)
+
+
+async def patch_dag(request: Request) -> Response:
+    dag_id = path_dag_id(request)
+    document = require_object(await read_document(request))
+    unknown = sorted(set(document) - {"paused"})
+    if unknown:
+        raise bad_field(unknown[0], "unknown field (only 'paused' can be changed)", status=422)
+    if not isinstance(document.get("paused"), bool):
+        raise bad_field("paused", "must be true or false", status=422)
+    async with api_state(request).engine.begin() as conn:
+        await dag_store.set_paused(conn, dag_id, document["paused"])
+        dag = await api_queries.get_dag(conn, dag_id)
+    if dag is None:
+        raise not_found(dag_id)
+    return JsonResponse(dag)
+
+
+async def delete_dag(request: Request) -> Response:
+    dag_id = path_dag_id(request)
+    async with api_state(request).engine.begin() as conn:
+        await dag_store.delete_dag(conn, dag_id)
+    return Response(status_code=204)

@@ -1,0 +1,170 @@
+"""Run and task routes: trigger, list, show, cancel; task instances, tries and logs.
+
+Task logs are served from what the executor stored in ``task_logs`` (the API is stateless and
+asks nothing of the leader). For a try that is still running, the stored content may be partial
+or absent; the answer then says so in a trailing note and in ``X-Leoflow-Log-Complete: false``,
+and clients poll again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from leoflow.api.endpoint import (
+    TASK_ID,
+    api_state,
+    ensure_json_value,
+    page,
+    query_cursor,
+    query_int,
+    query_limit,
+    query_state,
+    read_document,
+    require_object,
+)
+from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.routes_dags import not_found, path_dag_id
+from leoflow.clock import SystemClock
+from leoflow.db import api_queries, dag_store
+from leoflow.db.models import RUN_STATES, TASK_STATES
+
+_PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
+               "ended_at", "updated_at", "dag_version")
+
+
+def _run(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: row[k] for k in _PUBLIC_RUN}
+    if "tasks" in row:
+        out["tasks"] = row["tasks"]
+    return out
+
+
+def _ti(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "id"}
+
+
+def path_run_id(request: Request) -> str:
+    run_id: str = request.path_params["run_id"]
+    if not dag_store.RUN_ID_RE.match(run_id):
+        raise ApiError(404, f"run {run_id[:60]!r} not found")
+    return run_id
+
+
+async def _run_or_404(request: Request, conn: Any, *, with_tasks: bool) -> dict[str, Any]:
+    dag_id = path_dag_id(request)
+    run_id = path_run_id(request)
+    run = await api_queries.get_run(conn, dag_id, run_id, with_tasks=with_tasks)
+    if run is None:
+        if not await api_queries.dag_exists(conn, dag_id):
+            raise not_found(dag_id)
+        raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
+    return run
+
+
+async def trigger_run(request: Request) -> Response:
+    dag_id = path_dag_id(request)
+    document = await read_document(request)
+    body = require_object({} if document is None else document)
+    unknown = sorted(set(body) - {"run_id", "conf"})
+    if unknown:
+        raise bad_field(unknown[0], "unknown field (expected run_id, conf)", status=422)
+    run_id = body.get("run_id")
+    if run_id is not None and (not isinstance(run_id, str) or not dag_store.RUN_ID_RE.match(run_id)):
+        raise bad_field("run_id", "must be 1-250 characters of letters, digits and _.:+~- "
+                        "starting with a letter or digit", status=422)
+    conf = body.get("conf", {})
+    if conf is None:
+        conf = {}
+    if not isinstance(conf, dict):
+        raise bad_field("conf", "must be an object", status=422)
+    ensure_json_value(conf, "conf")
+    async with api_state(request).engine.begin() as conn:
+        created = await dag_store.trigger_run(conn, dag_id, run_id=run_id, conf=conf, clock=SystemClock())
+        run = await api_queries.get_run(conn, dag_id, created)
+    assert run is not None
+    return JsonResponse(_run(run), status_code=201)
+
+
+async def list_runs(request: Request) -> Response:
+    dag_id = path_dag_id(request)
+    limit = query_limit(request)
+    state = query_state(request, RUN_STATES)
+    before = query_cursor(request, "runs", int)
+    async with api_state(request).engine.connect() as conn:
+        rows = await api_queries.list_runs(conn, dag_id, before_id=before, limit=limit, state=state)
+        if not rows and not await api_queries.dag_exists(conn, dag_id):
+            raise not_found(dag_id)
+    result = page(rows, limit, lambda r: r["id"], "runs")
+    result["items"] = [_run(r) for r in result["items"]]
+    return JsonResponse(result)
+
+
+async def get_run(request: Request) -> Response:
+    async with api_state(request).engine.connect() as conn:
+        run = await _run_or_404(request, conn, with_tasks=True)
+    return JsonResponse(_run(run))
+
+
+async def cancel_run(request: Request) -> Response:
+    dag_id = path_dag_id(request)
+    run_id = path_run_id(request)
+    async with api_state(request).engine.begin() as conn:
+        await dag_store.cancel_run(conn, dag_id, run_id)
+        run = await api_queries.get_run(conn, dag_id, run_id)
+    assert run is not None
+    return JsonResponse(_run(run))
+
+
+async def list_tasks(request: Request) -> Response:
+    limit = query_limit(request)
+    state = query_state(request, TASK_STATES)
+    after = query_cursor(request, "tasks", str)
+    async with api_state(request).engine.connect() as conn:
+        run = await _run_or_404(request, conn, with_tasks=False)
+        rows = await api_queries.list_task_instances(conn, run["id"], after=after, limit=limit, state=state)
+    result = page(rows, limit, lambda r: r["task_id"], "tasks")
+    result["items"] = [_ti(r) for r in result["items"]]
+    return JsonResponse(result)
+
+
+async def _task_or_404(request: Request, conn: Any) -> dict[str, Any]:
+    run = await _run_or_404(request, conn, with_tasks=False)
+    task_id: str = request.path_params["task_id"]
+    ti = await api_queries.get_task_instance(conn, run["id"], task_id) if TASK_ID.match(task_id) else None
+    if ti is None:
+        raise ApiError(404, f"task {task_id[:60]!r} not found in run {run['run_id']!r}")
+    return ti
+
+
+async def get_task(request: Request) -> Response:
+    async with api_state(request).engine.connect() as conn:
+        ti = await _task_or_404(request, conn)
+    return JsonResponse(_ti(ti))
+
+
+async def get_task_logs(request: Request) -> Response:
+    try_number = query_int(request, "try")
+    async with api_state(request).engine.connect() as conn:
+        ti = await _task_or_404(request, conn)
+        entry = await api_queries.get_task_log(conn, ti["id"], try_number)
+    if entry is None:
+        if try_number is None:
+            raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")
+        raise bad_field("try", f"task {ti['task_id']!r} has no try {try_number} "
+                        f"(tries so far: {ti['try_number']})", status=404)
+    finished = entry["ended_at"] is not None
+    complete = finished and (entry["content"] is not None or entry["logs_shipped_at"] is not None)
+    text = entry["content"] or ""
+    if entry["truncated"]:
+        text = f"[leoflow: log truncated; only the last {entry['size_bytes']} bytes are kept]\n" + text
+    if not complete:
+        if text and not text.endswith("\n"):
+            text += "\n"
+        state = "running" if not finished else "finished, logs not collected yet"
+        text += f"[leoflow: try {entry['try_number']} is {state}; this log is incomplete, fetch again later]\n"
+    headers = {"X-Leoflow-Try": str(entry["try_number"]), "X-Leoflow-Log-Complete": str(complete).lower()}
+    return PlainTextResponse(text, headers=headers)

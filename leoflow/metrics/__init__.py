@@ -1,0 +1,1 @@
+"""Prometheus metric definitions, one module per part (http, election, scheduler, executor)."""
