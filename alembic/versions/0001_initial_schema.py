@@ -128,6 +128,7 @@ def upgrade() -> None:
     sa.UniqueConstraint('run_pk', 'task_id', name=op.f('uq_task_instances_run_pk_task_id'))
     )
     op.create_index('ix_task_instances_active', 'task_instances', ['state', 'id'], unique=False, postgresql_where=sa.text("state IN ('pending', 'queued', 'running', 'up_for_retry')"))
+    op.create_index('ix_task_instances_ready', 'task_instances', ['id'], unique=False, postgresql_where=sa.text("state = 'pending' AND pending_upstreams = 0"))
     op.create_table('task_tries',
     sa.Column('id', sa.BigInteger(), sa.Identity(always=False), nullable=False),
     sa.Column('task_instance_id', sa.BigInteger(), nullable=False),
@@ -149,6 +150,7 @@ def upgrade() -> None:
     sa.UniqueConstraint('task_instance_id', 'try_number', name=op.f('uq_task_tries_task_instance_id_try_number'))
     )
     op.create_index('ix_task_tries_unshipped', 'task_tries', ['ended_at'], unique=False, postgresql_where=sa.text('ended_at IS NOT NULL AND logs_shipped_at IS NULL'))
+    op.create_index('ix_task_tries_live', 'task_tries', ['id'], unique=False, postgresql_where=sa.text("state IN ('queued', 'running', 'cancelling')"))
     op.create_table('task_logs',
     sa.Column('id', sa.BigInteger(), sa.Identity(always=False), nullable=False),
     sa.Column('task_try_id', sa.BigInteger(), nullable=False),
@@ -166,8 +168,10 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_constraint(op.f('fk_dags_current_version_id_dag_versions'), 'dags', type_='foreignkey')
     op.drop_table('task_logs')
+    op.drop_index('ix_task_tries_live', table_name='task_tries', postgresql_where=sa.text("state IN ('queued', 'running', 'cancelling')"))
     op.drop_index('ix_task_tries_unshipped', table_name='task_tries', postgresql_where=sa.text('ended_at IS NOT NULL AND logs_shipped_at IS NULL'))
     op.drop_table('task_tries')
+    op.drop_index('ix_task_instances_ready', table_name='task_instances', postgresql_where=sa.text("state = 'pending' AND pending_upstreams = 0"))
     op.drop_index('ix_task_instances_active', table_name='task_instances', postgresql_where=sa.text("state IN ('pending', 'queued', 'running', 'up_for_retry')"))
     op.drop_table('task_instances')
     op.drop_index('uq_dag_runs_scheduled_logical_date', table_name='dag_runs', postgresql_where=sa.text("run_type = 'scheduled'"))

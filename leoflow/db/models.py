@@ -168,6 +168,9 @@ class TaskInstance(Base):
         UniqueConstraint("run_pk", "task_id"),
         Index("ix_task_instances_active", "state", "id",
               postgresql_where=text(f"state IN {_in(ACTIVE_TASK_STATES)}")),
+        # The scheduler's hot "ready to queue" scan; stays small however many tasks wait upstream.
+        Index("ix_task_instances_ready", "id",
+              postgresql_where=text("state = 'pending' AND pending_upstreams = 0")),
     )
 
 
@@ -199,6 +202,9 @@ class TaskTry(Base):
         UniqueConstraint("task_instance_id", "try_number"),
         Index("ix_task_tries_unshipped", "ended_at",
               postgresql_where=text("ended_at IS NOT NULL AND logs_shipped_at IS NULL")),
+        # Tries the executor may still be running (resubmitted on failover, killed when cancelling).
+        Index("ix_task_tries_live", "id",
+              postgresql_where=text("state IN ('queued', 'running', 'cancelling')")),
     )
 
 
