@@ -38,12 +38,12 @@ SELECT count(*) FROM pg_locks
 """
 
 
-def configure_session(conn: psycopg.Connection[Any], *, keepalive_idle: int, keepalive_interval: int,
-                      keepalive_count: int, user_timeout_ms: int) -> None:
+def configure_session(conn: psycopg.Connection[Any], *, lock_timeout_ms: int, keepalive_idle: int,
+                      keepalive_interval: int, keepalive_count: int, user_timeout_ms: int) -> None:
     """Server-side dead-client detection for the lock session (see ADR 0002 for the inequality).
 
-    ``statement_timeout``/``lock_timeout`` are reset to 0 because the follower deliberately blocks
-    in ``pg_advisory_lock`` under its own per-attempt ``lock_timeout``.
+    ``lock_timeout`` bounds each blocking ``pg_advisory_lock`` wait of a follower (the poll
+    interval); ``statement_timeout`` is off because that wait is deliberate.
     """
     for name, value in (("tcp_keepalives_idle", keepalive_idle),
                         ("tcp_keepalives_interval", keepalive_interval),
@@ -52,7 +52,7 @@ def configure_session(conn: psycopg.Connection[Any], *, keepalive_idle: int, kee
                         ("idle_session_timeout", 0),
                         ("idle_in_transaction_session_timeout", 0),
                         ("statement_timeout", 0),
-                        ("lock_timeout", 0)):
+                        ("lock_timeout", lock_timeout_ms)):
         conn.execute(f"SET {name} = {int(value)}")
 
 
@@ -83,21 +83,17 @@ def try_lock(conn: psycopg.Connection[Any], cluster: str) -> bool:
     return bool(row and row[0])
 
 
-def wait_lock(conn: psycopg.Connection[Any], cluster: str, timeout: float) -> bool:
-    """Block in ``pg_advisory_lock`` for at most ``timeout`` seconds; True once granted.
+def wait_lock(conn: psycopg.Connection[Any], cluster: str) -> bool:
+    """Block in ``pg_advisory_lock`` for at most the session's ``lock_timeout``; True once granted.
 
     A waiting follower is queued by the server's lock manager, so it is granted the lock the
     moment the holder's session ends — no polling needed for the fast path.
     """
-    conn.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
     try:
         conn.execute("SELECT pg_advisory_lock(%s, %s)", election_lock_key(cluster))
         return True
     except psycopg.errors.LockNotAvailable:
         return False
-    finally:
-        if not conn.closed and not conn.broken:
-            conn.execute("SET lock_timeout = 0")
 
 
 def holds_lock(conn: psycopg.Connection[Any], cluster: str) -> bool:
@@ -178,12 +174,20 @@ def terminate_backend(conn: psycopg.Connection[Any], pid: int) -> bool:
 
 
 def end_term(conn: psycopg.Connection[Any], cluster: str, node_id: str, term: int, kind: str,
-             reason: str) -> None:
-    """Close ``term`` in the history and log ``leader_released``/``leader_lost``. One transaction."""
+             reason: str, *, stopped_at: datetime | None) -> None:
+    """Close ``term`` in the history and log ``leader_released``/``leader_lost``. One transaction.
+
+    ``stopped_at`` is when the replica stopped acting, if that was earlier than now (a loss
+    recorded after reconnecting); it replaces the ``superseded`` guess a successor wrote.
+    """
     with conn.transaction():
-        conn.execute("UPDATE leader_terms SET ended_at = clock_timestamp(), end_reason = %s"
-                     " WHERE term = %s AND ended_at IS NULL", (reason, term))
-        _insert_event(conn, cluster, kind, node_id, term, {"reason": reason})
+        conn.execute("UPDATE leader_terms SET ended_at = coalesce(%s, clock_timestamp()), end_reason = %s"
+                     " WHERE term = %s AND (ended_at IS NULL OR end_reason = 'superseded')",
+                     (stopped_at, reason, term))
+        details: dict[str, Any] = {"reason": reason}
+        if stopped_at is not None:
+            details["stopped_at"] = stopped_at.isoformat()
+        _insert_event(conn, cluster, kind, node_id, term, details, ts=stopped_at)
 
 
 def record_event(conn: psycopg.Connection[Any], cluster: str, kind: str, node_id: str | None,
@@ -192,9 +196,10 @@ def record_event(conn: psycopg.Connection[Any], cluster: str, kind: str, node_id
 
 
 def _insert_event(conn: psycopg.Connection[Any], cluster: str, kind: str, node_id: str | None,
-                  term: int | None, details: dict[str, Any]) -> None:
-    conn.execute("INSERT INTO cluster_events (cluster, kind, node_id, term, details)"
-                 " VALUES (%s, %s, %s, %s, %s::jsonb)", (cluster, kind, node_id, term, json.dumps(details)))
+                  term: int | None, details: dict[str, Any], *, ts: datetime | None = None) -> None:
+    conn.execute("INSERT INTO cluster_events (cluster, ts, kind, node_id, term, details)"
+                 " VALUES (%s, coalesce(%s, clock_timestamp()), %s, %s, %s, %s::jsonb)",
+                 (cluster, ts, kind, node_id, term, json.dumps(details)))
 
 
 # --------------------------------------------------------------------------- cluster views (async)

@@ -42,11 +42,13 @@ def test_leader_is_the_granted_holder_with_its_own_term(database_url: str, setti
         assert leader is not None and leader["node_id"] == "a" and leader["term"] == term_a
         assert events[0]["kind"] == "leader_elected" and events[0]["term"] == term_a
         # A follower blocked in pg_advisory_lock is a waiter (granted = false), not the leader.
-        assert not election_store.wait_lock(b, "c1", 0.2)
+        b.execute("SET lock_timeout = 200")
+        assert not election_store.wait_lock(b, "c1")
         assert _leader(settings)[0]["node_id"] == "a"
         # The holder's session ends: nobody leads until b records its (higher) term.
         a.close()
-        assert election_store.wait_lock(b, "c1", 5)
+        b.execute("SET lock_timeout = 5000")
+        assert election_store.wait_lock(b, "c1")
         assert _leader(settings)[0] is None
         term_b = election_store.start_term(b, "c1", "b", {}, lock_timeout=5)
         assert term_b > term_a

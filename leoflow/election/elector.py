@@ -1,0 +1,394 @@
+"""The elector: one dedicated lock session, a leadership toggle, and a lease that fences itself.
+
+The elector owns exactly one psycopg connection (autocommit, never pooled, ``application_name``
+``leoflow-lock:<node_id>``) and runs in its **own thread**, so an event-loop stall (API load, a
+long scheduler tick) can never delay its keepalive. It only flips a toggle: the
+:class:`ElectionListener` is told ``acquired(term)`` / ``lost(term, kind, reason)`` and the replica
+runtime starts or cancels the leader-only services (see ADR 0002).
+
+Follower: blocks in ``pg_advisory_lock`` under ``lock_timeout = LEOFLOW_ELECTION_POLL_INTERVAL``.
+PostgreSQL's lock manager grants the lock to a waiter the moment the holder's session ends, so a
+crash or release hands over in milliseconds; each timeout re-arms the wait and checks for a
+*stale* holder (a session silent for twice the lease — frozen or half-open), which it
+terminates. That is two cheap statements per poll interval.
+
+Leader: records a new fencing term (``leoflow.db.election_store.start_term``), then every
+``LEOFLOW_KEEPALIVE_INTERVAL`` checks in ``pg_locks`` that *this backend pid* still holds the key.
+It steps down at once — ``lost`` before anything else — when the check fails, finds the lock
+missing, or the connection breaks. A separate guard thread enforces the **lease**: no successful
+keepalive *sent* within ``LEOFLOW_LEADER_LEASE`` seconds, or one in flight longer than half the
+lease, and the elector declares the term lost and shuts the socket down under the stuck call.
+The server is configured to notice a dead client only after twice the lease, so the old leader
+has stopped before anyone else can be granted the lock.
+
+Unsafe setups (hot standby, transaction-mode pooler) raise :class:`UnsafeDatabaseSetup` at connect;
+the elector logs one error line per distinct problem and never contends through such a session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import psycopg
+
+from leoflow.clock import Clock, SystemClock
+from leoflow.db import election_store as store
+from leoflow.db.engine import libpq_url
+from leoflow.errors import UnsafeDatabaseSetup
+from leoflow.metrics import election as metrics
+from leoflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+POOLER_PROBLEM = ("the election lock session does not keep its PostgreSQL backend across statements "
+                  "(a transaction-mode pooler such as PgBouncer?); point LEOFLOW_DATABASE_URL at a "
+                  "session-mode pooler or directly at PostgreSQL")
+STANDBY_PROBLEM = ("the database is a hot standby (pg_is_in_recovery() is true) and cannot hold the "
+                   "election lock; point LEOFLOW_DATABASE_URL at the primary")
+
+
+class ElectionListener(Protocol):
+    """Told about leadership changes; called from the elector's threads, must not block."""
+
+    def acquired(self, term: int) -> None: ...
+
+    def lost(self, term: int, kind: str, reason: str) -> None:
+        """``kind`` is ``lost`` (failure, fenced) or ``released`` (voluntary)."""
+        ...
+
+
+class _LockLost(Exception):
+    """The keepalive found the lock gone, or the lease fenced this term."""
+
+
+def session_timeouts(lease: float) -> dict[str, int]:
+    """Server-side dead-client detection, strictly later than the lease (ADR 0002).
+
+    ``idle + interval * count >= 2 * lease`` and ``tcp_user_timeout = 2 * lease``.
+    """
+    idle = max(1, math.ceil(lease))
+    interval = max(1, math.ceil(lease / 4))
+    return {"keepalive_idle": idle, "keepalive_interval": interval, "keepalive_count": 4,
+            "user_timeout_ms": int(2 * lease * 1000)}
+
+
+class Elector:
+    """Contend for the cluster's lock; hold it with an ownership keepalive; fence on lease expiry."""
+
+    def __init__(self, settings: Settings, listener: ElectionListener, *, clock: Clock | None = None,
+                 connect: Callable[[], psycopg.Connection[Any]] | None = None) -> None:
+        self.settings = settings
+        self.listener = listener
+        self.clock = clock or SystemClock()
+        self._cluster = settings.cluster.name
+        self._node = settings.cluster.node_id
+        self._election = settings.election
+        self._connect_override = connect
+        self._mutex = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()      # stop contending (follower exits)
+        self._release = threading.Event()       # leader: release and exit
+        self._stepping_down: str | None = None  # leader: voluntary step-down reason
+        self._conn: psycopg.Connection[Any] | None = None
+        self._term: int | None = None
+        self._lease_deadline = 0.0
+        self._keepalive_since: float | None = None
+        self._blocking = False
+        self._unrecorded: list[tuple[int, str, str, datetime]] = []
+        self._reported_problem: str | None = None
+        self._thread = threading.Thread(target=self._main, name=f"elector-{self._cluster}", daemon=True)
+        self._guard = threading.Thread(target=self._guard_main, name="elector-lease-guard", daemon=True)
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def term(self) -> int | None:
+        return self._term
+
+    def start(self) -> None:
+        self._thread.start()
+        self._guard.start()
+
+    def begin_shutdown(self) -> None:
+        """Stop contending; a leader keeps its lock (and keepalive) until :meth:`release_and_join`."""
+        self._stopping.set()
+        self._wake.set()
+        with self._mutex:
+            if self._blocking and self._conn is not None:
+                _shutdown_socket(self._conn)
+
+    def release_and_join(self, timeout: float = 10.0) -> None:
+        """Release the lock (recording ``leader_released``) if held, close the session, join."""
+        self.begin_shutdown()
+        self._release.set()
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            with self._mutex:
+                if self._blocking and self._conn is not None:
+                    _shutdown_socket(self._conn)
+            self._thread.join(0.1)
+        self._guard.join(1.0)
+
+    def step_down(self, reason: str) -> None:
+        """Voluntarily release leadership (e.g. the scheduler stalled); contend again later."""
+        with self._mutex:
+            if self._term is not None:
+                self._stepping_down = reason
+        self._wake.set()
+
+    # ------------------------------------------------------------------ threads
+    def _main(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            conn: psycopg.Connection[Any] | None = None
+            try:
+                conn = self._open()
+                failures = 0
+                self._record_unrecorded(conn)
+                self._contend(conn)
+            except UnsafeDatabaseSetup as exc:
+                if self._reported_problem != str(exc):
+                    log.error("refusing to elect a leader: %s", exc, extra={"cluster": self._cluster})
+                    self._reported_problem = str(exc)
+                self._sleep(self._election.poll_interval)
+                continue
+            except (psycopg.Error, OSError, _LockLost) as exc:
+                self._declare_lost("lost", _reason(exc))
+                if not self._stopping.is_set():
+                    log.warning("election session failed: %s", _reason(exc), extra={"cluster": self._cluster})
+            except Exception as exc:  # a bug must not kill the elector thread silently
+                self._declare_lost("lost", f"elector error: {_reason(exc)}")
+                log.exception("elector failed unexpectedly; reconnecting", extra={"cluster": self._cluster})
+            finally:
+                with self._mutex:
+                    self._conn = None
+                    self._blocking = False
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+            failures += 1
+            backoff = min(self._election.poll_interval, 0.1 * (2 ** min(failures, 6)))
+            self._sleep(backoff * random.uniform(0.5, 1.5))
+        self._declare_lost("released", "shutdown")
+
+    def _guard_main(self) -> None:
+        half_lease = self._election.leader_lease / 2
+        while not (self._release.is_set() and not self._thread.is_alive()):
+            time.sleep(0.02)
+            if not self._thread.is_alive():
+                return
+            now = self.clock.monotonic()
+            with self._mutex:
+                if self._term is None:
+                    continue
+                since = self._keepalive_since
+                if now > self._lease_deadline:
+                    reason = "lease expired without a successful keepalive"
+                elif since is not None and now - since > half_lease:
+                    reason = "keepalive timed out"
+                else:
+                    continue
+            metrics.KEEPALIVE_FAILURES.inc()
+            self._declare_lost("lost", reason)
+            with self._mutex:
+                if self._conn is not None:
+                    _shutdown_socket(self._conn)
+
+    # ------------------------------------------------------------------ connection
+    def _open(self) -> psycopg.Connection[Any]:
+        if self._connect_override is not None:
+            conn = self._connect_override()
+        else:
+            conn = connect_lock_session(self.settings)
+        try:
+            check_session_safety(conn, self.settings)
+        except BaseException:
+            conn.close()
+            raise
+        self._reported_problem = None
+        with self._mutex:
+            self._conn = conn
+        return conn
+
+    # ------------------------------------------------------------------ follower
+    def _contend(self, conn: psycopg.Connection[Any]) -> None:
+        poll = self._election.poll_interval
+        while not self._stopping.is_set():
+            with self._mutex:
+                self._blocking = True
+            try:
+                if self._stopping.is_set():
+                    return
+                granted = store.wait_lock(conn, self._cluster)
+            finally:
+                with self._mutex:
+                    self._blocking = False
+            if not granted:
+                self._evict_stale_holder(conn)
+                continue
+            if self._stopping.is_set():
+                store.unlock(conn, self._cluster)
+                return
+            confirmed_at = self.clock.monotonic()
+            if not store.holds_lock(conn, self._cluster):
+                raise UnsafeDatabaseSetup(POOLER_PROBLEM)
+            term = self._start_term(conn)
+            self._lead(conn, term, confirmed_at)
+            if self._stepping_down is not None:
+                self._stepping_down = None
+                self._sleep(poll)  # let another replica take over before contending again
+
+    def _evict_stale_holder(self, conn: psycopg.Connection[Any]) -> None:
+        pid = store.stale_holder(conn, self._cluster, 2 * self._election.leader_lease)
+        if pid is not None and store.terminate_backend(conn, pid):
+            log.warning("terminated a stale election lock holder (silent for over twice the lease)",
+                        extra={"cluster": self._cluster, "pid": pid})
+
+    def _start_term(self, conn: psycopg.Connection[Any]) -> int:
+        lease = self._election.leader_lease
+        details = {"api_url": self.settings.api_url, "pid": os.getpid()}
+        while True:
+            try:
+                return store.start_term(conn, self._cluster, self._node, details, lock_timeout=lease)
+            except psycopg.errors.LockNotAvailable:
+                # An older term's fenced write is stuck (frozen process): roll it back.
+                for pid in store.blocking_fenced_writers(conn, older_than=lease):
+                    store.terminate_backend(conn, pid)
+                    log.warning("terminated a stuck fenced write of an older term",
+                                extra={"cluster": self._cluster, "pid": pid})
+                if self._stopping.is_set():
+                    raise _LockLost("shutdown while starting a term") from None
+
+    # ------------------------------------------------------------------ leader
+    def _lead(self, conn: psycopg.Connection[Any], term: int, confirmed_at: float) -> None:
+        with self._mutex:
+            self._term = term
+            self._lease_deadline = confirmed_at + self._election.leader_lease
+        metrics.set_leading(term)
+        metrics.TRANSITIONS.labels(event="acquired").inc()
+        log.info("acquired leadership", extra={"cluster": self._cluster, "term": term})
+        self.listener.acquired(term)
+        interval = self._election.keepalive_interval
+        while True:
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._release.is_set() or self._stepping_down is not None:
+                reason = "shutdown" if self._release.is_set() else (self._stepping_down or "step-down")
+                self._release_term(conn, term, reason)
+                return
+            sent = self.clock.monotonic()
+            with self._mutex:
+                if self._term != term:
+                    raise _LockLost("fenced by the lease guard")
+                self._keepalive_since = sent
+            try:
+                holds = store.holds_lock(conn, self._cluster)
+            except psycopg.Error:
+                metrics.KEEPALIVE_FAILURES.inc()
+                raise
+            finally:
+                with self._mutex:
+                    self._keepalive_since = None
+            metrics.KEEPALIVE_SECONDS.observe(self.clock.monotonic() - sent)
+            if not holds:
+                metrics.KEEPALIVE_FAILURES.inc()
+                raise _LockLost("keepalive found the lock missing (unlocked or session replaced)")
+            with self._mutex:
+                if self._term != term:
+                    raise _LockLost("fenced by the lease guard")
+                self._lease_deadline = sent + self._election.leader_lease
+
+    def _release_term(self, conn: psycopg.Connection[Any], term: int, reason: str) -> None:
+        """Stop acting first, then record the end and unlock (so the event precedes the next term)."""
+        self._declare_lost("released", reason, record=False)
+        store.end_term(conn, self._cluster, self._node, term, "leader_released", reason, stopped_at=None)
+        store.unlock(conn, self._cluster)
+        log.info("released leadership", extra={"cluster": self._cluster, "term": term, "reason": reason})
+
+    def _declare_lost(self, kind: str, reason: str, *, record: bool = True) -> None:
+        with self._mutex:
+            term, self._term = self._term, None
+            self._keepalive_since = None
+            if term is not None and record:
+                self._unrecorded.append((term, kind, reason, datetime.now(UTC)))
+        if term is None:
+            return
+        metrics.set_leading(None)
+        metrics.TRANSITIONS.labels(event=kind).inc()
+        if kind == "lost":
+            log.error("lost leadership: %s", reason, extra={"cluster": self._cluster, "term": term})
+        self.listener.lost(term, kind, reason)
+        if record and kind == "released":
+            self._try_record_now()
+
+    def _try_record_now(self) -> None:
+        with self._mutex:
+            conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return
+        with contextlib.suppress(psycopg.Error):
+            self._record_unrecorded(conn)
+
+    def _record_unrecorded(self, conn: psycopg.Connection[Any]) -> None:
+        """Write ``leader_lost`` events for terms that ended while the database was unreachable."""
+        while self._unrecorded:
+            term, kind, reason, stopped_at = self._unrecorded[0]
+            store.end_term(conn, self._cluster, self._node, term, f"leader_{kind}", reason, stopped_at=stopped_at)
+            self._unrecorded.pop(0)
+
+    def _sleep(self, seconds: float) -> None:
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+
+def connect_lock_session(settings: Settings) -> psycopg.Connection[Any]:
+    """The dedicated election session: autocommit, named, with client and server keepalives."""
+    lease = settings.election.leader_lease
+    conn = psycopg.connect(
+        libpq_url(settings.require_database_url()), autocommit=True, prepare_threshold=None,
+        application_name=f"{store.LOCK_APP_PREFIX}{settings.cluster.node_id}"[:63],
+        connect_timeout=max(2, math.ceil(lease / 2)),
+        keepalives=1, keepalives_idle=max(1, int(lease / 4)), keepalives_interval=1, keepalives_count=2,
+        tcp_user_timeout=int(lease * 500))
+    store.configure_session(conn, lock_timeout_ms=int(settings.election.poll_interval * 1000),
+                            **session_timeouts(lease))
+    return conn
+
+
+def check_session_safety(conn: psycopg.Connection[Any], settings: Settings) -> None:
+    """Refuse a hot standby and any session whose backend is shared between statements."""
+    if store.in_recovery(conn):
+        raise UnsafeDatabaseSetup(STANDBY_PROBLEM)
+    first = store.backend_pid(conn)
+    with psycopg.connect(libpq_url(settings.require_database_url()), autocommit=True, prepare_threshold=None,
+                         application_name=f"leoflow-probe:{settings.cluster.node_id}"[:63],
+                         connect_timeout=5) as probe:
+        probe_pid = store.probe_backend_pid_in_transaction(probe)
+    if probe_pid == first or store.backend_pid(conn) != first:
+        raise UnsafeDatabaseSetup(POOLER_PROBLEM)
+
+
+def _shutdown_socket(conn: psycopg.Connection[Any]) -> None:
+    """Unblock a thread stuck in a call on ``conn``: shut its socket down (even if the peer is gone)."""
+    with contextlib.suppress(Exception):
+        fd = conn.pgconn.socket
+        sock = socket.socket(fileno=os.dup(fd))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,127 @@
+"""The elector in-process (threads, real PostgreSQL): acquire, handover, keepalive, step-down."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from leoflow.election.elector import Elector
+from leoflow.election.key import pg_locks_ids
+from leoflow.settings import Settings, load_settings
+
+
+class Recorder:
+    """An ElectionListener that records transitions."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, str]] = []
+        self.lock = threading.Lock()
+
+    def acquired(self, term: int) -> None:
+        with self.lock:
+            self.events.append(("acquired", term, ""))
+
+    def lost(self, term: int, kind: str, reason: str) -> None:
+        with self.lock:
+            self.events.append((kind, term, reason))
+
+    def kinds(self) -> list[str]:
+        with self.lock:
+            return [e[0] for e in self.events]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def node_settings(url: str, node: str, cluster: str = "default", **env: str) -> Settings:
+    base = {"LEOFLOW_DATABASE_URL": url, "LEOFLOW_NODE_ID": node, "LEOFLOW_CLUSTER": cluster,
+            "LEOFLOW_LOG_FORMAT": "text", "LEOFLOW_ELECTION_POLL_INTERVAL": "1",
+            "LEOFLOW_KEEPALIVE_INTERVAL": "0.2", "LEOFLOW_LEADER_LEASE": "2"}
+    base.update(env)
+    return load_settings(base)
+
+
+@pytest.fixture
+def electors(database_url: str) -> Iterator[Callable[..., tuple[Elector, Recorder]]]:
+    made: list[Elector] = []
+
+    def make(node: str, cluster: str = "default") -> tuple[Elector, Recorder]:
+        rec = Recorder()
+        elector = Elector(node_settings(database_url, node, cluster), rec)
+        elector.start()
+        made.append(elector)
+        return elector, rec
+
+    yield make
+    for e in made:
+        e.release_and_join(5)
+
+
+def holder_pid(url: str, cluster: str = "default") -> int | None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT pid FROM pg_locks WHERE locktype='advisory' AND classid=%s AND objid=%s"
+                           " AND objsubid=2 AND granted", pg_locks_ids(cluster)).fetchone()
+        return int(row[0]) if row else None
+
+
+def test_one_leader_then_graceful_handover(database_url: str, electors: Any) -> None:
+    a, ra = electors("a")
+    wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
+    b, rb = electors("b")
+    time.sleep(0.5)
+    assert rb.kinds() == []
+    started = time.monotonic()
+    a.release_and_join(5)
+    wait_for(lambda: rb.kinds() == ["acquired"], what="b leads")
+    assert time.monotonic() - started < 5
+    assert ra.kinds() == ["acquired", "released"]
+    assert rb.events[0][1] > ra.events[0][1]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        kinds = [r[0] for r in conn.execute("SELECT kind FROM cluster_events ORDER BY id")]
+        assert kinds == ["leader_elected", "leader_released", "leader_elected"]
+        app = conn.execute("SELECT application_name FROM pg_stat_activity WHERE pid = %s",
+                           (holder_pid(database_url),)).fetchone()
+        assert app == ("leoflow-lock:b",)
+
+
+def test_terminated_session_steps_down_and_reacquires_higher_term(database_url: str, electors: Any) -> None:
+    a, ra = electors("a")
+    wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
+    first = ra.events[0][1]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (holder_pid(database_url),))
+    wait_for(lambda: ra.kinds()[:2] == ["acquired", "lost"], what="a steps down")
+    wait_for(lambda: ra.kinds() == ["acquired", "lost", "acquired"], what="a re-acquires")
+    assert ra.events[2][1] > first
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        lost = wait_for(lambda: conn.execute("SELECT term, details FROM cluster_events WHERE kind='leader_lost'")
+                        .fetchone(), what="leader_lost recorded")
+        assert lost[0] == first and lost[1]["reason"]
+
+
+def test_unlock_all_detected_by_ownership_keepalive(database_url: str, electors: Any) -> None:
+    a, ra = electors("a")
+    wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
+    # Simulate a pooler swapping the backend / a stray pg_advisory_unlock_all: drop the lock
+    # from under the session while the session itself stays healthy.
+    a._conn.execute("SELECT pg_advisory_unlock_all()")  # type: ignore[union-attr]
+    wait_for(lambda: "lost" in ra.kinds(), what="a notices the lock is missing")
+    assert "missing" in ra.events[1][2]
+
+
+def test_two_clusters_in_one_database_each_get_a_leader(database_url: str, electors: Any) -> None:
+    a, ra = electors("a", "blue")
+    b, rb = electors("b", "green")
+    wait_for(lambda: ra.kinds() == ["acquired"] and rb.kinds() == ["acquired"], what="both lead")
