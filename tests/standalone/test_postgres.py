@@ -1,0 +1,124 @@
+"""The embedded server's lifecycle on a real PostgreSQL: start, stop, orphans, stale pid files."""
+
+from __future__ import annotations
+
+import subprocess
+
+import psycopg
+
+from leoflow.db import migrations
+from leoflow.standalone.home import StandaloneHome
+from leoflow.standalone.postgres import StandalonePostgres
+from tests.standalone.procs import postgres_pids, wait_until_gone
+
+
+def _revision(url: str) -> str | None:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    return row[0] if row else None
+
+
+def test_start_migrates_and_stop_leaves_no_server(home: StandaloneHome) -> None:
+    pg = StandalonePostgres(home)
+    url = pg.start()
+    assert url.startswith("postgresql://postgres@127.0.0.1:")
+    assert _revision(url) == migrations.head_revision()
+    assert postgres_pids(home.data_dir)
+    pg.stop()
+    assert wait_until_gone(home.data_dir) == []
+    assert int(home.port_file.read_text()) == pg.port
+
+
+def test_restart_keeps_data_and_reuses_the_port(home: StandaloneHome) -> None:
+    first = StandalonePostgres(home)
+    url = first.start()
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE marker (x int)")
+        conn.execute("INSERT INTO marker VALUES (42)")
+    first.stop()
+    second = StandalonePostgres(home)
+    url2 = second.start()
+    try:
+        assert second.port == first.port
+        with psycopg.connect(url2) as conn:
+            assert conn.execute("SELECT x FROM marker").fetchone() == (42,)
+    finally:
+        second.stop()
+
+
+def test_orphan_left_by_a_killed_owner_is_stopped_and_replaced(home: StandaloneHome) -> None:
+    # A standalone that died without cleanup leaves its server running (pg_ctl daemonises it).
+    orphaned = StandalonePostgres(home)
+    url = orphaned.start()
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE marker (x int)")
+        conn.execute("INSERT INTO marker VALUES (7)")
+    old_pid = orphaned.server.running_pid()
+    assert old_pid is not None
+
+    fresh = StandalonePostgres(home)
+    url2 = fresh.start()
+    try:
+        new_pid = fresh.server.running_pid()
+        assert new_pid is not None and new_pid != old_pid
+        assert old_pid not in postgres_pids(home.data_dir)
+        with psycopg.connect(url2) as conn:
+            assert conn.execute("SELECT x FROM marker").fetchone() == (7,)
+    finally:
+        fresh.stop()
+    assert wait_until_gone(home.data_dir) == []
+
+
+def test_orphan_killed_hard_recovers_by_crash_recovery(home: StandaloneHome) -> None:
+    pg = StandalonePostgres(home)
+    url = pg.start()
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE marker (x int)")
+        conn.execute("INSERT INTO marker VALUES (9)")
+    pg.server.kill()  # SIGKILL the postmaster: postmaster.pid stays behind, the data needs recovery
+    again = StandalonePostgres(home)
+    url2 = again.start()
+    try:
+        with psycopg.connect(url2) as conn:
+            assert conn.execute("SELECT x FROM marker").fetchone() == (9,)
+    finally:
+        again.stop()
+
+
+def test_stale_pid_file_naming_an_unrelated_process_is_never_signalled(home: StandaloneHome) -> None:
+    pg = StandalonePostgres(home)
+    pg.start()
+    pg.stop()
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        pid_file = home.data_dir / "postmaster.pid"
+        pid_file.write_text(f"{bystander.pid}\n{home.data_dir}\n0\n{pg.port}\n")
+        again = StandalonePostgres(home)
+        again.start()
+        try:
+            assert bystander.poll() is None, "an unrelated process was signalled"
+            assert again.server.running_pid() != bystander.pid
+        finally:
+            again.stop()
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_taken_remembered_port_is_replaced_by_a_free_one(home: StandaloneHome) -> None:
+    import socket
+
+    pg = StandalonePostgres(home)
+    pg.start()
+    pg.stop()
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the port may be in TIME_WAIT
+        squatter.bind(("127.0.0.1", pg.port))
+        squatter.listen()
+        again = StandalonePostgres(home)
+        again.start()
+        try:
+            assert again.port != pg.port
+            assert int(home.port_file.read_text()) == again.port
+        finally:
+            again.stop()
