@@ -1,0 +1,133 @@
+"""The web dashboard: a single page served at ``/`` with its assets under ``/static/``.
+
+Every replica serves the same files from the installed package (``leoflow/api/static``), so a
+load balancer may send the browser to any replica; the page itself holds no server state and
+talks only to the public JSON API under ``/api/v2`` with the bearer token the operator typed
+in (kept in the browser's ``sessionStorage``). Navigation is hash-based (``/#/dags/etl``), so
+the server needs no catch-all route and can never shadow an API path.
+
+The page and its assets are public on purpose: they contain no data, and the browser cannot
+send the bearer token with a plain navigation. Every data request is authorised by the API.
+
+``GET /dashboard/session`` tells the page what the token it holds may do (``read`` or
+``admin``, so read-only users see no write buttons) without provoking a 401/403: it always
+answers 200 with ``{"authenticated", "auth", "scope", "name"}``. It uses the app's own
+:class:`~leoflow.api.auth.Authenticator` (constant-time comparison, token never logged or
+echoed), so it says nothing a 401 from any API route would not.
+
+Failure semantics: if the static directory is missing from an installation (a broken wheel),
+``/`` answers 503 with a one-line JSON error instead of raising at import or startup time —
+the JSON API keeps working without the dashboard.
+
+Responses carry a strict Content-Security-Policy (scripts, styles and connections from this
+origin only, no inline script, no framing): the dashboard renders names and log lines that
+come from DAG authors, and the page builds every element with ``textContent``, never HTML
+strings, so the policy is a second line of defence rather than the only one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
+
+logger = logging.getLogger(__name__)
+
+#: Where the HTML/CSS/JS ship inside the package (declared as package data in pyproject).
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+#: URL prefix of the assets; index.html refers to them with absolute paths.
+STATIC_PREFIX = "/static"
+
+CONTENT_SECURITY_POLICY = "; ".join((
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+))
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+# Revalidate on every load (cheap: ETag/Last-Modified answer 304) so that after an upgrade a
+# browser never mixes old and new modules.
+_CACHE_CONTROL = "no-cache"
+
+
+class DashboardStaticFiles(StaticFiles):
+    """StaticFiles that adds the security and cache headers to every asset."""
+
+    def file_response(
+        self,
+        full_path: str | Path,
+        stat_result: Any,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        _add_headers(response.headers)
+        return response
+
+
+def _add_headers(headers: MutableMapping[str, str]) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        headers[name] = value
+    headers["Cache-Control"] = _CACHE_CONTROL
+
+
+async def session(request: Request) -> Response:
+    """What the presented bearer token may do; always 200 so the browser logs no error."""
+    state = getattr(request.app.state, "api", None)
+    auth = getattr(state, "auth", None)
+    if auth is None:  # the app was built without the API (never in leoflow serve/standalone)
+        return JSONResponse({"error": {"code": "unavailable", "message": "the API is not configured",
+                                       "details": None}}, status_code=503)
+    body: dict[str, Any]
+    if not auth.enabled:
+        body = {"authenticated": True, "auth": "disabled", "scope": "admin", "name": None}
+    else:
+        principal = auth.identify(request.headers.get("authorization"))
+        body = {"authenticated": principal is not None, "auth": "enabled",
+                "scope": principal.scope if principal else None, "name": principal.name if principal else None}
+    return JSONResponse(body, headers={"Cache-Control": "no-store", **SECURITY_HEADERS})
+
+
+async def index(request: Request) -> Response:
+    """The single page; the hash part of the URL selects the view in the browser."""
+    page = STATIC_DIR / "index.html"
+    if not page.is_file():
+        logger.error("dashboard assets missing from the installation", extra={"path": str(STATIC_DIR)})
+        return JSONResponse(
+            {"error": {"code": "dashboard_unavailable",
+                       "message": "dashboard assets are missing from this installation", "details": None}},
+            status_code=503,
+        )
+    response = FileResponse(page, media_type="text/html; charset=utf-8")
+    _add_headers(response.headers)
+    return response
+
+
+def dashboard_routes() -> list[BaseRoute]:
+    """Routes to append to the API app: ``GET /``, ``GET /dashboard/session`` and ``/static/*``."""
+    return [
+        Route("/", index, methods=["GET", "HEAD"], name="dashboard"),
+        Route("/dashboard/session", session, methods=["GET"], name="dashboard-session"),
+        Mount(STATIC_PREFIX, app=DashboardStaticFiles(directory=STATIC_DIR, check_dir=False),
+              name="dashboard-static"),
+    ]

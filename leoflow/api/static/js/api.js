@@ -1,0 +1,133 @@
+// The JSON API client: bearer token from sessionStorage, typed errors, scope detection.
+
+const TOKEN_KEY = "leoflow.token";
+const BASE = "/api/v2";
+
+export class ApiError extends Error {
+  constructor(status, code, message, details) {
+    super(message || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export function getToken() {
+  return sessionStorage.getItem(TOKEN_KEY) || "";
+}
+
+export function setToken(token) {
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+const listeners = new Set();
+/** Called with the ApiError whenever the API answers 401 (token missing or revoked). */
+export function onUnauthorized(fn) {
+  listeners.add(fn);
+}
+
+function headers(extra) {
+  const result = { Accept: "application/json", ...extra };
+  const token = getToken();
+  if (token) result.Authorization = `Bearer ${token}`;
+  return result;
+}
+
+async function errorFrom(response) {
+  let code = `http_${response.status}`;
+  let message = `${response.status} ${response.statusText}`;
+  let details = null;
+  try {
+    const body = await response.json();
+    if (body && body.error) {
+      code = body.error.code || code;
+      message = body.error.message || message;
+      details = body.error.details ?? null;
+    }
+  } catch {
+    // Not JSON (a proxy's error page): keep the status line.
+  }
+  return new ApiError(response.status, code, message, details);
+}
+
+/**
+ * Call the API. path is relative to /api/v2 ("/dags"). Options: method, body (JSON), query
+ * (object), text (return the body as text), withHeaders (return {body, headers}), signal.
+ */
+export async function api(path, { method = "GET", body, query, text = false, withHeaders = false, signal } = {}) {
+  let url = BASE + path;
+  if (query) {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== "") params.set(k, v);
+    const qs = params.toString();
+    if (qs) url += "?" + qs;
+  }
+  let response;
+  try {
+    response = await fetch(url, {
+      method,
+      headers: headers(body !== undefined ? { "Content-Type": "application/json" } : {}),
+      body: body !== undefined ? JSON.stringify(body) : undefined,
+      signal,
+      cache: "no-store",
+    });
+  } catch (err) {
+    if (err && err.name === "AbortError") throw err;
+    throw new ApiError(0, "unreachable", "the server is unreachable");
+  }
+  if (!response.ok) {
+    const error = await errorFrom(response);
+    if (response.status === 401) for (const fn of listeners) fn(error);
+    throw error;
+  }
+  let result;
+  if (text) result = await response.text();
+  else if (response.status === 204) result = null;
+  else result = await response.json();
+  return withHeaders ? { body: result, headers: response.headers } : result;
+}
+
+/** The list inside a paginated response ({items: [...]}) or a bare array. */
+export function items(response, ...keys) {
+  if (Array.isArray(response)) return response;
+  if (!response || typeof response !== "object") return [];
+  for (const key of [...keys, "items", "data", "results"]) {
+    if (Array.isArray(response[key])) return response[key];
+  }
+  return [];
+}
+
+export const enc = encodeURIComponent;
+
+/**
+ * What the current token may do: "admin", "read", or "" when the server does not accept it.
+ *
+ * Asks GET /dashboard/session (served beside the dashboard; always 200, so a bad token leaves
+ * no error in the browser console). On a server without that route, falls back to a harmless
+ * probe: PATCH of a DAG id that can never exist (it breaks the id rules) with an invalid body.
+ * Auth is checked before anything else, so a read-only token gets 403, an admin token 404,
+ * and nothing is ever written.
+ */
+export async function detectScope() {
+  let response;
+  try {
+    response = await fetch("/dashboard/session", { headers: headers({}), cache: "no-store" });
+  } catch {
+    throw new ApiError(0, "unreachable", "the server is unreachable");
+  }
+  if (response.ok) {
+    const info = await response.json();
+    return info.authenticated ? info.scope || "read" : "";
+  }
+  if (response.status !== 404) throw await errorFrom(response);
+  try {
+    await api("/dags/" + enc("~scope-probe~"), { method: "PATCH", body: { paused: "probe" } });
+    return "admin";
+  } catch (err) {
+    if (err.status === 401) return "";
+    if (err.status === 403) return "read";
+    if (err.status === 0 || err.status >= 500) throw err;
+    return "admin";
+  }
+}

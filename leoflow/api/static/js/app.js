@@ -1,0 +1,187 @@
+// The dashboard shell: sign-in, hash router, and the polling loop that keeps a view live.
+
+import { api, ApiError, detectScope, getToken, onUnauthorized, setToken } from "./api.js";
+import { fill, h } from "./dom.js";
+import clusterPage from "./pages/cluster.js";
+import dagPage from "./pages/dag.js";
+import dagsPage from "./pages/dags.js";
+import logsPage from "./pages/logs.js";
+import runPage from "./pages/run.js";
+
+const POLL_MS = 2000;
+const MAX_BACKOFF_MS = 15000;
+
+// [pattern, page, nav key]; a page is {title(params), mount(root, params, ctx) -> view}.
+const ROUTES = [
+  [/^\/?$/, clusterPage, "cluster"],
+  [/^\/cluster$/, clusterPage, "cluster"],
+  [/^\/dags$/, dagsPage, "dags"],
+  [/^\/dags\/([^/]+)$/, dagPage, "dags", ["dagId"]],
+  [/^\/dags\/([^/]+)\/runs\/([^/]+)$/, runPage, "dags", ["dagId", "runId"]],
+  [/^\/dags\/([^/]+)\/runs\/([^/]+)\/tasks\/([^/]+)$/, logsPage, "dags", ["dagId", "runId", "taskId"]],
+];
+
+const session = { scope: null, canWrite: false };
+let current = null; // {view, timer, generation}
+let generation = 0;
+
+const $ = (id) => document.getElementById(id);
+
+function setLive(state, text) {
+  const el = $("live");
+  el.className = `live live-${state}`;
+  el.textContent = text;
+}
+
+function showLogin(message) {
+  stopView();
+  $("view").hidden = true;
+  $("login").hidden = false;
+  $("signout").hidden = true;
+  $("scope").hidden = true;
+  const error = $("login-error");
+  error.hidden = !message;
+  error.textContent = message || "";
+  setLive("off", "signed out");
+  $("token-input").focus();
+}
+
+async function startSession() {
+  try {
+    session.scope = await detectScope();
+  } catch (err) {
+    setLive("error", "API unreachable");
+    fill($("view"), h("p", { class: "error" }, `Cannot reach the API: ${err.message}. Retrying…`));
+    setTimeout(startSession, 3000);
+    return;
+  }
+  if (!session.scope) {
+    showLogin(getToken() ? "That token was not accepted." : "");
+    return;
+  }
+  session.canWrite = session.scope === "admin";
+  document.body.classList.toggle("read-only", !session.canWrite);
+  $("login").hidden = true;
+  $("view").hidden = false;
+  $("signout").hidden = !getToken();
+  const scopeEl = $("scope");
+  scopeEl.hidden = false;
+  scopeEl.textContent = session.canWrite ? "admin" : "read-only";
+  scopeEl.className = `scope scope-${session.canWrite ? "admin" : "read"}`;
+  route();
+}
+
+function match(path) {
+  for (const [pattern, page, nav, names = []] of ROUTES) {
+    const m = pattern.exec(path);
+    if (m) {
+      const params = {};
+      names.forEach((name, i) => (params[name] = decodeURIComponent(m[i + 1])));
+      return { page, nav, params };
+    }
+  }
+  return null;
+}
+
+function stopView() {
+  if (!current) return;
+  clearTimeout(current.timer);
+  if (current.view && current.view.unmount) current.view.unmount();
+  current = null;
+}
+
+function route() {
+  if (session.scope === null || !$("login").hidden) return;
+  stopView();
+  const raw = location.hash.replace(/^#/, "");
+  const [path, queryString] = raw.split("?");
+  const found = match(path || "/");
+  const root = $("view");
+  root.replaceChildren();
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    a.classList.toggle("active", found !== null && a.dataset.nav === found.nav);
+  }
+  if (!found) {
+    document.title = "Not found · Leoflow";
+    fill(root, h("h1", {}, "Not found"), h("p", {}, "No such page. ", h("a", { href: "#/dags" }, "Go to DAGs")));
+    return;
+  }
+  const query = new URLSearchParams(queryString || "");
+  const myGeneration = ++generation;
+  const ctx = {
+    canWrite: session.canWrite,
+    query,
+    /** Re-fetch at once (after a write), instead of waiting for the next poll. */
+    refresh: () => poll(myGeneration, true),
+    /** Set the page title. */
+    title: (text) => (document.title = `${text} · Leoflow`),
+    isCurrent: () => generation === myGeneration,
+  };
+  ctx.title(found.page.title(found.params));
+  current = { view: found.page.mount(root, found.params, ctx), timer: null, generation: myGeneration, failures: 0 };
+  poll(myGeneration, false);
+}
+
+let inFlight = false;
+async function poll(myGeneration, immediate) {
+  if (!current || current.generation !== myGeneration) return;
+  if (inFlight) {
+    if (immediate) setTimeout(() => poll(myGeneration, true), 100);
+    return;
+  }
+  clearTimeout(current.timer);
+  inFlight = true;
+  let delay = POLL_MS;
+  try {
+    await current.view.refresh();
+    if (!current || current.generation !== myGeneration) return;
+    current.failures = 0;
+    setLive("ok", "live");
+    if (current.view.pollMs) delay = current.view.pollMs();
+  } catch (err) {
+    if (!current || current.generation !== myGeneration) return;
+    if (err instanceof ApiError && err.status === 401) return; // the login form takes over
+    current.failures += 1;
+    delay = Math.min(POLL_MS * 2 ** current.failures, MAX_BACKOFF_MS);
+    setLive("error", err instanceof ApiError && err.status === 0 ? "offline — retrying" : `error: ${err.message}`);
+    if (current.view.error) current.view.error(err);
+  } finally {
+    inFlight = false;
+  }
+  if (current && current.generation === myGeneration && delay > 0) {
+    current.timer = setTimeout(() => poll(myGeneration, false), document.hidden ? delay * 5 : delay);
+  }
+}
+
+onUnauthorized(() => {
+  session.scope = null;
+  showLogin(getToken() ? "The token was rejected (expired or revoked)." : "");
+});
+
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden && current) poll(current.generation, true);
+});
+
+window.addEventListener("hashchange", route);
+
+$("login-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const token = $("token-input").value.trim();
+  if (!token) return;
+  setToken(token);
+  $("token-input").value = "";
+  $("login").hidden = true;
+  session.scope = null;
+  startSession();
+});
+
+$("signout").addEventListener("click", () => {
+  setToken("");
+  session.scope = null;
+  showLogin("");
+});
+
+// Expose the API client for debugging from the browser console.
+window.leoflow = { api };
+
+startSession();

@@ -1,0 +1,112 @@
+// Task logs: one tab per try; while the selected try is running the log is re-fetched every
+// second and the view follows the tail unless the reader scrolled up.
+
+import { api, enc } from "../api.js";
+import { fill, h, href } from "../dom.js";
+import { badge, fmtDuration, secondsBetween, TERMINAL_TASK_STATES, timeEl } from "../format.js";
+import { crumbs, fact, notice } from "../ui.js";
+
+const LIVE_POLL_MS = 1000;
+const IDLE_POLL_MS = 5000;
+
+function triesOf(ti) {
+  const list = ti.tries || ti.task_tries || [];
+  return [...list].sort((a, b) => a.try_number - b.try_number);
+}
+
+export default {
+  title: ({ taskId }) => `${taskId} logs`,
+  mount(root, { dagId, runId, taskId }, ctx) {
+    const errors = notice();
+    const tabs = h("div", { class: "tabs", role: "tablist", "data-testid": "try-tabs" });
+    const meta = h("div", { class: "facts-row", "data-testid": "try-facts" });
+    const follow = h("input", { type: "checkbox", checked: true, "data-testid": "follow" });
+    const status = h("span", { class: "muted small", "data-testid": "log-status" });
+    const pre = h("pre", { class: "log", "data-testid": "log", tabindex: 0 });
+    fill(root,
+      crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], [runId, href("dags", dagId, "runs", runId)], taskId),
+      h("div", { class: "page-head" }, h("h1", { class: "mono" }, taskId),
+        h("div", { class: "page-actions" }, h("label", { class: "inline" }, follow, " follow"))),
+      errors.el, tabs, meta, status, pre);
+
+    const wanted = Number.parseInt(ctx.query.get("try") || "", 10);
+    let selected = Number.isFinite(wanted) ? wanted : null;
+    let live = true;
+    let lastText = null;
+
+    pre.addEventListener("scroll", () => {
+      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      if (!atBottom && follow.checked && live) follow.checked = false;
+    });
+    follow.addEventListener("change", () => { if (follow.checked) pre.scrollTop = pre.scrollHeight; });
+
+    const select = (n) => {
+      selected = n;
+      lastText = null;
+      history.replaceState(null, "", href("dags", dagId, "runs", runId, "tasks", taskId) + `?try=${n}`);
+      ctx.refresh();
+    };
+
+    return {
+      async refresh() {
+        const base = `/dags/${enc(dagId)}/runs/${enc(runId)}/tasks/${enc(taskId)}`;
+        const ti = await api(base);
+        const tries = triesOf(ti);
+        if (selected === null || !tries.some((t) => t.try_number === selected)) {
+          selected = tries.length ? tries[tries.length - 1].try_number : null;
+        }
+        const current = tries.find((t) => t.try_number === selected) || null;
+        let text = null;
+        let missing = false;
+        let complete = null; // X-Leoflow-Log-Complete: false while the try runs or logs are in transit
+        if (current) {
+          try {
+            const resp = await api(`${base}/logs`, { query: { try: selected }, text: true, withHeaders: true });
+            text = resp.body;
+            const header = resp.headers.get("X-Leoflow-Log-Complete");
+            complete = header === null ? null : header === "true";
+          } catch (err) {
+            if (err.status !== 404) throw err;
+            missing = true;
+          }
+        }
+        if (!ctx.isCurrent()) return;
+
+        const tryState = current ? current.state : ti.state;
+        live = complete === null
+          ? !TERMINAL_TASK_STATES.has(tryState) && !(current && current.ended_at)
+          : !complete;
+        fill(tabs, tries.map((t) => h("button", {
+          type: "button", role: "tab", class: `tab ${t.try_number === selected ? "active" : ""}`,
+          "aria-selected": t.try_number === selected ? "true" : "false", "data-testid": `try-tab-${t.try_number}`,
+          onclick: () => select(t.try_number),
+        }, `Try ${t.try_number} `, badge(t.state))));
+        fill(meta,
+          fact("Task state", h("span", { "data-testid": "task-state" }, badge(ti.state))),
+          current ? [
+            fact("Try", `${current.try_number}/${ti.max_tries ?? "?"}`),
+            fact("Started", timeEl(current.started_at)),
+            fact("Duration", current.started_at ? fmtDuration(secondsBetween(current.started_at, current.ended_at)) : "—"),
+            current.exit_code !== null && current.exit_code !== undefined ? fact("Exit code", String(current.exit_code)) : null,
+            current.executor_ref ? fact("Executor ref", h("span", { class: "mono" }, current.executor_ref)) : null,
+            current.reason ? fact("Reason", current.reason) : null,
+          ] : null);
+
+        if (!current) {
+          status.textContent = "The task has not started yet; waiting for its first try…";
+          pre.textContent = "";
+          return;
+        }
+        status.textContent = live ? "Live — refreshing every second." : (missing || !text ? "No log output was captured." : "Complete.");
+        status.dataset.live = live ? "true" : "false";
+        const shown = text ?? "";
+        if (shown !== lastText) {
+          lastText = shown;
+          pre.textContent = shown;
+          if (follow.checked) pre.scrollTop = pre.scrollHeight;
+        }
+      },
+      pollMs: () => (live ? LIVE_POLL_MS : IDLE_POLL_MS),
+    };
+  },
+};

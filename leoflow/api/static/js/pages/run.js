@@ -1,0 +1,112 @@
+// One run: its task instances (state, tries, durations), a Gantt-style bar per task, and the
+// cancel button (admins, active runs only).
+
+import { api, enc } from "../api.js";
+import { fill, h, href } from "../dom.js";
+import { badge, fmtDuration, fmtTime, parseTime, secondsBetween, TERMINAL_RUN_STATES, timeEl } from "../format.js";
+import { topoOrder } from "../graph.js";
+import { confirmButton, crumbs, fact, notice, section, table } from "../ui.js";
+import { instancesOf, tasksOf } from "./dag.js";
+
+function ganttChart(dagId, runId, order, instances, run) {
+  const rows = order.map((id) => instances.get(id)).filter(Boolean);
+  const starts = rows.map((ti) => parseTime(ti.queued_at || ti.started_at)).filter(Boolean).map((t) => t.getTime());
+  const runStart = parseTime(run.started_at)?.getTime();
+  if (runStart) starts.push(runStart);
+  if (!starts.length) return h("p", { class: "empty muted" }, "No task has started yet.");
+  const t0 = Math.min(...starts);
+  const ends = rows.map((ti) => parseTime(ti.ended_at)?.getTime() ?? (ti.started_at || ti.queued_at ? Date.now() : null)).filter(Boolean);
+  const t1 = Math.max(t0 + 1000, ...ends, parseTime(run.ended_at)?.getTime() ?? 0);
+  const span = t1 - t0;
+  const pct = (t) => `${(((t - t0) / span) * 100).toFixed(3)}%`;
+  const widthPct = (a, b) => `${Math.max(((b - a) / span) * 100, 0.4).toFixed(3)}%`;
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) =>
+    h("span", { class: "tick", style: { left: `${f * 100}%` } }, fmtDuration((span * f) / 1000)));
+  return h("div", { class: "gantt", "data-testid": "gantt" },
+    h("div", { class: "gantt-row gantt-axis" }, h("span", { class: "gantt-label" }, ""), h("div", { class: "gantt-track" }, ticks)),
+    rows.map((ti) => {
+      const queued = parseTime(ti.queued_at)?.getTime();
+      const started = parseTime(ti.started_at)?.getTime();
+      const ended = parseTime(ti.ended_at)?.getTime() ?? Date.now();
+      const bars = [];
+      if (queued && (started || ended) && (started ?? ended) > queued) {
+        bars.push(h("span", { class: "bar bar-wait", style: { left: pct(queued), width: widthPct(queued, started ?? ended) },
+          title: `queued ${fmtDuration(((started ?? ended) - queued) / 1000)}` }));
+      }
+      if (started) {
+        bars.push(h("span", { class: `bar st-${ti.state}`, style: { left: pct(started), width: widthPct(started, ended) },
+          title: `${ti.task_id}: ${ti.state}, ${fmtDuration((ended - started) / 1000)}` }));
+      }
+      return h("div", { class: "gantt-row", "data-task": ti.task_id },
+        h("a", { class: "gantt-label mono", href: href("dags", dagId, "runs", runId, "tasks", ti.task_id), title: ti.task_id }, ti.task_id),
+        h("div", { class: "gantt-track" }, bars));
+    }));
+}
+
+export default {
+  title: ({ runId }) => runId,
+  mount(root, { dagId, runId }, ctx) {
+    const errors = notice();
+    const head = h("div", { class: "page-actions" });
+    const facts = h("div", { class: "facts-row", "data-testid": "run-facts" });
+    const tasks = section("Task instances", { testid: "task-instances" });
+    const gantt = section("Timeline", { testid: "timeline-section" });
+    fill(root,
+      crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], runId),
+      h("div", { class: "page-head" }, h("h1", { class: "mono wrap" }, runId), head),
+      errors.el, facts, tasks.el, gantt.el);
+    let order = null;
+
+    const cancel = async () => {
+      try {
+        await api(`/dags/${enc(dagId)}/runs/${enc(runId)}/cancel`, { method: "POST" });
+        errors.set("Cancellation requested.", "info");
+      } catch (err) {
+        errors.set(`Could not cancel: ${err.message}`);
+      }
+      await ctx.refresh();
+    };
+    let lastState = null;
+
+    return {
+      async refresh() {
+        const run = await api(`/dags/${enc(dagId)}/runs/${enc(runId)}`);
+        if (order === null) {
+          try {
+            order = topoOrder(tasksOf(await api(`/dags/${enc(dagId)}`)));
+          } catch {
+            order = [];
+          }
+        }
+        if (!ctx.isCurrent()) return;
+        const instances = instancesOf(run);
+        const ids = [...order.filter((id) => instances.has(id)), ...[...instances.keys()].filter((id) => !order.includes(id))];
+
+        if (run.state !== lastState) {
+          lastState = run.state;
+          fill(head, ctx.canWrite && !TERMINAL_RUN_STATES.has(run.state)
+            ? confirmButton("Cancel run", "Yes, cancel it", cancel, { testid: "cancel-run" }) : null);
+        }
+        fill(facts,
+          h("div", { class: "fact" }, h("span", { class: "fact-label" }, "State"), h("span", { "data-testid": "run-state" }, badge(run.state))),
+          fact("Type", run.run_type || "—"),
+          fact("Logical date", fmtTime(run.logical_date)),
+          fact("Started", timeEl(run.started_at)),
+          fact("Duration", run.started_at ? fmtDuration(secondsBetween(run.started_at, run.ended_at)) : "—"),
+          run.conf && Object.keys(run.conf).length ? fact("Conf", h("code", { class: "conf" }, JSON.stringify(run.conf))) : null);
+
+        const rows = ids.map((id) => instances.get(id));
+        fill(tasks.body, table([
+          { title: "Task", cell: (ti) => h("a", { href: href("dags", dagId, "runs", runId, "tasks", ti.task_id), class: "mono", "data-testid": `task-link-${ti.task_id}` }, ti.task_id) },
+          { title: "State", cell: (ti) => badge(ti.state) },
+          { title: "Tries", cell: (ti) => `${ti.try_number ?? 0}/${ti.max_tries ?? "?"}` },
+          { title: "Started", class: "opt", cell: (ti) => timeEl(ti.started_at) },
+          { title: "Duration", cell: (ti) => (ti.started_at ? fmtDuration(secondsBetween(ti.started_at, ti.ended_at)) : "—") },
+          { title: "Reason", class: "opt", cell: (ti) => ti.reason ? h("span", { class: "reason" }, ti.reason) : "" },
+        ], rows, { empty: "This run has no task instances yet.", testid: "ti-table", rowAttrs: (ti) => ({ "data-task": ti.task_id, "data-state": ti.state }) }));
+        fill(gantt.body, ganttChart(dagId, runId, ids, instances, run));
+      },
+      pollMs: () => (TERMINAL_RUN_STATES.has(lastState) ? 5000 : 1500),
+    };
+  },
+};
