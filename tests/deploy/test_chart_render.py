@@ -1,0 +1,173 @@
+"""The chart renders valid Kubernetes objects for every supported value set, and refuses bad ones.
+
+Every rendered object is validated offline against the Kubernetes OpenAPI schemas in strict
+mode (unknown fields are errors). Custom resources (the prometheus-operator ServiceMonitor) have
+no schema there and are skipped by kind, explicitly.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import helm_python
+import pytest
+from kubernetes_validate import utils as kubernetes_validate
+
+from tests.deploy.conftest import CHART_DIR, MINIMAL, Render, kinds, merged
+
+#: Oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas shipped.
+KUBE_VERSIONS = ("1.27.0", kubernetes_validate.latest_version())
+#: Kinds whose schema is a CRD, unknown to the offline validator.
+CUSTOM_KINDS = {"ServiceMonitor"}
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "minimal": {},
+    "existing-secrets": {
+        "database": {"url": "", "existingSecret": "pg-credentials", "secretKey": "dsn"},
+        "auth": {"tokens": [], "existingSecret": "leoflow-tokens"},
+    },
+    "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}},
+    "one-replica": {"replicaCount": 1},
+    "extra-env": {
+        "extraEnv": [
+            {"name": "LEOFLOW_SCHEDULER_INTERVAL", "value": "2"},
+            {"name": "TZ", "value": "UTC"},
+            {"name": "LEOFLOW_TASK_LOG_MAX_BYTES", "valueFrom": {"configMapKeyRef": {"name": "lf", "key": "logs"}}},
+        ],
+        "extraVolumes": [{"name": "dags", "configMap": {"name": "dags"}}],
+        "extraVolumeMounts": [{"name": "dags", "mountPath": "/dags", "readOnly": True}],
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "leoflow", "effect": "NoSchedule"}],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "leoflow"}}}]}},
+        "podAnnotations": {"team": "data"},
+        "podLabels": {"cost-center": "42"},
+    },
+    "network-policy": {"networkPolicy": {
+        "enabled": True,
+        "ingressFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}],
+        "egress": [{"ports": [{"port": 53, "protocol": "UDP"}]},
+                   {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "ports": [{"port": 5432}]}],
+    }},
+    "task-namespace": {"tasks": {"namespace": "workflow-tasks", "serviceAccount": "runner",
+                                 "imagePullSecrets": ["registry-a", "registry-b"]}},
+    "auth-disabled": {"auth": {"enabled": False, "tokens": []}},
+    "no-migrations": {"migrations": {"enabled": False}},
+    "tuned": {"config": {"shutdownGrace": 25, "keepaliveInterval": 0.5, "leaderLease": 5, "logLevel": "DEBUG"},
+              "terminationGracePeriodSeconds": 60, "database": {"poolSize": 20},
+              "service": {"type": "LoadBalancer", "port": 80}, "imagePullSecrets": ["pull"],
+              "image": {"tag": "0.1.0-rc1", "pullPolicy": "Always"}, "priorityClassName": "high"},
+}
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_every_rendered_object_is_valid_kubernetes(render: Render, value_set: str) -> None:
+    docs = render(VALUE_SETS[value_set])
+    assert "Deployment" in kinds(docs)
+    checked = 0
+    for doc in docs:
+        assert doc["metadata"]["labels"]["app.kubernetes.io/name"] == "leoflow"
+        assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "wf"
+        if doc["kind"] in CUSTOM_KINDS:
+            continue
+        for version in KUBE_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+        checked += 1
+    assert checked >= 6
+
+
+def test_strict_validation_catches_an_unknown_field(render: Render) -> None:
+    # Guards the test above: the validator really is strict about fields Kubernetes would drop.
+    deployment = copy.deepcopy(next(d for d in render() if d["kind"] == "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBE_VERSIONS[0], strict=True)
+
+
+def test_service_monitor_only_when_enabled(render: Render) -> None:
+    assert "ServiceMonitor" not in kinds(render())
+    monitor = next(d for d in render(VALUE_SETS["service-monitor"]) if d["kind"] == "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+
+
+@pytest.mark.parametrize("values", [
+    pytest.param({"replicaCount": 1}, id="one-replica"),
+    pytest.param({"database": {"existingSecret": "pg"}, "auth": {"existingSecret": "tok"}}, id="existing-secrets"),
+])
+def test_helm_lint_strict_passes(values: dict[str, Any]) -> None:
+    for given in (values, merged(MINIMAL, values)):
+        report = helm_python.lint(str(CHART_DIR), given, strict=True, kube_version="v1.30.0")
+        problems = [m for m in report["messages"] if m["severity"] >= 2]
+        assert report["errors"] == [] and problems == [], report
+
+
+BAD_VALUES = [
+    pytest.param({"replicaCount": "three"}, "/replicaCount", id="wrong-type"),
+    pytest.param({"replicas": 3}, "replicas", id="unknown-top-level-key"),
+    pytest.param({"database": {"password": "x"}}, "password", id="unknown-nested-key"),
+    pytest.param({"auth": {"tokens": [{"name": "ci", "scope": "write", "token": "12345678"}]}}, "/auth/tokens/0/scope",
+                 id="bad-token-scope"),
+    pytest.param({"auth": {"tokens": [{"name": "ci", "scope": "read", "token": "short"}]}}, "/auth/tokens/0/token",
+                 id="short-token"),
+    pytest.param({"database": {"url": "mysql://db/x"}}, "/database/url", id="not-a-postgres-url"),
+    pytest.param({"config": {"logLevel": "LOUD"}}, "/config/logLevel", id="bad-log-level"),
+    pytest.param({"extraEnv": [{"name": "LEOFLOW_NOT_A_SETTING", "value": "1"}]}, "/extraEnv/0/name",
+                 id="unknown-leoflow-variable"),
+    pytest.param({"replicaCount": 0}, "/replicaCount", id="zero-replicas"),
+]
+
+
+@pytest.mark.parametrize(("values", "named"), BAD_VALUES)
+def test_schema_rejects_bad_values(render: Render, values: dict[str, Any], named: str) -> None:
+    with pytest.raises(helm_python.HelmValuesError) as failure:
+        render(values)
+    assert named in str(failure.value)
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    pytest.param({"database": {"url": ""}}, "set database.existingSecret", id="no-database"),
+    pytest.param({"auth": {"tokens": []}}, "set auth.existingSecret", id="no-tokens"),
+    pytest.param({"terminationGracePeriodSeconds": 12}, "terminationGracePeriodSeconds (12) must exceed",
+                 id="grace-too-short"),
+    pytest.param({"config": {"keepaliveInterval": 6}}, "leaderLease (10) must be at least twice", id="lease"),
+    pytest.param({"extraEnv": [{"name": "LEOFLOW_LOG_LEVEL", "value": "DEBUG"}]}, "extraEnv sets LEOFLOW_LOG_LEVEL",
+                 id="extra-env-duplicates-chart"),
+    pytest.param({"fullnameOverride": "x" * 40}, "longer than 33 characters", id="name-too-long"),
+    pytest.param({"serviceAccount": {"create": False}}, "serviceAccount.name is required", id="no-sa-name"),
+])
+def test_rendering_fails_with_a_clear_message(render: Render, values: dict[str, Any], message: str) -> None:
+    with pytest.raises(helm_python.HelmRenderError) as failure:
+        render(values)
+    assert message in str(failure.value)
+
+
+def test_defaults_alone_name_the_missing_database(render_raw: Any) -> None:
+    with pytest.raises(helm_python.HelmRenderError) as failure:
+        render_raw({})
+    text = str(failure.value)
+    assert "database.existingSecret" in text and "database.url" in text
+    assert "Traceback" not in text
+
+
+def test_notes_tell_how_to_reach_the_api_and_the_leader(render_raw: Any) -> None:
+    notes = render_raw(MINIMAL)["leoflow/templates/NOTES.txt"]
+    assert "port-forward service/wf-leoflow 8080:8080" in notes
+    assert "/api/v2/cluster/leader" in notes
+    assert "Authorization: Bearer" in notes
+    open_notes = render_raw(merged(MINIMAL, VALUE_SETS["auth-disabled"]))["leoflow/templates/NOTES.txt"]
+    assert "WARNING: auth.enabled=false" in open_notes
+
+
+def test_secret_checksum_rolls_pods_when_a_rendered_secret_changes(render: Render) -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        dep = next(d for d in render(values) if d["kind"] == "Deployment")
+        return str(dep["spec"]["template"]["metadata"]["annotations"]["checksum/secrets"])
+
+    rotated = {"auth": {"tokens": [{"name": "ops", "scope": "admin", "token": "rotated-token-42"}]}}
+    assert checksum({}) == checksum({}) != checksum(rotated)
+
