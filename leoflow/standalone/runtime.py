@@ -96,19 +96,19 @@ def banner(*, url: str, data: str, token: ApiToken | None, generated: bool, exam
 
 
 def _announce_when_ready(url: str, text: str, out: TextIO) -> threading.Thread:
-    """Print the banner once the API answers ``/healthz`` (the replica has no ready callback)."""
+    """Print the banner once the API answers ``/readyz`` (the replica has no ready callback)."""
     def wait_and_print() -> None:
         deadline = time.monotonic() + _READY_WAIT
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+                with urllib.request.urlopen(f"{url}/readyz", timeout=2) as response:
                     if response.status == 200:
                         print(text, file=out, flush=True)
                         return
             except OSError:
                 pass
             time.sleep(0.05)
-        logger.warning("the API did not answer /healthz", extra={"url": url})
+        logger.warning("the API did not become ready", extra={"url": url})
 
     thread = threading.Thread(target=wait_and_print, name="standalone-banner", daemon=True)
     thread.start()
@@ -127,6 +127,9 @@ def run_standalone(settings: Settings, options: StandaloneOptions, *,
                    run_replica: Callable[[Settings], int] | None = None, out: TextIO = sys.stdout) -> int:
     """The whole standalone lifecycle; returns the process exit code."""
     started = time.monotonic()
+    # Until the replica installs its own handlers, SIGTERM must unwind through our cleanup too.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     home = StandaloneHome.at(settings.home)
     home.create()
     url = display_url(options.host, options.port)
@@ -175,7 +178,11 @@ def run_standalone(settings: Settings, options: StandaloneOptions, *,
 
 
 def _serve(settings: Settings) -> int:
-    """The replica runtime of ``leoflow serve`` (election helper's :mod:`leoflow.replica`)."""
-    from leoflow import replica
+    """The replica runtime of ``leoflow serve``: it handles SIGTERM/SIGINT as a graceful handover."""
+    from leoflow.replica import run
 
-    return int(replica.run(settings) or 0)
+    return run(settings)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)

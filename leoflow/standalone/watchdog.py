@@ -24,7 +24,6 @@ from pathlib import Path
 
 from leoflow.standalone.pidfile import is_our_postmaster, postmaster_pid
 
-
 WatchdogProcess = subprocess.Popen[bytes]
 
 
