@@ -19,6 +19,7 @@ import asyncio
 import logging
 from typing import Any
 
+import psycopg.errors
 import sqlalchemy.exc
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -96,6 +97,11 @@ def translate(exc: BaseException) -> ApiError:
         logger.warning("database unavailable while serving a request",
                        extra={"error": type(getattr(exc, "orig", exc)).__name__})
         return unavailable("the database is unavailable")
+    if isinstance(getattr(exc, "orig", None), psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
+        logger.error("database schema is not at head while serving a request")
+        return unavailable("the database schema is not current; run `leoflow db upgrade`")
+    if isinstance(exc, sqlalchemy.exc.DataError):
+        return ApiError(400, "a value in the request is not acceptable to the database")
     if isinstance(exc, sqlalchemy.exc.IntegrityError):
         return ApiError(409, "the request conflicts with existing state")
     logger.error("unexpected error while serving a request", exc_info=exc)

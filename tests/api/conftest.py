@@ -47,3 +47,26 @@ def spec(dag_id: str = "etl", **changes: Any) -> dict[str, Any]:
     }
     doc.update(changes)
     return doc
+
+
+def seed_task(database_url: str, dag_id: str, run_id: str, task_id: str, *, state: str = "pending",
+              tries: list[dict[str, Any]] | None = None) -> None:
+    """Insert a task instance (and its tries and logs) as the leader's scheduler/executor would."""
+    import psycopg
+
+    tries = tries or []
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        run_pk = conn.execute("SELECT id FROM dag_runs WHERE dag_id = %s AND run_id = %s",
+                              (dag_id, run_id)).fetchone()[0]  # type: ignore[index]
+        ti = conn.execute(
+            "INSERT INTO task_instances (run_pk, task_id, state, try_number, max_tries) "
+            "VALUES (%s, %s, %s, %s, 3) RETURNING id", (run_pk, task_id, state, len(tries))).fetchone()[0]  # type: ignore[index]
+        for number, t in enumerate(tries, start=1):
+            ended = "now()" if t.get("ended", True) else "NULL"
+            try_pk = conn.execute(
+                f"INSERT INTO task_tries (task_instance_id, try_number, state, term, executor_ref, ended_at, "
+                f"exit_code) VALUES (%s, %s, %s, 1, %s, {ended}, %s) RETURNING id",
+                (ti, number, t.get("state", "success"), f"pod-{task_id}-{number}", t.get("exit_code"))).fetchone()[0]  # type: ignore[index]
+            if t.get("log") is not None:
+                conn.execute("INSERT INTO task_logs (task_try_id, content, truncated, size_bytes) "
+                             "VALUES (%s, %s, %s, %s)", (try_pk, t["log"], t.get("truncated", False), len(t["log"])))
