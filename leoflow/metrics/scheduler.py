@@ -1,0 +1,24 @@
+"""Scheduler metrics (prometheus_client default registry). Followers export zeros.
+
+Names are part of the operator contract (dashboards, alerts); do not rename.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+TICKS = Counter("leoflow_scheduler_ticks_total", "Scheduling loop iterations on this replica")
+TICK_SECONDS = Histogram("leoflow_scheduler_tick_duration_seconds", "Duration of one scheduling loop iteration",
+                         buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+TICK_ERRORS = Counter("leoflow_scheduler_tick_errors_total",
+                      "Scheduling loop iterations that failed (database errors); retried next tick")
+TASKS_QUEUED = Counter("leoflow_scheduler_tasks_queued_total", "Task tries handed to the executor")
+TASK_TRANSITIONS = Counter("leoflow_scheduler_task_transitions_total",
+                           "Task instance state changes applied by the scheduler", ["state"])
+RUNS_CREATED = Counter("leoflow_scheduler_runs_created_total", "Scheduled runs created by the leader")
+RUNS_FINISHED = Counter("leoflow_scheduler_runs_finished_total", "Runs finished by the scheduler", ["state"])
+
+for _state in ("running", "success", "failed", "up_for_retry", "upstream_failed"):
+    TASK_TRANSITIONS.labels(state=_state)
+for _state in ("success", "failed"):
+    RUNS_FINISHED.labels(state=_state)

@@ -1,0 +1,391 @@
+"""One scheduling tick, step by step, under one leadership term.
+
+:class:`SchedulerCore` holds what a term needs between ticks — the executor, the compiled-DAG
+cache, the inbox of executor reports, the runs touched since the last completion check — and
+performs the steps of a tick, each in its own short fenced transaction:
+
+1. apply executor reports (batched CAS; successes release downstream tasks, final failures mark
+   descendants ``upstream_failed``, failures with tries left become ``up_for_retry``);
+2. create due scheduled runs (:mod:`.timetable`; unique ids, so racing leaders cannot duplicate);
+3. start queued runs that ``max_active_runs`` allows (creating their task instances);
+4. queue ready tasks up to ``LEOFLOW_PARALLELISM`` and hand them to the executor; ``kind: empty``
+   tasks succeed on the spot (repeated a few rounds so chains of joins resolve in one tick);
+5. time out running tasks past ``timeout_at`` (and ask the executor to kill them);
+6. ask the executor to kill tries flagged ``cancelling`` (cancelled runs, timeouts);
+7. finish runs whose task instances are all final (touched runs, plus a slow keyset sweep).
+
+Failure semantics: every write transaction starts with the fencing check, so a stale leader's
+step raises :class:`~leoflow.errors.FencedOut` and writes nothing; the service stops on it. A
+database error aborts only the current step's transaction — reports taken from the inbox are put
+back first — and the service retries on the next tick. Work per step is bounded by
+``batch_size`` rows, so memory stays flat whatever the backlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from leoflow.db import scheduler_store as store
+from leoflow.db.dag_store import scheduled_run_id
+from leoflow.db.fencing import check_term_async
+from leoflow.db.scheduler_store import LiveTaskInstance, Transition, TryChange
+from leoflow.errors import FencedOut
+from leoflow.executor.base import Executor, StatusUpdate, TaskLaunch, TryKey
+from leoflow.leadership import LeaderContext
+from leoflow.metrics import scheduler as metrics
+from leoflow.scheduler.graph import DagGraph, GraphCache
+from leoflow.scheduler.timetable import plan_scheduled_runs
+from leoflow.scheduler.transitions import fold_reports, timeout_transition
+
+log = logging.getLogger(__name__)
+
+#: Rows per step and statement. Large enough that one round trip moves hundreds of tasks, small
+#: enough that a tick stays well under a second on a loaded machine.
+DEFAULT_BATCH_SIZE = 500
+#: Rounds of "queue ready tasks" per tick while empty tasks keep unlocking more work.
+EMPTY_TASK_ROUNDS = 20
+#: Scheduled runs created per DAG per tick when catching up.
+CATCHUP_RUNS_PER_TICK = 50
+#: DAGs examined for due scheduled runs per tick.
+DUE_DAGS_PER_TICK = 100
+#: Seconds between pages of the completion sweep (a safety net; touched runs finish at once).
+SWEEP_INTERVAL = 10.0
+
+
+@dataclass
+class _TryFacts:
+    """A try's reported facts, folded over a batch of reports."""
+
+    state: str
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    executor_ref: str | None = None
+
+
+class SchedulerCore:
+    """The scheduling steps of one leadership term (see the module docstring)."""
+
+    def __init__(self, ctx: LeaderContext, executor: Executor, *, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        self.ctx = ctx
+        self.executor = executor
+        self.batch_size = batch_size
+        self.parallelism = ctx.settings.scheduler.parallelism
+        self.max_retry_delay = ctx.settings.scheduler.max_retry_delay
+        self.graphs = GraphCache()
+        # Bounded in practice: reports exist only for tries in flight (<= parallelism) plus what
+        # the executor reconciles at start.
+        self.inbox: deque[StatusUpdate] = deque()
+        self.touched_runs: set[int] = set()
+        self._killing: dict[int, asyncio.Task[None]] = {}
+        self._sweep_after = 0
+        self._next_sweep = 0.0
+
+    # ------------------------------------------------------------------ plumbing
+
+    @asynccontextmanager
+    async def fenced(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction that commits only while this term is the newest."""
+        async with self.ctx.engine.begin() as conn:
+            await check_term_async(conn, self.ctx.cluster, self.ctx.term)
+            yield conn
+
+    async def _graphs(self, conn: AsyncConnection, version_ids: Iterable[int]) -> dict[int, DagGraph]:
+        wanted = set(version_ids)
+        missing = self.graphs.missing(wanted)
+        loaded: dict[int, DagGraph] = {}
+        if missing:
+            for vid, spec in (await store.load_specs(conn, missing)).items():
+                loaded[vid] = self.graphs.add(vid, spec)
+        return {vid: loaded[vid] if vid in loaded else self.graphs.get(vid) for vid in wanted}
+
+    def now(self) -> datetime:
+        return self.ctx.clock.now()
+
+    async def tick(self) -> bool:
+        """Run every step once; True if anything changed (the loop then ticks again at once)."""
+        busy = await self.apply_reports()
+        busy = await self.create_scheduled_runs() or busy
+        busy = await self.start_queued_runs() or busy
+        busy = await self.queue_ready_tasks() or busy
+        busy = await self.apply_timeouts() or busy
+        await self.kill_cancelled_tries()
+        busy = await self.finish_touched_runs() or busy
+        await self.sweep_runs()
+        return busy
+
+    # ------------------------------------------------------------------ 1. executor reports
+
+    async def apply_reports(self) -> bool:
+        if not self.inbox:
+            return False
+        for _ in range(10):
+            if not self.inbox:
+                break
+            batch = [self.inbox.popleft() for _ in range(min(len(self.inbox), self.batch_size))]
+            try:
+                await self._apply_report_batch(batch)
+            except BaseException:
+                self.inbox.extendleft(reversed(batch))  # at-least-once: retry them next tick
+                raise
+        return True
+
+    async def _apply_report_batch(self, batch: Sequence[StatusUpdate]) -> None:
+        now = self.now()
+        async with self.fenced() as conn:
+            rows = await store.lock_task_instances(conn, [u.key for u in batch])
+            by_key = {(r.dag_id, r.run_id, r.task_id): r for r in rows}
+            graphs = await self._graphs(conn, {r.version_id for r in rows})
+            updates: dict[int, list[StatusUpdate]] = defaultdict(list)
+            facts: dict[tuple[int, int], _TryFacts] = {}
+            for update in batch:
+                row = by_key.get((update.key.dag_id, update.key.run_id, update.key.task_id))
+                if row is None:
+                    log.debug("report for an unknown task instance", extra={"try": str(update.key)})
+                    continue
+                updates[row.id].append(update)
+                _fold_try(facts, row.id, update)
+            rows_by_id = {r.id: r for r in rows}
+            transitions = [t for ti_id, ups in updates.items()
+                           if (t := fold_reports(rows_by_id[ti_id], ups,
+                                                 graphs[rows_by_id[ti_id].version_id].task(rows_by_id[ti_id].task_id),
+                                                 max_retry_delay=self.max_retry_delay)) is not None]
+            applied = await store.apply_transitions(conn, transitions, now, self.ctx.term)
+            await self._after_transitions(conn, [t for t in transitions if t.ti_id in applied], rows_by_id,
+                                          graphs, now)
+            await store.record_try_changes(conn, [
+                TryChange(ti_id, try_number, f.state, f.started_at, f.ended_at, f.exit_code, f.reason, f.executor_ref)
+                for (ti_id, try_number), f in facts.items()])
+
+    async def _after_transitions(self, conn: AsyncConnection, applied: Sequence[Transition],
+                                 rows: dict[int, LiveTaskInstance], graphs: dict[int, DagGraph],
+                                 now: datetime) -> None:
+        release: list[tuple[int, str]] = []
+        doomed: list[tuple[int, str]] = []
+        for t in applied:
+            row = rows[t.ti_id]
+            graph = graphs[row.version_id]
+            metrics.TASK_TRANSITIONS.labels(state=t.new_state).inc()
+            if t.new_state == "success":
+                release.extend((row.run_pk, d) for d in graph.downstream.get(row.task_id, ()))
+                if row.task_id in graph.leaves:
+                    self.touched_runs.add(row.run_pk)
+            elif t.new_state == "failed":
+                doomed.extend((row.run_pk, d) for d in graph.descendants(row.task_id))
+                self.touched_runs.add(row.run_pk)
+        await store.release_downstream(conn, release, now)
+        marked = await store.mark_upstream_failed(conn, doomed, now, self.ctx.term)
+        if marked:
+            metrics.TASK_TRANSITIONS.labels(state="upstream_failed").inc(marked)
+
+    # ------------------------------------------------------------------ 2. scheduled runs
+
+    async def create_scheduled_runs(self) -> bool:
+        now = self.now()
+        async with self.fenced() as conn:
+            dues = await store.due_dags(conn, now, DUE_DAGS_PER_TICK)
+            for dag in dues:
+                plan = plan_scheduled_runs(dag.schedule, dag.timezone, catchup=dag.catchup,
+                                           next_run_at=dag.next_run_at, now=now, limit=CATCHUP_RUNS_PER_TICK)
+                created = await store.create_scheduled_runs(
+                    conn, dag, [scheduled_run_id(d) for d in plan.logical_dates], plan.logical_dates, now,
+                    self.ctx.term)
+                await store.advance_next_run(conn, dag.dag_id, dag.next_run_at, plan.next_run_at)
+                metrics.RUNS_CREATED.inc(created)
+                if created:
+                    log.info("scheduled runs created", extra={"dag_id": dag.dag_id, "runs": created,
+                                                              "next_run_at": plan.next_run_at.isoformat()})
+        return bool(dues)
+
+    # ------------------------------------------------------------------ 3. starting runs
+
+    async def start_queued_runs(self) -> bool:
+        now = self.now()
+        async with self.fenced() as conn:
+            candidates = await store.startable_runs(conn, self.batch_size)
+            started = await store.start_runs(conn, candidates, now, self.ctx.term) if candidates else []
+        return bool(started)
+
+    # ------------------------------------------------------------------ 4. queueing
+
+    async def queue_ready_tasks(self) -> bool:
+        did = False
+        for _ in range(EMPTY_TASK_ROUNDS):
+            now = self.now()
+            async with self.fenced() as conn:
+                free = max(0, self.parallelism - await store.count_slots_in_use(conn))
+                ready = await store.ready_task_instances(conn, now, self.batch_size)
+                if not ready:
+                    break
+                graphs = await self._graphs(conn, {r.version_id for r in ready})
+                empties: list[store.ReadyTask] = []
+                containers: list[store.ReadyTask] = []
+                for r in ready:
+                    task = graphs[r.version_id].task(r.task_id)
+                    (empties if task is not None and task.kind == "empty" else containers).append(r)
+                succeeded = await store.succeed_empty_tasks(conn, [r.id for r in empties], now, self.ctx.term)
+                release: list[tuple[int, str]] = []
+                versions = {r.id: r.version_id for r in empties}
+                for ti_id, run_pk, task_id in succeeded:
+                    graph = graphs[versions[ti_id]]
+                    release.extend((run_pk, d) for d in graph.downstream.get(task_id, ()))
+                    if task_id in graph.leaves:
+                        self.touched_runs.add(run_pk)
+                await store.release_downstream(conn, release, now)
+                queued = await store.queue_task_instances(conn, containers[:free], now, self.ctx.term)
+            if succeeded:
+                metrics.TASK_TRANSITIONS.labels(state="success").inc(len(succeeded))
+            by_id = {r.id: r for r in containers}
+            for q in queued:
+                r = by_id[q.task_instance_id]
+                await self.submit(self._launch(graphs[r.version_id], TryKey(r.dag_id, r.run_id, r.task_id,
+                                                                             q.try_number), q.task_try_id))
+            did = did or bool(succeeded or queued)
+            if not succeeded:
+                break
+        return did
+
+    def _launch(self, graph: DagGraph, key: TryKey, task_try_id: int) -> TaskLaunch:
+        task = graph.tasks[key.task_id]
+        return TaskLaunch(key=key, task_try_id=task_try_id, term=self.ctx.term, image=task.image,
+                          command=task.command, args=task.args, env=dict(task.env), resources=task.resources,
+                          timeout_seconds=task.timeout_seconds)
+
+    async def submit(self, launch: TaskLaunch) -> None:
+        """Hand a try to the executor; an executor error fails the try (retried if tries remain)."""
+        try:
+            await self.executor.submit(launch)
+        except (asyncio.CancelledError, FencedOut):
+            raise
+        except Exception as exc:
+            log.exception("executor refused a try", extra={"try": str(launch.key)})
+            self.inbox.append(StatusUpdate(key=launch.key, state="failed", at=self.now(),
+                                           reason=f"executor error: {exc}"[:500]))
+            return
+        metrics.TASKS_QUEUED.inc()
+
+    async def resubmit_queued(self) -> int:
+        """After a failover: hand every queued try to the executor again (submit is idempotent)."""
+        after, count = 0, 0
+        while True:
+            async with self.ctx.engine.connect() as conn:
+                page = await store.queued_tries_after(conn, after, self.batch_size)
+                graphs = await self._graphs(conn, {p.version_id for p in page})
+            if not page:
+                return count
+            for item in page:
+                await self.submit(self._launch(graphs[item.version_id], item.key, item.task_try_id))
+            after, count = page[-1].task_try_id, count + len(page)
+
+    # ------------------------------------------------------------------ 5. timeouts
+
+    async def apply_timeouts(self) -> bool:
+        now = self.now()
+        async with self.fenced() as conn:
+            ids = await store.timed_out_task_instances(conn, now, self.batch_size)
+            if not ids:
+                return False
+            rows = await store.lock_task_instances_by_id(conn, ids)
+            graphs = await self._graphs(conn, {r.version_id for r in rows})
+            transitions = [t for r in rows
+                           if (t := timeout_transition(r, graphs[r.version_id].task(r.task_id), now=now,
+                                                       max_retry_delay=self.max_retry_delay)) is not None]
+            applied = await store.apply_transitions(conn, transitions, now, self.ctx.term)
+            done = [t for t in transitions if t.ti_id in applied]
+            rows_by_id = {r.id: r for r in rows}
+            await self._after_transitions(conn, done, rows_by_id, graphs, now)
+            for t in done:
+                await store.request_kill(conn, [(t.ti_id, t.try_number)], t.reason or "timed out")
+        for t in done:
+            log.info("task timed out", extra={"task_instance_id": t.ti_id, "state": t.new_state})
+        return bool(done)
+
+    # ------------------------------------------------------------------ 6. killing tries
+
+    async def kill_cancelled_tries(self) -> None:
+        async with self.ctx.engine.connect() as conn:
+            victims = await store.tries_to_kill(conn, self.batch_size)
+        for victim in victims:
+            if victim.task_try_id not in self._killing:
+                task = asyncio.create_task(self._kill(victim.task_try_id, victim.key),
+                                           name=f"scheduler-kill:{victim.task_try_id}")
+                self._killing[victim.task_try_id] = task
+
+    async def _kill(self, task_try_id: int, key: TryKey) -> None:
+        """Executor cancels may wait for a grace period; they run beside the loop, not in it."""
+        try:
+            await self.executor.cancel(key)
+            async with self.fenced() as conn:
+                await store.mark_tries_killed(conn, [task_try_id], self.now())
+        except asyncio.CancelledError:
+            raise
+        except FencedOut:
+            log.info("kill not recorded: fenced out", extra={"try": str(key)})
+        except Exception:
+            log.exception("could not kill try; will retry", extra={"try": str(key)})
+        finally:
+            self._killing.pop(task_try_id, None)
+
+    async def close(self) -> None:
+        tasks = list(self._killing.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ 7. finishing runs
+
+    async def finish_touched_runs(self) -> bool:
+        if not self.touched_runs:
+            return False
+        pks = sorted(self.touched_runs)[: self.batch_size]
+        async with self.fenced() as conn:
+            finished = await store.finish_runs(conn, pks, self.now(), self.ctx.term)
+        self.touched_runs.difference_update(pks)
+        self._report_finished(finished)
+        return bool(finished)
+
+    async def sweep_runs(self, *, force: bool = False) -> None:
+        """One keyset page of running runs checked for completion (a crash-safety net)."""
+        if not force and self.ctx.clock.monotonic() < self._next_sweep:
+            return
+        async with self.fenced() as conn:
+            page = await store.running_runs_after(conn, self._sweep_after, self.batch_size)
+            finished = await store.finish_runs(conn, page, self.now(), self.ctx.term) if page else []
+        self._report_finished(finished)
+        if len(page) < self.batch_size:
+            self._sweep_after = 0
+            self._next_sweep = self.ctx.clock.monotonic() + SWEEP_INTERVAL
+        else:
+            self._sweep_after = page[-1]
+
+    def _report_finished(self, finished: Sequence[store.FinishedRun]) -> None:
+        for run in finished:
+            metrics.RUNS_FINISHED.labels(state=run.state).inc()
+            log.info("run finished", extra={"dag_id": run.dag_id, "run_id": run.run_id, "state": run.state})
+
+
+def _fold_try(facts: dict[tuple[int, int], _TryFacts], ti_id: int, update: StatusUpdate) -> None:
+    key = (ti_id, update.key.try_number)
+    f = facts.get(key)
+    if f is None:
+        f = facts[key] = _TryFacts(state=update.state)
+    if f.state in ("success", "failed") and update.state == "running":
+        return  # a late "running" never reopens a finished try
+    f.state = update.state
+    if update.state == "running":
+        f.started_at = f.started_at or update.at
+    else:
+        f.started_at = f.started_at or update.at
+        f.ended_at = update.at
+    f.exit_code = update.exit_code if update.exit_code is not None else f.exit_code
+    f.reason = update.reason or f.reason
+    f.executor_ref = update.executor_ref or f.executor_ref

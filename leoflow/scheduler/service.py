@@ -1,0 +1,134 @@
+"""The leader's scheduling loop, as a :class:`~leoflow.leadership.LeaderService`.
+
+``SchedulerService(executor).run(ctx)`` is started by the replica runtime when this replica
+becomes leader and cancelled when it stops being one. It:
+
+1. starts listening on the ``leoflow_wakeup`` channel (:data:`leoflow.db.dag_store.WAKEUP_CHANNEL`;
+   the API NOTIFYs it on trigger/cancel/pause/apply) on its own connection, so a manual run starts
+   well under a second after the API commits it;
+2. starts the executor with a ``report`` callback that only appends to the scheduler's inbox and
+   wakes the loop (reports are applied in batches by the loop, never inside the callback);
+3. resubmits every try still ``queued`` in the database (a previous leader may have died between
+   committing the queue transition and handing the try over; submit is idempotent);
+4. ticks (:class:`~leoflow.scheduler.core.SchedulerCore`) until cancelled: immediately again
+   after a tick that changed something, otherwise after ``LEOFLOW_SCHEDULER_INTERVAL`` or the next
+   wake-up, whichever comes first. ``ctx.progress()`` is called after every successful tick (the
+   stall watchdog releases leadership if it stops).
+
+Failure semantics: :class:`~leoflow.errors.FencedOut` means a newer term exists — the service
+logs it and returns at once (it has written nothing under the old term). A database error fails
+one tick: it is logged, counted, and the loop retries after the interval with a capped backoff;
+if errors persist, no progress is reported and the stall watchdog steps down. A dead LISTEN
+connection is reconnected in the background; meanwhile the interval still drives the loop.
+The executor is *not* stopped here: the runtime stops it after cancelling every leader service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import psycopg
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from leoflow.db.dag_store import WAKEUP_CHANNEL
+from leoflow.db.engine import libpq_url
+from leoflow.errors import DatabaseUnavailable, FencedOut
+from leoflow.executor.base import Executor, StatusUpdate
+from leoflow.leadership import LeaderContext
+from leoflow.metrics import scheduler as metrics
+from leoflow.scheduler.core import DEFAULT_BATCH_SIZE, SchedulerCore
+
+log = logging.getLogger(__name__)
+
+#: Longest pause between retries of a failing tick; short enough to recover quickly once the
+#: database is back, long enough not to hammer it while it is down.
+MAX_ERROR_BACKOFF = 5.0
+#: Pause before reconnecting a dropped LISTEN connection.
+LISTEN_RECONNECT_DELAY = 1.0
+
+
+class SchedulerService:
+    """The scheduling loop of the leader (see the module docstring)."""
+
+    name = "scheduler"
+
+    def __init__(self, executor: Executor, *, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        self.executor = executor
+        self.batch_size = batch_size
+        self.core: SchedulerCore | None = None
+        self._wake = asyncio.Event()
+
+    async def report(self, update: StatusUpdate) -> None:
+        """The executor's callback: queue the update for the loop and wake it."""
+        if self.core is not None:
+            self.core.inbox.append(update)
+            self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self, ctx: LeaderContext) -> None:
+        core = self.core = SchedulerCore(ctx, self.executor, batch_size=self.batch_size)
+        listener = asyncio.create_task(self._listen(ctx), name="scheduler-listen")
+        log.info("scheduler starting", extra={"term": ctx.term, "executor": getattr(self.executor, "name", "?")})
+        try:
+            await self.executor.start(ctx, self.report)
+            resubmitted = await core.resubmit_queued()
+            if resubmitted:
+                log.info("queued tries handed to the executor again", extra={"tries": resubmitted})
+            await core.sweep_runs(force=True)
+            await self._loop(ctx, core)
+        except FencedOut as exc:
+            log.warning("scheduler stopped: fenced out", extra={"term": ctx.term, "error": str(exc)})
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+            await core.close()
+
+    async def _loop(self, ctx: LeaderContext, core: SchedulerCore) -> None:
+        interval = ctx.settings.scheduler.interval
+        failures = 0
+        while True:
+            self._wake.clear()
+            started = ctx.clock.monotonic()
+            try:
+                busy = await core.tick()
+            except FencedOut:
+                raise
+            except (DBAPIError, SQLAlchemyError, psycopg.Error, DatabaseUnavailable, OSError) as exc:
+                failures += 1
+                metrics.TICK_ERRORS.inc()
+                log.warning("scheduler tick failed; retrying", extra={"error": str(exc).splitlines()[0][:300],
+                                                                      "failures": failures})
+                await asyncio.sleep(min(MAX_ERROR_BACKOFF, interval * failures))
+                continue
+            failures = 0
+            metrics.TICKS.inc()
+            metrics.TICK_SECONDS.observe(max(0.0, ctx.clock.monotonic() - started))
+            ctx.progress()
+            if busy or core.inbox:
+                await asyncio.sleep(0)  # let the executor and the API run between busy ticks
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+
+    async def _listen(self, ctx: LeaderContext) -> None:
+        """Wake the loop on every NOTIFY; reconnect forever (the interval covers the gaps)."""
+        url = libpq_url(ctx.settings.require_database_url())
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    url, autocommit=True, application_name=f"leoflow-listen:{ctx.node_id}"[:63], connect_timeout=5)
+                async with conn:
+                    await conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
+                    self._wake.set()  # anything notified while we were not listening
+                    async for _ in conn.notifies():
+                        self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except (psycopg.Error, OSError) as exc:
+                log.warning("wake-up listener lost; reconnecting", extra={"error": str(exc).splitlines()[0][:200]})
+            await asyncio.sleep(LISTEN_RECONNECT_DELAY)

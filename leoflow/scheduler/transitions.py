@@ -1,0 +1,77 @@
+"""The task state machine: what an executor report or a timeout does to a task instance.
+
+Pure functions (no I/O, no clock) so every edge is unit-tested directly::
+
+    pending ──(upstreams ok)──▶ queued ──▶ running ──▶ success
+       │                          │  ╲        │
+       │                          │   ╲───────┴──▶ failed ──(tries left)──▶ up_for_retry ──▶ queued
+       └──(an upstream failed)──▶ upstream_failed          (no tries left: final, downstream → upstream_failed)
+    any unfinished state ──(run cancelled)──▶ cancelled
+
+Reports are about one *try*; a report whose try number is not the task instance's current one
+(a late report of an earlier try) never touches the task instance. Reports are folded in order,
+so ``running`` then ``success`` in one batch becomes one compare-and-set from ``queued``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from leoflow.db.scheduler_store import LiveTaskInstance, Transition
+from leoflow.executor.base import StatusUpdate
+from leoflow.scheduler.spec import TaskSpec
+
+
+def failure(try_number: int, max_tries: int, *, at: datetime, task: TaskSpec | None,
+            max_retry_delay: float) -> tuple[str, datetime | None]:
+    """The state after try ``try_number`` failed: ``up_for_retry`` (with when) or final ``failed``."""
+    if task is not None and try_number < max_tries:
+        delay = task.retry_delay(try_number, max_retry_delay)
+        return "up_for_retry", at + timedelta(seconds=delay)
+    return "failed", None
+
+
+def fold_reports(row: LiveTaskInstance, updates: Sequence[StatusUpdate], task: TaskSpec | None, *,
+                 max_retry_delay: float) -> Transition | None:
+    """One compare-and-set for all reports about the row's current try, or None if nothing changes."""
+    state = row.state
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    timeout_at: datetime | None = None
+    next_try_at: datetime | None = None
+    reason: str | None = None
+    for update in updates:
+        if update.key.try_number != row.try_number:
+            continue
+        if update.state == "running" and state == "queued":
+            state, started_at = "running", update.at
+            if task is not None and task.timeout_seconds is not None:
+                timeout_at = update.at + timedelta(seconds=task.timeout_seconds)
+        elif update.state == "success" and state in ("queued", "running"):
+            state, ended_at, timeout_at = "success", update.at, None
+            started_at = started_at or row.started_at or update.at
+            reason = None
+        elif update.state == "failed" and state in ("queued", "running"):
+            state, next_try_at = failure(row.try_number, row.max_tries, at=update.at, task=task,
+                                         max_retry_delay=max_retry_delay)
+            ended_at, timeout_at = update.at, None
+            started_at = started_at or row.started_at or update.at
+            reason = update.reason or (f"exit code {update.exit_code}" if update.exit_code is not None else "failed")
+    if state == row.state:
+        return None
+    return Transition(ti_id=row.id, expected=row.state, try_number=row.try_number, new_state=state,
+                      started_at=started_at, ended_at=ended_at, timeout_at=timeout_at, next_try_at=next_try_at,
+                      reason=reason)
+
+
+def timeout_transition(row: LiveTaskInstance, task: TaskSpec | None, *, now: datetime,
+                       max_retry_delay: float) -> Transition | None:
+    """A running task past its ``timeout_at``: failed (or up for retry) with reason 'timed out'."""
+    if row.state != "running":
+        return None
+    seconds = task.timeout_seconds if task is not None else None
+    reason = f"timed out after {seconds:g}s" if seconds is not None else "timed out"
+    state, next_try_at = failure(row.try_number, row.max_tries, at=now, task=task, max_retry_delay=max_retry_delay)
+    return Transition(ti_id=row.id, expected=row.state, try_number=row.try_number, new_state=state,
+                      ended_at=now, next_try_at=next_try_at, reason=reason)
