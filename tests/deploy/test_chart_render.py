@@ -93,6 +93,11 @@ def test_service_monitor_only_when_enabled(render: Render) -> None:
     assert monitor["metadata"]["labels"]["release"] == "prom"
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+    assert "authorization" not in endpoint
+    protected = {"auth": {"metricsAuth": True},
+                 "metrics": {"serviceMonitor": {"enabled": True, "tokenSecret": "prom-token"}}}
+    (endpoint,) = next(d for d in render(protected) if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": "prom-token", "key": "token"}}
 
 
 @pytest.mark.parametrize("values", [
@@ -139,6 +144,8 @@ def test_schema_rejects_bad_values(render: Render, values: dict[str, Any], named
                  id="extra-env-duplicates-chart"),
     pytest.param({"fullnameOverride": "x" * 40}, "longer than 33 characters", id="name-too-long"),
     pytest.param({"serviceAccount": {"create": False}}, "serviceAccount.name is required", id="no-sa-name"),
+    pytest.param({"auth": {"metricsAuth": True}, "metrics": {"serviceMonitor": {"enabled": True}}},
+                 "set metrics.serviceMonitor.tokenSecret", id="protected-metrics-without-scrape-token"),
 ])
 def test_rendering_fails_with_a_clear_message(render: Render, values: dict[str, Any], message: str) -> None:
     with pytest.raises(helm_python.HelmRenderError) as failure:

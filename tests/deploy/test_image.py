@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -108,8 +109,8 @@ def test_dockerfile_shape() -> None:
 def test_image_default_command_is_a_real_verb() -> None:
     final = dict(stages(DOCKERFILE.read_text())[-1])
     verb = json.loads(final["CMD"])[0]
-    subactions = [a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction"]
-    assert verb in subactions[0].choices  # type: ignore[attr-defined]
+    subactions = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert verb in subactions[0].choices, f"CMD {verb!r} is not a leoflow verb"
 
 
 def test_image_environment_uses_only_real_settings() -> None:

@@ -107,6 +107,9 @@ name is <fullname>-<10-char hash>-<5 chars>. 13 + fullname + 17 <= 63. */}}
 {{- fail (printf "\n\nleoflow: extraEnv sets %s, which the chart already sets from its own values; change that value instead (see values.yaml)." .name) }}
 {{- end }}
 {{- end }}
+{{- if and .Values.auth.metricsAuth .Values.metrics.serviceMonitor.enabled (not .Values.metrics.serviceMonitor.tokenSecret) }}
+{{- fail "\n\nleoflow: auth.metricsAuth=true protects /metrics; set metrics.serviceMonitor.tokenSecret (a Secret with a read token) so Prometheus can scrape it." }}
+{{- end }}
 {{- $needed := add .Values.preStopSleepSeconds .Values.config.shutdownGrace }}
 {{- if le (int .Values.terminationGracePeriodSeconds) (int $needed) }}
 {{- fail (printf "\n\nleoflow: terminationGracePeriodSeconds (%v) must exceed preStopSleepSeconds + config.shutdownGrace (%v), or a stopping leader is killed before it hands over." .Values.terminationGracePeriodSeconds $needed) }}
