@@ -1,0 +1,425 @@
+"""Leoflow vs Apache Airflow 2.10.5, same machine, same PostgreSQL, same workloads.
+
+Usage::
+
+    python bench/vs_airflow.py [--rounds 2] [--runs 20] [--workdir bench/.work/vs_airflow]
+
+What it does (every figure is measured here, nothing is quoted from elsewhere):
+
+1. Installs ``apache-airflow==2.10.5`` + ``psycopg2-binary`` into its own virtualenv under the
+   work dir (kept between runs, so only the first run pays for it).
+2. Starts ONE private PostgreSQL for both systems (databases ``airflow`` and ``leoflow``).
+3. Airflow: ``airflow db migrate`` then ``airflow scheduler`` with LocalExecutor, parallelism 64,
+   max_active_runs_per_dag 100, max_active_tasks_per_dag 64, DAG-folder scan interval 5 s.
+   Leoflow: ``leoflow db upgrade`` then one ``leoflow serve`` replica with the local executor and
+   the same parallelism (64).
+4. Workloads, alternating systems for ``--rounds`` rounds each:
+   - ``bench_fan``: 100 *empty* tasks (root -> 98 in parallel -> join), ``--runs`` runs triggered
+     at once (Airflow: ``trigger_dag()`` with distinct logical dates; Leoflow: its HTTP API).
+   - ``bench_true``: the same shape where every task runs ``true`` (Airflow BashOperator; Leoflow
+     local executor), 1 run.
+   Measured: wall time from the first trigger to the last run's success, tasks/s, per-run
+   latency (trigger -> run success), time to the first task's success, and the scheduler's peak
+   RSS over its whole process tree (sampled every 100 ms).
+5. Prints a JSON table (both systems + ratios) as the last line and saves a bar chart PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from leoflow.db.embedded import EmbeddedPostgres, free_port  # noqa: E402
+
+AIRFLOW_VERSION = "2.10.5"
+WIDTH = 98  # parallel tasks between root and join: 100 tasks per run
+PARALLELISM = 64
+
+
+# --------------------------------------------------------------------------- workload definitions
+
+AIRFLOW_DAGS = textwrap.dedent(f'''
+    from datetime import datetime
+    from airflow import DAG
+    from airflow.operators.empty import EmptyOperator
+    from airflow.operators.bash import BashOperator
+
+    def build(dag_id, make):
+        with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+                 max_active_runs=100, max_active_tasks=64) as dag:
+            root = make("root")
+            join = make("join")
+            for i in range({WIDTH}):
+                root >> make(f"t{{i:03d}}") >> join
+        return dag
+
+    bench_fan = build("bench_fan", lambda tid: EmptyOperator(task_id=tid))
+    bench_true = build("bench_true", lambda tid: BashOperator(task_id=tid, bash_command="true"))
+''')
+
+AIRFLOW_TRIGGER = textwrap.dedent('''
+    import sys, time, json
+    from datetime import datetime, timedelta, timezone
+    from airflow.api.common.trigger_dag import trigger_dag
+    dag_id, count, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    base = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=int(time.time()) % 100000)
+    first = time.time()
+    for i in range(count):
+        trigger_dag(dag_id, run_id=f"{tag}_{i}", execution_date=base + timedelta(seconds=i),
+                    replace_microseconds=False)
+    print(json.dumps({"first_trigger": first, "last_trigger": time.time()}))
+''')
+
+
+def leoflow_spec(dag_id: str, *, empty: bool) -> dict[str, Any]:
+    def task(task_id: str, deps: list[str]) -> dict[str, Any]:
+        t: dict[str, Any] = {"id": task_id}
+        if empty:
+            t["kind"] = "empty"
+        else:
+            t.update(image="busybox", command=["true"])
+        if deps:
+            t["depends_on"] = deps
+        return t
+
+    middle = [f"t{i:03d}" for i in range(WIDTH)]
+    tasks = [task("root", []), *[task(m, ["root"]) for m in middle], task("join", middle)]
+    return {"dag_id": dag_id, "schedule": None, "max_active_runs": 100, "tasks": tasks}
+
+
+# --------------------------------------------------------------------------- measurement helpers
+
+class RssSampler:
+    """Peak resident memory of a process and all its descendants, sampled every 100 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with suppress(psutil.Error):
+                proc = psutil.Process(self.pid)
+                total = proc.memory_info().rss
+                for child in proc.children(recursive=True):
+                    with suppress(psutil.Error):
+                        total += child.memory_info().rss
+                self.peak = max(self.peak, total)
+            self._stop.wait(0.1)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def summarize(system: str, workload: str, runs: int, first_trigger: float,
+              run_ends: list[float], first_task_success: float, peak_rss: int) -> dict[str, Any]:
+    wall = max(run_ends) - first_trigger
+    latencies = sorted(end - first_trigger for end in run_ends)
+    return {
+        "system": system, "workload": workload, "runs": runs, "tasks": runs * (WIDTH + 2),
+        "wall_s": round(wall, 3),
+        "tasks_per_s": round(runs * (WIDTH + 2) / wall, 1),
+        "run_latency_p50_s": round(statistics.median(latencies), 3),
+        "run_latency_max_s": round(latencies[-1], 3),
+        "first_task_success_s": round(first_task_success - first_trigger, 3),
+        "peak_rss_mb": round(peak_rss / 2**20, 1),
+    }
+
+
+def _epoch(ts: datetime) -> float:
+    return ts.timestamp()
+
+
+# --------------------------------------------------------------------------- Airflow
+
+class Airflow:
+    def __init__(self, workdir: Path, db_url: str) -> None:
+        self.venv = workdir / "airflow-venv"
+        self.home = workdir / "airflow-home"
+        self.db_url = db_url
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def install(self) -> None:
+        python = self.venv / "bin" / "python"
+        if python.exists() and subprocess.run(
+                [str(python), "-c", f"import airflow; assert airflow.__version__ == '{AIRFLOW_VERSION}'"],
+                capture_output=True, check=False).returncode == 0:
+            return
+        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"apache-airflow=={AIRFLOW_VERSION}",
+                        "psycopg2-binary"], check=True)
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "LEOFLOW"))}
+        env.update({
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.db_url.replace("postgresql://", "postgresql+psycopg2://"),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
+            "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": "100",
+            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "64",
+            "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "5",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.home / "dags"),
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            "AIRFLOW__WEBSERVER__SECRET_KEY": "bench-only",
+        })
+        return env
+
+    def start(self) -> None:
+        (self.home / "dags").mkdir(parents=True, exist_ok=True)
+        (self.home / "dags" / "bench_dags.py").write_text(AIRFLOW_DAGS)
+        airflow = str(self.venv / "bin" / "airflow")
+        subprocess.run([airflow, "db", "migrate"], env=self.env, check=True, capture_output=True)
+        log = open(self.home / "scheduler.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen([airflow, "scheduler"], env=self.env, stdout=log, stderr=log,
+                                     start_new_session=True)
+        wait_for(self._dags_serialized, 180, "Airflow to parse the bench DAGs")
+
+    def _query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.db_url) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def _dags_serialized(self) -> bool:
+        try:
+            rows = self._query("SELECT count(*) FROM serialized_dag WHERE dag_id IN ('bench_fan', 'bench_true')")
+        except psycopg.Error:
+            return False
+        return rows[0][0] == 2
+
+    def run(self, dag_id: str, runs: int, tag: str) -> dict[str, Any]:
+        assert self.proc is not None
+        sampler = RssSampler(self.proc.pid)
+        out = subprocess.run([str(self.venv / "bin" / "python"), "-c", AIRFLOW_TRIGGER, dag_id, str(runs), tag],
+                             env=self.env, check=True, capture_output=True, text=True)
+        first_trigger = json.loads(out.stdout.strip().splitlines()[-1])["first_trigger"]
+
+        def done() -> bool:
+            rows = self._query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id LIKE %s", dag_id, f"{tag}_%")
+            failed = [r for r in rows if r[0] == "failed"]
+            if failed:
+                raise RuntimeError(f"Airflow run failed: {dag_id} {tag}")
+            return len(rows) == runs and all(r[0] == "success" for r in rows)
+
+        wait_for(done, 900, f"Airflow {dag_id} runs")
+        peak = sampler.stop()
+        ends = [_epoch(r[0]) for r in self._query(
+            "SELECT end_date FROM dag_run WHERE dag_id = %s AND run_id LIKE %s", dag_id, f"{tag}_%")]
+        first_task = self._query(
+            "SELECT min(end_date) FROM task_instance WHERE dag_id = %s AND run_id LIKE %s AND state = 'success'",
+            dag_id, f"{tag}_%")[0][0]
+        return summarize("airflow", dag_id, runs, first_trigger, ends, _epoch(first_task), peak)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            with suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+
+
+# --------------------------------------------------------------------------- Leoflow
+
+class Leoflow:
+    def __init__(self, workdir: Path, db_url: str) -> None:
+        self.home = workdir / "leoflow-home"
+        self.db_url = db_url
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW")}
+        env.update({
+            "LEOFLOW_DATABASE_URL": self.db_url, "LEOFLOW_EXECUTOR": "local", "LEOFLOW_AUTH": "disabled",
+            "LEOFLOW_PORT": str(self.port), "LEOFLOW_HOST": "127.0.0.1", "LEOFLOW_HOME": str(self.home),
+            "LEOFLOW_PARALLELISM": str(PARALLELISM), "LEOFLOW_LOCAL_PARALLELISM": str(PARALLELISM),
+            "LEOFLOW_NODE_ID": "bench", "LEOFLOW_LOG_LEVEL": "WARNING",
+        })
+        return env
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        leoflow = [sys.executable, "-m", "leoflow"]
+        subprocess.run([*leoflow, "db", "upgrade"], env=self.env, check=True, capture_output=True)
+        log = open(self.home / "serve.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen([*leoflow, "serve"], env=self.env, stdout=log, stderr=log,
+                                     start_new_session=True)
+        wait_for(self._leading, 60, "Leoflow to elect itself")
+        for dag_id, empty in (("bench_fan", True), ("bench_true", False)):
+            r = httpx.post(f"{self.url}/api/v2/dags", json=leoflow_spec(dag_id, empty=empty), timeout=30)
+            r.raise_for_status()
+
+    def _leading(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/api/v2/cluster/leader", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.db_url) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def run(self, dag_id: str, runs: int, tag: str) -> dict[str, Any]:
+        assert self.proc is not None
+        sampler = RssSampler(self.proc.pid)
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            first_trigger = time.time()
+            for i in range(runs):
+                client.post(f"/api/v2/dags/{dag_id}/runs", json={"run_id": f"{tag}_{i}"}).raise_for_status()
+
+        def done() -> bool:
+            rows = self._query("SELECT state FROM dag_runs WHERE dag_id = %s AND run_id LIKE %s", dag_id, f"{tag}_%")
+            if any(r[0] in ("failed", "cancelled") for r in rows):
+                raise RuntimeError(f"Leoflow run failed: {dag_id} {tag}")
+            return len(rows) == runs and all(r[0] == "success" for r in rows)
+
+        wait_for(done, 900, f"Leoflow {dag_id} runs")
+        peak = sampler.stop()
+        ends = [_epoch(r[0]) for r in self._query(
+            "SELECT ended_at FROM dag_runs WHERE dag_id = %s AND run_id LIKE %s", dag_id, f"{tag}_%")]
+        first_task = self._query(
+            "SELECT min(ti.ended_at) FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
+            "WHERE r.dag_id = %s AND r.run_id LIKE %s AND ti.state = 'success'", dag_id, f"{tag}_%")[0][0]
+        return summarize("leoflow", dag_id, runs, first_trigger, ends, _epoch(first_task), peak)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            with suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+
+
+# --------------------------------------------------------------------------- report
+
+def best(results: list[dict[str, Any]], system: str, workload: str) -> dict[str, Any]:
+    """The median round by wall time (robust to one noisy round on a shared machine)."""
+    rounds = sorted((r for r in results if r["system"] == system and r["workload"] == workload),
+                    key=lambda r: r["wall_s"])
+    return rounds[len(rounds) // 2]
+
+
+def report(results: list[dict[str, Any]], plot: Path) -> dict[str, Any]:
+    table: dict[str, Any] = {}
+    for workload in ("bench_fan", "bench_true"):
+        a, lf = best(results, "airflow", workload), best(results, "leoflow", workload)
+        table[workload] = {
+            "airflow": a, "leoflow": lf,
+            "ratio_tasks_per_s": round(lf["tasks_per_s"] / a["tasks_per_s"], 1),
+            "ratio_wall": round(a["wall_s"] / lf["wall_s"], 1),
+            "ratio_peak_rss": round(a["peak_rss_mb"] / lf["peak_rss_mb"], 1),
+        }
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+        for ax, (metric, label) in zip(axes, (("tasks_per_s", "tasks/s (higher is better)"),
+                                              ("wall_s", "wall time s (lower is better)"),
+                                              ("peak_rss_mb", "peak RSS MB (lower is better)")), strict=True):
+            xs = range(2)
+            ax.bar([x - 0.2 for x in xs], [table[w]["airflow"][metric] for w in ("bench_fan", "bench_true")],
+                   0.4, label="Airflow 2.10.5")
+            ax.bar([x + 0.2 for x in xs], [table[w]["leoflow"][metric] for w in ("bench_fan", "bench_true")],
+                   0.4, label="Leoflow")
+            ax.set_xticks(list(xs), ["empty tasks (20 runs)", "`true` tasks (1 run)"])
+            ax.set_title(label)
+            ax.set_yscale("log" if metric == "tasks_per_s" else "linear")
+        axes[0].legend()
+        fig.tight_layout()
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(plot, dpi=100)
+    except ImportError:
+        print("matplotlib missing: pip install -e '.[bench]' for the plot", file=sys.stderr)
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=20, help="bench_fan runs triggered at once")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".work" / "vs_airflow")
+    parser.add_argument("--plot", type=Path, default=ROOT / "bench" / "results" / "vs_airflow.png")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+
+    with tempfile.TemporaryDirectory(prefix="vs-airflow-pg-") as tmp:
+        Path(tmp).chmod(0o755)
+        pg = EmbeddedPostgres(Path(tmp) / "data", port=free_port(), max_connections=300)
+        pg.start()
+        pg.wait_ready()
+        airflow = Airflow(args.workdir, pg.create_database("airflow"))
+        leoflow = Leoflow(args.workdir, pg.create_database("leoflow"))
+        results: list[dict[str, Any]] = []
+        try:
+            print("installing Airflow (cached after the first run)...", file=sys.stderr)
+            airflow.install()
+            airflow.start()
+            leoflow.start()
+            stamp = datetime.now(UTC).strftime("%H%M%S")
+            for rnd in range(args.rounds):
+                for system in (airflow, leoflow) if rnd % 2 == 0 else (leoflow, airflow):
+                    for dag_id, runs in (("bench_fan", args.runs), ("bench_true", 1)):
+                        tag = f"r{rnd}_{stamp}"
+                        result = system.run(dag_id, runs, tag)
+                        result["round"] = rnd
+                        print(json.dumps(result), file=sys.stderr)
+                        results.append(result)
+        finally:
+            airflow.stop()
+            leoflow.stop()
+            pg.stop()
+    table = report(results, args.plot)
+    machine = {"cpus": os.cpu_count(), "python": sys.version.split()[0], "airflow": AIRFLOW_VERSION,
+               "date": datetime.now(UTC).isoformat(timespec="seconds")}
+    print(json.dumps({"machine": machine, "rounds": args.rounds, "results": table, "plot": str(args.plot)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
