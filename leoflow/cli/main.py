@@ -22,6 +22,7 @@ from leoflow.settings import Settings, load_settings
 COMMAND_MODULES = (
     "leoflow.cli.db",
     "leoflow.cli.standalone",
+    "leoflow.cli.serve",
 )
 
 
