@@ -1,0 +1,166 @@
+"""``leoflow standalone`` end to end: real processes, the embedded PostgreSQL, the local executor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import sys
+import time
+from urllib.parse import quote
+
+import pytest
+
+from leoflow.standalone.home import StandaloneHome
+from tests.standalone.process import Standalone, children_running, process_gone, wait_for_run
+from tests.standalone.procs import postgres_pids, wait_until_gone
+
+#: Generous: the warm-start target is 5 s, but CI shares 2 cores with other suites.
+WARM_START_BOUND = 30.0
+
+
+def test_example_run_succeeds_and_survives_a_clean_restart(home: StandaloneHome) -> None:
+    first = Standalone(home.root, args=("--example",))
+    try:
+        banner = first.wait_banner()
+        assert banner.token and banner.example_run, first.stdout_lines
+        assert banner.url == f"http://127.0.0.1:{first.port}"
+        assert stat.S_IMODE(home.token_file.stat().st_mode) == 0o600
+        assert home.token_file.read_text().strip() == banner.token
+        with first.client(banner.token) as api:
+            run = wait_for_run(api, "example", banner.example_run)
+            assert run["state"] == "success", run
+            tasks = api.get(f"/api/v2/dags/example/runs/{quote(banner.example_run, safe='')}/tasks").json()
+            assert {t["state"] for t in tasks["items"]} == {"success"}, tasks
+            log = api.get(f"/api/v2/dags/example/runs/{quote(banner.example_run, safe='')}/tasks/extract/logs")
+            assert "row 3" in log.text, log.text
+            assert api.get("/api/v2/dags").status_code == 200
+        with first.client(None) as anonymous:
+            assert anonymous.get("/api/v2/dags").status_code == 401
+
+        # A second instance on the same home refuses, naming the running one, and changes nothing.
+        record = home.lock_file.read_bytes()
+        second = Standalone(home.root)
+        assert second.wait(timeout=60) == 1
+        err = second.stderr.strip().splitlines()
+        assert len(err) == 1 and "already running" in err[0], second.stderr
+        assert f"pid {first.proc.pid}" in err[0] and banner.url in err[0]
+        assert home.lock_file.read_bytes() == record
+        with first.client(banner.token) as api:
+            assert api.get("/readyz").status_code == 200
+
+        first.signal(signal.SIGTERM)
+        assert first.wait(timeout=90) == 0, first.stderr[-3000:]
+        assert postgres_pids(home.data_dir) == [], "PostgreSQL left running after a clean stop"
+    finally:
+        first.kill()
+
+    again = Standalone(home.root)
+    try:
+        warm = again.wait_banner()
+        startup = time.monotonic() - again.started
+        print(f"warm start to ready: {startup:.2f}s")
+        assert startup < WARM_START_BOUND
+        assert warm.token == banner.token  # the stored token is reused
+        with again.client(warm.token) as api:
+            runs = api.get("/api/v2/dags/example/runs").json()["items"]
+            assert [r["run_id"] for r in runs] == [banner.example_run]
+            assert runs[0]["state"] == "success"
+        again.signal(signal.SIGINT)  # Ctrl-C
+        assert again.wait(timeout=90) == 0, again.stderr[-3000:]
+        assert postgres_pids(home.data_dir) == []
+    finally:
+        again.kill()
+
+
+def test_sigkilled_standalone_leaves_no_postgres_behind(home: StandaloneHome) -> None:
+    victim = Standalone(home.root)
+    try:
+        victim.wait_banner()
+        assert postgres_pids(home.data_dir)
+        victim.proc.kill()
+        victim.wait()
+        # Its watchdog notices the pipe closing and stops the server.
+        assert wait_until_gone(home.data_dir, timeout=60) == []
+    finally:
+        victim.kill()
+    after = Standalone(home.root)
+    try:
+        after.wait_banner()
+        after.signal(signal.SIGTERM)
+        assert after.wait(timeout=90) == 0
+    finally:
+        after.kill()
+
+
+def test_orphan_postgres_of_a_killed_standalone_and_watchdog_is_recovered(home: StandaloneHome) -> None:
+    victim = Standalone(home.root, args=("--example",))
+    try:
+        banner = victim.wait_banner()
+        watchdogs = children_running(victim.proc.pid, "leoflow.standalone.watchdog")
+        assert len(watchdogs) == 1
+        orphan = postgres_pids(home.data_dir)
+        assert orphan
+        for pid in watchdogs:
+            os.kill(pid, signal.SIGKILL)
+        victim.proc.kill()
+        victim.wait()
+        time.sleep(0.5)
+        assert set(orphan) & set(postgres_pids(home.data_dir)), "expected the orphan to be still running"
+    finally:
+        victim.kill()
+
+    after = Standalone(home.root)
+    try:
+        warm = after.wait_banner()
+        postmaster = min(orphan)  # the postmaster starts before its children
+        assert process_gone(postmaster) or postmaster not in postgres_pids(home.data_dir)
+        with after.client(warm.token) as api:
+            assert banner.example_run
+            runs = api.get("/api/v2/dags/example/runs").json()["items"]
+            assert banner.example_run in [r["run_id"] for r in runs]
+        after.signal(signal.SIGTERM)
+        assert after.wait(timeout=90) == 0
+        assert postgres_pids(home.data_dir) == []
+    finally:
+        after.kill()
+
+
+def test_taken_port_is_one_line_and_starts_nothing(home: StandaloneHome) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        proc = Standalone(home.root, port=port)
+        assert proc.wait(timeout=60) == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "LEOFLOW_PORT" in err[0] and str(port) in err[0], proc.stderr
+    assert not home.data_dir.exists()
+
+
+def test_external_database_and_configured_tokens_embed_and_generate_nothing(
+        home: StandaloneHome, database_url: str) -> None:
+    token = "ops-token-0123456789"
+    proc = Standalone(home.root, env={"LEOFLOW_DATABASE_URL": database_url,
+                                      "LEOFLOW_API_TOKENS": f"ops:admin:{token}"}, args=("--example",))
+    try:
+        banner = proc.wait_banner()
+        assert banner.token is None and banner.example_run
+        assert "from LEOFLOW_API_TOKENS" in "\n".join(proc.stdout_lines)
+        assert not home.token_file.exists() and not home.postgres_dir.exists()
+        with proc.client(token) as api:
+            assert wait_for_run(api, "example", banner.example_run)["state"] == "success"
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0
+    finally:
+        proc.kill()
+    assert token not in proc.stderr  # never logged
+
+
+@pytest.mark.parametrize("flag", ["--port=0", "--port=http"])
+def test_bad_port_flag_is_one_line(home: StandaloneHome, flag: str) -> None:
+    bad = Standalone(home.root, command=[sys.executable, "-m", "leoflow", "standalone", flag])
+    assert bad.wait(timeout=60) == 2
+    err = bad.stderr.strip().splitlines()
+    assert len(err) == 1 and "--port" in err[0], bad.stderr
