@@ -1,0 +1,186 @@
+"""The verdict: exactly-once execution and no stale leader, from the request log and the database.
+
+Every check returns ``(ok, details)``; :func:`run_checks` gathers them. Evidence sources:
+
+- the fake Kubernetes API server's request log (``create`` entries carry the HTTP code, the pod
+  name, and the pod's ``leoflow.io/term`` / ``leoflow.io/cluster`` labels, stamped on arrival);
+- the soak database: ``task_instances``, ``task_tries``, ``task_logs``, ``dag_runs``,
+  ``leader_terms`` and the commit-ordered ``chaos_audit`` (see :mod:`bench.chaos.audit`).
+
+Term commit times come from PostgreSQL's commit timestamps; request times from the fake
+server's wall clock — the same machine's clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from bench.chaos import audit
+from bench.chaos.workload import FLAKY_MARKER, Workload
+
+TERMINAL = ("success", "failed", "upstream_failed", "cancelled")
+
+
+@dataclass
+class Verdict:
+    checks: dict[str, bool] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, name: str, ok: bool, detail: Any = None) -> None:
+        self.checks[name] = ok
+        if detail is not None:
+            self.details[name] = detail
+
+    @property
+    def ok(self) -> bool:
+        return all(self.checks.values())
+
+
+class TermClock:
+    """Which term was the newest (committed) at a given wall-clock time."""
+
+    def __init__(self, commits: list[tuple[int, str, float]]) -> None:
+        self.commits = sorted(commits, key=lambda c: c[2])
+        self.times = [c[2] for c in self.commits]
+        running: list[int] = []
+        best = 0
+        for term, _node, _t in self.commits:
+            best = max(best, term)
+            running.append(best)
+        self.newest = running
+
+    def newest_at(self, t: float) -> int | None:
+        i = bisect.bisect_right(self.times, t)
+        return self.newest[i - 1] if i else None
+
+
+def check_pods(verdict: Verdict, requests: list[dict[str, Any]], clock: TermClock, cluster: str,
+               tries: dict[str, dict[str, Any]]) -> None:
+    creates = [r for r in requests if r.get("verb") == "create"]
+    created = [r for r in creates if r.get("code") == 201]
+    per_name = Counter(r["name"] for r in created)
+    duplicates = sorted(name for name, n in per_name.items() if n > 1)
+    verdict.add("one_pod_per_try", not duplicates, {"pods_created": len(created), "duplicates": duplicates[:20],
+                                                    "conflicts_409": sum(r.get("code") == 409 for r in creates),
+                                                    "create_requests": len(creates)})
+    stale, unlabelled = [], []
+    for r in created:
+        if r.get("cluster") != cluster or r.get("term") in (None, ""):
+            unlabelled.append(r["name"])
+            continue
+        newest = clock.newest_at(r["time"])
+        if newest is not None and newest > int(r["term"]):
+            stale.append({"pod": r["name"], "term": int(r["term"]), "newest_then": newest, "at": r["time"]})
+    verdict.add("no_pod_from_stale_term", not stale and not unlabelled,
+                {"stale": stale[:20], "unlabelled": unlabelled[:20]})
+    unknown = sorted(set(per_name) - set(tries))
+    ran = [name for name, t in tries.items() if t["state"] in ("success", "failed") and t["exit_code"] is not None]
+    missing = sorted(name for name in ran if per_name.get(name, 0) == 0)
+    verdict.add("pods_match_tries", not unknown and not missing,
+                {"pods_without_try": unknown[:20], "finished_tries_without_pod": missing[:20]})
+
+
+def _tries(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
+    rows = conn.execute("""
+        SELECT tt.executor_ref, tt.state, tt.exit_code, tt.try_number, ti.task_id, r.run_id,
+               tt.ended_at IS NOT NULL, tt.logs_shipped_at IS NOT NULL, tl.id IS NOT NULL
+        FROM task_tries tt JOIN task_instances ti ON ti.id = tt.task_instance_id
+        JOIN dag_runs r ON r.id = ti.run_pk LEFT JOIN task_logs tl ON tl.task_try_id = tt.id
+        WHERE tt.executor_ref IS NOT NULL""").fetchall()
+    keys = ("state", "exit_code", "try_number", "task_id", "run_id", "ended", "shipped", "has_log")
+    return {str(r[0]): dict(zip(keys, r[1:], strict=True)) for r in rows}
+
+
+def check_database(verdict: Verdict, conn: psycopg.Connection[Any], workload: Workload,
+                   tries: dict[str, dict[str, Any]]) -> None:
+    states = dict(conn.execute("SELECT state, count(*) FROM task_instances GROUP BY state").fetchall())
+    unfinished = {s: n for s, n in states.items() if s not in TERMINAL}
+    verdict.add("all_tasks_terminal", not unfinished, {"task_states": states})
+
+    triggered = {r.run_id: r for r in workload.runs if r.triggered_at is not None}
+    runs = {row[0]: row[1] for row in conn.execute("SELECT run_id, state FROM dag_runs").fetchall()}
+    lost = sorted(set(triggered) - set(runs))
+    not_done = sorted(rid for rid in triggered if runs.get(rid) not in ("success", "failed", "cancelled"))
+    untriggered = sorted(r.run_id for r in workload.runs if r.triggered_at is None)
+    verdict.add("no_run_lost", not lost and not not_done and not untriggered,
+                {"runs": len(runs), "lost": lost, "unfinished": not_done, "never_triggered": untriggered,
+                 "runs_by_state": dict(Counter(runs.values()))})
+    cancelled_ok = [r.run_id for r in workload.runs if r.cancel_status == 200]
+    wrong = [rid for rid in cancelled_ok if runs.get(rid) != "cancelled"]
+    verdict.add("cancellations_honoured", not wrong, {"cancelled": len(cancelled_ok), "not_cancelled": wrong})
+
+    finished = [t for t in tries.values() if t["state"] in ("success", "failed") and t["ended"]]
+    no_logs = sorted(name for name, t in tries.items()
+                     if t["state"] in ("success", "failed") and t["ended"] and not t["has_log"])
+    verdict.add("logs_for_finished_tries", not no_logs, {"finished_tries": len(finished), "missing": no_logs[:20]})
+
+    flaky = {(d["dag_id"], t["id"]) for d in workload.dags for t in d["tasks"]
+             if FLAKY_MARKER in " ".join(t["command"])}
+    rows = conn.execute("""SELECT d.dag_id, ti.task_id, ti.state, ti.try_number FROM task_instances ti
+                           JOIN dag_runs d ON d.id = ti.run_pk WHERE ti.state = 'success'""").fetchall()
+    flaky_success = [(r[0], r[1], r[3]) for r in rows if (r[0], r[1]) in flaky]
+    first_try = [f"{d}.{t}" for d, t, n in flaky_success if n < 2]
+    verdict.add("flaky_tasks_retried", bool(flaky_success) and not first_try,
+                {"flaky_succeeded": len(flaky_success), "succeeded_on_first_try": first_try[:20]})
+
+    stale = audit.stale_writes(conn)
+    verdict.add("no_write_from_stale_term", not stale,
+                {"audited_writes": audit.audited_writes(conn), "stale": stale[:20]})
+
+
+def check_terms(verdict: Verdict, conn: psycopg.Connection[Any], clock: TermClock) -> list[dict[str, Any]]:
+    rows = conn.execute("""SELECT term, node_id, extract(epoch FROM acquired_at)::float8,
+                                  extract(epoch FROM ended_at)::float8, end_reason
+                           FROM leader_terms ORDER BY term""").fetchall()
+    terms = [{"term": r[0], "node": r[1], "acquired": r[2], "ended": r[3], "reason": r[4]} for r in rows]
+    overlaps = []
+    for prev, nxt in itertools.pairwise(terms):
+        if nxt["acquired"] <= prev["acquired"]:
+            overlaps.append({"term": nxt["term"], "problem": "acquired before its predecessor"})
+        if prev["ended"] is not None and prev["reason"] != "superseded" and prev["ended"] > nxt["acquired"]:
+            overlaps.append({"term": prev["term"], "next": nxt["term"], "overlap_s": prev["ended"] - nxt["acquired"],
+                             "reason": prev["reason"]})
+    commit_order = [c[0] for c in clock.commits]
+    if commit_order != sorted(commit_order):
+        overlaps.append({"problem": "terms committed out of order", "order": commit_order})
+    verdict.add("leadership_never_overlaps", not overlaps, {"terms": len(terms), "overlaps": overlaps[:20]})
+    return terms
+
+
+def run_checks(conn: psycopg.Connection[Any], requests: list[dict[str, Any]], workload: Workload,
+               cluster: str) -> tuple[Verdict, list[dict[str, Any]], TermClock]:
+    verdict = Verdict()
+    clock = TermClock(audit.term_commits(conn))
+    tries = _tries(conn)
+    check_pods(verdict, requests, clock, cluster, tries)
+    check_database(verdict, conn, workload, tries)
+    terms = check_terms(verdict, conn, clock)
+    return verdict, terms, clock
+
+
+def handovers(terms: list[dict[str, Any]]) -> list[float]:
+    """Seconds from a recorded end of term (release, step-down) to the next term's start."""
+    out = []
+    for prev, nxt in itertools.pairwise(terms):
+        if prev["ended"] is not None and prev["reason"] != "superseded":
+            out.append(max(0.0, nxt["acquired"] - prev["ended"]))
+    return out
+
+
+def time_to_new_leader(faults: list[dict[str, Any]], terms: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per fault kind: seconds from injection to the first term acquired afterwards."""
+    acquired = sorted(t["acquired"] for t in terms)
+    out: dict[str, list[float]] = defaultdict(list)
+    for f in faults:
+        if f["target"] is None:
+            continue
+        i = bisect.bisect_right(acquired, f["at"])
+        if i < len(acquired):
+            out[f["kind"]].append(round(acquired[i] - f["at"], 3))
+    return dict(out)
