@@ -90,26 +90,32 @@ async def claim_try(conn: AsyncConnection, *, cluster: str, term: int, task_try_
 
 
 _RECORD_REF = text("""
-    UPDATE task_tries
-    SET executor_ref = :ref, claimed_by = :by, claimed_at = coalesce(claimed_at, clock_timestamp())
-    WHERE id = :id
+    WITH before AS (SELECT id, claimed_at FROM task_tries WHERE id = :id FOR UPDATE)
+    UPDATE task_tries tt
+    SET executor_ref = :ref, claimed_by = :by, claimed_at = coalesce(tt.claimed_at, clock_timestamp())
+    FROM before WHERE tt.id = before.id
+    RETURNING before.claimed_at IS NOT NULL AS was_claimed
 """)
 
 
 async def record_launch(conn: AsyncConnection, *, cluster: str, term: int, task_try_id: int,
-                        executor_ref: str, node_id: str) -> None:
+                        executor_ref: str, node_id: str) -> bool | None:
     """Fenced: note that ``executor_ref`` (a pod) is about to be created for this try.
 
-    Unlike :func:`claim_try` it does not refuse a second call: Kubernetes pods are made
-    idempotent by their names (409 → adopt), the row only records where the try runs.
+    Returns whether the try had been claimed before (by any leader), or None if it does not
+    exist. Unlike :func:`claim_try` it does not refuse a second call: Kubernetes pods are made
+    idempotent by their names (409 → adopt); the caller decides what an earlier claim means.
+    Raises :class:`~leoflow.errors.FencedOut` when ``term`` is not the newest.
     """
     await check_term_async(conn, cluster, term)
-    await conn.execute(_RECORD_REF, {"ref": executor_ref, "by": claimant(cluster, node_id), "id": task_try_id})
+    row = (await conn.execute(_RECORD_REF, {"ref": executor_ref, "by": claimant(cluster, node_id),
+                                            "id": task_try_id})).first()
+    return None if row is None else bool(row[0])
 
 
 _UNFINISHED_CLAIMS = text(f"""
     SELECT {_TRY_COLUMNS} {_TRY_FROM}
-    WHERE tt.claimed_at IS NOT NULL AND tt.ended_at IS NULL AND tt.state IN ('queued', 'running')
+    WHERE tt.claimed_at IS NOT NULL AND tt.ended_at IS NULL AND tt.state IN ('queued', 'running', 'cancelling')
       AND left(tt.claimed_by, length(:prefix)) = :prefix
     ORDER BY tt.id
 """)

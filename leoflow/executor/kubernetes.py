@@ -1,0 +1,402 @@
+"""The Kubernetes executor: one pod per task try, named deterministically, adopted on conflict.
+
+Runs only on the leader, for one fencing term (``start`` … ``stop``). Promises:
+
+- **Never two pods for one try.** The pod name is a pure function of (cluster, DAG, run, task,
+  try) (:mod:`.naming`). A create answered 409 ``AlreadyExists`` GETs the pod and adopts it when
+  its labels name the same try of the same cluster (``leoflow_pod_create_conflicts_total``);
+  any other owner fails the try with a clear reason. A try that an earlier leader already
+  launched and whose pod is gone is reported failed, never launched again.
+- **Fenced.** Before every create attempt the term is checked in the same transaction that
+  records the pod name on the try (:func:`leoflow.db.executor_store.record_launch`); an
+  ex-leader creates nothing. A pod an ex-leader still manages to create in the instant between
+  its check and a new term is found by the new leader's watch and deleted if its try is over.
+- **Reconcile first.** :meth:`start` lists the cluster's pods by label, fresh from the API
+  server, before anything is submitted: pods of live tries are adopted and reported, live pods
+  of finished tries (or of tries the database does not know) are deleted, and tries claimed
+  earlier whose pods are gone are reported failed.
+- **Status** comes from a watch (label selector, resourceVersion, bookmarks; 410 Gone → relist)
+  plus a periodic full resync, both fresh from the server. Succeeded → success; Failed → failed
+  with exit code and reason; image-pull/config errors longer than ``LEOFLOW_K8S_PENDING_TIMEOUT``
+  → pod deleted, failed with that reason; pod deleted behind our back → failed.
+- **Create errors**: 403/422/other 4xx → failed with the API's message; 409 (not
+  AlreadyExists), 429 (honouring Retry-After), 5xx and no response → retried with capped
+  exponential backoff for up to ``create_deadline`` seconds, then failed.
+- Timeouts use ``activeDeadlineSeconds``; a try still unfinished ``deadline_slack`` seconds past its
+  timeout (e.g. stuck before the kubelet started it) is deleted by the executor.
+- Status updates are reported at least once per transition; duplicates are harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from leoflow.db import executor_store
+from leoflow.db.fencing import check_term_async
+from leoflow.errors import FencedOut
+from leoflow.executor import kubernetes_pods as pods
+from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey, TryState
+from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
+from leoflow.executor.kubernetes_logs import ship_pod_logs
+from leoflow.executor.naming import try_name
+from leoflow.leadership import LeaderContext
+from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED, PODS_DELETED
+from leoflow.settings import Settings
+
+log = logging.getLogger(__name__)
+_FINISHED_TRY_STATES = ("success", "failed", "cancelled", "upstream_failed")
+
+
+@dataclass
+class _Tracked:
+    """What this executor knows about one try's pod."""
+
+    key: TryKey
+    name: str
+    task_try_id: int | None
+    timeout: float | None = None
+    created_at: float | None = None  # monotonic time the pod was known to exist
+    reported: str | None = None
+    final: bool = False
+    killing: bool = False
+    cancel_requested: bool = False
+    stuck_since: float | None = None
+    last: StatusUpdate | None = None
+
+
+class KubernetesExecutor:
+    """Implements :class:`leoflow.executor.base.Executor` with pods."""
+
+    name = "kubernetes"
+
+    def __init__(self, settings: Settings, *, api: KubernetesApi | None = None, concurrency: int = 16,
+                 resync_interval: float = 30.0, watch_timeout: int = 60, create_deadline: float = 120.0,
+                 delete_grace: int = 10, deadline_slack: float = 60.0) -> None:
+        self.settings = settings
+        self.k8s = settings.executor.kubernetes
+        self.api = api or KubernetesApi(settings, concurrency=concurrency)
+        self.namespace = self.api.namespace
+        self.resync_interval = resync_interval
+        self.watch_timeout = watch_timeout
+        self.create_deadline = create_deadline
+        self.delete_grace = delete_grace
+        self.deadline_slack = deadline_slack
+        self.selector = pods.cluster_selector(settings.cluster.name)
+        self._max_log_bytes = settings.executor.task_log_max_bytes
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tracked: dict[str, _Tracked] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self._ctx: LeaderContext | None = None
+        self._report: Report | None = None
+
+    # ------------------------------------------------------------------ Executor protocol
+
+    async def start(self, ctx: LeaderContext, report: Report) -> None:
+        self._ctx, self._report = ctx, report
+        rv = await self._reconcile(initial=True)
+        self._spawn(self._watch_loop(rv), "k8s-watch")
+        self._spawn(self._event_loop(), "k8s-events")
+        self._spawn(self._resync_loop(), "k8s-resync")
+
+    async def submit(self, launch: TaskLaunch) -> None:
+        ctx = self._require_ctx()
+        name = try_name(ctx.cluster, launch.key)
+        known = self._tracked.get(name)
+        if known is not None:
+            if known.last is not None and self._report is not None:
+                await self._report(known.last)  # the scheduler asked again: tell it what we know
+            return
+        tracked = _Tracked(launch.key, name, launch.task_try_id, launch.timeout_seconds)
+        if not launch.image:
+            await self._finish(tracked, "failed", None, "the kubernetes executor needs an image; the task has none")
+            return
+        self._tracked[name] = tracked
+        self._spawn(self._create(launch, tracked), f"k8s-create:{name}")
+
+    async def cancel(self, key: TryKey) -> None:
+        ctx = self._require_ctx()
+        tracked = self._tracked.get(try_name(ctx.cluster, key))
+        if tracked is None or tracked.final:
+            return
+        if tracked.created_at is None:
+            tracked.cancel_requested = True  # _create kills it once it exists
+            return
+        await self._kill(tracked, "cancelled")
+
+    async def logs(self, key: TryKey) -> str | None:
+        ctx = self._require_ctx()
+        try:
+            tail, _ = await self.api.read_log_tail(try_name(ctx.cluster, key), self._max_log_bytes)
+        except PodApiError:
+            return None
+        return tail.decode("utf-8", errors="replace")
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        self.api.close()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._report = None
+
+    # ------------------------------------------------------------------ creating
+
+    async def _create(self, launch: TaskLaunch, t: _Tracked) -> None:
+        ctx = self._require_ctx()
+        body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
+                             image_pull_secrets=self.k8s.image_pull_secrets)
+        deadline = time.monotonic() + self.create_deadline
+        previous_claim_checked = False
+        attempt = 0
+        async with self._slots:
+            while not t.final:
+                try:
+                    async with ctx.engine.begin() as conn:
+                        was_claimed = await executor_store.record_launch(
+                            conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id,
+                            executor_ref=t.name, node_id=ctx.node_id)
+                except FencedOut as exc:
+                    log.warning("not creating pod: fenced out", extra={"pod": t.name, "error": str(exc)})
+                    self._tracked.pop(t.name, None)
+                    return
+                try:
+                    if was_claimed and not previous_claim_checked:
+                        existing = await self.api.get_pod(t.name)
+                        previous_claim_checked = True
+                        if existing is None:
+                            await self._finish(t, "failed", None, "the pod of this try was launched before and is "
+                                               "gone; not launching it twice")
+                            return
+                        await self._adopt_existing(t, existing)
+                        return
+                    previous_claim_checked = True
+                    created = await self.api.create_pod(body)
+                    PODS_CREATED.inc()
+                    await self._seen(t, created)
+                    return
+                except PodApiError as err:
+                    if err.code == 409 and err.reason == "AlreadyExists":
+                        existing = await self._get_quietly(t.name)
+                        if existing is not None:
+                            await self._adopt_existing(t, existing)
+                            return
+                    elif err.code not in (0, 409, 429) and err.code < 500:
+                        await self._finish(t, "failed", None, f"Kubernetes refused the pod ({err.code} {err.reason}): "
+                                           f"{err.message}")
+                        return
+                    attempt += 1
+                    if time.monotonic() > deadline:
+                        await self._finish(t, "failed", None, f"pod not created after {attempt} attempts: {err}")
+                        return
+                    delay = err.retry_after if err.retry_after is not None else min(5.0, 0.1 * 2 ** attempt)
+                    log.info("retrying pod create", extra={"pod": t.name, "code": err.code, "delay": delay})
+                    await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+
+    async def _adopt_existing(self, t: _Tracked, pod: dict[str, Any]) -> None:
+        ctx = self._require_ctx()
+        if not pods.is_same_try(pod, ctx.cluster, t.key):
+            labels = pod.get("metadata", {}).get("labels") or {}
+            await self._finish(t, "failed", None, f"pod name {t.name} is taken by another object (labels {labels})")
+            return
+        POD_CREATE_CONFLICTS.inc()
+        await self._seen(t, pod)
+
+    async def _get_quietly(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.api.get_pod(name)
+        except PodApiError:
+            return None
+
+    async def _seen(self, t: _Tracked, pod: dict[str, Any]) -> None:
+        if t.created_at is None:
+            t.created_at = time.monotonic()
+        if t.cancel_requested and not t.final:
+            await self._kill(t, "cancelled")
+            return
+        await self._apply(t, pod, "MODIFIED")
+
+    # ------------------------------------------------------------------ status
+
+    async def _apply(self, t: _Tracked, pod: dict[str, Any], event: str) -> None:
+        if t.created_at is None:
+            t.created_at = time.monotonic()
+        outcome = pods.pod_outcome(pod)
+        if event == "DELETED":
+            self._tracked.pop(t.name, None)
+            if not t.final and not t.killing:
+                if outcome.state in ("success", "failed"):
+                    await self._finish(t, outcome.state, outcome.exit_code, outcome.reason)
+                else:
+                    await self._finish(t, "failed", None, "the pod was deleted before it finished (not by Leoflow)")
+            return
+        if t.final or t.killing:
+            return
+        if outcome.state in ("success", "failed"):
+            await self._finish(t, outcome.state, outcome.exit_code, outcome.reason)
+        elif pod.get("metadata", {}).get("deletionTimestamp"):
+            await self._finish(t, "failed", None, "the pod is being deleted before it finished (not by Leoflow)")
+        elif outcome.state == "running":
+            t.stuck_since = None
+            if t.reported != "running":
+                await self._emit(t, "running", None, None)
+        elif outcome.stuck:
+            now = time.monotonic()
+            t.stuck_since = t.stuck_since or now
+            if now - t.stuck_since > self.k8s.pending_timeout:
+                await self._kill(t, f"{outcome.stuck} (pending longer than {self.k8s.pending_timeout:g}s)")
+        else:
+            t.stuck_since = None
+
+    async def _handle_untracked(self, pod: dict[str, Any], record: executor_store.TryRecord | None) -> None:
+        name = pod["metadata"]["name"]
+        key = pods.pod_try_key(pod)
+        if key is None:
+            return
+        t = _Tracked(key, name, record.task_try_id if record else None, created_at=time.monotonic())
+        self._tracked[name] = t
+        finished = record is None or record.ended_at is not None or record.state in _FINISHED_TRY_STATES
+        if finished:
+            t.final = True
+            if pods.is_live(pod):
+                why = "its try is already finished" if record else "the database knows no such try"
+                log.warning("deleting stray task pod", extra={"pod": name, "why": why})
+                await self._delete(t, pod)
+            return
+        if record is not None and record.state == "cancelling":
+            await self._kill(t, "cancelled")
+            return
+        await self._apply(t, pod, "MODIFIED")
+
+    async def _reconcile(self, *, initial: bool) -> str:
+        """Fresh list of the cluster's pods → adopt, delete, report; returns the list's resourceVersion."""
+        ctx = self._require_ctx()
+        listed_at = time.monotonic()
+        items, rv = await self.api.list_pods(self.selector)
+        by_name = {p["metadata"]["name"]: p for p in items}
+        untracked = [p for n, p in by_name.items() if n not in self._tracked]
+        keys = [k for k in (pods.pod_try_key(p) for p in untracked) if k is not None]
+        async with ctx.engine.connect() as conn:
+            records = await executor_store.tries_by_key(conn, keys)
+            claims = await executor_store.unfinished_claims(conn, ctx.cluster) if initial else []
+        for pod in untracked:
+            key = pods.pod_try_key(pod)
+            await self._handle_untracked(pod, records.get(key) if key else None)
+        for name, t in list(self._tracked.items()):
+            pod = by_name.get(name)
+            if pod is not None:
+                await self._apply(t, pod, "MODIFIED")
+                age = time.monotonic() - (t.created_at or time.monotonic())
+                overdue = t.timeout is not None and age > t.timeout + self.deadline_slack
+                if overdue and not t.final and not t.killing:
+                    await self._kill(t, f"timed out after {t.timeout:g}s")
+            elif t.created_at is not None and t.created_at < listed_at:
+                await self._apply(t, {"metadata": {"name": name}, "status": {}}, "DELETED")
+        for claim in claims:
+            if claim.executor_ref not in by_name and claim.executor_ref not in self._tracked:
+                lost = _Tracked(claim.key, claim.executor_ref or "", claim.task_try_id)
+                await self._finish(lost, "failed", None, "the pod of this try is gone (deleted while no leader "
+                                   "watched); not launching it twice")
+        return rv
+
+    # ------------------------------------------------------------------ killing
+
+    async def _kill(self, t: _Tracked, reason: str) -> None:
+        """Fenced: save what logs there are, delete the pod, report the try failed with ``reason``."""
+        ctx = self._require_ctx()
+        t.killing = True
+        try:
+            async with ctx.engine.begin() as conn:
+                await check_term_async(conn, ctx.cluster, ctx.term)
+                if t.task_try_id is not None:
+                    await ship_pod_logs(conn, self.api, t.task_try_id, t.name, self._max_log_bytes)
+        except FencedOut:
+            log.warning("not deleting pod: fenced out", extra={"pod": t.name})
+            return
+        await self._delete(t, None)
+        await self._finish(t, "failed", None, reason)
+
+    async def _delete(self, t: _Tracked, pod: dict[str, Any] | None) -> None:
+        t.killing = True
+        uid = (pod or {}).get("metadata", {}).get("uid")
+        try:
+            if await self.api.delete_pod(t.name, grace_seconds=self.delete_grace, uid=uid):
+                PODS_DELETED.inc()
+        except PodApiError as err:
+            log.warning("could not delete pod", extra={"pod": t.name, "code": err.code, "error": err.message})
+
+    # ------------------------------------------------------------------ reporting and loops
+
+    async def _finish(self, t: _Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+        t.final = True
+        await self._emit(t, state, exit_code, reason)
+
+    async def _emit(self, t: _Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+        ctx, report = self._require_ctx(), self._report
+        t.reported = state
+        t.last = StatusUpdate(key=t.key, state=state, at=ctx.clock.now(), exit_code=exit_code, reason=reason,
+                              executor_ref=t.name)
+        if report is None:
+            return
+        try:
+            await report(t.last)
+        except Exception:
+            log.exception("report callback failed", extra={"pod": t.name, "state": state})
+
+    def _on_event(self, kind: str, pod: dict[str, Any]) -> None:
+        self._events.put_nowait((kind, pod))
+
+    async def _event_loop(self) -> None:
+        ctx = self._require_ctx()
+        while True:
+            kind, pod = await self._events.get()
+            try:
+                name = pod["metadata"]["name"]
+                t = self._tracked.get(name)
+                if t is not None:
+                    await self._apply(t, pod, kind)
+                elif kind != "DELETED" and (key := pods.pod_try_key(pod)) is not None:
+                    async with ctx.engine.connect() as conn:
+                        records = await executor_store.tries_by_key(conn, [key])
+                    if name not in self._tracked:
+                        await self._handle_untracked(pod, records.get(key))
+            except Exception:
+                log.exception("failed to handle pod event", extra={"event": kind})
+
+    async def _watch_loop(self, rv: str) -> None:
+        failures = 0
+        while True:
+            try:
+                end = await self.api.watch(self.selector, rv, self.watch_timeout, self._on_event)
+                failures = 0
+                rv = (await self._reconcile(initial=False)) if end.gone else end.resource_version
+            except PodApiError as err:
+                failures += 1
+                log.warning("pod watch failed; reconnecting", extra={"code": err.code, "error": err.message})
+                await asyncio.sleep(min(5.0, 0.2 * 2 ** failures))
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_interval)
+            try:
+                await self._reconcile(initial=False)
+            except (PodApiError, OSError) as err:
+                log.warning("pod resync failed", extra={"error": str(err)})
+            except Exception:
+                log.exception("pod resync failed")
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _require_ctx(self) -> LeaderContext:
+        if self._ctx is None:
+            raise RuntimeError("KubernetesExecutor used before start()")
+        return self._ctx

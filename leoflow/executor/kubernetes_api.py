@@ -1,0 +1,251 @@
+"""The only door to the Kubernetes API: the official (synchronous) client, run in worker threads.
+
+Every call goes through a bounded thread pool (``concurrency`` workers, and as many pooled HTTP
+connections), so the event loop never blocks and the API server never sees more than that many
+requests from one replica. Responses are read as plain JSON dicts (``_preload_content=False``):
+the pods are data for :mod:`.kubernetes_pods`, and skipping the client's model deserialisation
+roughly halves the CPU cost per call.
+
+Errors are translated at this boundary into :class:`PodApiError` (status code, ``Status.reason``,
+message, ``Retry-After``); "no response" (connection refused/reset, timeouts) is code 0. Each
+failed call counts in ``leoflow_pod_api_errors_total{code}``.
+
+Configuration: the in-cluster service account when running in a pod, else ``KUBECONFIG`` /
+``~/.kube/config``. The namespace is ``LEOFLOW_K8S_NAMESPACE``, else the pod's own namespace,
+else the kubeconfig context's, else ``default``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from leoflow.metrics.executor import POD_API_ERRORS
+from leoflow.settings import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+#: Per-request timeout (connect, read) in seconds for ordinary calls; watches use their own.
+REQUEST_TIMEOUT = (5.0, 30.0)
+
+
+class PodApiError(Exception):
+    """A failed Kubernetes API call. ``code`` 0 means no HTTP response at all."""
+
+    def __init__(self, code: int, reason: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code, self.reason, self.message, self.retry_after = code, reason, message, retry_after
+
+
+def _translate(exc: Exception) -> PodApiError:
+    if isinstance(exc, ApiException):
+        reason, message = str(exc.reason or ""), str(exc.reason or "")
+        try:
+            body = json.loads(exc.body or "{}")
+            reason, message = body.get("reason") or reason, body.get("message") or message
+        except ValueError:
+            pass
+        retry_after = None
+        if exc.headers and exc.headers.get("Retry-After", "").isdigit():
+            retry_after = float(exc.headers["Retry-After"])
+        return PodApiError(int(exc.status or 0), reason, message, retry_after)
+    return PodApiError(0, type(exc).__name__, str(exc))
+
+
+def _load_client(concurrency: int) -> tuple[client.ApiClient, str | None]:
+    cfg = client.Configuration()
+    namespace: str | None = None
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=cfg)
+        if _SA_NAMESPACE.exists():
+            namespace = _SA_NAMESPACE.read_text().strip() or None
+    else:
+        # Read KUBECONFIG now, not at the client's import time (it may be set after import).
+        path = os.environ.get("KUBECONFIG") or None
+        config.load_kube_config(config_file=path, client_configuration=cfg)
+        try:
+            _, active = config.list_kube_config_contexts(config_file=path)
+            namespace = (active or {}).get("context", {}).get("namespace")
+        except config.ConfigException:
+            namespace = None
+    cfg.connection_pool_maxsize = concurrency + 2
+    cfg.retries = False  # retries are ours: they must know which errors are safe to retry
+    return client.ApiClient(cfg), namespace
+
+
+@dataclass(frozen=True)
+class WatchEnd:
+    """Why a watch stream ended: ``gone`` means the resourceVersion expired (relist needed)."""
+
+    resource_version: str
+    gone: bool
+
+
+class KubernetesApi:
+    """Pods of one namespace through the official client, awaitable."""
+
+    def __init__(self, settings: Settings, *, concurrency: int = 16) -> None:
+        api_client, context_namespace = _load_client(concurrency)
+        self.core = client.CoreV1Api(api_client)
+        self.namespace = settings.executor.kubernetes.namespace or context_namespace or "default"
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="leoflow-k8s")
+        self._watch_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leoflow-k8s-watch")
+        self._watch_response: Any = None
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        def guarded() -> T:
+            try:
+                return fn()
+            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+                error = _translate(exc)
+                POD_API_ERRORS.labels(code=str(error.code)).inc()
+                raise error from None
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, guarded)
+
+    @staticmethod
+    def _json(response: Any) -> Any:
+        try:
+            return json.loads(response.data)
+        finally:
+            response.release_conn()
+
+    # ------------------------------------------------------------------ pods
+
+    async def create_pod(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(lambda: self._json(self.core.create_namespaced_pod(
+            self.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
+
+    async def get_pod(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self._call(lambda: self._json(self.core.read_namespaced_pod(
+                name, self.namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
+        except PodApiError as err:
+            if err.code == 404:
+                return None
+            raise
+
+    async def delete_pod(self, name: str, *, grace_seconds: int = 30, uid: str | None = None) -> bool:
+        """Delete (with a uid precondition when given); False if it was already gone."""
+        body: dict[str, Any] = {"gracePeriodSeconds": grace_seconds}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self._call(lambda: self._json(self.core.delete_namespaced_pod(
+                name, self.namespace, body=body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
+        except PodApiError as err:
+            if err.code == 404:
+                return False
+            raise
+        return True
+
+    async def list_pods(self, selector: str, *, page: int = 500) -> tuple[list[dict[str, Any]], str]:
+        """Every matching pod (paginated), fresh from the API server, and the list's resourceVersion."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"label_selector": selector, "limit": page, "_preload_content": False,
+                                      "_request_timeout": REQUEST_TIMEOUT}
+            if token:
+                kwargs["_continue"] = token
+            data = await self._call(lambda kw=kwargs: self._json(self.core.list_namespaced_pod(self.namespace, **kw)))
+            items.extend(data.get("items") or [])
+            token = (data.get("metadata") or {}).get("continue")
+            if not token:
+                return items, str((data.get("metadata") or {}).get("resourceVersion", ""))
+
+    async def read_log_tail(self, name: str, max_bytes: int) -> tuple[bytes, int]:
+        """The last ``max_bytes`` of the pod's log (streamed, never held whole) and the full size."""
+        def read() -> tuple[bytes, int]:
+            response = self.core.read_namespaced_pod_log(name, self.namespace, container="task",
+                                                         _preload_content=False, _request_timeout=(5.0, 120.0))
+            tail, size = bytearray(), 0
+            try:
+                for chunk in response.stream(64 * 1024):
+                    size += len(chunk)
+                    tail.extend(chunk)
+                    if len(tail) > max_bytes:
+                        del tail[: len(tail) - max_bytes]
+            finally:
+                response.release_conn()
+            return bytes(tail), size
+
+        return await self._call(read)
+
+    # ------------------------------------------------------------------ watch
+
+    async def watch(self, selector: str, resource_version: str, timeout_seconds: int,
+                    on_event: Callable[[str, dict[str, Any]], None]) -> WatchEnd:
+        """Stream one watch connection; ``on_event`` is called on the event loop for each event.
+
+        Returns at the server's timeout, on 410 Gone (``gone=True``) or raises PodApiError when
+        the connection fails. BOOKMARK events only advance the resourceVersion.
+        """
+        loop = asyncio.get_running_loop()
+
+        def stream() -> WatchEnd:
+            rv = resource_version
+            response = self.core.list_namespaced_pod(
+                self.namespace, label_selector=selector, watch=True, resource_version=rv,
+                allow_watch_bookmarks=True, timeout_seconds=timeout_seconds, _preload_content=False,
+                _request_timeout=(5.0, timeout_seconds + 15.0))
+            self._watch_response = response
+            try:
+                for line in iter_resp_lines(response):
+                    if not line:
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        if obj.get("code") == 410:
+                            return WatchEnd(rv, gone=True)
+                        raise ApiException(status=obj.get("code"), reason=obj.get("reason"))
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    if event.get("type") != "BOOKMARK":
+                        loop.call_soon_threadsafe(on_event, event["type"], obj)
+                return WatchEnd(rv, gone=False)
+            finally:
+                self._watch_response = None
+                response.release_conn()
+
+        def guarded() -> WatchEnd:
+            try:
+                return stream()
+            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                error = _translate(exc)
+                POD_API_ERRORS.labels(code=str(error.code)).inc()
+                raise error from None
+
+        return await loop.run_in_executor(self._watch_pool, guarded)
+
+    def close(self) -> None:
+        response = self._watch_response
+        if response is not None:
+            _shutdown(response)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._watch_pool.shutdown(wait=False, cancel_futures=True)
+        self.core.api_client.close()
+
+
+def _shutdown(response: Any) -> None:
+    """Unblock a thread reading a watch stream by shutting its socket down."""
+    try:
+        sock = response.connection.sock if response.connection else None
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (AttributeError, OSError):
+        pass

@@ -1,0 +1,80 @@
+"""Garbage collection of finished task pods (a leader-only singleton service).
+
+A finished try's pod is deleted once its logs are in the database (``logs_shipped_at``) and
+``LEOFLOW_K8S_POD_RETENTION`` has passed since the try ended. Only tries claimed by this
+cluster are candidates, and before deleting, the pod itself is read back: it is deleted only if
+its labels name this cluster and this try (and with a uid precondition, so a pod re-created
+under the same name in between is not touched). Another cluster's pods in the same namespace
+are therefore never deleted, even if names collided.
+
+Failure semantics: API errors leave the try for the next round; the "deleted" mark is a fenced
+write, so an ex-leader stops at its first batch (FencedOut ends the service).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from leoflow.db import executor_store
+from leoflow.errors import FencedOut
+from leoflow.executor import kubernetes_pods as pods
+from leoflow.executor.kubernetes import KubernetesExecutor
+from leoflow.executor.kubernetes_api import PodApiError
+from leoflow.leadership import LeaderContext
+from leoflow.metrics.executor import PODS_DELETED
+
+log = logging.getLogger(__name__)
+
+
+class PodGarbageCollector:
+    """LeaderService: deletes shipped, retained-long-enough pods of this cluster."""
+
+    name = "pod-gc"
+
+    def __init__(self, executor: KubernetesExecutor, *, interval: float = 30.0, batch: int = 200) -> None:
+        self.executor = executor
+        self.interval = interval
+        self.batch = batch
+
+    async def run(self, ctx: LeaderContext) -> None:
+        while True:
+            try:
+                collected = await self.collect_once(ctx)
+            except FencedOut:
+                log.info("pod GC stops: fenced out", extra={"term": ctx.term})
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("pod GC round failed")
+                collected = 0
+            if collected < self.batch:
+                await asyncio.sleep(self.interval)
+
+    async def collect_once(self, ctx: LeaderContext) -> int:
+        """Delete one batch of due pods; returns how many tries were collected."""
+        api = self.executor.api
+        retention = ctx.settings.executor.kubernetes.pod_retention
+        cutoff = ctx.clock.now() - timedelta(seconds=retention)
+        async with ctx.engine.connect() as conn:
+            due = await executor_store.gc_candidates(conn, ctx.cluster, ended_before=cutoff, limit=self.batch)
+        done: list[int] = []
+        for record in due:
+            name = record.executor_ref or ""
+            try:
+                pod = await api.get_pod(name)
+                if pod is not None and pods.is_same_try(pod, ctx.cluster, record.key):
+                    if await api.delete_pod(name, grace_seconds=0, uid=pod["metadata"].get("uid")):
+                        PODS_DELETED.inc()
+                elif pod is not None:
+                    log.warning("not collecting a pod that is not this try's", extra={"pod": name})
+            except PodApiError as err:
+                log.warning("pod GC could not delete", extra={"pod": name, "code": err.code})
+                continue
+            done.append(record.task_try_id)
+        if done:
+            async with ctx.engine.begin() as conn:
+                await executor_store.mark_resources_deleted(conn, cluster=ctx.cluster, term=ctx.term, task_try_ids=done)
+        return len(done)

@@ -1,0 +1,91 @@
+"""Pod logs into the database before the pods go away: the log shipper (runs on every replica).
+
+A finished try's pod keeps its logs only as long as the pod exists; garbage collection deletes
+it once ``logs_shipped_at`` is set and the retention has passed. The shipper therefore copies
+the log tail (``LEOFLOW_TASK_LOG_MAX_BYTES``) of every finished, unshipped try of this cluster
+into ``task_logs``. Any replica may ship: each batch is claimed with ``FOR UPDATE SKIP LOCKED``
+inside one transaction, so two replicas never ship the same try and a replica that dies
+mid-batch simply releases its rows (its transaction aborts) for another to take.
+
+Failure semantics: a pod that no longer exists (404) or whose container never started (400) is
+recorded with a one-line note instead of logs, so the try does not block GC forever; any other
+API error leaves the try unshipped for the next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from leoflow.db import executor_store
+from leoflow.db.engine import make_async_engine
+from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
+from leoflow.executor.output import cap_tail
+from leoflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+async def ship_pod_logs(conn: AsyncConnection, api: KubernetesApi, task_try_id: int, pod_name: str,
+                        max_bytes: int) -> bool:
+    """Store the capped tail of the pod's log (or why there is none); False on a transient error."""
+    try:
+        tail, size = await api.read_log_tail(pod_name, max_bytes)
+    except PodApiError as err:
+        if err.code == 404:
+            note = f"[leoflow] no logs: pod {pod_name} no longer exists\n"
+        elif err.code == 400:
+            note = f"[leoflow] no logs: the container never started ({err.message})\n"
+        else:
+            log.warning("could not read pod logs", extra={"pod": pod_name, "code": err.code, "error": err.message})
+            return False
+        await executor_store.store_logs(conn, task_try_id, note, truncated=False, size_bytes=0)
+        return True
+    capped = cap_tail(tail, max_bytes)
+    await executor_store.store_logs(conn, task_try_id, capped.text, truncated=size > max_bytes, size_bytes=size)
+    return True
+
+
+class PodLogShipper:
+    """ReplicaService: ships finished pods' logs into ``task_logs``."""
+
+    name = "pod-log-shipper"
+
+    def __init__(self, *, interval: float = 2.0, batch: int = 20, api: KubernetesApi | None = None) -> None:
+        self.interval = interval
+        self.batch = batch
+        self._api = api
+
+    async def run(self, settings: Settings, engine: AsyncEngine | None = None) -> None:
+        own_engine = engine is None
+        engine = engine or make_async_engine(settings.database, application_name="leoflow-log-shipper", pool_size=2)
+        api = self._api or KubernetesApi(settings, concurrency=4)
+        try:
+            while True:
+                try:
+                    shipped = await self.ship_once(settings, engine, api)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("log shipping round failed")
+                    shipped = 0
+                if shipped < self.batch:
+                    await asyncio.sleep(self.interval)
+        finally:
+            if self._api is None:
+                api.close()
+            if own_engine:
+                await engine.dispose()
+
+    async def ship_once(self, settings: Settings, engine: AsyncEngine, api: KubernetesApi) -> int:
+        """Ship one batch; returns how many tries were shipped."""
+        max_bytes = settings.executor.task_log_max_bytes
+        shipped = 0
+        async with engine.begin() as conn:
+            for record in await executor_store.lock_unshipped(conn, settings.cluster.name, self.batch):
+                assert record.executor_ref is not None
+                if await ship_pod_logs(conn, api, record.task_try_id, record.executor_ref, max_bytes):
+                    shipped += 1
+        return shipped
