@@ -35,7 +35,7 @@ class Holder:
     url: str | None
 
 
-def _alive(pid: int | None) -> bool:
+def alive(pid: int | None) -> bool:
     if pid is None:
         return False
     try:
@@ -77,7 +77,7 @@ class InstanceLock:
                     raise
             holder = self.read_holder()
             # Held by a dead pid: its watchdog is still stopping the old PostgreSQL; wait for it.
-            if _alive(holder.pid) or time.monotonic() > deadline:
+            if alive(holder.pid) or time.monotonic() > deadline:
                 os.close(fd)
                 where = holder.url or "starting up"
                 raise AlreadyRunning(f"leoflow standalone is already running on {self.path.parent} "

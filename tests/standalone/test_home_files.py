@@ -85,3 +85,27 @@ def test_long_home_paths_put_the_socket_somewhere_short(tmp_path_factory: pytest
     socket_dir = StandaloneHome.at(deep).socket_dir
     assert len(str(socket_dir)) + len("/.s.PGSQL.65535") <= 107
     assert StandaloneHome.at(deep).socket_dir == socket_dir  # stable for the same home
+
+
+def test_client_finds_the_local_token_only_for_the_url_the_instance_serves(home: StandaloneHome) -> None:
+    from leoflow.settings import load_settings
+    from leoflow.standalone.discovery import client_settings
+
+    home.create()
+    token = ensure_admin_token(home.token_file).token
+
+    def client_for(url: str, **env: str) -> str | None:
+        settings = load_settings({"LEOFLOW_HOME": str(home.root), "LEOFLOW_URL": url, **env})
+        return client_settings(settings).token
+
+    assert client_for("http://127.0.0.1:8123") is None  # nothing running
+    lock = InstanceLock(home.lock_file)
+    lock.acquire(url="http://127.0.0.1:8123")
+    try:
+        assert client_for("http://127.0.0.1:8123") == token
+        assert client_for("http://127.0.0.1:8123/") == token
+        assert client_for("http://elsewhere.example:8123") is None  # never sent to another server
+        assert client_for("http://127.0.0.1:8123", LEOFLOW_TOKEN="explicit-token") == "explicit-token"
+    finally:
+        lock.release()
+    assert client_for("http://127.0.0.1:8123") is None
