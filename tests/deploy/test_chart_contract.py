@@ -18,7 +18,7 @@ import pytest
 
 from leoflow.cli.main import build_parser
 from leoflow.settings import VARIABLES, ApiToken, Settings, load_settings
-from tests.deploy.conftest import CHART_DIR, NAMESPACE, Manifest, Render, kinds, one
+from tests.deploy.conftest import CHART_DIR, NAMESPACE, ROOT, Manifest, Render, kinds, one
 
 KNOWN_VARIABLES = {v.name for v in VARIABLES}
 VARIABLE_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -315,6 +315,31 @@ def test_rbac_is_exactly_what_the_executor_uses(render: Render, values: dict[str
     env = env_of(server(docs))
     if task_namespace != NAMESPACE:
         assert env["LEOFLOW_K8S_NAMESPACE"]["value"] == task_namespace
+
+
+#: Official-client CoreV1Api method -> the (resource, verb) RBAC must allow for it.
+CLIENT_CALLS = {
+    "create_namespaced_pod": ("pods", "create"),
+    "read_namespaced_pod": ("pods", "get"),
+    "list_namespaced_pod": ("pods", "list"),
+    "delete_namespaced_pod": ("pods", "delete"),
+    "read_namespaced_pod_log": ("pods/log", "get"),
+}
+
+
+def test_rbac_matches_the_calls_the_executor_makes() -> None:
+    """Read the executor's source: every Kubernetes API call it makes is granted, nothing more."""
+    sources = sorted((ROOT / "leoflow" / "executor").glob("kubernetes*.py"))
+    assert sources, "the Kubernetes executor moved; update this test"
+    text = "\n".join(p.read_text() for p in sources)
+    calls = set(re.findall(r"\bcore\.(\w+)\(", text)) - {"api_client"}
+    unknown = calls - set(CLIENT_CALLS)
+    assert not unknown, f"executor calls {unknown}: grant them in helm/leoflow/templates/rbac.yaml and here"
+    used = {CLIENT_CALLS[c] for c in calls}
+    if re.search(r"list_namespaced_pod\([^)]*watch=True", text, re.S):
+        used.add(("pods", "watch"))
+    granted = {(resource, verb) for rule in EXECUTOR_RULES for resource in rule["resources"] for verb in rule["verbs"]}
+    assert used == granted
 
 
 def test_no_rbac_when_disabled(render: Render) -> None:
