@@ -126,9 +126,9 @@ def _param(name: str, where: str, schema: dict[str, Any], description: str = "")
     return {"name": name, "in": where, "required": where == "path", "schema": schema, "description": description}
 
 
-DAG_ID = _param("dag_id", "path", {"type": "string"}, "DAG id")
-RUN_ID = _param("run_id", "path", {"type": "string"}, "Run id")
-TASK_ID = _param("task_id", "path", {"type": "string"}, "Task id")
+DAG_ID = {**_param("dag_id", "path", {"type": "string"}, "DAG id"), "example": "etl-daily"}
+RUN_ID = {**_param("run_id", "path", {"type": "string"}, "Run id"), "example": "manual-1"}
+TASK_ID = {**_param("task_id", "path", {"type": "string"}, "Task id"), "example": "extract"}
 LIMIT = _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100},
                "Page size")
 CURSOR = _param("cursor", "query", {"type": "string"}, "Opaque cursor from a previous page's next_cursor")

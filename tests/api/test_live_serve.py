@@ -1,0 +1,125 @@
+"""Two real ``leoflow serve`` processes on one database: schemathesis fuzzes one of them against
+the OpenAPI document (no 5xx, every answer conforms), and promtool checks /metrics of the leader
+and of the follower."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.conftest import ADMIN, ADMIN_TOKEN, READ, TOKENS, spec
+from tests.api.live import free_port
+from tests.api.test_openapi_promtool import find_promtool
+from tests.harness.postgres import PostgresServer
+
+BIN = Path(sys.executable).parent
+
+#: Bounded fuzzing: the coverage phase (boundary and negative values per parameter) plus a few
+#: random examples per operation keeps the run near a minute on a loaded 2-core machine.
+MAX_EXAMPLES = "6"
+CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,"
+          "response_schema_conformance,response_headers_conformance")
+
+
+def _start(database_url: str, node_id: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "LEOFLOW_DATABASE_URL": database_url, "LEOFLOW_API_TOKENS": TOKENS,
+           "LEOFLOW_EXECUTOR": "memory", "LEOFLOW_NODE_ID": node_id, "LEOFLOW_LOG_LEVEL": "warning",
+           "LEOFLOW_ELECTION_POLL_INTERVAL": "1", "LEOFLOW_HEARTBEAT_INTERVAL": "1",
+           "LEOFLOW_API_URL": f"http://127.0.0.1:{port}"}
+    with log.open("wb") as out:
+        return subprocess.Popen([str(BIN / "leoflow"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"replica at {url} never became ready: {log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def replicas(pg_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    database_url = pg_server.create_database()
+    logs = tmp_path_factory.mktemp("serve")
+    procs: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    try:
+        for node in ("node-a", "node-b"):
+            port = free_port()
+            log = logs / f"{node}.log"
+            proc = _start(database_url, node, port, log)
+            procs.append(proc)
+            urls.append(f"http://127.0.0.1:{port}")
+            _wait_ready(urls[-1], proc, log)
+        with httpx.Client(base_url=urls[0], timeout=30) as client:
+            assert client.post("/api/v2/dags", json=spec("etl-daily"), headers=ADMIN).status_code == 201
+            assert client.post("/api/v2/dags/etl-daily/runs", json={"run_id": "manual-1"},
+                               headers=ADMIN).status_code == 201
+        yield urls
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        pg_server.drop_database(database_url)
+
+
+def _leader_and_follower(urls: list[str]) -> tuple[str, str]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        answer = httpx.get(f"{urls[0]}/api/v2/cluster/leader", headers=READ, timeout=10)
+        if answer.status_code == 200:
+            leader_url = answer.json()["api_url"]
+            follower = next(u for u in urls if u != leader_url)
+            return leader_url, follower
+        time.sleep(0.2)
+    raise AssertionError("no leader elected")
+
+
+def test_promtool_accepts_metrics_of_leader_and_follower(replicas: list[str]) -> None:
+    promtool = find_promtool()
+    if promtool is None:
+        pytest.skip("promtool not found")
+    leader, follower = _leader_and_follower(replicas)
+    for url in (leader, follower):
+        httpx.get(f"{url}/api/v2/dags", headers=READ, timeout=10)
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+        assert "leoflow_http_requests_total" in text and "leoflow_build_info" in text
+        checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True,
+                                 timeout=60)
+        assert checked.returncode == 0, (url, checked.stdout + checked.stderr)
+
+
+def test_schemathesis_finds_no_server_errors_or_nonconforming_answers(replicas: list[str],
+                                                                        tmp_path: Path) -> None:
+    st = shutil.which("st", path=str(BIN)) or shutil.which("st")
+    if st is None:
+        pytest.fail("schemathesis is not installed (pip install -e '.[dev]')")
+    url = replicas[0]
+    run = subprocess.run(
+        [st, "run", f"{url}/api/v2/openapi.json", "-H", f"Authorization: Bearer {ADMIN_TOKEN}",
+         "--checks", CHECKS, "--max-examples", MAX_EXAMPLES, "--phases", "examples,coverage,fuzzing",
+         "--workers", "2", "--no-color", "--seed", "20261121", "--report-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-6000:]
+    assert "passed" in output and "generated" in output
