@@ -88,6 +88,13 @@ FROM chaos_audit WHERE tbl = 'leader_terms' ORDER BY pg_xact_commit_timestamp(xm
 """
 
 
+def term_acts(conn: psycopg.Connection[Any]) -> list[tuple[int, float]]:
+    """(term, commit time) of every audited term-carrying write."""
+    rows = conn.execute("SELECT term, extract(epoch FROM pg_xact_commit_timestamp(xmin))::float8 FROM chaos_audit"
+                        " WHERE tbl <> 'leader_terms' AND term IS NOT NULL").fetchall()
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
 def enable_commit_timestamps(conn: psycopg.Connection[Any]) -> None:
     """Needs a server restart to take effect."""
     conn.execute(ENABLE_COMMIT_TIMESTAMPS)

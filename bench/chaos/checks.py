@@ -134,22 +134,49 @@ def check_database(verdict: Verdict, conn: psycopg.Connection[Any], workload: Wo
                 {"audited_writes": audit.audited_writes(conn), "stale": stale[:20]})
 
 
-def check_terms(verdict: Verdict, conn: psycopg.Connection[Any], clock: TermClock) -> list[dict[str, Any]]:
+def check_terms(verdict: Verdict, conn: psycopg.Connection[Any], clock: TermClock,
+                requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Acting intervals never overlap; belief overlaps (recorded end after the successor's start) listed.
+
+    A term *acts* when it creates a pod (201 with its term label) or commits a term-carrying
+    write (``chaos_audit``). Term T's acting interval is [its commit, its last act]; it must end
+    before any newer term committed. The product's own records (``leader_terms.ended_at``, the time
+    the replica noticed the loss) may end later than the successor's start — a frozen process
+    (SIGSTOP) or a killed lock session (``pg_terminate_backend``) learns of its loss only at its
+    next keepalive. Those *belief* overlaps are safe only because nothing acted in them, which is
+    what this check proves; they are reported, not failed.
+    """
     rows = conn.execute("""SELECT term, node_id, extract(epoch FROM acquired_at)::float8,
                                   extract(epoch FROM ended_at)::float8, end_reason
                            FROM leader_terms ORDER BY term""").fetchall()
     terms = [{"term": r[0], "node": r[1], "acquired": r[2], "ended": r[3], "reason": r[4]} for r in rows]
-    overlaps = []
+    problems: list[dict[str, Any]] = []
     for prev, nxt in itertools.pairwise(terms):
         if nxt["acquired"] <= prev["acquired"]:
-            overlaps.append({"term": nxt["term"], "problem": "acquired before its predecessor"})
-        if prev["ended"] is not None and prev["reason"] != "superseded" and prev["ended"] > nxt["acquired"]:
-            overlaps.append({"term": prev["term"], "next": nxt["term"], "overlap_s": prev["ended"] - nxt["acquired"],
-                             "reason": prev["reason"]})
+            problems.append({"term": nxt["term"], "problem": "acquired before its predecessor"})
     commit_order = [c[0] for c in clock.commits]
     if commit_order != sorted(commit_order):
-        overlaps.append({"problem": "terms committed out of order", "order": commit_order})
-    verdict.add("leadership_never_overlaps", not overlaps, {"terms": len(terms), "overlaps": overlaps[:20]})
+        problems.append({"problem": "terms committed out of order", "order": commit_order})
+    last_act: dict[int, float] = {}
+    for term, t in audit.term_acts(conn):
+        last_act[term] = max(last_act.get(term, t), t)
+    for r in requests:
+        if r.get("verb") == "create" and r.get("code") == 201 and str(r.get("term") or "").isdigit():
+            term = int(r["term"])
+            last_act[term] = max(last_act.get(term, r["time"]), r["time"])
+    commits = {c[0]: c[2] for c in clock.commits}
+    for term, last in sorted(last_act.items()):
+        later = [(t, at) for t, at in commits.items() if t > term and at < last]
+        if later:
+            successor, at = min(later)
+            problems.append({"term": term, "acted_until": last, "successor": successor,
+                             "successor_committed": at, "overlap_s": round(last - at, 4)})
+    belief = [{"term": prev["term"], "next": nxt["term"], "overlap_s": round(prev["ended"] - nxt["acquired"], 3),
+               "reason": prev["reason"]}
+              for prev, nxt in itertools.pairwise(terms)
+              if prev["ended"] is not None and prev["reason"] != "superseded" and prev["ended"] > nxt["acquired"]]
+    verdict.add("leadership_never_overlaps", not problems,
+                {"terms": len(terms), "acting_overlaps": problems[:20], "belief_overlaps": belief[:50]})
     return terms
 
 
@@ -160,7 +187,7 @@ def run_checks(conn: psycopg.Connection[Any], requests: list[dict[str, Any]], wo
     tries = _tries(conn)
     check_pods(verdict, requests, clock, cluster, tries)
     check_database(verdict, conn, workload, tries)
-    terms = check_terms(verdict, conn, clock)
+    terms = check_terms(verdict, conn, clock, requests)
     return verdict, terms, clock
 
 

@@ -203,6 +203,7 @@ class Soak:
             "faults_injected": dict(Counter(f["kind"] for f in faults if f["target"] is not None)),
             "faults_skipped": sum(f["target"] is None for f in faults),
             "failovers": max(0, len(terms) - 1),
+            "belief_overlaps": d.get("leadership_never_overlaps", {}).get("belief_overlaps"),
             "handover_s": _stats(checks.handovers(terms)),
             "time_to_new_leader_s": {k: _stats(v) for k, v in per_kind.items()},
             "pods_created": d.get("one_pod_per_try", {}).get("pods_created"),
