@@ -3,7 +3,8 @@
 Two modes:
 
 - ``instant`` (default): every submitted try is reported ``running`` and then finished with the
-  outcome chosen by ``outcome(launch)`` (default: success, exit code 0) after ``delay`` seconds;
+  outcome chosen by ``outcome(launch)`` (default: success, exit code 0) after ``delay`` seconds
+  (a number, or a function of the launch);
 - ``manual``: tries stay running until a test calls :meth:`MemoryExecutor.complete`.
 
 The outside world (what a Kubernetes cluster or a process table would be) is a
@@ -14,7 +15,8 @@ the tries the old one launched (it reports them, it never launches them again).
 Failure semantics: ``submit`` is idempotent per :class:`TryKey` (a second submit of a known
 try is counted in ``world.duplicate_submits`` and does nothing). With ``check_fence=True`` the
 executor checks its term in the database before launching, exactly like the real executors, so
-an ex-leader launches nothing. Reports are delivered from a background task (never from inside
+an ex-leader launches nothing (it logs and returns; like the others it does not raise). Reports
+are delivered from a background task (never from inside
 ``submit``), so the scheduler is never re-entered while it is submitting.
 """
 
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 
 from leoflow.clock import SystemClock
 from leoflow.db.fencing import check_term_async
+from leoflow.errors import FencedOut
 from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.leadership import LeaderContext
 
@@ -65,7 +68,7 @@ class MemoryExecutor:
 
     name = "memory"
 
-    def __init__(self, *, mode: str = "instant", delay: float = 0.0,
+    def __init__(self, *, mode: str = "instant", delay: float | Callable[[TaskLaunch], float] = 0.0,
                  outcome: Callable[[TaskLaunch], Outcome] | None = None,
                  world: MemoryWorld | None = None, check_fence: bool = False) -> None:
         if mode not in ("instant", "manual"):
@@ -104,7 +107,11 @@ class MemoryExecutor:
             self._emit(launch.key, entry.state, entry.exit_code, entry.reason)
             return
         if self.check_fence:
-            await self._check_fence(launch.term)
+            try:
+                await self._check_fence(launch.term)
+            except FencedOut as exc:
+                log.warning("not launching: fenced out", extra={"try": str(launch.key), "error": str(exc)})
+                return
         self.world.tries[launch.key] = MemoryTry(launch=launch, created_by_term=launch.term)
         self.world.launches += 1
         self._emit(launch.key, "running", None, None)
@@ -175,8 +182,9 @@ class MemoryExecutor:
                                             f"{key.task_id}/{key.try_number}"))
 
     async def _finish_later(self, launch: TaskLaunch) -> None:
-        if self.delay > 0:
-            await asyncio.sleep(self.delay)
+        delay = self.delay(launch) if callable(self.delay) else self.delay
+        if delay > 0:
+            await asyncio.sleep(delay)
         state, code, reason = self.outcome(launch)
         self._set(launch.key, state, code, reason)
 

@@ -107,6 +107,7 @@ class FakeKubernetes:
         handler = type("Handler", (_Handler,), {"fake": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.server.daemon_threads = True
+        self.server.block_on_close = False  # idle keep-alive connections must not delay stop()
         self.server.request_queue_size = 256
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
