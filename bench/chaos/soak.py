@@ -156,6 +156,7 @@ class Soak:
     # ------------------------------------------------------------------ main
     def run(self) -> dict[str, Any]:
         started = time.time()
+        log.info("setting up in %s", self.workdir)
         self.setup()
         self.watch.start()
         t0 = time.time()
@@ -170,6 +171,7 @@ class Soak:
         self.sleep_supervised(1.5)
         driver.join(timeout=max(60.0, self.args.duration))
         drained = self.drain(self.args.drain_timeout or max(240.0, self.args.duration))
+        log.info("workload %s; stopping replicas", "drained" if drained else "NOT drained")
         stop.set()
         self.watch.stop()
         self.cluster.stop_replicas()

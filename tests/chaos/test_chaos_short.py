@@ -26,8 +26,9 @@ pytestmark = [pytest.mark.root, pytest.mark.slow,
 
 
 def test_short_soak_holds_every_check(tmp_path: Path) -> None:
-    cmd = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--duration", "50", "--seed", "7",
-           "--runs", "6", "--tasks", "16", "--drain-timeout", "90", "--workdir", str(tmp_path / "soak")]
+    cmd = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--duration", "40", "--seed", "7",
+           "--runs", "6", "--tasks", "16", "--fault-gap", "1.5", "3.5", "--drain-timeout", "90",
+           "--workdir", str(tmp_path / "soak")]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=ROOT)
     lines = result.stdout.strip().splitlines()
     assert lines, f"no output; stderr tail:\n{result.stderr[-3000:]}"
