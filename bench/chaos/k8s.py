@@ -25,6 +25,10 @@ from tests.harness.netns import NetNamespace
 NAMESPACE = "leoflow-chaos"
 
 
+def _quiet(request: object, client_address: object) -> None:
+    """Killed replicas reset their connections all the time; that is the point, not an error."""
+
+
 class ChaosKubernetes:
     """FakeKubernetes plus one listener per network namespace and the flaky-task hook."""
 
@@ -37,6 +41,7 @@ class ChaosKubernetes:
 
     def start(self, namespaces: list[NetNamespace]) -> dict[int, dict[str, str]]:
         """Start serving; returns each replica's Kubernetes environment (by namespace index)."""
+        self.fake.server.handle_error = _quiet  # type: ignore[method-assign]
         self.fake.start()
         env: dict[int, dict[str, str]] = {}
         handler = self.fake.server.RequestHandlerClass
@@ -44,6 +49,7 @@ class ChaosKubernetes:
             server = ThreadingHTTPServer((ns.host_addr, self.fake.port), handler)
             server.daemon_threads = True
             server.request_queue_size = 256
+            server.handle_error = _quiet  # type: ignore[method-assign]
             threading.Thread(target=server.serve_forever, name=f"fake-k8s-{ns.name}", daemon=True).start()
             self._extra.append(server)
             path = self.workdir / f"kubeconfig-{i + 1}.json"

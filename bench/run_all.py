@@ -1,0 +1,294 @@
+"""Run the benchmarks, keep their figures, and write ``docs/benchmarks.md`` from them.
+
+    python bench/run_all.py                         # failover, scheduler, executor, api, chaos
+    python bench/run_all.py --only chaos --chaos-duration 600
+    python bench/run_all.py --render-only           # rewrite the page from today's results
+
+Each benchmark is a script under ``bench/`` that prints one JSON object as the last line of its
+stdout (and saves a PNG). This runner executes them one after another (they share a 2-core
+machine; running them together would measure contention), passes ``--png``/``--plot`` when the
+script accepts one so the plot lands in ``bench/results/``, and merges the outcome into
+``bench/results/<UTC date>.json`` (re-running one benchmark replaces only its entry). The page
+is rendered from that file alone: every figure in it was measured by the command shown next to
+it, nothing is typed in by hand. A benchmark that fails or prints no JSON is recorded as such,
+with the tail of its stderr, and the runner exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+DOC = ROOT / "docs" / "benchmarks.md"
+BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos")
+TITLES = {"failover": "Leader failover (issue 3)", "scheduler": "Scheduler throughput and memory (issue 4)",
+          "executor": "Kubernetes executor (issue 5)", "api": "HTTP API (issue 6)",
+          "chaos": "Chaos soak: exactly-once under faults (issue 9)", "vs_airflow": "Leoflow vs Airflow"}
+
+
+# --------------------------------------------------------------------------- the machine
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"kernel": platform.release(), "python": platform.python_version()}
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        models = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+        info["cpu"] = models[0].strip() if models else platform.processor() or "unknown"
+    except OSError:
+        info["cpu"] = platform.processor() or "unknown"
+    info["nproc"] = _run(["nproc"]) or str(os.cpu_count())
+    free = _run(["free", "-m"])
+    match = re.search(r"^Mem:\s+(\d+)", free or "", re.M)
+    info["memory_mib"] = int(match.group(1)) if match else None
+    try:
+        from leoflow.db.embedded import find_bin_dir
+
+        info["postgres"] = _run([str(find_bin_dir() / "postgres"), "--version"])
+    except Exception:  # the page still renders without it
+        info["postgres"] = None
+    info["commit"] = _run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
+    return info
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+# --------------------------------------------------------------------------- running one benchmark
+
+def command(name: str, args: argparse.Namespace, png: Path) -> list[str]:
+    script = ROOT / "bench" / f"{name}.py"
+    cmd = [sys.executable, str(script)]
+    if name == "chaos":
+        cmd += ["--duration", str(args.chaos_duration), "--seed", str(args.seed)]
+    cmd += shlex.split(args.extra.get(name, ""))
+    help_text = _run([sys.executable, str(script), "--help"]) or ""
+    for flag in ("--png", "--plot"):
+        if flag in help_text and flag not in cmd:
+            cmd += [flag, str(png)]
+            break
+    return cmd
+
+
+def last_json(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) else None
+        if line:
+            return None
+    return None
+
+
+def run_one(name: str, args: argparse.Namespace, date: str) -> dict[str, Any]:
+    script = ROOT / "bench" / f"{name}.py"
+    if not script.exists():
+        return {"status": "missing", "error": f"bench/{name}.py does not exist"}
+    png = RESULTS / f"{date}-{name}.png"
+    cmd = command(name, args, png)
+    shown = " ".join(["python", *(shlex.quote(str(Path(c).relative_to(ROOT)) if c.startswith(str(ROOT)) else
+                                  shlex.quote(c)) for c in cmd[1:])])
+    print(f"run_all: {shown}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=ROOT)
+        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, stdout = -1, (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        stderr = f"timed out after {args.timeout}s"
+    wall = round(time.monotonic() - started, 1)
+    result = last_json(stdout)
+    entry: dict[str, Any] = {"command": shown, "exit_code": code, "wall_s": wall, "result": result,
+                             "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    entry["status"] = "ok" if code == 0 and result is not None else ("no-json" if result is None else "failed")
+    if entry["status"] != "ok":
+        entry["stderr_tail"] = stderr[-2000:]
+    for candidate in [png, *_pngs_in(result)]:
+        if candidate.exists():
+            target = RESULTS / f"{date}-{name}.png"
+            if candidate.resolve() != target.resolve():
+                shutil.copyfile(candidate, target)
+            entry["png"] = str(target.relative_to(ROOT))
+            break
+    return entry
+
+
+def _pngs_in(value: Any) -> list[Path]:
+    if isinstance(value, dict):
+        return [p for v in value.values() for p in _pngs_in(v)]
+    if isinstance(value, str) and value.endswith(".png"):
+        path = Path(value)
+        return [path if path.is_absolute() else ROOT / path]
+    return []
+
+
+# --------------------------------------------------------------------------- rendering the page
+
+CHAOS_NOTE = """Three `leoflow serve` replicas, each in its own network namespace, share one PostgreSQL and run
+task pods through the fake Kubernetes API server. Every few seconds the leader is hurt at random:
+SIGKILL, SIGTERM, SIGSTOP past its lease, `pg_terminate_backend` on its lock session, a PostgreSQL
+restart (fast or immediate), or an iptables DROP partition between it and PostgreSQL (it still
+reaches Kubernetes). Killed replicas are restarted. Afterwards the soak proves, from the fake API
+server's request log and from a commit-ordered audit of every term-carrying write (triggers +
+`track_commit_timestamp`): one successful pod create per (run, task, try) (`duplicates`), no pod
+created and no scheduling write committed by a term older than the newest committed term
+(`stale_pods`, `stale_writes`), no term acting after its successor committed, every task terminal,
+no run lost, logs stored for every finished try, and flaky-by-design tasks retried.
+`belief_overlaps` lists terms whose holder *noticed* its loss after the successor started
+(inherent to SIGSTOP and a killed lock session); they are safe because nothing acted in them."""
+
+def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if re.search(r"png|plot|path|workdir|_details|errors?$", str(key)):
+                continue
+            rows += flatten(item, f"{prefix}.{key}" if prefix else str(key), depth + 1)
+        return rows
+    if isinstance(value, bool) or value is None:
+        return [(prefix, str(value).lower())]
+    if isinstance(value, (int, float)):
+        return [(prefix, f"{value:,.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}")]
+    if isinstance(value, str) and len(value) <= 80:
+        return [(prefix, value)]
+    if isinstance(value, list) and len(value) <= 8 and all(isinstance(v, (int, float, str)) for v in value):
+        return [(prefix, ", ".join(str(v) for v in value) or "(none)")]
+    return []
+
+
+def render(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- Generated by bench/run_all.py from bench/results/*.json. Do not edit by hand: every figure",
+        "     below was measured by the command next to it; re-run the benchmark to change it. -->",
+        "",
+        f"Latest results: `bench/results/{results['date']}.json` (commit `{m.get('commit')}`).",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| CPU | {m.get('cpu')} |",
+        f"| Cores (nproc) | {m.get('nproc')} |",
+        f"| Memory | {m.get('memory_mib')} MiB |",
+        f"| Kernel | {m.get('kernel')} |",
+        f"| Python | {m.get('python')} |",
+        f"| PostgreSQL | {m.get('postgres')} |",
+        "",
+        "A shared, loaded 2-core sandbox: treat the figures as lower bounds for a dedicated host.",
+        "",
+        "## Summary",
+        "",
+        "| Benchmark | Status | Wall time | Measured (UTC) |",
+        "|---|---|---|---|",
+    ]
+    names = [n for n in (*BENCHMARKS, *sorted(set(results["benchmarks"]) - set(BENCHMARKS)))
+             if n in results["benchmarks"]]
+    for name in names:
+        entry = results["benchmarks"][name]
+        lines.append(f"| [{TITLES.get(name, name)}](#{name}) | {entry['status']} | {entry.get('wall_s', '-')} s "
+                     f"| {entry.get('measured_at', '-')} |")
+    for name in names:
+        entry = results["benchmarks"][name]
+        lines += ["", f'<a id="{name}"></a>', f"## {TITLES.get(name, name)}", ""]
+        if entry.get("command"):
+            lines += ["```sh", entry["command"], "```", ""]
+        if entry["status"] == "missing":
+            lines += [f"Not run: {entry.get('error')}.", ""]
+            continue
+        if entry["status"] != "ok":
+            lines += [f"**{entry['status']}** (exit code {entry.get('exit_code')}); stderr tail:", "", "```",
+                      (entry.get("stderr_tail") or "").strip()[-1200:], "```", ""]
+        if name == "chaos":
+            lines += [CHAOS_NOTE, ""]
+        rows = flatten(entry.get("result") or {})
+        if rows:
+            lines += ["| Figure | Value |", "|---|---|"] + [f"| `{k}` | {v} |" for k, v in rows[:60]] + [""]
+        if entry.get("png"):
+            lines += [f"![{name}](../{entry['png']})", ""]
+    lines += [
+        "## Reproduce",
+        "",
+        "```sh",
+        "pip install -e '.[dev,bench]'",
+        "sudo apt-get install -y iproute2 iptables   # chaos soak: network namespaces + iptables (root)",
+        "python bench/run_all.py                     # all of the above, one after another",
+        "python bench/run_all.py --only chaos --chaos-duration 1800   # one benchmark; merges into today's file",
+        "```",
+        "",
+        "Each command above can also be run on its own; each prints its JSON summary as its last line.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Run Leoflow's benchmarks and write docs/benchmarks.md.")
+    p.add_argument("--only", nargs="+", metavar="NAME", help=f"subset of {', '.join(BENCHMARKS)} (or vs_airflow)")
+    p.add_argument("--chaos-duration", type=float, default=600, help="seconds of faults for the chaos soak")
+    p.add_argument("--seed", type=int, default=1, help="chaos soak seed")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME=ARGS",
+                   help="extra arguments for one benchmark, e.g. --extra 'scheduler=--runs 200'")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per benchmark")
+    p.add_argument("--render-only", action="store_true", help="only rewrite docs/benchmarks.md from today's file")
+    p.add_argument("--date", default=None, help="results file date (default: today, UTC)")
+    args = p.parse_args(argv)
+    extra: dict[str, str] = {}
+    for item in args.extra:
+        name, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--extra expects NAME=ARGS, got {item!r}")
+        extra[name] = value
+    args.extra = extra
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{date}.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"date": date, "benchmarks": {}}
+    failed = False
+    if not args.render_only:
+        results["machine"] = machine()
+        for name in args.only or BENCHMARKS:
+            entry = run_one(name, args, date)
+            results["benchmarks"][name] = entry
+            failed |= entry["status"] not in ("ok",)
+            path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    results.setdefault("machine", machine())
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(render(results))
+    summary = {"results": str(path.relative_to(ROOT)), "doc": str(DOC.relative_to(ROOT)),
+               "status": {n: e["status"] for n, e in results["benchmarks"].items()}}
+    print(json.dumps(summary))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
