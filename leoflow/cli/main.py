@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "leoflow.cli.db",
     "leoflow.cli.standalone",
     "leoflow.cli.serve",
+    "leoflow.cli.client",
 )
 
 
