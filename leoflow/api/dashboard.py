@@ -28,10 +28,11 @@ strings, so the policy is a second line of defence rather than the only one.
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
+import os
 from pathlib import Path
 from typing import Any
 
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -75,8 +76,8 @@ class DashboardStaticFiles(StaticFiles):
 
     def file_response(
         self,
-        full_path: str | Path,
-        stat_result: Any,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
         scope: Scope,
         status_code: int = 200,
     ) -> Response:
@@ -85,7 +86,7 @@ class DashboardStaticFiles(StaticFiles):
         return response
 
 
-def _add_headers(headers: MutableMapping[str, str]) -> None:
+def _add_headers(headers: MutableHeaders) -> None:
     for name, value in SECURITY_HEADERS.items():
         headers[name] = value
     headers["Cache-Control"] = _CACHE_CONTROL

@@ -47,6 +47,7 @@ function showLogin(message) {
 }
 
 async function startSession() {
+  setLive("off", "connecting…");
   try {
     session.scope = await detectScope();
   } catch (err) {
@@ -118,19 +119,21 @@ function route() {
     isCurrent: () => generation === myGeneration,
   };
   ctx.title(found.page.title(found.params));
-  current = { view: found.page.mount(root, found.params, ctx), timer: null, generation: myGeneration, failures: 0 };
+  current = { view: found.page.mount(root, found.params, ctx), timer: null, generation: myGeneration, failures: 0,
+    inFlight: false, again: false };
   poll(myGeneration, false);
 }
 
-let inFlight = false;
 async function poll(myGeneration, immediate) {
-  if (!current || current.generation !== myGeneration) return;
-  if (inFlight) {
-    if (immediate) setTimeout(() => poll(myGeneration, true), 100);
+  const view = current;
+  if (!view || view.generation !== myGeneration) return;
+  if (view.inFlight) {
+    // A refresh of this view is running; an immediate one goes right after it.
+    if (immediate) view.again = true;
     return;
   }
-  clearTimeout(current.timer);
-  inFlight = true;
+  clearTimeout(view.timer);
+  view.inFlight = true;
   let delay = POLL_MS;
   try {
     await current.view.refresh();
@@ -146,9 +149,13 @@ async function poll(myGeneration, immediate) {
     setLive("error", err instanceof ApiError && err.status === 0 ? "offline — retrying" : `error: ${err.message}`);
     if (current.view.error) current.view.error(err);
   } finally {
-    inFlight = false;
+    view.inFlight = false;
   }
-  if (current && current.generation === myGeneration && delay > 0) {
+  if (view.again) {
+    view.again = false;
+    delay = 0;
+  }
+  if (current && current.generation === myGeneration) {
     current.timer = setTimeout(() => poll(myGeneration, false), document.hidden ? delay * 5 : delay);
   }
 }

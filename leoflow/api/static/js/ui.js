@@ -62,3 +62,20 @@ export function crumbs(...parts) {
 export function fact(label, value) {
   return h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", { class: "fact-value" }, value));
 }
+
+/**
+ * Re-render only when the data changed (or every maxAgeMs, so relative times stay fresh):
+ * rebuilding a table on every poll would swallow clicks and reset focus for nothing.
+ */
+export function changeGate(maxAgeMs = 15000) {
+  let lastKey = null;
+  let lastAt = 0;
+  return (data) => {
+    const key = JSON.stringify(data);
+    const now = Date.now();
+    if (key === lastKey && now - lastAt < maxAgeMs) return false;
+    lastKey = key;
+    lastAt = now;
+    return true;
+  };
+}

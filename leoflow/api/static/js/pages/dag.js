@@ -5,7 +5,7 @@ import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, fmtDuration, fmtTime, secondsBetween, TERMINAL_RUN_STATES, timeEl } from "../format.js";
 import { dependsOn, taskGraph, taskId, topoOrder } from "../graph.js";
-import { crumbs, fact, notice, section, table } from "../ui.js";
+import { changeGate, crumbs, fact, notice, section, table } from "../ui.js";
 import { pausedControl } from "./dags.js";
 
 const RECENT_RUNS = 20;
@@ -105,6 +105,8 @@ export default {
       errors.el, trigger ? trigger.form : null, facts, graph.el, grid.el, runsSection.el);
     const details = new Map(); // run_id -> Map(task_id -> instance); terminal runs are cached
     let graphKey = "";
+    const headChanged = changeGate();
+    const runsChanged = changeGate();
 
     return {
       async refresh() {
@@ -123,13 +125,15 @@ export default {
         }));
         if (!ctx.isCurrent()) return;
 
-        fill(controls, pausedControl(dag, ctx, errors.set), trigger ? trigger.button : null);
-        fill(facts,
-          fact("Schedule", dag.schedule ? h("code", {}, dag.schedule) : "manual only"),
-          fact("Next run", dag.paused ? "paused" : timeEl(dag.next_run_at)),
-          fact("Version", dag.version ?? dag.current_version ?? "—"),
-          fact("Tasks", String(tasksOf(dag).length)),
-          dag.description ? fact("About", dag.description) : null);
+        if (headChanged(dag)) {
+          fill(controls, pausedControl(dag, ctx, errors.set), trigger ? trigger.button : null);
+          fill(facts,
+            fact("Schedule", dag.schedule ? h("code", {}, dag.schedule) : "manual only"),
+            fact("Next run", dag.paused ? "paused" : timeEl(dag.next_run_at)),
+            fact("Version", dag.version ?? dag.current_version ?? "—"),
+            fact("Tasks", String(tasksOf(dag).length)),
+            dag.spec?.description ? fact("About", dag.spec.description) : null);
+        }
 
         const tasks = tasksOf(dag);
         const latest = runs[0];
@@ -143,6 +147,7 @@ export default {
             linkFor: (id) => (latest ? href("dags", dagId, "runs", latest.run_id, "tasks", id) : null),
           }), latest ? h("p", { class: "muted small" }, `Colours: latest run ${latest.run_id}.`) : null);
         }
+        if (!runsChanged([runs, [...details].map(([id, m]) => [id, [...m.values()].map((ti) => ti.state)])])) return;
         fill(grid.body, runsGrid(dagId, topoOrder(tasks), runs, details));
         fill(runsTable, table([
           { title: "Run", cell: (r) => h("a", { href: href("dags", dagId, "runs", r.run_id), class: "mono", "data-testid": `run-link-${r.run_id}` }, r.run_id) },

@@ -3,7 +3,7 @@
 import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, timeEl } from "../format.js";
-import { notice, table } from "../ui.js";
+import { changeGate, notice, table } from "../ui.js";
 
 const LIST_LIMIT = 500;
 const LAST_RUN_LOOKUPS = 50; // when the list carries no last run, ask per DAG for at most this many
@@ -48,6 +48,7 @@ export default {
     const body = h("div", { "data-testid": "dags" });
     fill(root, h("div", { class: "page-head" }, h("h1", {}, "DAGs")), errors.el, body);
     const lastRuns = new Map();
+    const changed = changeGate();
 
     return {
       async refresh() {
@@ -57,7 +58,7 @@ export default {
           const runs = items(await api(`/dags/${enc(d.dag_id)}/runs`, { query: { limit: 1 } }), "runs");
           lastRuns.set(d.dag_id, runs[0] || null);
         }));
-        if (!ctx.isCurrent()) return;
+        if (!ctx.isCurrent() || !changed([dags, [...lastRuns]])) return;
         fill(body, table([
           { title: "DAG", cell: (d) => h("a", { href: href("dags", d.dag_id), class: "strong", "data-testid": `dag-link-${d.dag_id}` }, d.dag_id) },
           { title: "Schedule", cell: (d) => d.schedule ? h("code", {}, d.schedule) : h("span", { class: "muted" }, "manual") },

@@ -93,7 +93,9 @@ export default {
           ] : null);
 
         if (!current) {
-          status.textContent = "The task has not started yet; waiting for its first try…";
+          status.textContent = TERMINAL_TASK_STATES.has(ti.state)
+            ? "This task finished without running a process, so there is no log."
+            : "The task has not started yet; waiting for its first try…";
           pre.textContent = "";
           return;
         }

@@ -1,0 +1,269 @@
+"""The dashboard in a real browser (Debian's Chromium via Playwright) against a live server.
+
+Every test fails on any browser console error or uncaught exception (see ``open_page``), and
+saves screenshots under ``test-artifacts/dashboard/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.dashboard.conftest import (
+    DESKTOP,
+    PHONE,
+    READ_TOKEN,
+    Browse,
+    LiveServer,
+    require_runs_execute,
+    sign_in,
+)
+
+pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+from playwright.sync_api import expect  # noqa: E402
+
+RUN_TIMEOUT_MS = 120_000  # a loaded 2-core machine: generous, polled by expect()
+
+FLOW_DAG = {
+    "dag_id": "dash-flow",
+    "description": "Dashboard test: fan-out/fan-in of shell tasks.",
+    "schedule": None,
+    "max_active_runs": 4,
+    "tasks": [
+        {"id": "extract", "image": "busybox:1.36",
+         "command": ["sh", "-c", "echo extracting; for i in 1 2 3; do echo row $i; done; echo \"conf=$LEOFLOW_CONF\""]},
+        {"id": "transform-a", "image": "busybox:1.36", "command": ["sh", "-c", "echo transform a"],
+         "depends_on": ["extract"]},
+        {"id": "transform-b", "image": "busybox:1.36", "command": ["sh", "-c", "echo transform b"],
+         "depends_on": ["extract"]},
+        {"id": "load", "image": "busybox:1.36", "command": ["sh", "-c", "echo loaded-rows-ok"],
+         "depends_on": ["transform-a", "transform-b"]},
+    ],
+}
+SLOW_DAG = {
+    "dag_id": "dash-slow",
+    "schedule": None,
+    "tasks": [{"id": "wait", "image": "busybox:1.36", "command": ["sh", "-c", "echo waiting; sleep 300"]}],
+}
+PAUSE_DAG = {
+    "dag_id": "dash-pause",
+    "schedule": "0 3 * * *",
+    "start_date": "2026-01-01T00:00:00Z",
+    "tasks": [{"id": "only", "image": "busybox:1.36", "command": ["true"]}],
+}
+
+
+@pytest.fixture(scope="module")
+def server(live_server: LiveServer) -> Iterator[LiveServer]:
+    with live_server.client() as client:
+        for spec in (FLOW_DAG, SLOW_DAG, PAUSE_DAG):
+            response = client.post("/api/v2/dags", json=spec)
+            assert response.status_code in (200, 201), response.text
+    yield live_server
+
+
+def api_get(server: LiveServer, path: str) -> Any:
+    with server.client() as client:
+        response = client.get(f"/api/v2{path}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+def trigger(server: LiveServer, dag_id: str, **body: Any) -> str:
+    with server.client() as client:
+        response = client.post(f"/api/v2/dags/{dag_id}/runs", json=body)
+        assert response.status_code == 201, response.text
+        return str(response.json()["run_id"])
+
+
+def no_page_overflow(browse: Browse) -> None:
+    """Usable at this width: the page itself never scrolls sideways (wide tables scroll inside)."""
+    overflow = browse.page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 1, f"page is {overflow}px wider than the {browse.viewport['width']}px viewport"
+
+
+# --------------------------------------------------------------------------- sign-in and scopes
+
+def test_sign_in_then_cluster_page_shows_leader_and_replicas(server: LiveServer,
+                                                             open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server)
+    expect(page.get_by_test_id("scope")).to_have_text("admin")
+    expect(page.get_by_test_id("nodes")).to_be_visible()
+    if server.runs_execute:
+        leader = api_get(server, "/cluster/leader")
+        expect(page.get_by_test_id("leader-node")).to_have_text(leader["node_id"])
+        expect(page.get_by_test_id("leader-term")).to_have_text(str(leader["term"]))
+        expect(page.get_by_test_id("nodes-table")).to_contain_text(leader["node_id"])
+        expect(page.get_by_test_id("timeline")).to_contain_text("leader_elected")
+    else:
+        expect(page.get_by_test_id("no-leader")).to_be_visible()
+    expect(page.get_by_test_id("live-status")).to_have_text("live")
+    browse.screenshot("cluster")
+
+
+def test_wrong_token_is_refused_without_console_errors(server: LiveServer,
+                                                       open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    page.goto(f"{server.url}/#/dags")
+    page.get_by_test_id("token-input").fill("certainly-not-a-valid-token")
+    page.get_by_test_id("token-submit").click()
+    expect(page.locator("#login-error")).to_have_text("That token was not accepted.")
+    expect(page.get_by_test_id("dags")).to_have_count(0)
+
+
+def test_token_is_kept_for_the_browser_session(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags")
+    page.reload()
+    expect(page.get_by_test_id("dags-table")).to_be_visible()
+    expect(page.get_by_test_id("token-input")).to_be_hidden()
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_test_id("token-input")).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_read_only_token_sees_no_write_buttons(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    run_id = trigger(server, "dash-slow")
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, READ_TOKEN, fragment="#/dags")
+    expect(page.get_by_test_id("scope")).to_have_text("read-only")
+    expect(page.get_by_test_id("paused-dash-flow")).to_have_text("active")
+    expect(page.locator("input[role=switch]")).to_have_count(0)
+    page.get_by_test_id("dag-link-dash-flow").click()
+    expect(page.get_by_test_id("task-graph")).to_be_visible()
+    expect(page.get_by_test_id("trigger-button")).to_have_count(0)
+    page.goto(f"{server.url}/#/dags/dash-slow/runs/{run_id}")
+    expect(page.get_by_test_id("run-state")).to_be_visible()
+    expect(page.get_by_test_id("cancel-run")).to_have_count(0)
+    browse.screenshot("run-read-only")
+    with server.client() as client:  # clean up: the slow run must not hold the executor
+        client.post(f"/api/v2/dags/dash-slow/runs/{run_id}/cancel")
+
+
+# --------------------------------------------------------------------------- DAGs and runs
+
+def test_dag_page_draws_the_graph_from_depends_on(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags")
+    expect(page.get_by_test_id("dags-table")).to_contain_text("dash-flow")
+    expect(page.locator("[data-dag=dash-pause]")).to_contain_text("0 3 * * *")
+    browse.screenshot("dags")
+    page.get_by_test_id("dag-link-dash-flow").click()
+    graph = page.get_by_test_id("task-graph")
+    expect(graph.locator("g.node")).to_have_count(4)
+    edges = sorted(graph.locator("path.edge").evaluate_all("els => els.map(e => e.dataset.edge)"))
+    assert edges == ["extract->transform-a", "extract->transform-b", "transform-a->load", "transform-b->load"]
+    # Left to right: every edge points right (a layered layout from the dependencies).
+    xs = {t: graph.locator(f"g.node[data-task={t}]").bounding_box()["x"]  # type: ignore[index]
+          for t in ("extract", "transform-a", "transform-b", "load")}
+    assert xs["extract"] < xs["transform-a"] == xs["transform-b"] < xs["load"]
+    expect(page.get_by_test_id("dag-facts")).to_contain_text("manual only")
+
+
+def test_trigger_from_the_ui_with_conf_runs_to_success_and_the_log_opens(
+        server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags/dash-flow")
+    page.get_by_test_id("trigger-button").click()
+    # Bad JSON is refused in the page, naming the field.
+    page.get_by_test_id("trigger-conf").fill("{not json")
+    page.get_by_test_id("trigger-submit").click()
+    expect(page.get_by_test_id("trigger-form")).to_contain_text("conf:")
+    # conf carrying markup must be shown as text, never interpreted.
+    page.get_by_test_id("trigger-run-id").fill("ui-run-1")
+    page.get_by_test_id("trigger-conf").fill('{"table": "<img src=x onerror=alert(1)>"}')
+    page.get_by_test_id("trigger-submit").click()
+    expect(page).to_have_url(f"{server.url}/#/dags/dash-flow/runs/ui-run-1")
+    expect(page.get_by_test_id("run-facts")).to_contain_text('"<img src=x onerror=alert(1)>"')
+    assert api_get(server, "/dags/dash-flow/runs/ui-run-1")["conf"] == {"table": "<img src=x onerror=alert(1)>"}
+    require_runs_execute(server)
+
+    # Live updates: the page polls; nobody reloads it.
+    expect(page.get_by_test_id("run-state").locator(".badge")).to_have_attribute(
+        "data-state", "success", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("[data-testid=ti-table] tbody tr[data-state=success]")).to_have_count(4)
+    expect(page.get_by_test_id("gantt").locator(".gantt-row[data-task] .bar.st-success")).to_have_count(4)
+    expect(page.get_by_test_id("cancel-run")).to_have_count(0)  # finished runs cannot be cancelled
+    browse.screenshot("run")
+
+    page.get_by_test_id("task-link-load").click()
+    expect(page.get_by_test_id("try-tab-1")).to_be_visible()
+    expect(page.get_by_test_id("log")).to_contain_text("loaded-rows-ok", timeout=RUN_TIMEOUT_MS)
+    browse.screenshot("logs")
+
+    page.goto(f"{server.url}/#/dags/dash-flow")
+    cells = page.get_by_test_id("runs-grid").locator("td a.cell[data-state=success]")
+    expect(cells).to_have_count(4)
+    browse.screenshot("dag")
+
+
+def test_log_tails_while_the_task_runs_and_cancel_stops_the_run(
+        server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    run_id = trigger(server, "dash-slow")
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment=f"#/dags/dash-slow/runs/{run_id}")
+    if server.runs_execute:
+        page.goto(f"{server.url}/#/dags/dash-slow/runs/{run_id}/tasks/wait")
+        expect(page.get_by_test_id("log-status")).to_have_attribute("data-live", "true", timeout=RUN_TIMEOUT_MS)
+        expect(page.get_by_test_id("task-state").locator(".badge")).to_have_attribute("data-state", "running")
+        browse.screenshot("logs-live")
+        page.goto(f"{server.url}/#/dags/dash-slow/runs/{run_id}")
+    page.get_by_test_id("cancel-run").click()
+    page.get_by_test_id("cancel-run-confirm").click()
+    expect(page.get_by_test_id("run-state").locator(".badge")).to_have_attribute(
+        "data-state", "cancelled", timeout=RUN_TIMEOUT_MS)
+    expect(page.get_by_test_id("cancel-run")).to_have_count(0)
+    assert api_get(server, f"/dags/dash-slow/runs/{run_id}")["state"] == "cancelled"
+
+
+def test_pause_and_unpause_a_dag_from_the_list(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags")
+    switch = page.get_by_test_id("pause-toggle-dash-pause")
+    expect(switch).to_be_checked()
+    switch.click()
+    expect(page.get_by_test_id("pause-toggle-dash-pause")).not_to_be_checked()
+    expect(page.locator("[data-dag=dash-pause]")).to_contain_text("paused")
+    assert api_get(server, "/dags/dash-pause")["paused"] is True
+    browse.screenshot("dags-paused")
+    page.get_by_test_id("pause-toggle-dash-pause").click()
+    expect(page.get_by_test_id("pause-toggle-dash-pause")).to_be_checked()
+    assert api_get(server, "/dags/dash-pause")["paused"] is False
+
+
+# --------------------------------------------------------------------------- both viewports
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
+def test_every_page_renders_usable_at(viewport: dict[str, int], server: LiveServer,
+                                      open_page: Callable[..., Browse]) -> None:
+    run_id = trigger(server, "dash-flow", run_id=f"viewport-{viewport['width']}")
+    browse = open_page(viewport)
+    page = browse.page
+    sign_in(browse, server)
+    pages = [
+        ("cluster", "#/cluster", "nodes"),
+        ("dags", "#/dags", "dags-table"),
+        ("dag", "#/dags/dash-flow", "task-graph"),
+        ("run", f"#/dags/dash-flow/runs/{run_id}", "ti-table"),
+        ("logs", f"#/dags/dash-flow/runs/{run_id}/tasks/extract", "log"),
+    ]
+    for name, fragment, landmark in pages:
+        page.goto(f"{server.url}/{fragment}")
+        expect(page.get_by_test_id(landmark)).to_be_visible()
+        expect(page.get_by_test_id("live-status")).to_have_text("live")
+        for link in ("Cluster", "DAGs"):
+            box = page.get_by_role("navigation", name="Main").get_by_role("link", name=link).bounding_box()
+            assert box is not None and box["x"] + box["width"] <= viewport["width"], f"{link} nav off-screen on {name}"
+        no_page_overflow(browse)
+        browse.screenshot(f"page-{name}")
