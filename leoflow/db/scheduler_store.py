@@ -56,10 +56,10 @@ class ReadyTask:
     task_id: str
     state: str
     try_number: int
+    max_tries: int
     dag_id: str
     run_id: str
     version_id: int
-    conf: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -233,14 +233,14 @@ async def ready_task_instances(conn: AsyncConnection, now: datetime, limit: int)
     """Pending tasks with every upstream succeeded, and retries whose delay is over; oldest first."""
     rows = await conn.execute(text("""
         SELECT * FROM (
-            (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number,
-                    r.dag_id, r.run_id, r.dag_version_id AS version_id, r.conf
+            (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
+                    r.dag_id, r.run_id, r.dag_version_id AS version_id
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
              WHERE ti.state = 'pending' AND ti.pending_upstreams = 0
              ORDER BY ti.id LIMIT :limit)
             UNION ALL
-            (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number,
-                    r.dag_id, r.run_id, r.dag_version_id AS version_id, r.conf
+            (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
+                    r.dag_id, r.run_id, r.dag_version_id AS version_id
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
              WHERE ti.state = 'up_for_retry' AND ti.next_try_at <= :now
              ORDER BY ti.id LIMIT :limit)

@@ -72,6 +72,27 @@ class _TryFacts:
     executor_ref: str | None = None
 
 
+@dataclass
+class _InFlight:
+    """What the scheduler knows about a try it queued this term (saves a lookup per report)."""
+
+    ti_id: int
+    run_pk: int
+    task_id: str
+    try_number: int
+    max_tries: int
+    dag_id: str
+    run_id: str
+    version_id: int
+    state: str = "queued"
+    started_at: datetime | None = None
+
+    def row(self) -> LiveTaskInstance:
+        return LiveTaskInstance(id=self.ti_id, run_pk=self.run_pk, task_id=self.task_id, state=self.state,
+                                try_number=self.try_number, max_tries=self.max_tries, started_at=self.started_at,
+                                dag_id=self.dag_id, run_id=self.run_id, version_id=self.version_id)
+
+
 class SchedulerCore:
     """The scheduling steps of one leadership term (see the module docstring)."""
 
@@ -86,9 +107,13 @@ class SchedulerCore:
         # the executor reconciles at start.
         self.inbox: deque[StatusUpdate] = deque()
         self.touched_runs: set[int] = set()
+        self.inflight: dict[TryKey, _InFlight] = {}
         self._killing: dict[int, asyncio.Task[None]] = {}
         self._sweep_after = 0
         self._next_sweep = 0.0
+        self._next_periodic = 0.0
+        self._poked = True
+        self._runs_finished = False
 
     # ------------------------------------------------------------------ plumbing
 
@@ -111,15 +136,36 @@ class SchedulerCore:
     def now(self) -> datetime:
         return self.ctx.clock.now()
 
+    def poke(self) -> None:
+        """Something outside changed (a NOTIFY): run every step on the next tick, not just the hot ones."""
+        self._poked = True
+
     async def tick(self) -> bool:
-        """Run every step once; True if anything changed (the loop then ticks again at once)."""
+        """Run the steps once; True if anything changed (the loop then ticks again at once).
+
+        The hot steps (reports, queueing, finishing touched runs) run every tick. The others scan
+        for work that only appears with time or from outside — due schedules, timeouts, runs to
+        start, tries to kill — so they run once per interval, after a NOTIFY, or (starting runs)
+        after a run finished and freed a ``max_active_runs`` slot. On a busy leader this halves
+        the round trips per tick.
+        """
+        now = self.ctx.clock.monotonic()
+        periodic = self._poked or now >= self._next_periodic
+        if periodic:
+            self._poked = False
+            self._next_periodic = now + self.ctx.settings.scheduler.interval
         busy = await self.apply_reports()
-        busy = await self.create_scheduled_runs() or busy
-        busy = await self.start_queued_runs() or busy
+        if periodic:
+            busy = await self.create_scheduled_runs() or busy
+        if periodic or self._runs_finished:
+            self._runs_finished = False
+            busy = await self.start_queued_runs() or busy
         busy = await self.queue_ready_tasks() or busy
-        busy = await self.apply_timeouts() or busy
-        await self.kill_cancelled_tries()
-        busy = await self.finish_touched_runs() or busy
+        if periodic:
+            busy = await self.apply_timeouts() or busy
+            await self.kill_cancelled_tries()
+        if await self.finish_touched_runs():
+            busy = self._runs_finished = True
         await self.sweep_runs()
         return busy
 
@@ -140,31 +186,67 @@ class SchedulerCore:
         return True
 
     async def _apply_report_batch(self, batch: Sequence[StatusUpdate]) -> None:
+        """Apply one batch of reports in one fenced transaction.
+
+        Fast path: tries this term queued are remembered (``self.inflight``: bounded by the
+        parallelism) with the state the scheduler last gave them, so their reports need no
+        lookup. The CAS still guards them: if the row moved (cancelled, timed out), the miss is
+        re-done on the slow path, which locks and re-reads the rows, so nothing is lost.
+        """
         now = self.now()
         async with self.fenced() as conn:
-            rows = await store.lock_task_instances(conn, [u.key for u in batch])
-            by_key = {(r.dag_id, r.run_id, r.task_id): r for r in rows}
-            graphs = await self._graphs(conn, {r.version_id for r in rows})
-            updates: dict[int, list[StatusUpdate]] = defaultdict(list)
-            facts: dict[tuple[int, int], _TryFacts] = {}
-            for update in batch:
-                row = by_key.get((update.key.dag_id, update.key.run_id, update.key.task_id))
-                if row is None:
-                    log.debug("report for an unknown task instance", extra={"try": str(update.key)})
-                    continue
-                updates[row.id].append(update)
-                _fold_try(facts, row.id, update)
-            rows_by_id = {r.id: r for r in rows}
-            transitions = [t for ti_id, ups in updates.items()
-                           if (t := fold_reports(rows_by_id[ti_id], ups,
-                                                 graphs[rows_by_id[ti_id].version_id].task(rows_by_id[ti_id].task_id),
-                                                 max_retry_delay=self.max_retry_delay)) is not None]
-            applied = await store.apply_transitions(conn, transitions, now, self.ctx.term)
-            await self._after_transitions(conn, [t for t in transitions if t.ti_id in applied], rows_by_id,
-                                          graphs, now)
+            fast = [u for u in batch if u.key in self.inflight]
+            slow_keys = [u.key for u in batch if u.key not in self.inflight]
+            rows = [self.inflight[u.key].row() for u in fast]
+            if slow_keys:
+                rows.extend(await store.lock_task_instances(conn, slow_keys))
+            _, missed = await self._fold_and_apply(conn, batch, rows, now)
+            if missed:
+                for key in missed:
+                    self.inflight.pop(key, None)
+                fresh = await store.lock_task_instances(conn, missed)
+                retry = [u for u in batch if u.key in set(missed)]
+                await self._fold_and_apply(conn, retry, fresh, now, record_tries=False)
+
+    async def _fold_and_apply(self, conn: AsyncConnection, batch: Sequence[StatusUpdate],
+                              rows: Sequence[LiveTaskInstance], now: datetime, *,
+                              record_tries: bool = True) -> tuple[set[int], list[TryKey]]:
+        """Fold reports per task instance, CAS them; returns (applied ids, keys whose CAS missed)."""
+        by_key = {(r.dag_id, r.run_id, r.task_id): r for r in rows}
+        graphs = await self._graphs(conn, {r.version_id for r in rows})
+        updates: dict[int, list[StatusUpdate]] = defaultdict(list)
+        facts: dict[tuple[int, int], _TryFacts] = {}
+        for update in batch:
+            row = by_key.get((update.key.dag_id, update.key.run_id, update.key.task_id))
+            if row is None:
+                log.debug("report for an unknown task instance", extra={"try": str(update.key)})
+                continue
+            updates[row.id].append(update)
+            _fold_try(facts, row.id, update)
+        rows_by_id = {r.id: r for r in rows}
+        transitions = [t for ti_id, ups in updates.items()
+                       if (t := fold_reports(rows_by_id[ti_id], ups,
+                                             graphs[rows_by_id[ti_id].version_id].task(rows_by_id[ti_id].task_id),
+                                             max_retry_delay=self.max_retry_delay)) is not None]
+        applied = await store.apply_transitions(conn, transitions, now, self.ctx.term)
+        await self._after_transitions(conn, [t for t in transitions if t.ti_id in applied], rows_by_id, graphs, now)
+        missed: list[TryKey] = []
+        for t in transitions:
+            row = rows_by_id[t.ti_id]
+            key = TryKey(row.dag_id, row.run_id, row.task_id, row.try_number)
+            entry = self.inflight.get(key)
+            if t.ti_id not in applied:
+                if entry is not None:
+                    missed.append(key)
+            elif t.new_state == "running" and entry is not None:
+                entry.state, entry.started_at = "running", t.started_at
+            else:
+                self.inflight.pop(key, None)
+        if record_tries:
             await store.record_try_changes(conn, [
                 TryChange(ti_id, try_number, f.state, f.started_at, f.ended_at, f.exit_code, f.reason, f.executor_ref)
                 for (ti_id, try_number), f in facts.items()])
+        return applied, missed
 
     async def _after_transitions(self, conn: AsyncConnection, applied: Sequence[Transition],
                                  rows: dict[int, LiveTaskInstance], graphs: dict[int, DagGraph],
@@ -245,10 +327,14 @@ class SchedulerCore:
             if succeeded:
                 metrics.TASK_TRANSITIONS.labels(state="success").inc(len(succeeded))
             by_id = {r.id: r for r in containers}
+            if len(self.inflight) > 4 * max(self.parallelism, self.batch_size):
+                self.inflight.clear()  # entries of tries that never reported; the slow path covers them
             for q in queued:
                 r = by_id[q.task_instance_id]
-                await self.submit(self._launch(graphs[r.version_id], TryKey(r.dag_id, r.run_id, r.task_id,
-                                                                             q.try_number), q.task_try_id))
+                key = TryKey(r.dag_id, r.run_id, r.task_id, q.try_number)
+                self.inflight[key] = _InFlight(r.id, r.run_pk, r.task_id, q.try_number, r.max_tries, r.dag_id,
+                                               r.run_id, r.version_id)
+                await self.submit(self._launch(graphs[r.version_id], key, q.task_try_id))
             did = did or bool(succeeded or queued)
             if not succeeded:
                 break
@@ -307,6 +393,8 @@ class SchedulerCore:
                 await store.request_kill(conn, [(t.ti_id, t.try_number)], t.reason or "timed out")
         for t in done:
             log.info("task timed out", extra={"task_instance_id": t.ti_id, "state": t.new_state})
+        if done:
+            self._poked = True  # kill the timed-out tries on the next tick, not an interval later
         return bool(done)
 
     # ------------------------------------------------------------------ 6. killing tries

@@ -66,7 +66,10 @@ class SchedulerService:
             self.core.inbox.append(update)
             self._wake.set()
 
-    def wake(self) -> None:
+    def poke(self) -> None:
+        """Something changed outside (NOTIFY): run every step at once."""
+        if self.core is not None:
+            self.core.poke()
         self._wake.set()
 
     async def run(self, ctx: LeaderContext) -> None:
@@ -124,9 +127,9 @@ class SchedulerService:
                     url, autocommit=True, application_name=f"leoflow-listen:{ctx.node_id}"[:63], connect_timeout=5)
                 async with conn:
                     await conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
-                    self._wake.set()  # anything notified while we were not listening
+                    self.poke()  # anything notified while we were not listening
                     async for _ in conn.notifies():
-                        self._wake.set()
+                        self.poke()
             except asyncio.CancelledError:
                 raise
             except (psycopg.Error, OSError) as exc:

@@ -1,0 +1,370 @@
+"""Scheduler benchmark: throughput, dependency latency and leader memory (issue 4).
+
+Two phases against a private embedded PostgreSQL (or ``--database-url``), each with the leader
+running ``SchedulerService`` in a *separate process* (so its RSS is the leader's alone) and an
+executor that completes every try instantly:
+
+1. **Throughput/latency**: ``--runs`` runs (default 1,000) of a fan-out/fan-in DAG of
+   ``--tasks`` tasks (default 100: root → tasks-2 in parallel → join), all triggered up front
+   (bulk SQL). Reports tasks/s handed to the executor (ready → submitted, over the whole
+   phase), p50/p99 latency from an upstream's success to its downstream being queued (from
+   the database timestamps), wall time, and the leader's peak RSS.
+2. **Memory at 1M**: ``--waiting`` task instances (default 1,000,000 = 10,000 running runs × 100)
+   seeded with ``generate_series`` (not through the API), then the leader schedules for
+   ``--memory-seconds``; its RSS is sampled throughout. Memory must stay flat.
+
+Targets: >= 2,000 tasks/s, p99 < 1.5 s, peak RSS < 300 MB at 1M. Prints one JSON object as the
+last line and saves ``bench/scheduler.png`` (or ``--png``).
+
+    python bench/scheduler.py                       # full run
+    python bench/scheduler.py --runs 200 --waiting 200000 --memory-seconds 20   # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, deque
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from leoflow.clock import SystemClock  # noqa: E402
+from leoflow.db.embedded import EmbeddedPostgres  # noqa: E402
+from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey  # noqa: E402
+from leoflow.leadership import LeaderContext  # noqa: E402
+
+DAG_ID = "bench-fan"
+
+
+# --------------------------------------------------------------------------- leader process
+
+class InstantExecutor:
+    """Completes every try at once; remembers only counts per second (bounded memory)."""
+
+    name = "instant"
+
+    def __init__(self) -> None:
+        self.submitted = 0
+        self.first: float | None = None
+        self.last: float | None = None
+        self.per_second: Counter[int] = Counter()
+        self._queue: deque[TryKey] = deque()
+        self._event = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self._report: Report | None = None
+        self._clock = SystemClock()
+
+    async def start(self, ctx: LeaderContext, report: Report) -> None:
+        self._report = report
+        self._pump = asyncio.create_task(self._deliver())
+
+    async def submit(self, launch: TaskLaunch) -> None:
+        now = time.monotonic()
+        self.first = self.first or now
+        self.last = now
+        self.submitted += 1
+        self.per_second[int(time.time())] += 1
+        self._queue.append(launch.key)
+        self._event.set()
+
+    async def cancel(self, key: TryKey) -> None:
+        return None
+
+    async def logs(self, key: TryKey) -> str | None:
+        return None
+
+    async def stop(self) -> None:
+        if self._pump:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+
+    async def _deliver(self) -> None:
+        while True:
+            await self._event.wait()
+            self._event.clear()
+            while self._queue:
+                key = self._queue.popleft()
+                assert self._report is not None
+                await self._report(StatusUpdate(key=key, state="success", at=self._clock.now(), exit_code=0))
+
+
+def rss_kb(pid: int | str = "self") -> tuple[int, int]:
+    """(VmRSS, VmHWM) in kB from /proc."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            key, value = line.split(":", 1)
+            values[key] = int(value.split()[0])
+    return values.get("VmRSS", 0), values.get("VmHWM", 0)
+
+
+async def leader_main(args: argparse.Namespace) -> None:
+    from leoflow.db.engine import make_async_engine
+    from leoflow.scheduler.service import SchedulerService
+    from leoflow.settings import load_settings
+
+    settings = load_settings({"LEOFLOW_DATABASE_URL": args.database_url, "LEOFLOW_PARALLELISM": str(args.parallelism),
+                              "LEOFLOW_SCHEDULER_INTERVAL": "0.5", "LEOFLOW_NODE_ID": "bench-leader",
+                              "LEOFLOW_LOG_LEVEL": "warning", "LEOFLOW_LOG_FORMAT": "text"})
+    engine = make_async_engine(settings.database, pool_size=4, application_name="leoflow-bench-leader")
+    executor = InstantExecutor()
+    service = SchedulerService(executor, batch_size=args.batch_size)
+    ctx = LeaderContext(term=1, settings=settings, engine=engine)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    task = asyncio.create_task(service.run(ctx))
+    await stop.wait()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await executor.stop()
+    await engine.dispose()
+    _, hwm = rss_kb()
+    print(json.dumps({"submitted": executor.submitted, "first": executor.first, "last": executor.last,
+                      "per_second": sorted(executor.per_second.items()), "peak_rss_kb": hwm}), flush=True)
+
+
+# --------------------------------------------------------------------------- orchestration
+
+def fan_spec(tasks: int, max_active_runs: int) -> dict[str, Any]:
+    middle = [f"m{i}" for i in range(tasks - 2)]
+    step = {"image": "busybox", "command": ["true"]}
+    return {"dag_id": DAG_ID, "max_active_runs": max_active_runs, "tasks": [
+        {"id": "root", **step}, *({"id": m, **step, "depends_on": ["root"]} for m in middle),
+        {"id": "join", **step, "depends_on": middle}]}
+
+
+def apply_spec(url: str, tasks: int, max_active_runs: int) -> None:
+    from leoflow.db import dag_store
+    from leoflow.db.engine import make_async_engine
+    from leoflow.scheduler.spec import parse_dag_spec
+    from leoflow.settings import DatabaseSettings
+
+    async def main() -> None:
+        engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)
+        async with engine.begin() as conn:
+            await dag_store.apply_dag(conn, parse_dag_spec(fan_spec(tasks, max_active_runs)), clock=SystemClock())
+        await engine.dispose()
+    asyncio.run(main())
+
+
+def reset(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("TRUNCATE dag_runs, task_instances, task_tries, task_logs, cluster_leadership")
+    conn.execute("INSERT INTO cluster_leadership (cluster, term, node_id) VALUES ('default', 1, 'bench-leader')")
+
+
+def start_leader(url: str, args: argparse.Namespace) -> subprocess.Popen[str]:
+    cmd = [sys.executable, __file__, "--leader", "--database-url", url, "--parallelism", str(args.parallelism),
+           "--batch-size", str(args.batch_size)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def stop_leader(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def phase_throughput(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        reset(conn)
+        conn.execute("""
+            INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state)
+            SELECT %s, 'bench-' || g, d.current_version_id, 'manual', now(), 'queued'
+            FROM generate_series(1, %s) g, dags d WHERE d.dag_id = %s
+        """, (DAG_ID, args.runs, DAG_ID))
+        proc = start_leader(url, args)
+        started = time.monotonic()
+        samples: list[tuple[float, int]] = []
+        deadline = started + args.timeout
+        while time.monotonic() < deadline:
+            left = conn.execute("SELECT count(*) FROM dag_runs WHERE state IN ('queued', 'running')").fetchone()
+            samples.append((time.monotonic() - started, rss_kb(proc.pid)[0]))
+            if left and left[0] == 0:
+                break
+            time.sleep(0.5)
+        wall = time.monotonic() - started
+        leader = stop_leader(proc)
+        states = dict(conn.execute("SELECT state, count(*) FROM dag_runs GROUP BY state").fetchall())
+        # Latency from the last upstream's success to the downstream being queued.
+        lat = conn.execute("""
+            WITH ti AS (SELECT run_pk, task_id, queued_at, ended_at FROM task_instances),
+            root AS (SELECT run_pk, ended_at FROM ti WHERE task_id = 'root'),
+            mid AS (SELECT run_pk, max(ended_at) AS ended_at FROM ti WHERE task_id LIKE 'm%%' GROUP BY run_pk),
+            l AS (
+                SELECT extract(epoch FROM t.queued_at - r.ended_at) AS s FROM ti t JOIN root r USING (run_pk)
+                WHERE t.task_id LIKE 'm%%'
+                UNION ALL
+                SELECT extract(epoch FROM t.queued_at - m.ended_at) FROM ti t JOIN mid m USING (run_pk)
+                WHERE t.task_id = 'join'
+            )
+            SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s), percentile_cont(0.99) WITHIN GROUP (ORDER BY s),
+                   max(s), count(*) FROM l
+        """).fetchone()
+        hist = conn.execute("""
+            SELECT width_bucket(extract(epoch FROM t.queued_at - r.ended_at), 0, 3, 30) AS b, count(*)
+            FROM task_instances t JOIN task_instances r ON r.run_pk = t.run_pk AND r.task_id = 'root'
+            WHERE t.task_id LIKE 'm%%' GROUP BY b ORDER BY b
+        """).fetchall()
+    assert lat is not None
+    span = (leader["last"] or 0) - (leader["first"] or 0)
+    return {
+        "runs": args.runs, "tasks_per_run": args.tasks, "parallelism": args.parallelism,
+        "max_active_runs": args.max_active_runs,
+        "run_states": states, "wall_seconds": round(wall, 2),
+        "tasks_submitted": leader["submitted"],
+        "tasks_per_second": round(leader["submitted"] / span, 1) if span > 0 else None,
+        "latency_p50_seconds": round(float(lat[0]), 4), "latency_p99_seconds": round(float(lat[1]), 4),
+        "latency_max_seconds": round(float(lat[2]), 4), "latency_samples": int(lat[3]),
+        "leader_peak_rss_mb": round(leader["peak_rss_kb"] / 1024, 1),
+        "_per_second": leader["per_second"], "_rss": samples, "_latency_hist": hist,
+    }
+
+
+def phase_memory(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    runs = args.waiting // args.tasks
+    with psycopg.connect(url, autocommit=True) as conn:
+        reset(conn)
+        t0 = time.monotonic()
+        conn.execute("""
+            INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, started_at)
+            SELECT %s, 'mem-' || g, d.current_version_id, 'manual', now(), 'running', now()
+            FROM generate_series(1, %s) g, dags d WHERE d.dag_id = %s
+        """, (DAG_ID, runs, DAG_ID))
+        conn.execute("""
+            INSERT INTO task_instances (run_pk, task_id, state, max_tries, pending_upstreams)
+            SELECT r.id, t.task_id, 'pending', 1, t.ups
+            FROM dag_runs r,
+                 (SELECT 'root' AS task_id, 0 AS ups
+                  UNION ALL SELECT 'm' || i, 1 FROM generate_series(0, %s - 3) i
+                  UNION ALL SELECT 'join', %s - 2) t
+        """, (args.tasks, args.tasks))
+        conn.execute("VACUUM ANALYZE task_instances")
+        conn.execute("VACUUM ANALYZE dag_runs")
+        seeded = conn.execute("SELECT count(*) FROM task_instances").fetchone()
+        seed_seconds = time.monotonic() - t0
+        proc = start_leader(url, args)
+        started = time.monotonic()
+        samples: list[tuple[float, int]] = []
+        while time.monotonic() - started < args.memory_seconds:
+            samples.append((time.monotonic() - started, rss_kb(proc.pid)[0]))
+            time.sleep(0.5)
+        leader = stop_leader(proc)
+        done = conn.execute("SELECT count(*) FROM task_instances WHERE state = 'success'").fetchone()
+    assert seeded is not None and done is not None
+    span = (leader["last"] or 0) - (leader["first"] or 0)
+    steady = [kb for t, kb in samples if t >= args.memory_seconds / 3]
+    return {
+        "waiting_task_instances": int(seeded[0]), "seed_seconds": round(seed_seconds, 1),
+        "seconds": args.memory_seconds, "tasks_done": int(done[0]), "tasks_submitted": leader["submitted"],
+        "tasks_per_second": round(leader["submitted"] / span, 1) if span > 0 else None,
+        "leader_peak_rss_mb": round(leader["peak_rss_kb"] / 1024, 1),
+        "rss_first_third_max_mb": round(max((kb for t, kb in samples if t < args.memory_seconds / 3), default=0)
+                                        / 1024, 1),
+        "rss_rest_max_mb": round(max(steady, default=0) / 1024, 1),
+        "_rss": samples,
+    }
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    tp = result["throughput"]
+    per = tp.pop("_per_second")
+    if per:
+        t0 = per[0][0]
+        axes[0].bar([s - t0 for s, _ in per], [n for _, n in per], width=1.0)
+    axes[0].axhline(2000, color="red", linestyle="--", label="target 2,000/s")
+    axes[0].set(title=f"Tasks handed to the executor per second\n{tp['runs']} runs x {tp['tasks_per_run']} tasks",
+                xlabel="s", ylabel="tasks/s")
+    axes[0].legend()
+    hist = tp.pop("_latency_hist")
+    axes[1].bar([(b - 0.5) * 0.1 for b, _ in hist], [n for _, n in hist], width=0.1)
+    axes[1].axvline(1.5, color="red", linestyle="--", label="p99 target 1.5 s")
+    axes[1].set(title=f"Upstream success -> downstream queued\np50 {tp['latency_p50_seconds']}s, "
+                f"p99 {tp['latency_p99_seconds']}s", xlabel="seconds", ylabel="tasks")
+    axes[1].legend()
+    for key, label in (("throughput", "phase 1"), ("memory", "phase 2 (1M waiting)")):
+        samples = result[key].pop("_rss", [])
+        if samples:
+            axes[2].plot([t for t, _ in samples], [kb / 1024 for _, kb in samples], label=label)
+    axes[2].axhline(300, color="red", linestyle="--", label="target 300 MB")
+    axes[2].set(title="Leader RSS", xlabel="s", ylabel="MB", ylim=(0, None))
+    axes[2].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    result["throughput"].pop("_rss", None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--leader", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", help="use this (empty or leoflow-migrated) database instead of a private server")
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--parallelism", type=int, default=128, help="LEOFLOW_PARALLELISM of the leader")
+    parser.add_argument("--max-active-runs", type=int, default=16, help="max_active_runs of the benchmark DAG")
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--waiting", type=int, default=1_000_000, help="task instances for the memory phase (0: skip)")
+    parser.add_argument("--memory-seconds", type=float, default=60.0)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--png", type=Path, default=ROOT / "bench" / "scheduler.png")
+    args = parser.parse_args()
+    if args.leader:
+        asyncio.run(leader_main(args))
+        return
+
+    from leoflow.db import migrations
+
+    workdir = Path(tempfile.mkdtemp(prefix="leoflow-bench-sched-"))
+    workdir.chmod(0o755)
+    pg: EmbeddedPostgres | None = None
+    try:
+        url = args.database_url
+        if url is None:
+            pg = EmbeddedPostgres(workdir / "data", fast_unsafe=True, socket_dir=workdir / "sock")
+            pg.start()
+            pg.wait_ready()
+            url = pg.create_database("bench")
+        migrations.upgrade(url)
+        apply_spec(url, args.tasks, args.max_active_runs)
+        result: dict[str, Any] = {"benchmark": "scheduler", "cpus": os.cpu_count(),
+                                  "throughput": phase_throughput(url, args)}
+        result["memory"] = phase_memory(url, args) if args.waiting > 0 else {}
+        tp, mem = result["throughput"], result["memory"]
+        result["targets"] = {
+            "tasks_per_second>=2000": (tp["tasks_per_second"] or 0) >= 2000,
+            "latency_p99<1.5s": tp["latency_p99_seconds"] < 1.5,
+            "peak_rss_at_1M<300MB": mem.get("leader_peak_rss_mb", 1e9) < 300 if mem else None,
+        }
+        plot(result, args.png)
+        result["png"] = str(args.png)
+        print(json.dumps(result))
+    finally:
+        if pg is not None:
+            pg.stop("immediate")
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
