@@ -177,7 +177,8 @@ def require_runs_execute(server: LiveServer) -> None:
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
         pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (CI's .ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is not installed (pip install -e '.[dev]')")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:

@@ -22,7 +22,7 @@ from tests.dashboard.conftest import (
 )
 
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
-from playwright.sync_api import expect  # noqa: E402
+from playwright.sync_api import expect
 
 RUN_TIMEOUT_MS = 120_000  # a loaded 2-core machine: generous, polled by expect()
 
@@ -162,7 +162,7 @@ def test_dag_page_draws_the_graph_from_depends_on(server: LiveServer, open_page:
     edges = sorted(graph.locator("path.edge").evaluate_all("els => els.map(e => e.dataset.edge)"))
     assert edges == ["extract->transform-a", "extract->transform-b", "transform-a->load", "transform-b->load"]
     # Left to right: every edge points right (a layered layout from the dependencies).
-    xs = {t: graph.locator(f"g.node[data-task={t}]").bounding_box()["x"]  # type: ignore[index]
+    xs = {t: graph.locator(f"g.node[data-task={t}]").bounding_box()["x"]
           for t in ("extract", "transform-a", "transform-b", "load")}
     assert xs["extract"] < xs["transform-a"] == xs["transform-b"] < xs["load"]
     expect(page.get_by_test_id("dag-facts")).to_contain_text("manual only")
