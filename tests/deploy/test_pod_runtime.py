@@ -175,7 +175,8 @@ def test_rendered_pod_runs_migrates_leads_launches_a_task_and_stops_in_time(
         except subprocess.TimeoutExpired:
             replica.kill()
             replica.wait()
-            raise AssertionError(f"replica outlived terminationGracePeriodSeconds:\n{log.read_text()[-4000:]}") from None
+            tail = log.read_text()[-4000:]
+            raise AssertionError(f"replica outlived terminationGracePeriodSeconds:\n{tail}") from None
     assert code == 0, log.read_text()[-4000:]
 
     role = one(docs, "Role")
