@@ -118,6 +118,10 @@ def start_term(conn: psycopg.Connection[Any], cluster: str, node_id: str, detail
     with conn.transaction():
         conn.execute(f"SET LOCAL lock_timeout = {max(1, int(lock_timeout * 1000))}")
         conn.execute("SELECT term FROM cluster_leadership WHERE cluster = %s FOR UPDATE", (cluster,))
+        # Terms that never recorded their end (crash, partition) end now, at the latest; the
+        # replica that held one overwrites this with the moment it stopped, once it reconnects.
+        conn.execute("UPDATE leader_terms SET ended_at = clock_timestamp(), end_reason = 'superseded'"
+                     " WHERE cluster = %s AND ended_at IS NULL", (cluster,))
         row = conn.execute(
             "INSERT INTO leader_terms (cluster, node_id, backend_pid) VALUES (%s, %s, pg_backend_pid())"
             " RETURNING term", (cluster, node_id)).fetchone()
@@ -129,9 +133,6 @@ def start_term(conn: psycopg.Connection[Any], cluster: str, node_id: str, detail
         if not updated:
             conn.execute("INSERT INTO cluster_leadership (cluster, term, node_id, since)"
                          " VALUES (%s, %s, %s, clock_timestamp())", (cluster, term, node_id))
-        # Terms of this cluster that never recorded an end (crash, partition) end now, at the latest.
-        conn.execute("UPDATE leader_terms SET ended_at = clock_timestamp(), end_reason = 'superseded'"
-                     " WHERE cluster = %s AND term < %s AND ended_at IS NULL", (cluster, term))
         _insert_event(conn, cluster, "leader_elected", node_id, term, details)
     return term
 

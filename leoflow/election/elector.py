@@ -240,9 +240,10 @@ class Elector:
                 store.unlock(conn, self._cluster)
                 return
             confirmed_at = self.clock.monotonic()
+            granted_at = datetime.now(UTC)
             if not store.holds_lock(conn, self._cluster):
                 raise UnsafeDatabaseSetup(POOLER_PROBLEM)
-            term = self._start_term(conn)
+            term = self._start_term(conn, granted_at)
             self._lead(conn, term, confirmed_at)
             if self._stepping_down is not None:
                 self._stepping_down = None
@@ -254,9 +255,9 @@ class Elector:
             log.warning("terminated a stale election lock holder (silent for over twice the lease)",
                         extra={"cluster": self._cluster, "pid": pid})
 
-    def _start_term(self, conn: psycopg.Connection[Any]) -> int:
+    def _start_term(self, conn: psycopg.Connection[Any], granted_at: datetime) -> int:
         lease = self._election.leader_lease
-        details = {"api_url": self.settings.api_url, "pid": os.getpid()}
+        details = {"api_url": self.settings.api_url, "pid": os.getpid(), "granted_at": granted_at.isoformat()}
         while True:
             try:
                 return store.start_term(conn, self._cluster, self._node, details, lock_timeout=lease)
@@ -290,7 +291,15 @@ class Elector:
             with self._mutex:
                 if self._term != term:
                     raise _LockLost("fenced by the lease guard")
-                self._keepalive_since = sent
+                if sent > self._lease_deadline:  # e.g. the whole process was frozen
+                    expired = True
+                else:
+                    expired = False
+                    self._keepalive_since = sent
+            if expired:
+                metrics.KEEPALIVE_FAILURES.inc()
+                self._declare_lost("lost", "lease expired without a successful keepalive")
+                raise _LockLost("lease expired without a successful keepalive")
             try:
                 holds = store.holds_lock(conn, self._cluster)
             except psycopg.Error:

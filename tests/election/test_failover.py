@@ -70,8 +70,10 @@ def test_three_replicas_crash_and_terminated_session(cluster: Cluster) -> None:
     _fenced_writes_never_go_back(cluster)
 
 
-def test_sigterm_hands_over_and_two_clusters_share_a_database(cluster: Cluster, tmp_path: object) -> None:
-    green = Cluster(cluster.database_url, cluster.workdir, name="green")
+def test_sigterm_hands_over_and_two_clusters_share_a_database(cluster: Cluster) -> None:
+    # Plain `leoflow serve` with the production leader services (scheduler + memory executor).
+    cluster.probe = False
+    green = Cluster(cluster.database_url, cluster.workdir, name="green", probe=False)
     try:
         for node in ("r1", "r2"):
             cluster.start(node, wait=False)
@@ -99,6 +101,8 @@ def test_sigterm_hands_over_and_two_clusters_share_a_database(cluster: Cluster, 
         assert green.db_leader() == green_leader
         assert [e["kind"] for e in green.events(("leader_elected", "leader_lost", "leader_released"))] == [
             "leader_elected"]
-        _fenced_writes_never_go_back(cluster)
+        # Work resumed: the real scheduler of each term reported progress.
+        wait_for(lambda: {term, new_term} <= {e["term"] for e in cluster.events(("scheduler_started",))},
+                 20, "scheduler_started for both terms")
     finally:
         green.stop_all()
