@@ -91,7 +91,7 @@ def banner(*, url: str, data: str, token: ApiToken | None, generated: bool, exam
     if example:
         lines.append(f"  example run queued: {example}")
     lines.append(f"  CLI:   export LEOFLOW_URL={url}" + (" LEOFLOW_TOKEN=<token above>" if token else ""))
-    lines.append("         leoflow runs list")
+    lines.append("         leoflow runs list example" if example else "         leoflow dags list")
     return "\n".join(lines)
 
 
