@@ -167,6 +167,13 @@ class Cluster:
         out = [dict(zip(("id", "ts", "kind", "node_id", "term", "details"), r, strict=True)) for r in rows]
         return [e for e in out if kinds is None or e["kind"] in kinds]
 
+    def event(self, kind: str, term: int) -> dict[str, Any] | None:
+        """The first event of ``kind`` for ``term`` (cheap even when probe writes pile up)."""
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            row = conn.execute("SELECT id, ts, kind, node_id, term, details FROM cluster_events WHERE cluster = %s"
+                               " AND kind = %s AND term = %s ORDER BY id LIMIT 1", (self.name, kind, term)).fetchone()
+        return dict(zip(("id", "ts", "kind", "node_id", "term", "details"), row, strict=True)) if row else None
+
     def terms(self) -> list[dict[str, Any]]:
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             rows = conn.execute("SELECT term, node_id, acquired_at, ended_at, end_reason FROM leader_terms"
