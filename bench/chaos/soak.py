@@ -3,7 +3,8 @@
 Phases: PostgreSQL (commit timestamps on, audit triggers installed) and three namespaces; the
 fake Kubernetes API server; three ``leoflow serve`` replicas; the workload (DAGs applied over
 the API, runs triggered across the first half of ``--duration``, a few cancelled); faults every
-few seconds until ``--duration`` is over, with crashed/killed replicas restarted; then every
+few seconds until ``--duration`` is over or the workload has finished, with crashed/killed
+replicas restarted; then every
 fault is undone and the soak waits for the workload to drain (all runs terminal, all logs
 shipped) before running the checks of :mod:`bench.chaos.checks`.
 
@@ -41,12 +42,13 @@ log = logging.getLogger("chaos")
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Chaos soak: exactly-once execution under faults.")
-    p.add_argument("--duration", type=float, required=True, help="seconds of fault injection")
+    p.add_argument("--duration", type=float, required=True,
+                   help="seconds of fault injection (stops earlier when the workload has finished)")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--runs", type=int, default=50, help="DAG runs to trigger (default 50)")
     p.add_argument("--tasks", type=int, default=40, help="tasks per DAG (default 40)")
-    p.add_argument("--fault-gap", type=float, nargs=2, default=(2.0, 5.0), metavar=("MIN", "MAX"),
-                   help="seconds between faults (uniform)")
+    p.add_argument("--fault-gap", type=float, nargs=2, default=(3.0, 8.0), metavar=("MIN", "MAX"),
+                   help="seconds between the end of one fault and the next (uniform; default 3 8)")
     p.add_argument("--drain-timeout", type=float, default=None, help="seconds to wait for the workload after "
                    "the faults stop (default max(240, duration))")
     p.add_argument("--executor", default="kubernetes", choices=("kubernetes", "memory"),
@@ -124,32 +126,37 @@ class Soak:
         lo, hi = self.args.fault_gap
         while time.time() < until:
             self.sleep_supervised(self.rng.uniform(lo, hi))
-            if time.time() >= until:
+            if time.time() >= until or self.finished():
                 break
             kind = self.injector.next_kind()
             record = self.injector.inject(kind)
             log.info("fault %s on %s (term %s) %s", record.kind, record.target, record.term, record.note)
             self.supervise()
 
+    def finished(self) -> bool:
+        """All triggered runs and task instances terminal and every finished try's logs shipped."""
+        if not self.workload.done.is_set():
+            return False
+        try:
+            with self.cluster.connect() as conn:
+                row = conn.execute("""
+                    SELECT (SELECT count(*) FROM dag_runs WHERE state IN ('queued', 'running')),
+                           (SELECT count(*) FROM task_instances
+                             WHERE state NOT IN ('success', 'failed', 'upstream_failed', 'cancelled')),
+                           (SELECT count(*) FROM task_tries WHERE executor_ref IS NOT NULL
+                             AND ended_at IS NOT NULL AND logs_shipped_at IS NULL),
+                           (SELECT count(*) FROM dag_runs)""").fetchone()
+        except psycopg.Error:
+            return False
+        triggered = sum(r.triggered_at is not None for r in self.workload.runs)
+        return bool(row and row[0] == 0 and row[1] == 0 and row[2] == 0 and row[3] >= triggered)
+
     def drain(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.supervise()
-            if self.workload.done.is_set():
-                try:
-                    with self.cluster.connect() as conn:
-                        row = conn.execute("""
-                            SELECT (SELECT count(*) FROM dag_runs WHERE state IN ('queued', 'running')),
-                                   (SELECT count(*) FROM task_instances
-                                     WHERE state NOT IN ('success', 'failed', 'upstream_failed', 'cancelled')),
-                                   (SELECT count(*) FROM task_tries WHERE executor_ref IS NOT NULL
-                                     AND ended_at IS NOT NULL AND logs_shipped_at IS NULL),
-                                   (SELECT count(*) FROM dag_runs)""").fetchone()
-                except psycopg.Error:
-                    row = None
-                triggered = sum(r.triggered_at is not None for r in self.workload.runs)
-                if row and row[0] == 0 and row[1] == 0 and row[2] == 0 and row[3] >= triggered:
-                    return True
+            if self.finished():
+                return True
             time.sleep(1.0)
         return False
 
