@@ -206,10 +206,7 @@ class Elector:
 
     # ------------------------------------------------------------------ connection
     def _open(self) -> psycopg.Connection[Any]:
-        if self._connect_override is not None:
-            conn = self._connect_override()
-        else:
-            conn = connect_lock_session(self.settings)
+        conn = self._connect_override() if self._connect_override is not None else connect_lock_session(self.settings)
         try:
             check_session_safety(conn, self.settings)
         except BaseException:

@@ -6,6 +6,7 @@ The default suite runs a few cycles; ``bench/failover.py`` runs the long version
 
 from __future__ import annotations
 
+import itertools
 import signal
 import threading
 
@@ -58,7 +59,7 @@ def test_kill_restart_cycles_never_two_holders(cluster: Cluster) -> None:
     assert [t["term"] for t in history] == sorted(t["term"] for t in history)
     acquired = [t["acquired_at"] for t in history]
     assert acquired == sorted(acquired)
-    for earlier, later in zip(history, history[1:], strict=False):
+    for earlier, later in itertools.pairwise(history):
         assert earlier["ended_at"] is not None and earlier["ended_at"] <= later["acquired_at"]
     assert not doubles, f"two replicas reported leoflow_leader 1 at once: {doubles}"
     probe_terms = [e["term"] for e in cluster.events(("probe_write",))]

@@ -79,7 +79,7 @@ def holder_pid(url: str, cluster: str = "default") -> int | None:
 def test_one_leader_then_graceful_handover(database_url: str, electors: Any) -> None:
     a, ra = electors("a")
     wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
-    b, rb = electors("b")
+    _b, rb = electors("b")
     time.sleep(0.5)
     assert rb.kinds() == []
     started = time.monotonic()
@@ -97,7 +97,7 @@ def test_one_leader_then_graceful_handover(database_url: str, electors: Any) -> 
 
 
 def test_terminated_session_steps_down_and_reacquires_higher_term(database_url: str, electors: Any) -> None:
-    a, ra = electors("a")
+    _a, ra = electors("a")
     wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
     first = ra.events[0][1]
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -122,6 +122,6 @@ def test_unlock_all_detected_by_ownership_keepalive(database_url: str, electors:
 
 
 def test_two_clusters_in_one_database_each_get_a_leader(database_url: str, electors: Any) -> None:
-    a, ra = electors("a", "blue")
-    b, rb = electors("b", "green")
+    _a, ra = electors("a", "blue")
+    _b, rb = electors("b", "green")
     wait_for(lambda: ra.kinds() == ["acquired"] and rb.kinds() == ["acquired"], what="both lead")

@@ -87,7 +87,7 @@ def test_sigterm_hands_over_and_two_clusters_share_a_database(cluster: Cluster) 
 
         started = time.monotonic()
         cluster.replicas[leader].signal(signal.SIGTERM)
-        new_leader, new_term = cluster.wait_leader(not_node=leader, min_term=term)
+        _new_leader, new_term = cluster.wait_leader(not_node=leader, min_term=term)
         took = time.monotonic() - started
         assert cluster.replicas[leader].proc.wait(30) == 0
         assert took < 15, f"graceful handover took {took:.2f}s"
