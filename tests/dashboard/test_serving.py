@@ -10,18 +10,25 @@ import pytest
 
 from leoflow.api.dashboard import STATIC_DIR
 from tests.dashboard.conftest import ADMIN_TOKEN, READ_TOKEN, api_settings, serve_api
+from tests.harness.postgres import PostgresServer
 
 IMPORT = re.compile(r"""(?:from|import)\s+["'](\.{1,2}/[^"']+)["']""")
 
 
-def _client(database_url: str, **extra: str) -> Iterator[httpx.Client]:
-    with serve_api(api_settings(database_url, **extra)) as url, httpx.Client(base_url=url, timeout=30) as client:
-        yield client
+def _client(pg_server: PostgresServer, **extra: str) -> Iterator[httpx.Client]:
+    database_url = pg_server.create_database()
+    try:
+        with serve_api(api_settings(database_url, **extra)) as url, \
+                httpx.Client(base_url=url, timeout=30) as client:
+            yield client
+    finally:
+        pg_server.drop_database(database_url)
 
 
-@pytest.fixture
-def client(database_url: str) -> Iterator[httpx.Client]:
-    yield from _client(database_url)
+@pytest.fixture(scope="module")
+def client(pg_server: PostgresServer) -> Iterator[httpx.Client]:
+    """One server for the module: these tests only read."""
+    yield from _client(pg_server)
 
 
 def test_index_is_the_page_with_a_strict_content_security_policy(client: httpx.Client) -> None:
@@ -97,8 +104,8 @@ def test_session_reports_the_scope_of_the_presented_token(client: httpx.Client, 
     assert ADMIN_TOKEN not in response.text and READ_TOKEN not in response.text
 
 
-def test_session_with_auth_disabled_is_admin(database_url: str) -> None:
-    for client in _client(database_url, LEOFLOW_AUTH="disabled", LEOFLOW_API_TOKENS=""):
+def test_session_with_auth_disabled_is_admin(pg_server: PostgresServer) -> None:
+    for client in _client(pg_server, LEOFLOW_AUTH="disabled", LEOFLOW_API_TOKENS=""):
         assert client.get("/dashboard/session").json() == {
             "authenticated": True, "auth": "disabled", "scope": "admin", "name": None}
 

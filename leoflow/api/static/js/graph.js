@@ -1,4 +1,5 @@
-// The task graph of a DAG as SVG: layered left-to-right layout from depends_on.
+// The task graph of a DAG as SVG: layered layout from depends_on (left to right, or top to
+// bottom when that fits a narrow screen better).
 //
 // Layout: a task's column is the length of the longest dependency path leading to it, so every
 // edge points right; rows inside a column are ordered by the mean row of the upstream tasks
@@ -41,7 +42,7 @@ export function topoOrder(tasks) {
   return order;
 }
 
-function layout(tasks) {
+function layout(tasks, vertical) {
   const byId = new Map(tasks.map((t) => [taskId(t), t]));
   const order = topoOrder(tasks);
   const rank = new Map();
@@ -65,36 +66,65 @@ function layout(tasks) {
   }
   const label = (id) => (id.length > MAX_LABEL ? id.slice(0, MAX_LABEL - 1) + "…" : id);
   const nodeW = Math.max(80, Math.min(...[Math.max(...order.map((id) => label(id).length)) * CHAR_W + 34, 240]));
-  const tallest = Math.max(...columns.map((c) => c.length));
-  const height = tallest * (NODE_H + GAP_Y) - GAP_Y + 2 * PAD;
+  const widest = Math.max(...columns.map((c) => c.length));
   const pos = new Map();
+  if (vertical) {
+    // Top to bottom (narrow screens): layers are rows, centred.
+    const gapX = 14;
+    const gapY = 34;
+    columns.forEach((col, c) => {
+      const offset = ((widest - col.length) * (nodeW + gapX)) / 2;
+      col.forEach((id, r) => pos.set(id, { x: PAD + offset + r * (nodeW + gapX), y: PAD + c * (NODE_H + gapY) }));
+    });
+    return { byId, order, pos, nodeW, vertical, label,
+      width: widest * (nodeW + gapX) - gapX + 2 * PAD, height: columns.length * (NODE_H + gapY) - gapY + 2 * PAD };
+  }
   columns.forEach((col, c) => {
-    const offset = ((tallest - col.length) * (NODE_H + GAP_Y)) / 2;
+    const offset = ((widest - col.length) * (NODE_H + GAP_Y)) / 2;
     col.forEach((id, r) => pos.set(id, { x: PAD + c * (nodeW + GAP_X), y: PAD + offset + r * (NODE_H + GAP_Y) }));
   });
-  const width = columns.length * (nodeW + GAP_X) - GAP_X + 2 * PAD;
-  return { byId, order, pos, nodeW, width, height, label };
+  return { byId, order, pos, nodeW, vertical, label,
+    width: columns.length * (nodeW + GAP_X) - GAP_X + 2 * PAD, height: widest * (NODE_H + GAP_Y) - GAP_Y + 2 * PAD };
+}
+
+/** Top-to-bottom fits a narrow screen better than left-to-right when it is narrower. */
+export function preferVertical(tasks, availableWidth) {
+  if (!tasks.length || availableWidth <= 0) return false;
+  const lr = layout(tasks, false);
+  if (lr.width <= availableWidth) return false;
+  return layout(tasks, true).width < lr.width;
 }
 
 /**
  * The graph as an <svg> inside a scrolling box. states: Map task_id -> state (colours);
- * linkFor(task_id) -> hash link or null.
+ * linkFor(task_id) -> hash link or null; vertical: lay layers out top to bottom.
  */
-export function taskGraph(tasks, { states = new Map(), linkFor = () => null } = {}) {
+export function taskGraph(tasks, { states = new Map(), linkFor = () => null, vertical = false } = {}) {
   if (!tasks.length) return h("p", { class: "muted" }, "This DAG has no tasks.");
-  const g = layout(tasks);
+  const g = layout(tasks, vertical);
   const edges = [];
   for (const id of g.order) {
     for (const up of dependsOn(g.byId.get(id))) {
       const a = g.pos.get(up);
       const b = g.pos.get(id);
       if (!a || !b) continue;
-      const x1 = a.x + g.nodeW;
-      const y1 = a.y + NODE_H / 2;
-      const x2 = b.x - 3;
-      const y2 = b.y + NODE_H / 2;
-      const mid = (x1 + x2) / 2;
-      edges.push(s("path", { class: "edge", d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`,
+      let d;
+      if (g.vertical) {
+        const x1 = a.x + g.nodeW / 2;
+        const y1 = a.y + NODE_H;
+        const x2 = b.x + g.nodeW / 2;
+        const y2 = b.y - 3;
+        const mid = (y1 + y2) / 2;
+        d = `M${x1},${y1} C${x1},${mid} ${x2},${mid} ${x2},${y2}`;
+      } else {
+        const x1 = a.x + g.nodeW;
+        const y1 = a.y + NODE_H / 2;
+        const x2 = b.x - 3;
+        const y2 = b.y + NODE_H / 2;
+        const mid = (x1 + x2) / 2;
+        d = `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`;
+      }
+      edges.push(s("path", { class: "edge", d,
         "marker-end": "url(#arrow)", "data-edge": `${up}->${id}` }));
     }
   }

@@ -4,7 +4,7 @@
 import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, fmtDuration, fmtTime, secondsBetween, TERMINAL_RUN_STATES, timeEl } from "../format.js";
-import { dependsOn, taskGraph, taskId, topoOrder } from "../graph.js";
+import { dependsOn, preferVertical, taskGraph, taskId, topoOrder } from "../graph.js";
 import { changeGate, crumbs, fact, notice, section, table } from "../ui.js";
 import { pausedControl } from "./dags.js";
 
@@ -139,10 +139,12 @@ export default {
         const latest = runs[0];
         const latestStates = new Map();
         if (latest && details.has(latest.run_id)) for (const [id, ti] of details.get(latest.run_id)) latestStates.set(id, ti.state);
-        const key = JSON.stringify([tasks.map((t) => [taskId(t), dependsOn(t)]), [...latestStates], latest?.run_id]);
+        const vertical = preferVertical(tasks, graph.body.clientWidth);
+        const key = JSON.stringify([tasks.map((t) => [taskId(t), dependsOn(t)]), [...latestStates], latest?.run_id, vertical]);
         if (key !== graphKey) {
           graphKey = key;
           fill(graph.body, taskGraph(tasks, {
+            vertical,
             states: latestStates,
             linkFor: (id) => (latest ? href("dags", dagId, "runs", latest.run_id, "tasks", id) : null),
           }), latest ? h("p", { class: "muted small" }, `Colours: latest run ${latest.run_id}.`) : null);

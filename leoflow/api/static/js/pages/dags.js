@@ -45,7 +45,7 @@ export default {
   title: () => "DAGs",
   mount(root, _params, ctx) {
     const errors = notice();
-    const body = h("div", { "data-testid": "dags" });
+    const body = h("div", { class: "card", "data-testid": "dags" });
     fill(root, h("div", { class: "page-head" }, h("h1", {}, "DAGs")), errors.el, body);
     const lastRuns = new Map();
     const changed = changeGate();
