@@ -113,6 +113,7 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         engine = make_async_engine(settings.database, application_name=f"leoflow-api:{settings.cluster.node_id}")
         app.state.api = ApiState(settings=settings, engine=engine, auth=auth,
+                                 reader=engine.execution_options(isolation_level="AUTOCOMMIT"),
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK)
         app.state.work_gauges = routes_system.WorkGauges()
         logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,

@@ -51,7 +51,11 @@ class ApiState:
     """Per-app state the handlers need (held in ``app.state.api``)."""
 
     settings: Settings
+    #: Read-write transactions (``engine.begin()``) for writes.
     engine: AsyncEngine
+    #: The same pool in autocommit mode for reads: one statement, one round trip, no
+    #: BEGIN/ROLLBACK pair around it (reads that need one snapshot are single statements).
+    reader: AsyncEngine
     auth: Authenticator
     #: Deadline for one request's database work: the statement timeout plus connect slack.
     request_timeout: float

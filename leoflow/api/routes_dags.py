@@ -49,7 +49,7 @@ async def list_dags(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, DAG_STATES)
     after = query_cursor(request, "dags", str)
-    async with api_state(request).engine.connect() as conn:
+    async with api_state(request).reader.connect() as conn:
         rows = await api_queries.list_dags(conn, after=after, limit=limit,
                                            paused=None if state is None else state == "paused")
     return JsonResponse(page(rows, limit, lambda r: r["dag_id"], "dags"))
@@ -84,7 +84,7 @@ async def put_dag(request: Request) -> Response:
 
 async def get_dag(request: Request) -> Response:
     dag_id = path_dag_id(request)
-    async with api_state(request).engine.connect() as conn:
+    async with api_state(request).reader.connect() as conn:
         dag = await api_queries.get_dag(conn, dag_id)
     if dag is None:
         raise not_found(dag_id)

@@ -94,7 +94,7 @@ async def list_runs(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, RUN_STATES)
     before = query_cursor(request, "runs", int)
-    async with api_state(request).engine.connect() as conn:
+    async with api_state(request).reader.connect() as conn:
         rows = await api_queries.list_runs(conn, dag_id, before_id=before, limit=limit, state=state)
         if not rows and not await api_queries.dag_exists(conn, dag_id):
             raise not_found(dag_id)
@@ -104,7 +104,7 @@ async def list_runs(request: Request) -> Response:
 
 
 async def get_run(request: Request) -> Response:
-    async with api_state(request).engine.connect() as conn:
+    async with api_state(request).reader.connect() as conn:
         run = await _run_or_404(request, conn, with_tasks=True)
     return JsonResponse(_run(run))
 
@@ -123,7 +123,7 @@ async def list_tasks(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, TASK_STATES)
     after = query_cursor(request, "tasks", str)
-    async with api_state(request).engine.connect() as conn:
+    async with api_state(request).reader.connect() as conn:
         run = await _run_or_404(request, conn, with_tasks=False)
         rows = await api_queries.list_task_instances(conn, run["id"], after=after, limit=limit, state=state)
     result = page(rows, limit, lambda r: r["task_id"], "tasks")
@@ -141,14 +141,14 @@ async def _task_or_404(request: Request, conn: Any) -> dict[str, Any]:
 
 
 async def get_task(request: Request) -> Response:
-    async with api_state(request).engine.connect() as conn:
+    async with api_state(request).reader.connect() as conn:
         ti = await _task_or_404(request, conn)
     return JsonResponse(_ti(ti))
 
 
 async def get_task_logs(request: Request) -> Response:
     try_number = query_int(request, "try")
-    async with api_state(request).engine.connect() as conn:
+    async with api_state(request).reader.connect() as conn:
         ti = await _task_or_404(request, conn)
         entry = await api_queries.get_task_log(conn, ti["id"], try_number)
     if entry is None:

@@ -49,7 +49,7 @@ async def readyz(request: Request) -> Response:
     state = api_state(request)
     head = head_revision()
     try:
-        async with asyncio.timeout(READY_CHECK_TIMEOUT), state.engine.connect() as conn:
+        async with asyncio.timeout(READY_CHECK_TIMEOUT), state.reader.connect() as conn:
             revision = await api_queries.schema_revision(conn)
     except Exception as exc:
         reason = "database did not answer in time" if isinstance(exc, TimeoutError) else \
@@ -79,7 +79,7 @@ class WorkGauges:
                 return
             self._refreshed = time.monotonic()
             try:
-                async with asyncio.timeout(GAUGE_QUERY_TIMEOUT), api_state(request).engine.connect() as conn:
+                async with asyncio.timeout(GAUGE_QUERY_TIMEOUT), api_state(request).reader.connect() as conn:
                     task_counts = await api_queries.count_task_instances_by_state(conn)
                     run_counts = await api_queries.count_runs_by_state(conn)
             except Exception as exc:
