@@ -93,6 +93,9 @@ class Soak:
         pg.wait_ready()
         with self.cluster.connect() as conn:
             audit.install(conn)
+            durable = conn.execute("SHOW synchronous_commit").fetchone()
+            if not durable or durable[0] != "on":
+                raise RuntimeError("PostgreSQL must commit durably for the soak (synchronous_commit=on)")
         kube_env = self.k8s.start(self.cluster.namespaces)
         self.cluster.start_replicas(kube_env)
         self.cluster.wait_ready()
