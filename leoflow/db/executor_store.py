@@ -89,28 +89,34 @@ async def claim_try(conn: AsyncConnection, *, cluster: str, term: int, task_try_
     return row is not None
 
 
-_RECORD_REF = text("""
-    WITH before AS (SELECT id, claimed_at FROM task_tries WHERE id = :id FOR UPDATE)
+_RECORD_REFS = text("""
+    WITH input AS (
+        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:refs AS text[])) AS i(id, ref)
+    ), before AS (
+        SELECT tt.id, tt.claimed_at FROM task_tries tt JOIN input ON input.id = tt.id
+        ORDER BY tt.id FOR UPDATE OF tt
+    )
     UPDATE task_tries tt
-    SET executor_ref = :ref, claimed_by = :by, claimed_at = coalesce(tt.claimed_at, clock_timestamp())
-    FROM before WHERE tt.id = before.id
-    RETURNING before.claimed_at IS NOT NULL AS was_claimed
+    SET executor_ref = input.ref, claimed_by = :by, claimed_at = coalesce(tt.claimed_at, clock_timestamp())
+    FROM input JOIN before ON before.id = input.id
+    WHERE tt.id = input.id
+    RETURNING tt.id, before.claimed_at IS NOT NULL AS was_claimed
 """)
 
 
-async def record_launch(conn: AsyncConnection, *, cluster: str, term: int, task_try_id: int,
-                        executor_ref: str, node_id: str) -> bool | None:
-    """Fenced: note that ``executor_ref`` (a pod) is about to be created for this try.
+async def record_launches(conn: AsyncConnection, *, cluster: str, term: int, node_id: str,
+                          launches: Sequence[tuple[int, str]]) -> dict[int, bool]:
+    """Fenced: note the pods about to be created: ``(task_try_id, executor_ref)`` pairs → was-claimed by id.
 
-    Returns whether the try had been claimed before (by any leader), or None if it does not
-    exist. Unlike :func:`claim_try` it does not refuse a second call: Kubernetes pods are made
-    idempotent by their names (409 → adopt); the caller decides what an earlier claim means.
-    Raises :class:`~leoflow.errors.FencedOut` when ``term`` is not the newest.
+    Ids that do not exist are absent from the result. One transaction for the whole batch, so
+    a leader launching thousands of pods pays one fence check per batch, not per pod.
     """
     await check_term_async(conn, cluster, term)
-    row = (await conn.execute(_RECORD_REF, {"ref": executor_ref, "by": claimant(cluster, node_id),
-                                            "id": task_try_id})).first()
-    return None if row is None else bool(row[0])
+    if not launches:
+        return {}
+    rows = await conn.execute(_RECORD_REFS, {"ids": [i for i, _ in launches], "refs": [r for _, r in launches],
+                                             "by": claimant(cluster, node_id)})
+    return {row[0]: bool(row[1]) for row in rows}
 
 
 _UNFINISHED_CLAIMS = text(f"""
@@ -136,10 +142,12 @@ async def get_try(conn: AsyncConnection, task_try_id: int) -> TryRecord | None:
 
 
 _TRIES_BY_KEY = text(f"""
-    SELECT {_TRY_COLUMNS} {_TRY_FROM}
-    WHERE (dr.dag_id, dr.run_id, ti.task_id, tt.try_number) IN (
-        SELECT * FROM unnest(CAST(:dags AS text[]), CAST(:runs AS text[]), CAST(:tasks AS text[]),
-                             CAST(:tries AS int[])))
+    SELECT {_TRY_COLUMNS}
+    FROM unnest(CAST(:dags AS text[]), CAST(:runs AS text[]), CAST(:tasks AS text[]), CAST(:tries AS int[]))
+         AS k(dag_id, run_id, task_id, try_number)
+    JOIN dag_runs dr ON dr.dag_id = k.dag_id AND dr.run_id = k.run_id
+    JOIN task_instances ti ON ti.run_pk = dr.id AND ti.task_id = k.task_id
+    JOIN task_tries tt ON tt.task_instance_id = ti.id AND tt.try_number = k.try_number
 """)
 
 

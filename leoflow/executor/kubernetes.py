@@ -8,7 +8,7 @@ Runs only on the leader, for one fencing term (``start`` … ``stop``). Promises
   any other owner fails the try with a clear reason. A try that an earlier leader already
   launched and whose pod is gone is reported failed, never launched again.
 - **Fenced.** Before every create attempt the term is checked in the same transaction that
-  records the pod name on the try (:func:`leoflow.db.executor_store.record_launch`); an
+  records the pod names on the tries (:func:`leoflow.db.executor_store.record_launches`); an
   ex-leader creates nothing. A pod an ex-leader still manages to create in the instant between
   its check and a new term is found by the new leader's watch and deleted if its try is over.
 - **Reconcile first.** :meth:`start` lists the cluster's pods by label, fresh from the API
@@ -51,6 +51,8 @@ from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
 _FINISHED_TRY_STATES = ("success", "failed", "cancelled", "upstream_failed")
+#: Launches recorded (and fenced) per database transaction.
+RECORD_BATCH = 256
 
 
 @dataclass
@@ -95,6 +97,8 @@ class KubernetesExecutor:
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
         self._ctx: LeaderContext | None = None
         self._report: Report | None = None
+        self._to_record: list[tuple[TaskLaunch, _Tracked]] = []
+        self._recorder: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ Executor protocol
 
@@ -118,7 +122,11 @@ class KubernetesExecutor:
             await self._finish(tracked, "failed", None, "the kubernetes executor needs an image; the task has none")
             return
         self._tracked[name] = tracked
-        self._spawn(self._create(launch, tracked), f"k8s-create:{name}")
+        self._to_record.append((launch, tracked))
+        if self._recorder is None or self._recorder.done():
+            self._recorder = asyncio.create_task(self._record_launches(), name="k8s-record-launches")
+            self._tasks.add(self._recorder)
+            self._recorder.add_done_callback(self._tasks.discard)
 
     async def cancel(self, key: TryKey) -> None:
         ctx = self._require_ctx()
@@ -148,38 +156,56 @@ class KubernetesExecutor:
 
     # ------------------------------------------------------------------ creating
 
-    async def _create(self, launch: TaskLaunch, t: _Tracked) -> None:
+    async def _record_launches(self) -> None:
+        """Fenced, batched: note the pod names on the tries, then create each pod (bounded)."""
+        ctx = self._require_ctx()
+        while self._to_record:
+            batch, self._to_record = self._to_record[:RECORD_BATCH], self._to_record[RECORD_BATCH:]
+            for term in sorted({launch.term for launch, _ in batch}):
+                group = [(launch, t) for launch, t in batch if launch.term == term]
+                try:
+                    async with ctx.engine.begin() as conn:
+                        claimed = await executor_store.record_launches(
+                            conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
+                            launches=[(launch.task_try_id, t.name) for launch, t in group])
+                except FencedOut as exc:
+                    log.warning("not creating pods: fenced out", extra={"pods": len(group), "error": str(exc)})
+                    for _, t in group:
+                        self._tracked.pop(t.name, None)
+                    continue
+                for launch, t in group:
+                    if launch.task_try_id not in claimed:
+                        await self._finish(t, "failed", None, "the task try does not exist in the database")
+                        continue
+                    self._spawn(self._create(launch, t, claimed[launch.task_try_id]), f"k8s-create:{t.name}")
+
+    async def _create(self, launch: TaskLaunch, t: _Tracked, was_claimed: bool) -> None:
         ctx = self._require_ctx()
         body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
                              image_pull_secrets=self.k8s.image_pull_secrets)
         deadline = time.monotonic() + self.create_deadline
-        previous_claim_checked = False
         attempt = 0
         async with self._slots:
             while not t.final:
                 try:
-                    async with ctx.engine.begin() as conn:
-                        was_claimed = await executor_store.record_launch(
-                            conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id,
-                            executor_ref=t.name, node_id=ctx.node_id)
-                except FencedOut as exc:
-                    log.warning("not creating pod: fenced out", extra={"pod": t.name, "error": str(exc)})
-                    self._tracked.pop(t.name, None)
-                    return
-                try:
-                    if was_claimed and not previous_claim_checked:
+                    if attempt > 0:  # time has passed since the batch's fence check: check again
+                        async with ctx.engine.begin() as conn:
+                            await check_term_async(conn, ctx.cluster, launch.term)
+                    if was_claimed:  # launched by an earlier leader (or an earlier executor)
                         existing = await self.api.get_pod(t.name)
-                        previous_claim_checked = True
                         if existing is None:
                             await self._finish(t, "failed", None, "the pod of this try was launched before and is "
                                                "gone; not launching it twice")
                             return
                         await self._adopt_existing(t, existing)
                         return
-                    previous_claim_checked = True
                     created = await self.api.create_pod(body)
                     PODS_CREATED.inc()
                     await self._seen(t, created)
+                    return
+                except FencedOut as exc:
+                    log.warning("not creating pod: fenced out", extra={"pod": t.name, "error": str(exc)})
+                    self._tracked.pop(t.name, None)
                     return
                 except PodApiError as err:
                     if err.code == 409 and err.reason == "AlreadyExists":
@@ -196,7 +222,7 @@ class KubernetesExecutor:
                         await self._finish(t, "failed", None, f"pod not created after {attempt} attempts: {err}")
                         return
                     delay = err.retry_after if err.retry_after is not None else min(5.0, 0.1 * 2 ** attempt)
-                    log.info("retrying pod create", extra={"pod": t.name, "code": err.code, "delay": delay})
+                    log.info("retrying pod API call", extra={"pod": t.name, "code": err.code, "delay": delay})
                     await asyncio.sleep(delay * random.uniform(0.8, 1.2))
 
     async def _adopt_existing(self, t: _Tracked, pod: dict[str, Any]) -> None:

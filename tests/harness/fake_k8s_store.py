@@ -15,7 +15,6 @@ Semantics copied from the real API server (only what Leoflow relies on, but exac
 from __future__ import annotations
 
 import bisect
-import copy
 import json
 import re
 import threading
@@ -40,13 +39,28 @@ def now_rfc3339() -> str:
 
 @dataclass(frozen=True)
 class Event:
+    """One change, serialised once when it happens (watchers share the bytes)."""
+
     rv: int
     type: str  # ADDED | MODIFIED | DELETED
     namespace: str
-    pod: Pod  # snapshot; never mutated after creation
+    pod: Pod  # a stub for selector matching: name, namespace, labels, phase
+    data: bytes
 
     def payload(self) -> bytes:
-        return json.dumps({"type": self.type, "object": self.pod}, separators=(",", ":")).encode() + b"\n"
+        return self.data
+
+
+def _clone(obj: Any) -> Any:
+    """A deep copy of JSON data (several times faster than copy.deepcopy for it)."""
+    return json.loads(json.dumps(obj))
+
+
+def _stub(pod: Pod) -> Pod:
+    meta = pod["metadata"]
+    return {"metadata": {"name": meta["name"], "namespace": meta.get("namespace"),
+                         "labels": dict(meta.get("labels") or {})},
+            "status": {"phase": (pod.get("status") or {}).get("phase")}}
 
 
 def _validate(pod: Pod) -> None:
@@ -105,7 +119,8 @@ class PodStore:
     # ----------------------------------------------------------------- writes (hold the lock)
 
     def _record(self, type_: str, ns: str, pod: Pod) -> None:
-        self.history.append(Event(self.rv, type_, ns, copy.deepcopy(pod)))
+        data = json.dumps({"type": type_, "object": pod}, separators=(",", ":")).encode() + b"\n"
+        self.history.append(Event(self.rv, type_, ns, _stub(pod), data))
         self.history_rvs.append(self.rv)
         if len(self.history) > self.history_limit * 1.25:  # trim in batches: O(1) amortised
             drop = len(self.history) - self.history_limit
@@ -118,7 +133,7 @@ class PodStore:
         pod["metadata"]["resourceVersion"] = str(self.rv)
 
     def create(self, ns: str, body: Pod) -> Pod:
-        pod = copy.deepcopy(body)
+        pod = _clone(body)
         pod.setdefault("apiVersion", "v1")
         pod.setdefault("kind", "Pod")
         meta = pod.setdefault("metadata", {})
@@ -147,7 +162,7 @@ class PodStore:
             self._bump(pod)
             self.pods[key] = pod
             self._record("ADDED", ns, pod)
-            result = copy.deepcopy(pod)
+            result = _clone(pod)
         for hook in self.on_create:
             hook(result)
         return result
@@ -159,10 +174,10 @@ class PodStore:
             if pod is None or pod["metadata"]["uid"] != uid:
                 return None
             if mutate(pod) is False:
-                return copy.deepcopy(pod)
+                return _clone(pod)
             self._bump(pod)
             self._record("MODIFIED", ns, pod)
-            return copy.deepcopy(pod)
+            return _clone(pod)
 
     def delete(self, ns: str, name: str, grace_seconds: int | None) -> Pod:
         """Graceful delete of a live pod marks it terminating; otherwise (or grace 0) it goes at once."""
@@ -178,7 +193,7 @@ class PodStore:
                     pod["metadata"]["deletionGracePeriodSeconds"] = grace
                     self._bump(pod)
                     self._record("MODIFIED", ns, pod)
-                result = copy.deepcopy(pod)
+                result = _clone(pod)
             else:
                 result = self._remove(ns, name)
         for hook in self.on_delete:
@@ -196,7 +211,7 @@ class PodStore:
         pod = self.pods.pop((ns, name))
         self._bump(pod)
         self._record("DELETED", ns, pod)
-        return copy.deepcopy(pod)
+        return _clone(pod)
 
     def compact(self) -> None:
         """Forget all history, as an etcd compaction does: older watches now get 410 Gone."""
@@ -212,7 +227,7 @@ class PodStore:
             pod = self.pods.get((ns, name))
             if pod is None:
                 raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
-            return copy.deepcopy(pod)
+            return _clone(pod)
 
     def list(self, ns: str | None, labels: LabelSelector, fields: FieldSelector, *, limit: int | None,
              continue_after: str | None) -> tuple[list[Pod], int, str | None]:
@@ -228,7 +243,7 @@ class PodStore:
                 if labels.matches(pod["metadata"].get("labels") or {}) and fields.matches(pod):
                     if limit and len(items) == limit:
                         return items, rv, "/".join(_key(items[-1]))
-                    items.append(copy.deepcopy(pod))
+                    items.append(_clone(pod))
             return items, rv, None
 
     def events_after(self, rv: int) -> list[Event]:
@@ -237,7 +252,7 @@ class PodStore:
 
     def snapshot(self) -> list[Pod]:
         with self.cond:
-            return [copy.deepcopy(p) for p in self.pods.values()]
+            return [_clone(p) for p in self.pods.values()]
 
 
 def _key(pod: Pod) -> tuple[str, str]:
