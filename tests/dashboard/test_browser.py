@@ -7,6 +7,7 @@ saves screenshots under ``test-artifacts/dashboard/``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ FLOW_DAG = {
     "max_active_runs": 4,
     "tasks": [
         {"id": "extract", "image": "busybox:1.36",
-         "command": ["sh", "-c", "echo extracting; for i in 1 2 3; do echo row $i; done; echo \"conf=$LEOFLOW_CONF\""]},
+         "command": ["sh", "-c", "echo extracting; for i in 1 2 3; do echo row $i; done"]},
         {"id": "transform-a", "image": "busybox:1.36", "command": ["sh", "-c", "echo transform a"],
          "depends_on": ["extract"]},
         {"id": "transform-b", "image": "busybox:1.36", "command": ["sh", "-c", "echo transform b"],
@@ -61,10 +62,20 @@ PAUSE_DAG = {
 }
 
 
+def retry_dag(marker: Path) -> dict[str, Any]:
+    """Fails its first try (leaving a marker file), succeeds on the second."""
+    script = (f"if [ -e {marker} ]; then echo second-try-ok; "
+              f"else touch {marker}; echo first-try-fails; exit 3; fi")
+    return {"dag_id": "dash-retry", "schedule": None,
+            "tasks": [{"id": "flaky", "image": "busybox:1.36", "command": ["sh", "-c", script],
+                       "retries": 1, "retry_delay_seconds": 1}]}
+
+
 @pytest.fixture(scope="module")
-def server(live_server: LiveServer) -> Iterator[LiveServer]:
+def server(live_server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    marker = tmp_path_factory.mktemp("retry") / "first-try-done"
     with live_server.client() as client:
-        for spec in (FLOW_DAG, SLOW_DAG, TAIL_DAG, PAUSE_DAG):
+        for spec in (FLOW_DAG, SLOW_DAG, TAIL_DAG, PAUSE_DAG, retry_dag(marker)):
             response = client.post("/api/v2/dags", json=spec)
             assert response.status_code in (200, 201), response.text
     yield live_server
@@ -243,6 +254,48 @@ def test_cancel_from_the_run_page_stops_the_run(server: LiveServer, open_page: C
         "data-state", "cancelled", timeout=RUN_TIMEOUT_MS)
     expect(page.get_by_test_id("cancel-run")).to_have_count(0)
     assert api_get(server, f"/dags/dash-slow/runs/{run_id}")["state"] == "cancelled"
+
+
+def test_each_try_has_its_own_log_tab(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    require_runs_execute(server)
+    run_id = trigger(server, "dash-retry", run_id="retry-1")
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment=f"#/dags/dash-retry/runs/{run_id}")
+    row = page.locator("[data-testid=ti-table] tr[data-task=flaky]")
+    expect(row).to_have_attribute("data-state", "success", timeout=RUN_TIMEOUT_MS)
+    expect(row).to_contain_text("2/2")
+    page.get_by_test_id("task-link-flaky").click()
+    expect(page.get_by_test_id("try-tab-2")).to_have_attribute("aria-selected", "true")  # newest try first
+    expect(page.get_by_test_id("log")).to_contain_text("second-try-ok")
+    page.get_by_test_id("try-tab-1").click()
+    expect(page.get_by_test_id("log")).to_contain_text("first-try-fails")
+    expect(page.get_by_test_id("try-facts")).to_contain_text("Exit code3")
+    expect(page).to_have_url(f"{server.url}/#/dags/dash-retry/runs/{run_id}/tasks/flaky?try=1")
+    browse.screenshot("logs-retry")
+
+
+def test_an_api_outage_is_shown_and_the_page_recovers(server: LiveServer,
+                                                      open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags")
+    expect(page.get_by_test_id("dags-table")).to_be_visible()
+    browse.problems.tolerate("net::ERR_FAILED", "/api/v2/")
+    page.route("**/api/v2/**", lambda route: route.abort())
+    expect(page.get_by_test_id("live-status")).to_have_text("offline — retrying")
+    expect(page.get_by_test_id("view-error")).to_contain_text("cannot be reached")
+    expect(page.get_by_test_id("dags-table")).to_be_visible()  # the last data stays on screen
+    page.unroute("**/api/v2/**")
+    expect(page.get_by_test_id("live-status")).to_have_text("live", timeout=60_000)
+    expect(page.get_by_test_id("view-error")).to_be_hidden()
+
+
+def test_a_missing_run_says_not_found(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    browse.problems.tolerate("status of 404", "/api/v2/dags/dash-flow/runs/no-such-run")
+    sign_in(browse, server, fragment="#/dags/dash-flow/runs/no-such-run")
+    expect(browse.page.get_by_test_id("view-error")).to_contain_text("Not found: run 'no-such-run'")
 
 
 def test_pause_and_unpause_a_dag_from_the_list(server: LiveServer, open_page: Callable[..., Browse]) -> None:

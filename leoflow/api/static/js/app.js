@@ -119,8 +119,12 @@ function route() {
     isCurrent: () => generation === myGeneration,
   };
   ctx.title(found.page.title(found.params));
-  current = { view: found.page.mount(root, found.params, ctx), timer: null, generation: myGeneration, failures: 0,
-    inFlight: false, again: false };
+  const content = h("div", { class: "view-content" });
+  // Why the view is stale (API unreachable, not found, ...): shown above it, cleared on success.
+  const problem = h("p", { class: "notice notice-error", role: "alert", "data-testid": "view-error", hidden: true });
+  root.append(problem, content);
+  current = { view: found.page.mount(content, found.params, ctx), timer: null, generation: myGeneration, failures: 0,
+    inFlight: false, again: false, problem };
   poll(myGeneration, false);
 }
 
@@ -139,6 +143,7 @@ async function poll(myGeneration, immediate) {
     await current.view.refresh();
     if (!current || current.generation !== myGeneration) return;
     current.failures = 0;
+    current.problem.hidden = true;
     setLive("ok", "live");
     if (current.view.pollMs) delay = current.view.pollMs();
   } catch (err) {
@@ -146,8 +151,12 @@ async function poll(myGeneration, immediate) {
     if (err instanceof ApiError && err.status === 401) return; // the login form takes over
     current.failures += 1;
     delay = Math.min(POLL_MS * 2 ** current.failures, MAX_BACKOFF_MS);
-    setLive("error", err instanceof ApiError && err.status === 0 ? "offline — retrying" : `error: ${err.message}`);
-    if (current.view.error) current.view.error(err);
+    const offline = err instanceof ApiError && err.status === 0;
+    setLive("error", offline ? "offline — retrying" : "error — retrying");
+    current.problem.hidden = false;
+    current.problem.textContent = offline
+      ? "The server cannot be reached; showing the last data received. Retrying…"
+      : err instanceof ApiError && err.status === 404 ? `Not found: ${err.message}.` : `Error: ${err.message}. Retrying…`;
   } finally {
     view.inFlight = false;
   }
