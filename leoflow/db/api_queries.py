@@ -38,7 +38,7 @@ tries = TaskTry.__table__
 logs = TaskLog.__table__
 
 
-def _row(row: Row[Any]) -> dict[str, Any]:
+def _row(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
     return dict(row._mapping)
 
 
