@@ -33,6 +33,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from leoflow.errors import SettingsError
 from leoflow.metrics.executor import POD_API_ERRORS
 from leoflow.settings import Settings
 
@@ -76,7 +77,11 @@ def _load_client(concurrency: int) -> tuple[client.ApiClient, str | None]:
     else:
         # Read KUBECONFIG now, not at the client's import time (it may be set after import).
         path = os.environ.get("KUBECONFIG") or None
-        config.load_kube_config(config_file=path, client_configuration=cfg)
+        try:
+            config.load_kube_config(config_file=path, client_configuration=cfg)
+        except (config.ConfigException, OSError) as exc:
+            raise SettingsError("LEOFLOW_EXECUTOR", "is kubernetes, but no Kubernetes configuration was found "
+                                f"(not running in a pod; KUBECONFIG / ~/.kube/config: {exc})") from None
         try:
             _, active = config.list_kube_config_contexts(config_file=path)
             namespace = (active or {}).get("context", {}).get("namespace")

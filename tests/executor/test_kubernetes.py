@@ -213,3 +213,17 @@ def test_two_clusters_in_one_namespace_leave_each_other_alone(settings: Settings
         assert rec_a.updates and all(u.key == ta.key for u in rec_a.updates)
 
     run(dataclasses.replace(a), body)
+
+
+def test_missing_kubernetes_configuration_is_a_settings_error(settings: Settings, tmp_path: object,
+                                                               monkeypatch: object) -> None:
+    import pytest
+
+    from leoflow.errors import SettingsError
+    from leoflow.executor.kubernetes_api import KubernetesApi
+
+    mp: pytest.MonkeyPatch = monkeypatch  # type: ignore[assignment]
+    mp.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    mp.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(SettingsError, match="no Kubernetes configuration was found"):
+        KubernetesApi(k8s_settings(settings))
