@@ -41,6 +41,9 @@ def test_every_adr_is_indexed_and_numbers_are_unique() -> None:
 @pytest.mark.parametrize("path", adr_files(), ids=lambda p: p.name[:4])
 def test_adr_has_every_section(path: Path) -> None:
     text = path.read_text()
+    title = re.match(rf"# ADR {path.name[:4]}: (.+)", text)
+    assert title, f"{path.name} must start with '# ADR {path.name[:4]}: <title>'"
+    assert f"]({path.name}) | {title.group(1)} |" in INDEX.read_text(), f"index title of {path.name} is stale"
     for section in SECTIONS:
         assert re.search(rf"^\W*{section}\b", text, re.M), f"{path.name} lacks a {section} section"
     assert VIOLATION in text.lower(), f"{path.name} lacks 'A change violates this decision when…'"
