@@ -131,6 +131,7 @@ def test_wrong_token_is_refused_without_console_errors(server: LiveServer,
     page.get_by_test_id("token-submit").click()
     expect(page.locator("#login-error")).to_have_text("That token was not accepted.")
     expect(page.get_by_test_id("dags")).to_have_count(0)
+    browse.screenshot("sign-in")
 
 
 def test_token_is_kept_for_the_browser_session(server: LiveServer, open_page: Callable[..., Browse]) -> None:

@@ -103,11 +103,9 @@ export const enc = encodeURIComponent;
 /**
  * What the current token may do: "admin", "read", or "" when the server does not accept it.
  *
- * Asks GET /dashboard/session (served beside the dashboard; always 200, so a bad token leaves
- * no error in the browser console). On a server without that route, falls back to a harmless
- * probe: PATCH of a DAG id that can never exist (it breaks the id rules) with an invalid body.
- * Auth is checked before anything else, so a read-only token gets 403, an admin token 404,
- * and nothing is ever written.
+ * Asks GET /dashboard/session, served beside this page by leoflow/api/dashboard.py. It always
+ * answers 200, so a wrong token leaves no failed request in the browser console, and it uses
+ * the API's own authenticator, so it cannot disagree with what the API enforces.
  */
 export async function detectScope() {
   let response;
@@ -116,18 +114,7 @@ export async function detectScope() {
   } catch {
     throw new ApiError(0, "unreachable", "the server is unreachable");
   }
-  if (response.ok) {
-    const info = await response.json();
-    return info.authenticated ? info.scope || "read" : "";
-  }
-  if (response.status !== 404) throw await errorFrom(response);
-  try {
-    await api("/dags/" + enc("~scope-probe~"), { method: "PATCH", body: { paused: "probe" } });
-    return "admin";
-  } catch (err) {
-    if (err.status === 401) return "";
-    if (err.status === 403) return "read";
-    if (err.status === 0 || err.status >= 500) throw err;
-    return "admin";
-  }
+  if (!response.ok) throw await errorFrom(response);
+  const info = await response.json();
+  return info.authenticated ? info.scope || "read" : "";
 }
