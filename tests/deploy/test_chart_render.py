@@ -154,7 +154,6 @@ def test_schema_rejects_bad_values(render: Render, values: dict[str, Any], named
     pytest.param({"config": {"keepaliveInterval": 6}}, "leaderLease (10) must be at least twice", id="lease"),
     pytest.param({"extraEnv": [{"name": "LEOFLOW_LOG_LEVEL", "value": "DEBUG"}]}, "extraEnv sets LEOFLOW_LOG_LEVEL",
                  id="extra-env-duplicates-chart"),
-    pytest.param({"fullnameOverride": "x" * 40}, "longer than 33 characters", id="name-too-long"),
     pytest.param({"serviceAccount": {"create": False}}, "serviceAccount.name is required", id="no-sa-name"),
     pytest.param({"auth": {"metricsAuth": True}, "metrics": {"serviceMonitor": {"enabled": True}}},
                  "set metrics.serviceMonitor.tokenSecret", id="protected-metrics-without-scrape-token"),

@@ -92,12 +92,6 @@ app.kubernetes.io/part-of: leoflow
 {{- define "leoflow.validate" -}}
 {{- $_ := include "leoflow.databaseSecretName" . }}
 {{- $_ = include "leoflow.authSecretName" . }}
-{{- /* Pod names become LEOFLOW_NODE_ID and the lock session's application_name
-"leoflow-lock:<pod name>"; PostgreSQL cuts application_name at 63 bytes, and a Deployment's pod
-name is <fullname>-<10-char hash>-<5 chars>. 13 + fullname + 17 <= 63. */}}
-{{- if gt (len (include "leoflow.fullname" .)) 33 }}
-{{- fail (printf "\n\nleoflow: the resource name %q is longer than 33 characters: pod names would not fit the election lock's application_name (63 bytes). Use a shorter release name or set fullnameOverride." (include "leoflow.fullname" .)) }}
-{{- end }}
 {{- $chartEnv := list }}
 {{- range (include "leoflow.serverEnv" . | fromYamlArray) }}
 {{- $chartEnv = append $chartEnv .name }}
