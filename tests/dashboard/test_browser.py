@@ -18,9 +18,12 @@ from tests.dashboard.conftest import (
     READ_TOKEN,
     Browse,
     LiveServer,
+    api_settings,
     require_runs_execute,
+    serve_api,
     sign_in,
 )
+from tests.harness.postgres import PostgresServer
 
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
 from playwright.sync_api import expect
@@ -163,6 +166,22 @@ def test_read_only_token_sees_no_write_buttons(server: LiveServer, open_page: Ca
     browse.screenshot("run-read-only")
     with server.client() as client:  # clean up: the slow run must not hold the executor
         client.post(f"/api/v2/dags/dash-slow/runs/{run_id}/cancel")
+
+
+def test_with_auth_disabled_there_is_no_sign_in(pg_server: PostgresServer,
+                                                 open_page: Callable[..., Browse]) -> None:
+    database_url = pg_server.create_database()
+    try:
+        with serve_api(api_settings(database_url, LEOFLOW_AUTH="disabled", LEOFLOW_API_TOKENS="")) as url:
+            browse = open_page(DESKTOP)
+            page = browse.page
+            page.goto(f"{url}/#/dags")
+            expect(page.get_by_test_id("dags-table-empty")).to_be_visible()
+            expect(page.get_by_test_id("scope")).to_have_text("admin")
+            expect(page.get_by_test_id("token-input")).to_be_hidden()
+            expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    finally:
+        pg_server.drop_database(database_url)
 
 
 # --------------------------------------------------------------------------- DAGs and runs
