@@ -39,7 +39,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
 from leoflow.errors import Conflict, NotFound, ValidationFailed
-from leoflow.scheduler.spec import DagSpec, first_scheduled_run
+from leoflow.scheduler.spec import DagSpec
+from leoflow.scheduler.timetable import first_scheduled_run
 
 #: LISTEN/NOTIFY channel the leader's scheduler listens on; the payload is the DAG id.
 WAKEUP_CHANNEL = "leoflow_wakeup"

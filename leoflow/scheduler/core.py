@@ -30,7 +30,6 @@ import logging
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -45,7 +44,7 @@ from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
 from leoflow.scheduler.graph import DagGraph, GraphCache
 from leoflow.scheduler.timetable import plan_scheduled_runs
-from leoflow.scheduler.transitions import fold_reports, timeout_transition
+from leoflow.scheduler.transitions import InFlightTry, TryFacts, fold_reports, fold_try_facts, timeout_transition
 
 log = logging.getLogger(__name__)
 
@@ -62,39 +61,6 @@ DUE_DAGS_PER_TICK = 100
 SWEEP_INTERVAL = 10.0
 
 
-@dataclass
-class _TryFacts:
-    """A try's reported facts, folded over a batch of reports."""
-
-    state: str
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    exit_code: int | None = None
-    reason: str | None = None
-    executor_ref: str | None = None
-
-
-@dataclass
-class _InFlight:
-    """What the scheduler knows about a try it queued this term (saves a lookup per report)."""
-
-    ti_id: int
-    run_pk: int
-    task_id: str
-    try_number: int
-    max_tries: int
-    dag_id: str
-    run_id: str
-    version_id: int
-    state: str = "queued"
-    started_at: datetime | None = None
-
-    def row(self) -> LiveTaskInstance:
-        return LiveTaskInstance(id=self.ti_id, run_pk=self.run_pk, task_id=self.task_id, state=self.state,
-                                try_number=self.try_number, max_tries=self.max_tries, started_at=self.started_at,
-                                dag_id=self.dag_id, run_id=self.run_id, version_id=self.version_id)
-
-
 class SchedulerCore:
     """The scheduling steps of one leadership term (see the module docstring)."""
 
@@ -109,7 +75,7 @@ class SchedulerCore:
         # the executor reconciles at start.
         self.inbox: deque[StatusUpdate] = deque()
         self.touched_runs: set[int] = set()
-        self.inflight: dict[TryKey, _InFlight] = {}
+        self.inflight: dict[TryKey, InFlightTry] = {}
         self._killing: dict[int, asyncio.Task[None]] = {}
         self._sweep_after = 0
         self._next_sweep = 0.0
@@ -239,14 +205,14 @@ class SchedulerCore:
         by_key = {(r.dag_id, r.run_id, r.task_id): r for r in rows}
         graphs = await self._graphs(conn, {r.version_id for r in rows})
         updates: dict[int, list[StatusUpdate]] = defaultdict(list)
-        facts: dict[tuple[int, int], _TryFacts] = {}
+        facts: dict[tuple[int, int], TryFacts] = {}
         for update in batch:
             row = by_key.get((update.key.dag_id, update.key.run_id, update.key.task_id))
             if row is None:
                 log.debug("report for an unknown task instance", extra={"try": str(update.key)})
                 continue
             updates[row.id].append(update)
-            _fold_try(facts, row.id, update)
+            fold_try_facts(facts, row.id, update)
         rows_by_id = {r.id: r for r in rows}
         transitions = [t for ti_id, ups in updates.items()
                        if (t := fold_reports(rows_by_id[ti_id], ups,
@@ -355,7 +321,7 @@ class SchedulerCore:
         for q in queued:
             r = by_id[q.task_instance_id]
             key = TryKey(r.dag_id, r.run_id, r.task_id, q.try_number)
-            self.inflight[key] = _InFlight(r.id, r.run_pk, r.task_id, q.try_number, r.max_tries, r.dag_id,
+            self.inflight[key] = InFlightTry(r.id, r.run_pk, r.task_id, q.try_number, r.max_tries, r.dag_id,
                                            r.run_id, r.version_id)
             launches.append(self._launch(graphs[r.version_id], key, q.task_try_id))
         return len(succeeded), launches
@@ -469,21 +435,3 @@ class SchedulerCore:
         for run in finished:
             metrics.RUNS_FINISHED.labels(state=run.state).inc()
             log.info("run finished", extra={"dag_id": run.dag_id, "run_id": run.run_id, "state": run.state})
-
-
-def _fold_try(facts: dict[tuple[int, int], _TryFacts], ti_id: int, update: StatusUpdate) -> None:
-    key = (ti_id, update.key.try_number)
-    f = facts.get(key)
-    if f is None:
-        f = facts[key] = _TryFacts(state=update.state)
-    if f.state in ("success", "failed") and update.state == "running":
-        return  # a late "running" never reopens a finished try
-    f.state = update.state
-    if update.state == "running":
-        f.started_at = f.started_at or update.at
-    else:
-        f.started_at = f.started_at or update.at
-        f.ended_at = update.at
-    f.exit_code = update.exit_code if update.exit_code is not None else f.exit_code
-    f.reason = update.reason or f.reason
-    f.executor_ref = update.executor_ref or f.executor_ref

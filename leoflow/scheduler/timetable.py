@@ -15,9 +15,13 @@ The logical date is the fire time itself; the run id is ``scheduled__<logical da
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
-from leoflow.scheduler.spec import last_fire_at_or_before, next_fire_after
+from croniter import croniter
+
+from leoflow.scheduler.fields import CRON_PRESETS
+from leoflow.scheduler.spec import DagSpec
 
 
 @dataclass(frozen=True)
@@ -40,3 +44,38 @@ def plan_scheduled_runs(schedule: str, timezone: str, *, catchup: bool, next_run
         dates.append(current)
         current = next_fire_after(schedule, timezone, current)
     return RunPlan(tuple(dates), current)
+
+
+def cron_expression(schedule: str) -> str:
+    return CRON_PRESETS.get(schedule, schedule)
+
+
+def next_fire_at_or_after(schedule: str, timezone: str, moment: datetime) -> datetime:
+    """The first cron fire time ``>= moment``, evaluated in ``timezone``, returned in UTC."""
+    local = moment.astimezone(ZoneInfo(timezone)) - timedelta(microseconds=1)
+    fire: datetime = croniter(cron_expression(schedule), local).get_next(datetime)
+    return fire.astimezone(UTC)
+
+
+def next_fire_after(schedule: str, timezone: str, moment: datetime) -> datetime:
+    """The first cron fire time strictly after ``moment``, in UTC."""
+    fire: datetime = croniter(cron_expression(schedule), moment.astimezone(ZoneInfo(timezone))).get_next(datetime)
+    return fire.astimezone(UTC)
+
+
+def last_fire_at_or_before(schedule: str, timezone: str, moment: datetime) -> datetime:
+    """The latest cron fire time ``<= moment``, in UTC."""
+    local = moment.astimezone(ZoneInfo(timezone)) + timedelta(microseconds=1)
+    fire: datetime = croniter(cron_expression(schedule), local).get_prev(datetime)
+    return fire.astimezone(UTC)
+
+
+def first_scheduled_run(spec: DagSpec, now: datetime) -> datetime | None:
+    """Where a (re)applied DAG's schedule starts: the first fire at/after ``start_date`` (or now).
+
+    Without catchup the scheduler later skips ahead to the latest due fire time, so a DAG whose
+    ``start_date`` lies in the past gets one run for the most recent slot, not a backlog.
+    """
+    if spec.schedule is None:
+        return None
+    return next_fire_at_or_after(spec.schedule, spec.timezone, spec.start_date or now)

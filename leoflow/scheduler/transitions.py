@@ -16,6 +16,7 @@ so ``running`` then ``success`` in one batch becomes one compare-and-set from ``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from leoflow.db.scheduler_store import LiveTaskInstance, Transition
@@ -75,3 +76,54 @@ def timeout_transition(row: LiveTaskInstance, task: TaskSpec | None, *, now: dat
     state, next_try_at = failure(row.try_number, row.max_tries, at=now, task=task, max_retry_delay=max_retry_delay)
     return Transition(ti_id=row.id, expected=row.state, try_number=row.try_number, new_state=state,
                       ended_at=now, next_try_at=next_try_at, reason=reason)
+
+
+@dataclass
+class TryFacts:
+    """A try's reported facts, folded over a batch of reports."""
+
+    state: str
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    executor_ref: str | None = None
+
+
+@dataclass
+class InFlightTry:
+    """What the scheduler knows about a try it queued this term (saves a lookup per report)."""
+
+    ti_id: int
+    run_pk: int
+    task_id: str
+    try_number: int
+    max_tries: int
+    dag_id: str
+    run_id: str
+    version_id: int
+    state: str = "queued"
+    started_at: datetime | None = None
+
+    def row(self) -> LiveTaskInstance:
+        return LiveTaskInstance(id=self.ti_id, run_pk=self.run_pk, task_id=self.task_id, state=self.state,
+                                try_number=self.try_number, max_tries=self.max_tries, started_at=self.started_at,
+                                dag_id=self.dag_id, run_id=self.run_id, version_id=self.version_id)
+
+
+def fold_try_facts(facts: dict[tuple[int, int], TryFacts], ti_id: int, update: StatusUpdate) -> None:
+    key = (ti_id, update.key.try_number)
+    f = facts.get(key)
+    if f is None:
+        f = facts[key] = TryFacts(state=update.state)
+    if f.state in ("success", "failed") and update.state == "running":
+        return  # a late "running" never reopens a finished try
+    f.state = update.state
+    if update.state == "running":
+        f.started_at = f.started_at or update.at
+    else:
+        f.started_at = f.started_at or update.at
+        f.ended_at = update.at
+    f.exit_code = update.exit_code if update.exit_code is not None else f.exit_code
+    f.reason = update.reason or f.reason
+    f.executor_ref = update.executor_ref or f.executor_ref

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from leoflow.errors import ValidationFailed
-from leoflow.scheduler.spec import (
+from leoflow.scheduler.spec import parse_dag_spec
+from leoflow.scheduler.timetable import (
     first_scheduled_run,
     last_fire_at_or_before,
     next_fire_after,
     next_fire_at_or_after,
-    parse_dag_spec,
 )
 
 EXAMPLE = """

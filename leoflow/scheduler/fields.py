@@ -1,0 +1,198 @@
+"""Field validators for DAG specs: each checks one value and names its path on failure.
+
+Used by :mod:`leoflow.scheduler.spec`; every function raises
+:class:`~leoflow.errors.ValidationFailed` with the path it was given, never a bare
+``TypeError``/``KeyError``, so the API answers 422 and the CLI prints one line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from leoflow.errors import ValidationFailed
+
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CRON_PRESETS = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}
+#: Upper bounds that keep one spec from exhausting the scheduler (a run's task instances are
+#: created in one statement; 10,000 is far beyond any hand-written DAG).
+
+def type_name(value: object) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def as_mapping(value: object, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        what = "a DAG spec" if not path else "a task"
+        raise ValidationFailed(path, f"{what} must be a mapping, got {type_name(value)}")
+    for key in value:
+        if not isinstance(key, str):
+            raise ValidationFailed(path, f"field names must be strings, got {key!r}")
+    return value
+
+
+def no_unknown(doc: Mapping[str, Any], allowed: set[str], path: str) -> None:
+    for key in doc:
+        if key not in allowed:
+            raise ValidationFailed(f"{path}.{key}" if path else key,
+                                   f"unknown field (allowed: {', '.join(sorted(allowed))})")
+
+
+def required(doc: Mapping[str, Any], key: str, path: str) -> Any:
+    if doc.get(key) is None:
+        raise ValidationFailed(f"{path}.{key}" if path else key, "is required")
+    return doc[key]
+
+
+def name_field(value: object, path: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationFailed(path, f"must be a string, got {type_name(value)}")
+    if not NAME_RE.match(value):
+        raise ValidationFailed(path, f"{value!r} is not a valid name: use 1-50 of a-z, 0-9 and '-', "
+                               "starting and ending with a letter or digit")
+    return value
+
+
+def opt_str(value: object, path: str, *, max_len: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationFailed(path, f"must be a string, got {type_name(value)}")
+    if len(value) > max_len:
+        raise ValidationFailed(path, f"must be at most {max_len} characters")
+    return value
+
+
+def bool_field(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationFailed(path, f"must be true or false, got {type_name(value)}")
+    return value
+
+
+def int_field(value: object, path: str, *, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationFailed(path, f"must be an integer, got {type_name(value)}")
+    if not minimum <= value <= maximum:
+        raise ValidationFailed(path, f"must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def number_field(value: object, path: str, *, minimum: float, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ValidationFailed(path, f"must be a number, got {type_name(value)}")
+    if value in (float("inf"), float("-inf")) or value < minimum or (positive and value <= 0):
+        raise ValidationFailed(path, f"must be {'greater than' if positive else 'at least'} {minimum:g}, got {value}")
+    return float(value)
+
+
+def plain_number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def str_list(value: object, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValidationFailed(path, f"must be a list of strings, got {type_name(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ValidationFailed(f"{path}[{i}]", f"must be a string, got {type_name(item)}")
+    return tuple(value)
+
+
+def env_field(value: object, path: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValidationFailed(path, f"must be a mapping of names to strings, got {type_name(value)}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not ENV_NAME_RE.match(key):
+            raise ValidationFailed(f"{path}.{key}", "is not a valid environment variable name")
+        if not isinstance(item, str):
+            raise ValidationFailed(f"{path}.{key}", f"must be a string (quote it in YAML), got {type_name(item)}")
+    return dict(value)
+
+
+def resources_field(value: object, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValidationFailed(path, f"must be a mapping with requests/limits, got {type_name(value)}")
+    out: dict[str, Any] = {}
+    for group, amounts in value.items():
+        if group not in ("requests", "limits"):
+            raise ValidationFailed(f"{path}.{group}", "unknown field (allowed: limits, requests)")
+        if not isinstance(amounts, dict):
+            raise ValidationFailed(f"{path}.{group}",
+                                   f"must be a mapping of resource to quantity, got {type_name(amounts)}")
+        for name, qty in amounts.items():
+            if not isinstance(name, str) or not re.match(r"^[a-zA-Z0-9][a-zA-Z0-9./_-]*$", name):
+                raise ValidationFailed(f"{path}.{group}.{name}", "is not a valid resource name")
+            if isinstance(qty, bool) or not isinstance(qty, str | int | float):
+                raise ValidationFailed(f"{path}.{group}.{name}",
+                                       f"must be a quantity like 100m or 128Mi, got {type_name(qty)}")
+            if isinstance(qty, str) and not re.match(r"^[0-9]+(\.[0-9]+)?([a-zA-Z]{1,2})?$", qty):
+                raise ValidationFailed(f"{path}.{group}.{name}", f"{qty!r} is not a quantity like 100m or 128Mi")
+        out[group] = {str(k): (str(v) if not isinstance(v, str) else v) for k, v in sorted(amounts.items())}
+    return out
+
+
+def plain_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (plain_mapping(v) if isinstance(v, Mapping) else v) for k, v in sorted(value.items())}
+
+
+def timezone_field(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationFailed(path, "must be an IANA time zone name like UTC or Europe/Berlin, "
+                               f"got {type_name(value)}")
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValidationFailed(path, f"unknown time zone {value!r}") from None
+    return value
+
+
+def schedule_field(value: object, path: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationFailed(path, "must be a cron expression, a preset like @daily, or null; "
+                               f"got {type_name(value)}")
+    if value.startswith("@"):
+        if value not in CRON_PRESETS:
+            raise ValidationFailed(path, f"unknown preset {value!r} (allowed: {', '.join(CRON_PRESETS)})")
+        return value
+    if len(value.split()) != 5:
+        raise ValidationFailed(path, f"{value!r} is not a 5-field cron expression (minute hour day month weekday)")
+    try:
+        valid = croniter.is_valid(value)
+    except Exception:  # croniter raises assorted types for odd input; any of them means invalid
+        valid = False
+    if not valid:
+        raise ValidationFailed(path, f"{value!r} is not a valid cron expression")
+    return " ".join(value.split())
+
+
+def start_date_field(value: object, path: str, timezone: str) -> datetime | None:
+    """ISO 8601 string, YAML timestamp or date; a value without offset is in the DAG's time zone."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+        except ValueError:
+            raise ValidationFailed(path, f"{value!r} is not an ISO 8601 date/time like 2026-01-01T00:00:00Z") from None
+    else:
+        raise ValidationFailed(path, f"must be an ISO 8601 date/time, got {type_name(value)}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=ZoneInfo(timezone))
+    return moment.astimezone(UTC)
