@@ -236,11 +236,10 @@ class Elector:
             if self._stopping.is_set():
                 store.unlock(conn, self._cluster)
                 return
-            confirmed_at = self.clock.monotonic()
             granted_at = datetime.now(UTC)
             if not store.holds_lock(conn, self._cluster):
                 raise UnsafeDatabaseSetup(POOLER_PROBLEM)
-            term = self._start_term(conn, granted_at)
+            term, confirmed_at = self._start_term(conn, granted_at)
             self._lead(conn, term, confirmed_at)
             if self._stepping_down is not None:
                 self._stepping_down = None
@@ -252,12 +251,18 @@ class Elector:
             log.warning("terminated a stale election lock holder (silent for over twice the lease)",
                         extra={"cluster": self._cluster, "pid": pid})
 
-    def _start_term(self, conn: psycopg.Connection[Any], granted_at: datetime) -> int:
+    def _start_term(self, conn: psycopg.Connection[Any], granted_at: datetime) -> tuple[int, float]:
+        """The new term, and when the (successful) transaction that recorded it was sent.
+
+        The lease starts then, not at the grant: waiting out a frozen predecessor's fenced write
+        can take longer than the lease itself.
+        """
         lease = self._election.leader_lease
         details = {"api_url": self.settings.api_url, "pid": os.getpid(), "granted_at": granted_at.isoformat()}
         while True:
+            sent = self.clock.monotonic()
             try:
-                return store.start_term(conn, self._cluster, self._node, details, lock_timeout=lease)
+                return store.start_term(conn, self._cluster, self._node, details, lock_timeout=lease / 2), sent
             except psycopg.errors.LockNotAvailable:
                 # An older term's fenced write is stuck (frozen process): roll it back.
                 for pid in store.blocking_fenced_writers(conn, older_than=lease):
@@ -277,9 +282,12 @@ class Elector:
         log.info("acquired leadership", extra={"cluster": self._cluster, "term": term})
         self.listener.acquired(term)
         interval = self._election.keepalive_interval
+        first = True  # check ownership at once: the term may have taken a while to record
         while True:
-            self._wake.wait(interval)
-            self._wake.clear()
+            if not first:
+                self._wake.wait(interval)
+                self._wake.clear()
+            first = False
             if self._release.is_set() or self._stepping_down is not None:
                 reason = "shutdown" if self._release.is_set() else (self._stepping_down or "step-down")
                 self._release_term(conn, term, reason)

@@ -25,6 +25,8 @@ class PartitionProxy:
         self._thread = threading.Thread(target=self._main, name="partition-proxy", daemon=True)
         self._server: asyncio.AbstractServer | None = None
         self._flowing: asyncio.Event | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def __enter__(self) -> PartitionProxy:
         self._thread.start()
@@ -32,8 +34,23 @@ class PartitionProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()
+
+    async def _close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for writer in list(self._writers):
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+        await self._server.wait_closed()
 
     def partition(self) -> None:
         assert self._flowing is not None
@@ -54,14 +71,22 @@ class PartitionProxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self._flowing is not None
-        await self._flowing.wait()
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)  # type: ignore[arg-type]
+        self._writers.add(writer)
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
-        except OSError:
-            writer.close()
-            return
-        await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer),
-                             return_exceptions=True)
+            await self._flowing.wait()
+            try:
+                up_reader, up_writer = await asyncio.open_connection(*self.target)
+            except OSError:
+                writer.close()
+                return
+            self._writers.add(up_writer)
+            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer),
+                                 return_exceptions=True)
+        finally:
+            self._tasks.discard(task)  # type: ignore[arg-type]
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self._flowing is not None
