@@ -133,6 +133,7 @@ def test_wrong_token_is_refused_without_console_errors(server: LiveServer,
     page.get_by_test_id("token-input").fill("certainly-not-a-valid-token")
     page.get_by_test_id("token-submit").click()
     expect(page.locator("#login-error")).to_have_text("That token was not accepted.")
+    assert page.evaluate("sessionStorage.length") == 0  # a refused token is not kept
     expect(page.get_by_test_id("dags")).to_have_count(0)
     browse.screenshot("sign-in")
 
@@ -145,6 +146,20 @@ def test_token_is_kept_for_the_browser_session(server: LiveServer, open_page: Ca
     expect(page.get_by_test_id("dags-table")).to_be_visible()
     expect(page.get_by_test_id("token-input")).to_be_hidden()
     page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_test_id("token-input")).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_a_token_revoked_mid_session_returns_to_sign_in(server: LiveServer,
+                                                        open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags")
+    expect(page.get_by_test_id("dags-table")).to_be_visible()
+    browse.problems.tolerate("status of 401", "/api/v2/")
+    # As if the operator removed the token from LEOFLOW_API_TOKENS: the next poll gets 401.
+    page.evaluate("sessionStorage.setItem('leoflow.token', 'revoked-token-0000')")
+    expect(page.locator("#login-error")).to_have_text("The token was rejected (expired or revoked).")
     expect(page.get_by_test_id("token-input")).to_be_visible()
     assert page.evaluate("sessionStorage.length") == 0
 

@@ -57,7 +57,9 @@ async function startSession() {
     return;
   }
   if (!session.scope) {
-    showLogin(getToken() ? "That token was not accepted." : "");
+    const rejected = Boolean(getToken());
+    setToken(""); // never keep a token the server refused
+    showLogin(rejected ? "That token was not accepted." : "");
     return;
   }
   session.canWrite = session.scope === "admin";
@@ -170,8 +172,10 @@ async function poll(myGeneration, immediate) {
 }
 
 onUnauthorized(() => {
+  const rejected = Boolean(getToken());
+  setToken("");
   session.scope = null;
-  showLogin(getToken() ? "The token was rejected (expired or revoked)." : "");
+  showLogin(rejected ? "The token was rejected (expired or revoked)." : "");
 });
 
 document.addEventListener("visibilitychange", () => {
