@@ -350,57 +350,75 @@ async def lock_task_instances_by_id(conn: AsyncConnection, ids: Sequence[int]) -
     return [LiveTaskInstance(**r._mapping) for r in rows]
 
 
-async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transition], now: datetime,
-                            term: int) -> set[int]:
-    """Batched compare-and-set on task instances. Returns the ids actually changed."""
-    if not transitions:
-        return set()
-    rows = await conn.execute(text("""
-        UPDATE task_instances ti
-        SET state = c.new_state, started_at = coalesce(c.started_at, ti.started_at), ended_at = c.ended_at,
-            timeout_at = c.timeout_at, next_try_at = c.next_try_at, reason = c.reason,
-            updated_at = :now, term = :term
-        FROM unnest(CAST(:ids AS bigint[]), CAST(:expected AS text[]), CAST(:tries AS int[]),
-                    CAST(:states AS text[]), CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]),
-                    CAST(:timeouts AS timestamptz[]), CAST(:next_tries AS timestamptz[]),
-                    CAST(:reasons AS text[]))
-             AS c(id, expected, try_number, new_state, started_at, ended_at, timeout_at, next_try_at, reason)
-        WHERE ti.id = c.id AND ti.state = c.expected AND ti.try_number = c.try_number
-        RETURNING ti.id
-    """), {
+_TRANSITIONS = """
+    UPDATE task_instances ti
+    SET state = c.new_state, started_at = coalesce(c.started_at, ti.started_at), ended_at = c.ended_at,
+        timeout_at = c.timeout_at, next_try_at = c.next_try_at, reason = c.reason,
+        updated_at = :now, term = :term
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:expected AS text[]), CAST(:tries AS int[]),
+                CAST(:states AS text[]), CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]),
+                CAST(:timeouts AS timestamptz[]), CAST(:next_tries AS timestamptz[]),
+                CAST(:reasons AS text[]))
+         AS c(id, expected, try_number, new_state, started_at, ended_at, timeout_at, next_try_at, reason)
+    WHERE ti.id = c.id AND ti.state = c.expected AND ti.try_number = c.try_number
+    RETURNING ti.id
+"""
+
+_TRY_CHANGES = """
+    UPDATE task_tries tt
+    SET state = CASE WHEN tt.state = 'cancelling' AND c.state = 'running' THEN 'cancelling' ELSE c.state END,
+        started_at = coalesce(tt.started_at, c.started_at),
+        ended_at = coalesce(tt.ended_at, c.ended_at),
+        exit_code = coalesce(c.exit_code, tt.exit_code),
+        reason = coalesce(tt.reason, c.reason),
+        executor_ref = coalesce(tt.executor_ref, c.executor_ref)
+    FROM unnest(CAST(:t_ids AS bigint[]), CAST(:t_tries AS int[]), CAST(:t_states AS text[]),
+                CAST(:t_started AS timestamptz[]), CAST(:t_ended AS timestamptz[]), CAST(:t_codes AS int[]),
+                CAST(:t_reasons AS text[]), CAST(:t_refs AS text[]))
+         AS c(ti_id, try_number, state, started_at, ended_at, exit_code, reason, executor_ref)
+    WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number
+      AND tt.state IN ('queued', 'running', 'cancelling')
+"""
+
+
+def _transition_params(transitions: Sequence[Transition], now: datetime, term: int) -> dict[str, Any]:
+    return {
         "ids": [t.ti_id for t in transitions], "expected": [t.expected for t in transitions],
         "tries": [t.try_number for t in transitions], "states": [t.new_state for t in transitions],
         "started": [t.started_at for t in transitions], "ended": [t.ended_at for t in transitions],
         "timeouts": [t.timeout_at for t in transitions], "next_tries": [t.next_try_at for t in transitions],
         "reasons": [t.reason for t in transitions], "now": now, "term": term,
-    })
+    }
+
+
+def _try_params(changes: Sequence[TryChange]) -> dict[str, Any]:
+    return {
+        "t_ids": [c.ti_id for c in changes], "t_tries": [c.try_number for c in changes],
+        "t_states": [c.state for c in changes], "t_started": [c.started_at for c in changes],
+        "t_ended": [c.ended_at for c in changes], "t_codes": [c.exit_code for c in changes],
+        "t_reasons": [c.reason for c in changes], "t_refs": [c.executor_ref for c in changes],
+    }
+
+
+async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transition], now: datetime,
+                            term: int, *, try_changes: Sequence[TryChange] = ()) -> set[int]:
+    """Batched compare-and-set on task instances (plus, in the same statement, reported try facts).
+
+    Returns the task instance ids actually changed. Try facts only move forward: a finished try is
+    never reopened.
+    """
+    if not transitions and not try_changes:
+        return set()
+    if not transitions:
+        await conn.execute(text(_TRY_CHANGES), _try_params(try_changes))
+        return set()
+    if not try_changes:
+        rows = await conn.execute(text(_TRANSITIONS), _transition_params(transitions, now, term))
+        return {int(r.id) for r in rows}
+    rows = await conn.execute(
+        text(f"WITH tries AS ({_TRY_CHANGES} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed"),
+        {**_transition_params(transitions, now, term), **_try_params(try_changes)})
     return {int(r.id) for r in rows}
-
-
-async def record_try_changes(conn: AsyncConnection, changes: Sequence[TryChange]) -> None:
-    """Record reported try facts; only forward (a finished try is never reopened)."""
-    if not changes:
-        return
-    await conn.execute(text("""
-        UPDATE task_tries tt
-        SET state = CASE WHEN tt.state = 'cancelling' AND c.state = 'running' THEN 'cancelling' ELSE c.state END,
-            started_at = coalesce(tt.started_at, c.started_at),
-            ended_at = coalesce(tt.ended_at, c.ended_at),
-            exit_code = coalesce(c.exit_code, tt.exit_code),
-            reason = coalesce(tt.reason, c.reason),
-            executor_ref = coalesce(tt.executor_ref, c.executor_ref)
-        FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[]), CAST(:states AS text[]),
-                    CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), CAST(:codes AS int[]),
-                    CAST(:reasons AS text[]), CAST(:refs AS text[]))
-             AS c(ti_id, try_number, state, started_at, ended_at, exit_code, reason, executor_ref)
-        WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number
-          AND tt.state IN ('queued', 'running', 'cancelling')
-    """), {
-        "ids": [c.ti_id for c in changes], "tries": [c.try_number for c in changes],
-        "states": [c.state for c in changes], "started": [c.started_at for c in changes],
-        "ended": [c.ended_at for c in changes], "codes": [c.exit_code for c in changes],
-        "reasons": [c.reason for c in changes], "refs": [c.executor_ref for c in changes],
-    })
 
 
 async def timed_out_task_instances(conn: AsyncConnection, now: datetime, limit: int) -> list[int]:

@@ -218,7 +218,9 @@ class SchedulerCore:
                        if (t := fold_reports(rows_by_id[ti_id], ups,
                                              graphs[rows_by_id[ti_id].version_id].task(rows_by_id[ti_id].task_id),
                                              max_retry_delay=self.max_retry_delay)) is not None]
-        applied = await store.apply_transitions(conn, transitions, now, self.ctx.term)
+        try_changes = [TryChange(ti_id, try_number, f.state, f.started_at, f.ended_at, f.exit_code, f.reason,
+                                 f.executor_ref) for (ti_id, try_number), f in facts.items()] if record_tries else []
+        applied = await store.apply_transitions(conn, transitions, now, self.ctx.term, try_changes=try_changes)
         await self._after_transitions(conn, [t for t in transitions if t.ti_id in applied], rows_by_id, graphs, now)
         missed: list[TryKey] = []
         for t in transitions:
@@ -232,10 +234,6 @@ class SchedulerCore:
                 entry.state, entry.started_at = "running", t.started_at
             else:
                 self.inflight.pop(key, None)
-        if record_tries:
-            await store.record_try_changes(conn, [
-                TryChange(ti_id, try_number, f.state, f.started_at, f.ended_at, f.exit_code, f.reason, f.executor_ref)
-                for (ti_id, try_number), f in facts.items()])
         return applied, missed
 
     async def _after_transitions(self, conn: AsyncConnection, applied: Sequence[Transition],
