@@ -115,6 +115,8 @@ export default {
           api(`/dags/${enc(dagId)}/runs`, { query: { limit: RECENT_RUNS } }),
         ]);
         const runs = items(runsResp, "runs");
+        const shown = new Set(runs.slice(0, GRID_RUNS).map((r) => r.run_id));
+        for (const id of details.keys()) if (!shown.has(id)) details.delete(id); // bounded in a long-open tab
         await Promise.all(runs.slice(0, GRID_RUNS).map(async (run) => {
           const cached = details.get(run.run_id);
           if (cached && cached.terminal) return;
