@@ -19,6 +19,7 @@ import json
 import logging
 import random
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -251,8 +252,18 @@ class Soak:
             shutil.rmtree(self.workdir / "pg", ignore_errors=True)
 
 
+class Terminated(Exception):
+    """SIGTERM/SIGINT: stop, clean up (replicas, PostgreSQL, namespaces) and still report."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(f"stopped by signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    signal.signal(signal.SIGTERM, _terminate)
     args = parse_args(argv)
     reason = netns.unavailable_reason()
     if reason:
