@@ -12,7 +12,7 @@ import threading
 
 from tests.election.cluster import Cluster, wait_for
 
-CYCLES = 6
+CYCLES = 4
 
 
 def test_kill_restart_cycles_never_two_holders(cluster: Cluster) -> None:
