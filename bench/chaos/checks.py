@@ -200,6 +200,18 @@ def handovers(terms: list[dict[str, Any]]) -> list[float]:
     return out
 
 
+def first_pod_after_acquire(requests: list[dict[str, Any]], clock: TermClock) -> tuple[list[float], int]:
+    """Seconds from each term's commit to its first pod created (work resumed), and terms with no pod."""
+    first: dict[int, float] = {}
+    for r in requests:
+        if r.get("verb") == "create" and r.get("code") == 201 and str(r.get("term") or "").isdigit():
+            term = int(r["term"])
+            first[term] = min(first.get(term, r["time"]), r["time"])
+    commits = {c[0]: c[2] for c in clock.commits}
+    delays = [round(first[t] - commits[t], 3) for t in first if t in commits]
+    return delays, sum(1 for t in commits if t not in first)
+
+
 def time_to_new_leader(faults: list[dict[str, Any]], terms: list[dict[str, Any]]) -> dict[str, list[float]]:
     """Per fault kind: seconds from injection to the first term acquired afterwards."""
     acquired = sorted(t["acquired"] for t in terms)

@@ -80,6 +80,7 @@ class Soak:
         self.workload = Workload.plan(runs=args.runs, tasks=args.tasks, spread=args.duration * 0.5, seed=args.seed)
         self.restarts = 0
         self.api: Api | None = None
+        self.first_pods: tuple[list[float], int] = ([], 0)
         self._exited_at: dict[str, float] = {}
 
     # ------------------------------------------------------------------ phases
@@ -189,7 +190,7 @@ class Soak:
         api.close()
         requests = self.k8s.requests()
         with self.cluster.connect() as conn:
-            verdict, terms, _clock = checks.run_checks(conn, requests, self.workload, self.cluster.cluster_name)
+            verdict, terms, clock = checks.run_checks(conn, requests, self.workload, self.cluster.cluster_name)
             completions = [float(r[0]) for r in conn.execute(
                 "SELECT extract(epoch FROM ended_at)::float8 FROM task_instances WHERE ended_at IS NOT NULL")]
         verdict.add("workload_drained", drained)
@@ -198,6 +199,7 @@ class Soak:
                             nodes=[r.node_id for r in self.cluster.replicas], terms=terms,
                             samples=self.watch.samples, faults=faults, completions=completions,
                             title=f"chaos soak seed={self.args.seed} duration={self.args.duration:g}s")
+        self.first_pods = checks.first_pod_after_acquire(requests, clock)
         return self.summary(verdict, terms, faults, started, t0, faults_end, png)
 
     def summary(self, verdict: checks.Verdict, terms: list[dict[str, Any]], faults: list[dict[str, Any]],
@@ -219,6 +221,8 @@ class Soak:
             "belief_overlaps": d.get("leadership_never_overlaps", {}).get("belief_overlaps"),
             "handover_s": _stats(checks.handovers(terms)),
             "time_to_new_leader_s": {k: _stats(v) for k, v in per_kind.items()},
+            "first_pod_after_acquire_s": _stats(self.first_pods[0]),
+            "terms_without_pods": self.first_pods[1],
             "pods_created": d.get("one_pod_per_try", {}).get("pods_created"),
             "pod_create_conflicts_409": d.get("one_pod_per_try", {}).get("conflicts_409"),
             "duplicates": len(d.get("one_pod_per_try", {}).get("duplicates", [])),
