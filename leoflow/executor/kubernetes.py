@@ -104,7 +104,18 @@ class KubernetesExecutor:
 
     async def start(self, ctx: LeaderContext, report: Report) -> None:
         self._ctx, self._report = ctx, report
-        rv = await self._reconcile(initial=True)
+        deadline = time.monotonic() + self.create_deadline
+        attempt = 0
+        while True:  # an API server blip at failover should not cost the leadership
+            try:
+                rv = await self._reconcile(initial=True)
+                break
+            except PodApiError as err:
+                attempt += 1
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("initial pod reconcile failed; retrying", extra={"code": err.code, "error": err.message})
+                await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
         self._spawn(self._watch_loop(rv), "k8s-watch")
         self._spawn(self._event_loop(), "k8s-events")
         self._spawn(self._resync_loop(), "k8s-resync")
@@ -315,9 +326,9 @@ class KubernetesExecutor:
             key = pods.pod_try_key(pod)
             await self._handle_untracked(pod, records.get(key) if key else None)
         for name, t in list(self._tracked.items()):
-            pod = by_name.get(name)
-            if pod is not None:
-                await self._apply(t, pod, "MODIFIED")
+            current = by_name.get(name)
+            if current is not None:
+                await self._apply(t, current, "MODIFIED")
                 age = time.monotonic() - (t.created_at or time.monotonic())
                 overdue = t.timeout is not None and age > t.timeout + self.deadline_slack
                 if overdue and not t.final and not t.killing:

@@ -71,19 +71,19 @@ def _load_client(concurrency: int) -> tuple[client.ApiClient, str | None]:
     cfg = client.Configuration()
     namespace: str | None = None
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=cfg)
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         if _SA_NAMESPACE.exists():
             namespace = _SA_NAMESPACE.read_text().strip() or None
     else:
         # Read KUBECONFIG now, not at the client's import time (it may be set after import).
         path = os.environ.get("KUBECONFIG") or None
         try:
-            config.load_kube_config(config_file=path, client_configuration=cfg)
+            config.load_kube_config(config_file=path, client_configuration=cfg)  # type: ignore[no-untyped-call]
         except (config.ConfigException, OSError) as exc:
             raise SettingsError("LEOFLOW_EXECUTOR", "is kubernetes, but no Kubernetes configuration was found "
                                 f"(not running in a pod; KUBECONFIG / ~/.kube/config: {exc})") from None
         try:
-            _, active = config.list_kube_config_contexts(config_file=path)
+            _, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
             namespace = (active or {}).get("context", {}).get("namespace")
         except config.ConfigException:
             namespace = None
@@ -133,7 +133,7 @@ class KubernetesApi:
 
     async def create_pod(self, body: dict[str, Any]) -> dict[str, Any]:
         return await self._call(lambda: self._json(self.core.create_namespaced_pod(
-            self.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
+            self.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))  # type: ignore[arg-type]
 
     async def get_pod(self, name: str) -> dict[str, Any] | None:
         try:
@@ -151,7 +151,8 @@ class KubernetesApi:
             body["preconditions"] = {"uid": uid}
         try:
             await self._call(lambda: self._json(self.core.delete_namespaced_pod(
-                name, self.namespace, body=body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
+                name, self.namespace, body=body,  # type: ignore[arg-type]
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
         except PodApiError as err:
             if err.code == 404:
                 return False
@@ -167,7 +168,10 @@ class KubernetesApi:
                                       "_request_timeout": REQUEST_TIMEOUT}
             if token:
                 kwargs["_continue"] = token
-            data = await self._call(lambda kw=kwargs: self._json(self.core.list_namespaced_pod(self.namespace, **kw)))
+            def page_call(kw: dict[str, Any] = kwargs) -> Any:
+                return self._json(self.core.list_namespaced_pod(self.namespace, **kw))
+
+            data = await self._call(page_call)
             items.extend(data.get("items") or [])
             token = (data.get("metadata") or {}).get("continue")
             if not token:
@@ -176,8 +180,8 @@ class KubernetesApi:
     async def read_log_tail(self, name: str, max_bytes: int) -> tuple[bytes, int]:
         """The last ``max_bytes`` of the pod's log (streamed, never held whole) and the full size."""
         def read() -> tuple[bytes, int]:
-            response = self.core.read_namespaced_pod_log(name, self.namespace, container="task",
-                                                         _preload_content=False, _request_timeout=(5.0, 120.0))
+            response: Any = self.core.read_namespaced_pod_log(name, self.namespace, container="task",
+                                                              _preload_content=False, _request_timeout=(5.0, 120.0))
             tail, size = bytearray(), 0
             try:
                 for chunk in response.stream(64 * 1024):
@@ -204,13 +208,13 @@ class KubernetesApi:
 
         def stream() -> WatchEnd:
             rv = resource_version
-            response = self.core.list_namespaced_pod(
+            response: Any = self.core.list_namespaced_pod(
                 self.namespace, label_selector=selector, watch=True, resource_version=rv,
                 allow_watch_bookmarks=True, timeout_seconds=timeout_seconds, _preload_content=False,
                 _request_timeout=(5.0, timeout_seconds + 15.0))
             self._watch_response = response
             try:
-                for line in iter_resp_lines(response):
+                for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                     if not line:
                         continue
                     event = json.loads(line)

@@ -146,3 +146,20 @@ def test_logs_survive_pod_gc_and_no_try_is_shipped_twice(settings: Settings, fak
             assert (await try_row(engine, t.task_try_id))["resource_deleted_at"] is not None
 
     run(s, body)
+
+
+def test_start_retries_the_initial_list_when_the_api_server_blips(settings: Settings,
+                                                                  fake_k8s: FakeKubernetes) -> None:
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        [t] = await seed_tries(engine, 1)
+        fake_k8s.inject(Fault("list", code=503, times=2))
+        rec = Recorder(engine)
+        ex = await started(s, engine, 1, rec)
+        await ex.submit(t.launch(["true"], term=1))
+        assert (await rec.wait_final(t.key)).state == "success"
+        await ex.stop()
+        assert [r["code"] for r in fake_k8s.requests if r["verb"] == "list"][:3] == [503, 503, 200]
+
+    run(s, body)
