@@ -17,9 +17,10 @@ Semantics worth knowing:
 - ``apply_dag``: an identical spec (same canonical hash) is a no-op; a changed one creates
   version N+1 and becomes current, runs keep the version they started with. ``paused`` in the
   spec is honoured when the DAG is created (or re-created after a delete), never on update.
-- ``delete_dag`` is a soft delete: the DAG disappears from scheduling, its active runs are
-  cancelled (their live tries are marked ``cancelling`` for the leader to kill), and the leader
-  purges the rows once nothing of it is still running. Re-applying the DAG brings it back.
+- ``delete_dag`` is a soft delete (``dags.deleted``): the DAG disappears from scheduling and
+  triggering, its active runs are cancelled (their live tries are marked ``cancelling`` for the
+  leader to kill — a hard delete would lose that instruction), and its history stays readable.
+  Re-applying the DAG brings it back as a new version; API listings should filter ``deleted``.
 - Runs start ``queued``; their task instances are created by the leader when the run starts
   (``max_active_runs`` permitting), so a queued run has no task instances yet.
 - Manual runs of a paused DAG are allowed and run: pausing stops *scheduled* runs only.
