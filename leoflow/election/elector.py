@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -43,19 +41,17 @@ import psycopg
 
 from leoflow.clock import Clock, SystemClock
 from leoflow.db import election_store as store
-from leoflow.db.engine import libpq_url
+from leoflow.election.session import (
+    POOLER_PROBLEM,
+    check_session_safety,
+    connect_lock_session,
+    shutdown_socket,
+)
 from leoflow.errors import UnsafeDatabaseSetup
 from leoflow.metrics import election as metrics
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
-
-POOLER_PROBLEM = ("the election lock session does not keep its PostgreSQL backend across statements "
-                  "(a transaction-mode pooler such as PgBouncer?); point LEOFLOW_DATABASE_URL at a "
-                  "session-mode pooler or directly at PostgreSQL")
-STANDBY_PROBLEM = ("the database is a hot standby (pg_is_in_recovery() is true) and cannot hold the "
-                   "election lock; point LEOFLOW_DATABASE_URL at the primary")
-
 
 class ElectionListener(Protocol):
     """Told about leadership changes; called from the elector's threads, must not block."""
@@ -69,17 +65,6 @@ class ElectionListener(Protocol):
 
 class _LockLost(Exception):
     """The keepalive found the lock gone, or the lease fenced this term."""
-
-
-def session_timeouts(lease: float) -> dict[str, int]:
-    """Server-side dead-client detection, strictly later than the lease (ADR 0002).
-
-    ``idle + interval * count >= 2 * lease`` and ``tcp_user_timeout = 2 * lease``.
-    """
-    idle = max(1, math.ceil(lease))
-    interval = max(1, math.ceil(lease / 4))
-    return {"keepalive_idle": idle, "keepalive_interval": interval, "keepalive_count": 4,
-            "user_timeout_ms": int(2 * lease * 1000)}
 
 
 class Elector:
@@ -124,7 +109,7 @@ class Elector:
         self._wake.set()
         with self._mutex:
             if self._blocking and self._conn is not None:
-                _shutdown_socket(self._conn)
+                shutdown_socket(self._conn)
 
     def release_and_join(self, timeout: float = 10.0) -> None:
         """Release the lock (recording ``leader_released``) if held, close the session, join."""
@@ -135,7 +120,7 @@ class Elector:
         while self._thread.is_alive() and time.monotonic() < deadline:
             with self._mutex:
                 if self._blocking and self._conn is not None:
-                    _shutdown_socket(self._conn)
+                    shutdown_socket(self._conn)
             self._thread.join(0.1)
         self._guard.join(1.0)
 
@@ -202,7 +187,7 @@ class Elector:
             self._declare_lost("lost", reason)
             with self._mutex:
                 if self._conn is not None:
-                    _shutdown_socket(self._conn)
+                    shutdown_socket(self._conn)
 
     # ------------------------------------------------------------------ connection
     def _open(self) -> psycopg.Connection[Any]:
@@ -238,6 +223,8 @@ class Elector:
                 return
             granted_at = datetime.now(UTC)
             if not store.holds_lock(conn, self._cluster):
+                with contextlib.suppress(psycopg.Error):
+                    store.unlock(conn, self._cluster)
                 raise UnsafeDatabaseSetup(POOLER_PROBLEM)
             term, confirmed_at = self._start_term(conn, granted_at)
             self._lead(conn, term, confirmed_at)
@@ -341,7 +328,10 @@ class Elector:
         metrics.TRANSITIONS.labels(event=kind).inc()
         if kind == "lost":
             log.error("lost leadership: %s", reason, extra={"cluster": self._cluster, "term": term})
-        self.listener.lost(term, kind, reason)
+        try:
+            self.listener.lost(term, kind, reason)
+        except RuntimeError:  # the event loop is already closed (process exiting)
+            log.debug("leadership loss not delivered: event loop closed", extra={"term": term})
         if record and kind == "released":
             self._try_record_now()
 
@@ -363,44 +353,6 @@ class Elector:
     def _sleep(self, seconds: float) -> None:
         self._wake.wait(seconds)
         self._wake.clear()
-
-
-def connect_lock_session(settings: Settings) -> psycopg.Connection[Any]:
-    """The dedicated election session: autocommit, named, with client and server keepalives."""
-    lease = settings.election.leader_lease
-    conn = psycopg.connect(
-        libpq_url(settings.require_database_url()), autocommit=True, prepare_threshold=None,
-        application_name=f"{store.LOCK_APP_PREFIX}{settings.cluster.node_id}"[:63],
-        connect_timeout=max(2, math.ceil(lease / 2)),
-        keepalives=1, keepalives_idle=max(1, int(lease / 4)), keepalives_interval=1, keepalives_count=2,
-        tcp_user_timeout=int(lease * 500))
-    store.configure_session(conn, lock_timeout_ms=int(settings.election.poll_interval * 1000),
-                            **session_timeouts(lease))
-    return conn
-
-
-def check_session_safety(conn: psycopg.Connection[Any], settings: Settings) -> None:
-    """Refuse a hot standby and any session whose backend is shared between statements."""
-    if store.in_recovery(conn):
-        raise UnsafeDatabaseSetup(STANDBY_PROBLEM)
-    first = store.backend_pid(conn)
-    with psycopg.connect(libpq_url(settings.require_database_url()), autocommit=True, prepare_threshold=None,
-                         application_name=f"leoflow-probe:{settings.cluster.node_id}"[:63],
-                         connect_timeout=5) as probe:
-        probe_pid = store.probe_backend_pid_in_transaction(probe)
-    if probe_pid == first or store.backend_pid(conn) != first:
-        raise UnsafeDatabaseSetup(POOLER_PROBLEM)
-
-
-def _shutdown_socket(conn: psycopg.Connection[Any]) -> None:
-    """Unblock a thread stuck in a call on ``conn``: shut its socket down (even if the peer is gone)."""
-    with contextlib.suppress(Exception):
-        fd = conn.pgconn.socket
-        sock = socket.socket(fileno=os.dup(fd))
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        finally:
-            sock.close()
 
 
 def _reason(exc: BaseException) -> str:

@@ -173,7 +173,7 @@ def test_hot_standby_is_refused_with_one_clear_line(tmp_path: Any, caplog: pytes
 
 @pytest.mark.parametrize("lease", [1.0, 2.0, 2.5, 10.0, 37.0])
 def test_server_notices_a_dead_client_no_earlier_than_twice_the_lease(lease: float) -> None:
-    from leoflow.election.elector import session_timeouts
+    from leoflow.election.session import session_timeouts
 
     t = session_timeouts(lease)
     assert t["keepalive_idle"] + t["keepalive_interval"] * t["keepalive_count"] >= 2 * lease
