@@ -31,10 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 from leoflow.db import executor_store
@@ -43,36 +41,18 @@ from leoflow.errors import FencedOut
 from leoflow.executor import kubernetes_pods as pods
 from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
+from leoflow.executor.kubernetes_create import PodCreation, Tracked
 from leoflow.executor.kubernetes_logs import ship_pod_logs
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
-from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED, PODS_DELETED
+from leoflow.metrics.executor import PODS_DELETED
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
 _FINISHED_TRY_STATES = ("success", "failed", "cancelled", "upstream_failed")
-#: Launches recorded (and fenced) per database transaction.
-RECORD_BATCH = 256
 
 
-@dataclass
-class _Tracked:
-    """What this executor knows about one try's pod."""
-
-    key: TryKey
-    name: str
-    task_try_id: int | None
-    timeout: float | None = None
-    created_at: float | None = None  # monotonic time the pod was known to exist
-    reported: str | None = None
-    final: bool = False
-    killing: bool = False
-    cancel_requested: bool = False
-    stuck_since: float | None = None
-    last: StatusUpdate | None = None
-
-
-class KubernetesExecutor:
+class KubernetesExecutor(PodCreation):
     """Implements :class:`leoflow.executor.base.Executor` with pods."""
 
     name = "kubernetes"
@@ -92,12 +72,12 @@ class KubernetesExecutor:
         self.selector = pods.cluster_selector(settings.cluster.name)
         self._max_log_bytes = settings.executor.task_log_max_bytes
         self._slots = asyncio.Semaphore(concurrency)
-        self._tracked: dict[str, _Tracked] = {}
+        self._tracked: dict[str, Tracked] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
         self._ctx: LeaderContext | None = None
         self._report: Report | None = None
-        self._to_record: list[tuple[TaskLaunch, _Tracked]] = []
+        self._to_record: list[tuple[TaskLaunch, Tracked]] = []
         self._recorder: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ Executor protocol
@@ -128,7 +108,7 @@ class KubernetesExecutor:
             if known.last is not None and self._report is not None:
                 await self._report(known.last)  # the scheduler asked again: tell it what we know
             return
-        tracked = _Tracked(launch.key, name, launch.task_try_id, launch.timeout_seconds)
+        tracked = Tracked(launch.key, name, launch.task_try_id, launch.timeout_seconds)
         if not launch.image:
             await self._finish(tracked, "failed", None, "the kubernetes executor needs an image; the task has none")
             return
@@ -167,91 +147,7 @@ class KubernetesExecutor:
 
     # ------------------------------------------------------------------ creating
 
-    async def _record_launches(self) -> None:
-        """Fenced, batched: note the pod names on the tries, then create each pod (bounded)."""
-        ctx = self._require_ctx()
-        while self._to_record:
-            batch, self._to_record = self._to_record[:RECORD_BATCH], self._to_record[RECORD_BATCH:]
-            for term in sorted({launch.term for launch, _ in batch}):
-                group = [(launch, t) for launch, t in batch if launch.term == term]
-                try:
-                    async with ctx.engine.begin() as conn:
-                        claimed = await executor_store.record_launches(
-                            conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
-                            launches=[(launch.task_try_id, t.name) for launch, t in group])
-                except FencedOut as exc:
-                    log.warning("not creating pods: fenced out", extra={"pods": len(group), "error": str(exc)})
-                    for _, t in group:
-                        self._tracked.pop(t.name, None)
-                    continue
-                for launch, t in group:
-                    if launch.task_try_id not in claimed:
-                        await self._finish(t, "failed", None, "the task try does not exist in the database")
-                        continue
-                    self._spawn(self._create(launch, t, claimed[launch.task_try_id]), f"k8s-create:{t.name}")
-
-    async def _create(self, launch: TaskLaunch, t: _Tracked, was_claimed: bool) -> None:
-        ctx = self._require_ctx()
-        body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
-                             image_pull_secrets=self.k8s.image_pull_secrets)
-        deadline = time.monotonic() + self.create_deadline
-        attempt = 0
-        async with self._slots:
-            while not t.final:
-                try:
-                    if attempt > 0:  # time has passed since the batch's fence check: check again
-                        async with ctx.engine.begin() as conn:
-                            await check_term_async(conn, ctx.cluster, launch.term)
-                    if was_claimed:  # launched by an earlier leader (or an earlier executor)
-                        existing = await self.api.get_pod(t.name)
-                        if existing is None:
-                            await self._finish(t, "failed", None, "the pod of this try was launched before and is "
-                                               "gone; not launching it twice")
-                            return
-                        await self._adopt_existing(t, existing)
-                        return
-                    created = await self.api.create_pod(body)
-                    PODS_CREATED.inc()
-                    await self._seen(t, created)
-                    return
-                except FencedOut as exc:
-                    log.warning("not creating pod: fenced out", extra={"pod": t.name, "error": str(exc)})
-                    self._tracked.pop(t.name, None)
-                    return
-                except PodApiError as err:
-                    if err.code == 409 and err.reason == "AlreadyExists":
-                        existing = await self._get_quietly(t.name)
-                        if existing is not None:
-                            await self._adopt_existing(t, existing)
-                            return
-                    elif err.code not in (0, 409, 429) and err.code < 500:
-                        await self._finish(t, "failed", None, f"Kubernetes refused the pod ({err.code} {err.reason}): "
-                                           f"{err.message}")
-                        return
-                    attempt += 1
-                    if time.monotonic() > deadline:
-                        await self._finish(t, "failed", None, f"pod not created after {attempt} attempts: {err}")
-                        return
-                    delay = err.retry_after if err.retry_after is not None else min(5.0, 0.1 * 2 ** attempt)
-                    log.info("retrying pod API call", extra={"pod": t.name, "code": err.code, "delay": delay})
-                    await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-
-    async def _adopt_existing(self, t: _Tracked, pod: dict[str, Any]) -> None:
-        ctx = self._require_ctx()
-        if not pods.is_same_try(pod, ctx.cluster, t.key):
-            labels = pod.get("metadata", {}).get("labels") or {}
-            await self._finish(t, "failed", None, f"pod name {t.name} is taken by another object (labels {labels})")
-            return
-        POD_CREATE_CONFLICTS.inc()
-        await self._seen(t, pod)
-
-    async def _get_quietly(self, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.api.get_pod(name)
-        except PodApiError:
-            return None
-
-    async def _seen(self, t: _Tracked, pod: dict[str, Any]) -> None:
+    async def _seen(self, t: Tracked, pod: dict[str, Any]) -> None:
         if t.created_at is None:
             t.created_at = time.monotonic()
         if t.cancel_requested and not t.final:
@@ -261,7 +157,7 @@ class KubernetesExecutor:
 
     # ------------------------------------------------------------------ status
 
-    async def _apply(self, t: _Tracked, pod: dict[str, Any], event: str) -> None:
+    async def _apply(self, t: Tracked, pod: dict[str, Any], event: str) -> None:
         if t.created_at is None:
             t.created_at = time.monotonic()
         outcome = pods.pod_outcome(pod)
@@ -296,7 +192,7 @@ class KubernetesExecutor:
         key = pods.pod_try_key(pod)
         if key is None:
             return
-        t = _Tracked(key, name, record.task_try_id if record else None, created_at=time.monotonic())
+        t = Tracked(key, name, record.task_try_id if record else None, created_at=time.monotonic())
         self._tracked[name] = t
         finished = record is None or record.ended_at is not None or record.state in _FINISHED_TRY_STATES
         if finished:
@@ -337,14 +233,14 @@ class KubernetesExecutor:
                 await self._apply(t, {"metadata": {"name": name}, "status": {}}, "DELETED")
         for claim in claims:
             if claim.executor_ref not in by_name and claim.executor_ref not in self._tracked:
-                lost = _Tracked(claim.key, claim.executor_ref or "", claim.task_try_id)
+                lost = Tracked(claim.key, claim.executor_ref or "", claim.task_try_id)
                 await self._finish(lost, "failed", None, "the pod of this try is gone (deleted while no leader "
                                    "watched); not launching it twice")
         return rv
 
     # ------------------------------------------------------------------ killing
 
-    async def _kill(self, t: _Tracked, reason: str) -> None:
+    async def _kill(self, t: Tracked, reason: str) -> None:
         """Fenced: save what logs there are, delete the pod, report the try failed with ``reason``."""
         ctx = self._require_ctx()
         t.killing = True
@@ -359,7 +255,7 @@ class KubernetesExecutor:
         await self._delete(t, None)
         await self._finish(t, "failed", None, reason)
 
-    async def _delete(self, t: _Tracked, pod: dict[str, Any] | None) -> None:
+    async def _delete(self, t: Tracked, pod: dict[str, Any] | None) -> None:
         t.killing = True
         uid = (pod or {}).get("metadata", {}).get("uid")
         try:
@@ -370,11 +266,11 @@ class KubernetesExecutor:
 
     # ------------------------------------------------------------------ reporting and loops
 
-    async def _finish(self, t: _Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+    async def _finish(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
         t.final = True
         await self._emit(t, state, exit_code, reason)
 
-    async def _emit(self, t: _Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+    async def _emit(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
         ctx, report = self._require_ctx(), self._report
         t.reported = state
         t.last = StatusUpdate(key=t.key, state=state, at=ctx.clock.now(), exit_code=exit_code, reason=reason,

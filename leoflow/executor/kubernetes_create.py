@@ -1,0 +1,166 @@
+"""How a try's pod comes to exist: fenced in batches, created with retries, or adopted on 409.
+
+Part of :class:`leoflow.executor.kubernetes.KubernetesExecutor` (a mixin, split out to keep each
+module about one thing); see that module's docstring for the guarantees. In short:
+
+- launches are recorded on their tries in batches of :data:`RECORD_BATCH`, one transaction each,
+  which checks the fencing term first (an ex-leader records nothing and creates nothing);
+- a try an earlier leader already recorded is adopted by name if its pod exists, else reported
+  failed (never created twice);
+- ``409 AlreadyExists`` → GET and adopt when the labels name this try of this cluster;
+  403/422/other 4xx fail the try with the API's message; 409 (other), 429 (Retry-After), 5xx and
+  no response are retried with capped exponential backoff until ``create_deadline``, each retry
+  after re-checking the fence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from leoflow.db import executor_store
+from leoflow.db.fencing import check_term_async
+from leoflow.errors import FencedOut
+from leoflow.executor import kubernetes_pods as pods
+from leoflow.executor.base import StatusUpdate, TaskLaunch, TryKey, TryState
+from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
+from leoflow.leadership import LeaderContext
+from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED
+from leoflow.settings import KubernetesSettings
+
+log = logging.getLogger(__name__)
+
+#: Launches recorded (and fenced) per database transaction.
+RECORD_BATCH = 256
+
+
+@dataclass
+class Tracked:
+    """What this executor knows about one try's pod."""
+
+    key: TryKey
+    name: str
+    task_try_id: int | None
+    timeout: float | None = None
+    created_at: float | None = None  # monotonic time the pod was known to exist
+    reported: str | None = None
+    final: bool = False
+    killing: bool = False
+    cancel_requested: bool = False
+    stuck_since: float | None = None
+    last: StatusUpdate | None = None
+
+
+class PodCreation:
+    """The creating half of the Kubernetes executor."""
+
+    api: KubernetesApi
+    namespace: str
+    k8s: KubernetesSettings
+    create_deadline: float
+    _slots: asyncio.Semaphore
+    _tracked: dict[str, Tracked]
+    _to_record: list[tuple[TaskLaunch, Tracked]]
+
+    # Provided by KubernetesExecutor.
+    def _require_ctx(self) -> LeaderContext:
+        raise NotImplementedError
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        raise NotImplementedError
+
+    async def _finish(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+        raise NotImplementedError
+
+    async def _seen(self, t: Tracked, pod: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def _record_launches(self) -> None:
+        """Fenced, batched: note the pod names on the tries, then create each pod (bounded)."""
+        ctx = self._require_ctx()
+        while self._to_record:
+            batch, self._to_record = self._to_record[:RECORD_BATCH], self._to_record[RECORD_BATCH:]
+            for term in sorted({launch.term for launch, _ in batch}):
+                group = [(launch, t) for launch, t in batch if launch.term == term]
+                try:
+                    async with ctx.engine.begin() as conn:
+                        claimed = await executor_store.record_launches(
+                            conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
+                            launches=[(launch.task_try_id, t.name) for launch, t in group])
+                except FencedOut as exc:
+                    log.warning("not creating pods: fenced out", extra={"pods": len(group), "error": str(exc)})
+                    for _, t in group:
+                        self._tracked.pop(t.name, None)
+                    continue
+                for launch, t in group:
+                    if launch.task_try_id not in claimed:
+                        await self._finish(t, "failed", None, "the task try does not exist in the database")
+                        continue
+                    self._spawn(self._create(launch, t, claimed[launch.task_try_id]), f"k8s-create:{t.name}")
+
+    async def _create(self, launch: TaskLaunch, t: Tracked, was_claimed: bool) -> None:
+        ctx = self._require_ctx()
+        body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
+                             image_pull_secrets=self.k8s.image_pull_secrets)
+        deadline = time.monotonic() + self.create_deadline
+        attempt = 0
+        async with self._slots:
+            while not t.final:
+                try:
+                    if attempt > 0:  # time has passed since the batch's fence check: check again
+                        async with ctx.engine.begin() as conn:
+                            await check_term_async(conn, ctx.cluster, launch.term)
+                    if was_claimed:  # launched by an earlier leader (or an earlier executor)
+                        existing = await self.api.get_pod(t.name)
+                        if existing is None:
+                            await self._finish(t, "failed", None, "the pod of this try was launched before and is "
+                                               "gone; not launching it twice")
+                            return
+                        await self._adopt_existing(t, existing)
+                        return
+                    created = await self.api.create_pod(body)
+                    PODS_CREATED.inc()
+                    await self._seen(t, created)
+                    return
+                except FencedOut as exc:
+                    log.warning("not creating pod: fenced out", extra={"pod": t.name, "error": str(exc)})
+                    self._tracked.pop(t.name, None)
+                    return
+                except PodApiError as err:
+                    if err.code == 409 and err.reason == "AlreadyExists":
+                        existing = await self._get_quietly(t.name)
+                        if existing is not None:
+                            await self._adopt_existing(t, existing)
+                            return
+                    elif err.code not in (0, 409, 429) and err.code < 500:
+                        await self._finish(t, "failed", None, f"Kubernetes refused the pod ({err.code} {err.reason}): "
+                                           f"{err.message}")
+                        return
+                    attempt += 1
+                    if time.monotonic() > deadline:
+                        await self._finish(t, "failed", None, f"pod not created after {attempt} attempts: {err}")
+                        return
+                    delay = err.retry_after if err.retry_after is not None else min(5.0, 0.1 * 2 ** attempt)
+                    log.info("retrying pod API call", extra={"pod": t.name, "code": err.code, "delay": delay})
+                    await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+
+    async def _adopt_existing(self, t: Tracked, pod: dict[str, Any]) -> None:
+        ctx = self._require_ctx()
+        if not pods.is_same_try(pod, ctx.cluster, t.key):
+            labels = pod.get("metadata", {}).get("labels") or {}
+            await self._finish(t, "failed", None, f"pod name {t.name} is taken by another object (labels {labels})")
+            return
+        POD_CREATE_CONFLICTS.inc()
+        await self._seen(t, pod)
+
+    async def _get_quietly(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.api.get_pod(name)
+        except PodApiError:
+            return None
+
