@@ -14,8 +14,9 @@ only). This module adds what a long-lived, per-user server needs:
   crashed is recovered by PostgreSQL's own crash recovery on start. The caller holds the
   instance lock (:mod:`leoflow.standalone.instance`), so a server found here is never one a
   live standalone is using.
-- **The database**: ``leoflow`` is created on first start and migrated to the head revision on
-  every start (a no-op when current).
+- **The database**: ``initdb`` runs into a staging directory that is renamed into place only
+  when complete, so an interrupted first start leaves nothing half-written; ``leoflow`` is
+  created on first start and migrated to the head revision on every start (a no-op when current).
 
 Failure semantics: every problem surfaces as :class:`~leoflow.db.embedded.EmbeddedPostgresError`
 with the tail of the server log; :meth:`StandalonePostgres.stop` never raises for a server that
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import socket
 from pathlib import Path
 
@@ -85,9 +87,7 @@ class StandalonePostgres:
         self.recover_orphan()
         if not _port_is_free(self.server.port):
             self.server.port = free_port()
-        first_time = not self.server.initialized
-        if first_time:
-            logger.info("initialising the embedded PostgreSQL", extra={"data_dir": str(self.server.data_dir)})
+        self._initialise()
         self.server.start()
         self.home.port_file.write_text(f"{self.server.port}\n")
         try:
@@ -103,6 +103,26 @@ class StandalonePostgres:
             raise
         logger.info("embedded PostgreSQL ready", extra={"port": self.server.port, "pid": self.server.running_pid()})
         return self.database_url
+
+    def _initialise(self) -> None:
+        """``initdb`` into a staging directory renamed into place only when complete.
+
+        An interrupted first start (Ctrl-C during ``initdb``) must not leave a half-written data
+        directory that every later start would fail on; a staging leftover is simply redone.
+        """
+        data_dir = self.server.data_dir
+        if (data_dir / "global" / "pg_control").exists():
+            return
+        if data_dir.exists() and any(data_dir.iterdir()):
+            raise EmbeddedPostgresError(f"{data_dir} is not a complete PostgreSQL data directory; move it "
+                                        "away (it is never deleted automatically) and start again")
+        logger.info("initialising the embedded PostgreSQL", extra={"data_dir": str(data_dir)})
+        staging = data_dir.with_name(data_dir.name + ".initdb")
+        shutil.rmtree(staging, ignore_errors=True)
+        EmbeddedPostgres(staging, port=self.server.port, socket_dir=self.home.socket_dir).init()
+        if data_dir.exists():
+            data_dir.rmdir()
+        staging.rename(data_dir)
 
     def recover_orphan(self) -> int | None:
         """Stop a server a killed standalone left behind; returns its pid if there was one."""

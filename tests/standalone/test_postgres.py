@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 
 import psycopg
+import pytest
 
 from leoflow.db import migrations
+from leoflow.db.embedded import EmbeddedPostgresError
 from leoflow.standalone.home import StandaloneHome
 from leoflow.standalone.postgres import StandalonePostgres
 from tests.standalone.procs import postgres_pids, wait_until_gone
@@ -122,3 +124,25 @@ def test_a_taken_remembered_port_is_replaced_by_a_free_one(home: StandaloneHome)
             assert int(home.port_file.read_text()) == again.port
         finally:
             again.stop()
+
+
+def test_leftover_of_an_interrupted_initdb_is_redone(home: StandaloneHome) -> None:
+    staging = home.data_dir.with_name("data.initdb")
+    staging.mkdir(parents=True)
+    (staging / "PG_VERSION").write_text("18\n")  # what an initdb killed half-way leaves
+    home.data_dir.mkdir()  # empty, as a first start creates it
+    pg = StandalonePostgres(home)
+    try:
+        pg.start()
+        assert not staging.exists()
+    finally:
+        pg.stop()
+
+
+def test_incomplete_data_directory_is_refused_never_deleted(home: StandaloneHome) -> None:
+    home.data_dir.mkdir(parents=True)
+    (home.data_dir / "PG_VERSION").write_text("18\n")
+    with pytest.raises(EmbeddedPostgresError, match="not a complete PostgreSQL data directory"):
+        StandalonePostgres(home).start()
+    assert (home.data_dir / "PG_VERSION").exists()
+    assert postgres_pids(home.data_dir) == []

@@ -164,3 +164,26 @@ def test_bad_port_flag_is_one_line(home: StandaloneHome, flag: str) -> None:
     assert bad.wait(timeout=60) == 2
     err = bad.stderr.strip().splitlines()
     assert len(err) == 1 and "--port" in err[0], bad.stderr
+
+
+def test_sigterm_during_startup_still_stops_postgres(home: StandaloneHome) -> None:
+    """A stop that lands while PostgreSQL starts or migrates (before the replica runs) cleans up too."""
+    proc = Standalone(home.root)
+    try:
+        deadline = time.monotonic() + 120
+        while not (home.data_dir / "postmaster.pid").exists():
+            assert proc.proc.poll() is None and time.monotonic() < deadline, proc.stderr[-2000:]
+            time.sleep(0.01)
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) in (0, 130), proc.stderr[-3000:]
+        assert "Traceback" not in proc.stderr
+        assert postgres_pids(home.data_dir) == []
+    finally:
+        proc.kill()
+    again = Standalone(home.root)  # the lock was released and the data is usable
+    try:
+        again.wait_banner()
+        again.signal(signal.SIGTERM)
+        assert again.wait(timeout=90) == 0
+    finally:
+        again.kill()
