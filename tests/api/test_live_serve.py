@@ -24,7 +24,7 @@ BIN = Path(sys.executable).parent
 
 #: Bounded fuzzing: the coverage phase (boundary and negative values per parameter) plus a few
 #: random examples per operation keeps the run near a minute on a loaded 2-core machine.
-MAX_EXAMPLES = "5"
+MAX_EXAMPLES = "3"
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,"
           "response_schema_conformance,response_headers_conformance")
 
