@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
+from leoflow.db.embedded import free_port
 from leoflow.standalone.home import StandaloneHome
 from tests.standalone.process import Standalone, children_running, process_gone, wait_for_run
 from tests.standalone.procs import postgres_pids, wait_until_gone
@@ -28,6 +29,11 @@ def test_example_run_succeeds_and_survives_a_clean_restart(home: StandaloneHome)
         assert banner.url == f"http://127.0.0.1:{first.port}"
         assert stat.S_IMODE(home.token_file.stat().st_mode) == 0o600
         assert home.token_file.read_text().strip() == banner.token
+        # The home holds a credential: private, except search permission for PostgreSQL's own
+        # OS user when we run as root (it must traverse to its data directory).
+        expected_home_mode = 0o701 if os.geteuid() == 0 else 0o700
+        assert stat.S_IMODE(home.root.stat().st_mode) == expected_home_mode
+        assert stat.S_IMODE(home.data_dir.stat().st_mode) == 0o700
         with first.client(banner.token) as api:
             run = wait_for_run(api, "example", banner.example_run)
             assert run["state"] == "success", run
@@ -187,3 +193,13 @@ def test_sigterm_during_startup_still_stops_postgres(home: StandaloneHome) -> No
         assert again.wait(timeout=90) == 0
     finally:
         again.kill()
+
+
+def test_unreachable_external_database_is_one_line_and_exit_1(home: StandaloneHome) -> None:
+    port = free_port()  # nothing listens there
+    proc = Standalone(home.root, env={"LEOFLOW_DATABASE_URL": f"postgresql://leoflow:secret@127.0.0.1:{port}/x"})
+    assert proc.wait(timeout=60) == 1
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "database unavailable" in err[0], proc.stderr
+    assert "secret" not in proc.stderr
+    assert not home.postgres_dir.exists()
