@@ -124,6 +124,22 @@ def leader_term(client: httpx.Client) -> int | None:
     return int(answer.json()["term"]) if answer.status_code == 200 else None
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (Linux ``/proc``), to report CPU per request."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def phase(pid: int, url: str, method: str, body: str | None, args: argparse.Namespace) -> dict[str, Any]:
+    """One wrk phase plus the replica's CPU per request (independent of other load on the host)."""
+    cpu_before = process_cpu_seconds(pid)
+    result = run_wrk(url, method, body, args.duration, args.connections, args.threads)
+    cpu = process_cpu_seconds(pid) - cpu_before
+    result["replica_cpu_ms_per_request"] = round(1000 * cpu / max(1, result["requests"]), 2)
+    result["replica_cpu_cores_used"] = round(cpu / result["duration_s"], 2)
+    return result
+
+
 def run_wrk(url: str, method: str, body: str | None, duration: int, connections: int, threads: int) -> dict[str, Any]:
     script = Path(tempfile.mkstemp(suffix=".lua")[1])
     body_lua = (f'wrk.body = {json.dumps(body)}\nwrk.headers["Content-Type"] = "application/json"'
@@ -197,10 +213,10 @@ def main() -> int:
             wait_for(lambda: client.get("/readyz").status_code == 200, "the replica to be ready")
             term_before = wait_for(lambda: leader_term(client), "a leader")
             seed(client, args.tasks)
-            get = run_wrk(f"{base}/api/v2/dags/{DAG}/runs/{RUN}", "GET", None, args.duration,
-                          args.connections, args.threads)
-            post = run_wrk(f"{base}/api/v2/dags/{DAG}/runs", "POST", "{}", args.duration,
-                           args.connections, args.threads)
+            load_before = os.getloadavg()[0]
+            get = phase(proc.pid, f"{base}/api/v2/dags/{DAG}/runs/{RUN}", "GET", None, args)
+            post = phase(proc.pid, f"{base}/api/v2/dags/{DAG}/runs", "POST", "{}", args)
+            load_after = os.getloadavg()[0]
             term_after = leader_term(client)
             alive = proc.poll() is None
     result = {
@@ -209,6 +225,10 @@ def main() -> int:
         "get_run": get, "post_runs": post,
         "leader_term_before": term_before, "leader_term_after": term_after,
         "leadership_changed": term_before != term_after, "replica_alive": alive,
+        # The host's 1-minute load average: on a 2-core machine shared with other work, a
+        # load well above 2 means the replica got only a fraction of a core.
+        "host_load_before": round(load_before, 1), "host_load_after": round(load_after, 1),
+        "cpu_count": os.cpu_count(),
         "targets": {"get_req_per_s": 1500, "get_p99_ms": 50},
         "meets_targets": get["req_per_s"] >= 1500 and get["p99_ms"] < 50,
         "png": str(args.png),
