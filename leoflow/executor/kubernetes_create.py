@@ -82,26 +82,44 @@ class PodCreation:
 
     async def _record_launches(self) -> None:
         """Fenced, batched: note the pod names on the tries, then create each pod (bounded)."""
-        ctx = self._require_ctx()
         while self._to_record:
             batch, self._to_record = self._to_record[:RECORD_BATCH], self._to_record[RECORD_BATCH:]
             for term in sorted({launch.term for launch, _ in batch}):
-                group = [(launch, t) for launch, t in batch if launch.term == term]
-                try:
-                    async with ctx.engine.begin() as conn:
-                        claimed = await executor_store.record_launches(
-                            conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
-                            launches=[(launch.task_try_id, t.name) for launch, t in group])
-                except FencedOut as exc:
-                    log.warning("not creating pods: fenced out", extra={"pods": len(group), "error": str(exc)})
+                await self._record_group([(launch, t) for launch, t in batch if launch.term == term], term)
+
+    async def _record_group(self, group: list[tuple[TaskLaunch, Tracked]], term: int) -> None:
+        ctx = self._require_ctx()
+        deadline = time.monotonic() + self.create_deadline
+        attempt = 0
+        while True:
+            try:
+                async with ctx.engine.begin() as conn:
+                    claimed = await executor_store.record_launches(
+                        conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
+                        launches=[(launch.task_try_id, t.name) for launch, t in group])
+                break
+            except FencedOut as exc:
+                log.warning("not creating pods: fenced out", extra={"pods": len(group), "error": str(exc)})
+                for _, t in group:
+                    self._tracked.pop(t.name, None)
+                return
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # the database is unreachable or failing: retry, then fail the tries
+                attempt += 1
+                if time.monotonic() > deadline:
                     for _, t in group:
-                        self._tracked.pop(t.name, None)
-                    continue
-                for launch, t in group:
-                    if launch.task_try_id not in claimed:
-                        await self._finish(t, "failed", None, "the task try does not exist in the database")
-                        continue
-                    self._spawn(self._create(launch, t, claimed[launch.task_try_id]), f"k8s-create:{t.name}")
+                        await self._finish(t, "failed", None, f"could not record the launch: {exc}"[:500])
+                    return
+                log.warning("recording launches failed; retrying", extra={"pods": len(group), "error": str(exc)})
+                await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
+        for launch, t in group:
+            if launch.task_try_id not in claimed:
+                await self._finish(t, "failed", None, "the task try does not exist in the database")
+            elif t.cancel_requested:
+                await self._finish(t, "failed", None, "cancelled")
+            else:
+                self._spawn(self._create(launch, t, claimed[launch.task_try_id]), f"k8s-create:{t.name}")
 
     async def _create(self, launch: TaskLaunch, t: Tracked, was_claimed: bool) -> None:
         ctx = self._require_ctx()

@@ -32,6 +32,8 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from leoflow.db import executor_store
 from leoflow.errors import FencedOut
 from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey
@@ -50,6 +52,8 @@ from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
+#: Claim attempts on database errors (with backoff up to 5 s: about a minute) before failing the try.
+CLAIM_ATTEMPTS = 15
 
 
 @dataclass
@@ -75,8 +79,9 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, settings: Settings, *, kill_grace: float = 10.0) -> None:
+    def __init__(self, settings: Settings, *, kill_grace: float = 10.0, claim_attempts: int = CLAIM_ATTEMPTS) -> None:
         self.settings = settings
+        self.claim_attempts = claim_attempts
         self.kill_grace = kill_grace
         self.home = settings.home
         self.max_log_bytes = settings.executor.task_log_max_bytes
@@ -143,15 +148,9 @@ class LocalExecutor:
             log.exception("could not launch task try", extra={"try": name})
 
     async def _launch_in_slot(self, launch: TaskLaunch, name: str) -> None:
-        ctx = self._require_started()
         async with self._slots:
-            try:
-                async with ctx.engine.begin() as conn:
-                    claimed = await executor_store.claim_try(
-                        conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id,
-                        executor_ref=name, node_id=ctx.node_id)
-            except FencedOut as exc:
-                log.warning("not launching: fenced out", extra={"try": name, "error": str(exc)})
+            claimed = await self._claim(launch, name)
+            if claimed is None:
                 return
             if not claimed:
                 await self._adopt(launch.key, launch.task_try_id, name)
@@ -164,6 +163,24 @@ class LocalExecutor:
             self._watch(running)
             # Hold the slot until the process ends; shield so stop() does not kill the process.
             await asyncio.shield(running.outcome)
+
+    async def _claim(self, launch: TaskLaunch, name: str) -> bool | None:
+        """Fenced claim of the try; None when fenced out or the database stayed unusable (reported)."""
+        ctx = self._require_started()
+        for attempt in range(self.claim_attempts):
+            try:
+                async with ctx.engine.begin() as conn:
+                    return await executor_store.claim_try(
+                        conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id,
+                        executor_ref=name, node_id=ctx.node_id)
+            except FencedOut as exc:
+                log.warning("not launching: fenced out", extra={"try": name, "error": str(exc)})
+                return None
+            except (OSError, SQLAlchemyError) as exc:
+                log.warning("claiming a try failed; retrying", extra={"try": name, "error": str(exc)[:300]})
+                await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
+        await self._emit(launch.key, "failed", None, "could not claim the try: the database is unavailable", name)
+        return None
 
     async def _own(self, running: _Running, launch: TaskLaunch) -> None:
         """Run the process to its end, save logs and outcome; survives the executor's stop()."""

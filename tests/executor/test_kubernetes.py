@@ -32,8 +32,8 @@ def run(settings: Settings, body: Callable[[AsyncEngine], Awaitable[None]]) -> N
 
 
 def executor(s: Settings, **kw: object) -> KubernetesExecutor:
-    return KubernetesExecutor(s, resync_interval=kw.pop("resync_interval", 0.5), create_deadline=20.0,  # type: ignore[arg-type]
-                              delete_grace=0, **kw)  # type: ignore[arg-type]
+    options: dict[str, object] = {"resync_interval": 0.5, "create_deadline": 20.0, "delete_grace": 0, **kw}
+    return KubernetesExecutor(s, **options)  # type: ignore[arg-type]
 
 
 async def started(s: Settings, engine: AsyncEngine, term: int, rec: Recorder, **kw: object) -> KubernetesExecutor:

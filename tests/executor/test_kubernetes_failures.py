@@ -163,3 +163,31 @@ def test_start_retries_the_initial_list_when_the_api_server_blips(settings: Sett
         assert [r["code"] for r in fake_k8s.requests if r["verb"] == "list"][:3] == [503, 503, 200]
 
     run(s, body)
+
+
+def test_database_outage_while_recording_launches_fails_the_tries(settings: Settings,
+                                                                  fake_k8s: FakeKubernetes) -> None:
+    import dataclasses
+
+    from leoflow.db.embedded import free_port
+    from leoflow.db.engine import make_async_engine
+
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        [t] = await seed_tries(engine, 1)
+        rec = Recorder()
+        ex = await started(s, engine, 1, rec, create_deadline=1.0)
+        assert ex._ctx is not None
+        dead = dataclasses.replace(s.database, url=f"postgresql://nobody@127.0.0.1:{free_port()}/gone")
+        ex._ctx.engine = make_async_engine(dead, pool_size=1)  # the database goes away
+        try:
+            await ex.submit(t.launch(["true"], term=1))
+            final = await rec.wait_final(t.key)
+        finally:
+            await ex.stop()
+            await ex._ctx.engine.dispose()
+        assert final.state == "failed" and "could not record the launch" in str(final.reason)
+        assert fake_k8s.creates() == []
+
+    run(s, body)

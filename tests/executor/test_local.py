@@ -255,3 +255,27 @@ def test_cancel_stops_the_process(settings: Settings, tmp_path: Path, key_count:
         assert (final.state, final.reason) == ("failed", "cancelled")
 
     run(s, body)
+
+
+def test_database_outage_while_claiming_fails_the_try_instead_of_hanging(settings: Settings, tmp_path: Path) -> None:
+    s = local_settings(settings, tmp_path)
+
+    async def body(engine: AsyncEngine) -> None:
+        from leoflow.db.embedded import free_port
+        [t] = await seed_tries(engine, 1)
+        rec = Recorder()
+        ex = LocalExecutor(s, claim_attempts=2)
+        ctx = LeaderContext(1, s, engine)
+        await ex.start(ctx, rec)
+        dead = dataclasses.replace(s.database, url=f"postgresql://nobody@127.0.0.1:{free_port()}/gone")
+        ctx.engine = make_async_engine(dead, pool_size=1)  # the database goes away
+        try:
+            await ex.submit(t.launch(["sh", "-c", "touch ran"], term=1))
+            final = await rec.wait_final(t.key)
+        finally:
+            await ex.stop()
+            await ctx.engine.dispose()
+        assert final.state == "failed" and "could not claim" in str(final.reason)
+        assert not TryFiles(tmp_path, try_name("default", t.key)).root.exists()
+
+    run(s, body)
