@@ -124,6 +124,8 @@ async def bench(url: str, kubeconfig: Path, args: argparse.Namespace) -> dict[st
     await ex.start(LeaderContext(1, settings, engine), report)
     created_at: list[float] = []
     before = PODS_CREATED._value.get()
+    load_before = os.getloadavg()[0]
+    cpu0 = os.times()
     t0 = time.monotonic()
     for i, task_try_id in enumerate(ids):
         key = TryKey(DAG, RUN, f"t{i}", 1)
@@ -139,6 +141,7 @@ async def bench(url: str, kubeconfig: Path, args: argparse.Namespace) -> dict[st
         if time.monotonic() - t0 > args.timeout:
             raise RuntimeError(f"only {count} of {args.tasks} pods created in {args.timeout}s")
     create_seconds = time.monotonic() - t0
+    cpu1 = os.times()
     samples = _samples(ex, t0)
     while len(finals) < args.tasks and time.monotonic() - t0 < args.timeout:
         await asyncio.sleep(0.05)
@@ -171,6 +174,9 @@ async def bench(url: str, kubeconfig: Path, args: argparse.Namespace) -> dict[st
         "pods_created_total": int(PODS_CREATED._value.get() - before),
         "create_conflicts": int(POD_CREATE_CONFLICTS._value.get() - conflicts_before),
         "target_pods_per_s": 200,
+        "executor_cpu_ms_per_pod_created": round(1000 * ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system))
+                                                 / args.tasks, 2),
+        "cpus": os.cpu_count(), "load_avg_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "_series": samples,
     }
 
