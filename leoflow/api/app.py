@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from leoflow.api import routes_cluster, routes_dags, routes_runs, routes_system
 from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
+from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import RequestMetrics
@@ -94,15 +95,6 @@ def _starlette_routes(settings: Settings) -> list[BaseRoute]:
     return routes
 
 
-def _dashboard_routes() -> list[BaseRoute]:
-    """The web dashboard (issue 10) when it is part of this installation."""
-    try:
-        from leoflow.api.dashboard import dashboard_routes
-    except ImportError:
-        return []
-    return dashboard_routes()
-
-
 def create_app(settings: Settings) -> Starlette:
     """The API app for ``settings``; raises SettingsError when auth is enabled without tokens."""
     ensure_auth_configured(settings)
@@ -111,7 +103,8 @@ def create_app(settings: Settings) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        engine = make_async_engine(settings.database, application_name=f"leoflow-api:{settings.cluster.node_id}")
+        engine = make_async_engine(settings.database,
+                                   application_name=f"leoflow-api:{settings.cluster.node_id}"[:63])
         app.state.api = ApiState(settings=settings, engine=engine, auth=auth,
                                  reader=engine.execution_options(isolation_level="AUTOCOMMIT"),
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK)
@@ -124,7 +117,8 @@ def create_app(settings: Settings) -> Starlette:
             await engine.dispose()
 
     return Starlette(
-        routes=_starlette_routes(settings) + _dashboard_routes(),
+        # The web dashboard (``/``, ``/static``) is public static files; see leoflow.api.dashboard.
+        routes=_starlette_routes(settings) + dashboard_routes(),
         middleware=[Middleware(RequestMetrics)],
         exception_handlers={HTTPException: http_exception_handler},
         lifespan=lifespan,
