@@ -206,6 +206,9 @@ class Soak:
                 started: float, t0: float, faults_end: float, png: Path | None) -> dict[str, Any]:
         d = verdict.details
         per_kind = checks.time_to_new_leader(faults, terms)
+        for stale in d.get("no_pod_from_stale_term", {}).get("stale", []):
+            before = [f for f in faults if f["at"] <= stale["at"]]
+            stale["after_fault"] = f"{before[-1]['kind']} on {before[-1]['target']}" if before else None
         return {
             "ok": verdict.ok,
             "seed": self.args.seed,
@@ -237,6 +240,7 @@ class Soak:
             "unexpected_exits": {r.node_id: r.unexpected_exits for r in self.cluster.replicas if r.unexpected_exits},
             "api_retries": self.api.retries if self.api else None,
             "workload_errors": self.workload.errors[:10],
+            "fault_log": [[round(f["at"] - t0, 1), f["kind"], f["target"], f["term"]] for f in faults],
             "checks": verdict.checks,
             "failed_details": {k: d.get(k) for k, ok in verdict.checks.items() if not ok},
             "timeline_png": str(png) if png else None,
