@@ -226,6 +226,11 @@ def render(results: dict[str, Any]) -> str:
         rows = flatten(entry.get("result") or {})
         if rows:
             lines += ["| Figure | Value |", "|---|---|"] + [f"| `{k}` | {v} |" for k, v in rows[:60]] + [""]
+        failed = (entry.get("result") or {}).get("failed_details")
+        if failed:
+            text = json.dumps(failed, indent=1, default=str)
+            lines += ["<details><summary>Evidence for the failed checks (truncated)</summary>", "", "```json",
+                      text[:4000], "```", "", "</details>", ""]
         if entry.get("png"):
             lines += [f"![{name}](../{entry['png']})", ""]
     lines += [
