@@ -8,8 +8,8 @@ performs the steps of a tick in short fenced transactions:
   reports (batched CAS; successes release downstream tasks, final failures mark descendants
   ``upstream_failed``, failures with tries left become ``up_for_retry``); queue ready tasks up to
   ``LEOFLOW_PARALLELISM`` (``kind: empty`` tasks succeed on the spot, repeated a few rounds so
-  chains of joins resolve at once); finish runs whose task instances are all final. The queued
-  tries are handed to the executor after the commit;
+  chains of joins resolve at once); finish runs whose task instances are all final and start the
+  queued runs that frees. The queued tries are handed to the executor after the commit;
 - once per interval or after a NOTIFY: create due scheduled runs (:mod:`.timetable`; unique ids,
   so racing leaders cannot duplicate), start queued runs that ``max_active_runs`` allows (also
   after a run finished), time out running tasks past ``timeout_at``, ask the executor to kill
@@ -81,7 +81,6 @@ class SchedulerCore:
         self._next_sweep = 0.0
         self._next_periodic = 0.0
         self._poked = True
-        self._runs_finished = False
 
     # ------------------------------------------------------------------ plumbing
 
@@ -113,9 +112,9 @@ class SchedulerCore:
 
         The hot steps (reports, queueing, finishing touched runs) run every tick. The others scan
         for work that only appears with time or from outside — due schedules, timeouts, runs to
-        start, tries to kill — so they run once per interval, after a NOTIFY, or (starting runs)
-        after a run finished and freed a ``max_active_runs`` slot. On a busy leader this halves
-        the round trips per tick.
+        start, tries to kill — so they run once per interval or after a NOTIFY (runs are also
+        started inside the hot step as soon as a finished run frees a ``max_active_runs`` slot).
+        On a busy leader this halves the round trips per tick.
         """
         now = self.ctx.clock.monotonic()
         periodic = self._poked or now >= self._next_periodic
@@ -125,8 +124,7 @@ class SchedulerCore:
         busy = False
         if periodic:
             busy = await self.create_scheduled_runs() or busy
-        if periodic or self._runs_finished:
-            self._runs_finished = False
+        if periodic:
             busy = await self.start_queued_runs() or busy
         if periodic:
             busy = await self.apply_timeouts() or busy
@@ -153,15 +151,21 @@ class SchedulerCore:
             async with self.fenced() as conn:
                 if batch:
                     await self._apply_reports_in(conn, batch, now)
+                if self.touched_runs:
+                    pks = sorted(self.touched_runs)[: self.batch_size]
+                    finished = await store.finish_runs(conn, pks, now, self.ctx.term)
+                if finished:
+                    # A finished run frees a max_active_runs slot: start the next queued runs now,
+                    # so their first tasks are queued in this very transaction.
+                    startable = await store.startable_runs(conn, self.batch_size)
+                    if startable:
+                        await store.start_runs(conn, startable, now, self.ctx.term)
                 for _ in range(EMPTY_TASK_ROUNDS):
                     done, queued = await self._queue_round(conn, now)
                     succeeded += done
                     launches.extend(queued)
                     if not done:
                         break
-                if self.touched_runs:
-                    pks = sorted(self.touched_runs)[: self.batch_size]
-                    finished = await store.finish_runs(conn, pks, now, self.ctx.term)
         except BaseException:
             self.inbox.extendleft(reversed(batch))  # at-least-once: retry them next tick
             raise
@@ -170,9 +174,7 @@ class SchedulerCore:
             metrics.TASK_TRANSITIONS.labels(state="success").inc(succeeded)
         for launch in launches:
             await self.submit(launch)
-        if finished:
-            self._runs_finished = True
-            self._report_finished(finished)
+        self._report_finished(finished)
         return bool(batch or succeeded or launches or finished)
 
     # ------------------------------------------------------------------ 1. executor reports
