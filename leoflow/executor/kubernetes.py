@@ -121,8 +121,16 @@ class KubernetesExecutor(PodCreation):
 
     async def cancel(self, key: TryKey) -> None:
         ctx = self._require_ctx()
-        tracked = self._tracked.get(try_name(ctx.cluster, key))
-        if tracked is None or tracked.final:
+        name = try_name(ctx.cluster, key)
+        tracked = self._tracked.get(name)
+        if tracked is None:  # not in our memory: ask the API server, not a cache
+            pod = await self._get_quietly(name)
+            if pod is None or not pods.is_same_try(pod, ctx.cluster, key) or not pods.is_live(pod):
+                return
+            try_id = (pod["metadata"].get("annotations") or {}).get(pods.A_TRY_ID, "")
+            tracked = Tracked(key, name, int(try_id) if try_id.isdigit() else None, created_at=time.monotonic())
+            self._tracked[name] = tracked
+        if tracked.final:
             return
         if tracked.created_at is None:
             tracked.cancel_requested = True  # _create kills it once it exists

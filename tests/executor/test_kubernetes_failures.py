@@ -191,3 +191,25 @@ def test_database_outage_while_recording_launches_fails_the_tries(settings: Sett
         assert fake_k8s.creates() == []
 
     run(s, body)
+
+
+def test_cancel_asks_the_api_server_when_the_try_is_not_in_memory(settings: Settings,
+                                                                   fake_k8s: FakeKubernetes) -> None:
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        [t] = await seed_tries(engine, 1)
+        rec = Recorder(engine)
+        ex = await started(s, engine, 1, rec, resync_interval=3600)
+        await ex.submit(t.launch(["sh", "-c", "echo hi; sleep 60"], term=1))
+        await rec.wait_for(lambda: "running" in rec.states(t.key), what="running")
+        ex._tracked.clear()  # the executor forgot (e.g. state lost); the pod is still there
+        await ex.cancel(t.key)
+        final = await rec.wait_final(t.key)
+        await ex.stop()
+        assert (final.state, final.reason) == ("failed", "cancelled")
+        assert fake_k8s.pods(NAMESPACE) == []
+        logs = await log_row(engine, t.task_try_id)
+        assert logs is not None and logs["content"] == "hi\n"
+
+    run(s, body)
