@@ -160,7 +160,9 @@ async def get_task_logs(request: Request) -> Response:
     complete = finished and (entry["content"] is not None or entry["logs_shipped_at"] is not None)
     text = entry["content"] or ""
     if entry["truncated"]:
-        text = f"[leoflow: log truncated; only the last {entry['size_bytes']} bytes are kept]\n" + text
+        # size_bytes is the try's full output size; the stored content is its capped tail.
+        text = (f"[leoflow: log truncated: the try wrote {entry['size_bytes']} bytes, "
+                f"only the last {len(text.encode())} are kept]\n") + text
     if not complete:
         if text and not text.endswith("\n"):
             text += "\n"
