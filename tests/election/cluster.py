@@ -20,15 +20,16 @@ from leoflow.election.key import pg_locks_ids
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: Short timings so failures are injected and detected in seconds (lease 2 s, keepalive 0.3 s).
+#: Short timings so failures are injected and detected in seconds (lease 4 s, keepalive 0.5 s);
+#: a shorter lease makes a healthy leader fence itself when a loaded 2-core host starves it.
 FAST_ENV = {
     "LEOFLOW_AUTH": "disabled",
     "LEOFLOW_EXECUTOR": "memory",
     "LEOFLOW_HOST": "127.0.0.1",
     "LEOFLOW_LOG_FORMAT": "json",
     "LEOFLOW_ELECTION_POLL_INTERVAL": "1",
-    "LEOFLOW_KEEPALIVE_INTERVAL": "0.3",
-    "LEOFLOW_LEADER_LEASE": "2",
+    "LEOFLOW_KEEPALIVE_INTERVAL": "0.5",
+    "LEOFLOW_LEADER_LEASE": "4",
     "LEOFLOW_HEARTBEAT_INTERVAL": "0.5",
     "LEOFLOW_NODE_DOWN_AFTER": "3",
     "LEOFLOW_SHUTDOWN_GRACE": "3",

@@ -1,6 +1,6 @@
 """Injected faults: blackholed network, frozen leader, PostgreSQL restart, transaction pooler.
 
-Timings are short (lease 2 s, keepalive 0.3 s, poll 1 s) so each fault resolves in seconds;
+Timings are short (lease 4 s, keepalive 0.5 s, poll 1 s) so each fault resolves in seconds;
 assertions are about order (the old leader stopped before the new one started), never about
 tight wall-clock figures.
 """

@@ -42,8 +42,11 @@ def test_kill_restart_cycles_never_two_holders(cluster: Cluster) -> None:
         for cycle in range(CYCLES):
             sig = signal.SIGKILL if cycle % 2 == 0 else signal.SIGTERM
             victim = cluster.replicas[leader]
+            others = [r for r in cluster.replicas.values() if r.node != leader]
+            wait_for(lambda others=others: any(r.alive() and r.leader_gauge() == 0 for r in others), 120,
+                     "a running follower")
             victim.signal(sig)
-            leader, term = cluster.wait_leader(not_node=victim.node, min_term=term, timeout=30)
+            leader, term = cluster.wait_leader(not_node=victim.node, min_term=term, timeout=60)
             seen_terms.append(term)
             victim.proc.wait(30)
             # Restart without waiting: the third replica is always there to take over.

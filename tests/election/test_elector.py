@@ -48,7 +48,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "c
 def node_settings(url: str, node: str, cluster: str = "default", **env: str) -> Settings:
     base = {"LEOFLOW_DATABASE_URL": url, "LEOFLOW_NODE_ID": node, "LEOFLOW_CLUSTER": cluster,
             "LEOFLOW_LOG_FORMAT": "text", "LEOFLOW_ELECTION_POLL_INTERVAL": "1",
-            "LEOFLOW_KEEPALIVE_INTERVAL": "0.2", "LEOFLOW_LEADER_LEASE": "2"}
+            "LEOFLOW_KEEPALIVE_INTERVAL": "0.2", "LEOFLOW_LEADER_LEASE": "4"}
     base.update(env)
     return load_settings(base)
 
