@@ -178,3 +178,22 @@ def test_server_notices_a_dead_client_no_earlier_than_twice_the_lease(lease: flo
     t = session_timeouts(lease)
     assert t["keepalive_idle"] + t["keepalive_interval"] * t["keepalive_count"] >= 2 * lease
     assert t["user_timeout_ms"] >= 2 * lease * 1000
+
+
+def test_keepalive_runs_while_the_caller_hogs_the_interpreter(database_url: str, electors: Any) -> None:
+    """A long, CPU-bound scheduler tick (no awaits, no sleeps) must not starve the keepalive."""
+    from prometheus_client import REGISTRY
+
+    def keepalives() -> float:
+        return REGISTRY.get_sample_value("leoflow_lock_keepalive_seconds_count") or 0.0
+
+    a, ra = electors("a")
+    wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
+    before = keepalives()
+    deadline = time.monotonic() + 6.0  # 1.5 x the lease
+    spins = 0
+    while time.monotonic() < deadline:
+        spins += 1
+    assert keepalives() - before >= 5, "the keepalive did not run during the stall"
+    assert ra.kinds() == ["acquired"]
+    assert holder_pid(database_url) is not None
