@@ -155,7 +155,8 @@ created and no scheduling write committed by a term older than the newest commit
 (`stale_pods`, `stale_writes`), no term acting after its successor committed, every task terminal,
 no run lost, logs stored for every finished try, and flaky-by-design tasks retried.
 `belief_overlaps` lists terms whose holder *noticed* its loss after the successor started
-(inherent to SIGSTOP and a killed lock session); they are safe because nothing acted in them."""
+(inherent to SIGSTOP and a killed lock session); they are harmless only if nothing acted in them,
+which `checks.leadership_never_overlaps` verifies."""
 
 def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
@@ -218,9 +219,11 @@ def render(results: dict[str, Any]) -> str:
         if entry["status"] == "missing":
             lines += [f"Not run: {entry.get('error')}.", ""]
             continue
-        if entry["status"] != "ok":
+        if entry["status"] != "ok" and entry.get("result") is None:
             lines += [f"**{entry['status']}** (exit code {entry.get('exit_code')}); stderr tail:", "", "```",
                       (entry.get("stderr_tail") or "").strip()[-1200:], "```", ""]
+        elif entry["status"] != "ok":
+            lines += [f"**{entry['status']}**: exit code {entry.get('exit_code')}; figures and evidence below.", ""]
         if name == "chaos":
             lines += [CHAOS_NOTE, ""]
         rows = flatten(entry.get("result") or {})
