@@ -71,7 +71,7 @@ async def _with_supervisor(settings: Settings, services: list[LeaderService], bo
         await engine.dispose()
 
 
-async def _until(predicate: Any, timeout: float = 10.0) -> None:
+async def _until(predicate: Any, timeout: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "timed out"
@@ -86,6 +86,14 @@ def test_start_on_acquire_cancel_on_loss_and_work_resumed_event(database_url: st
         loop = asyncio.get_running_loop()
         sup.notify(loop, "acquired", 7)
         await _until(lambda: busy.terms == [7])
+
+        def started_events() -> list[tuple[int]]:
+            with psycopg.connect(database_url) as conn:
+                return conn.execute("SELECT term FROM cluster_events WHERE kind = 'scheduler_started'").fetchall()
+        deadline = loop.time() + 30
+        while not await asyncio.to_thread(started_events):  # recorded once, after the first progress()
+            assert loop.time() < deadline, "no scheduler_started event"
+            await asyncio.sleep(0.05)
         sup.notify(loop, "lost", 6, "lost", "stale term")  # not the current term: ignored
         await asyncio.sleep(0.2)
         assert not busy.cancelled
