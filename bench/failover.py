@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import statistics
 import sys
@@ -176,6 +177,7 @@ def main() -> int:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="leoflow-failover-"))
+    load_before = os.getloadavg()[0]
     with private_server() as pg:
         with psycopg.connect(pg.url(), autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
@@ -216,6 +218,8 @@ def main() -> int:
         "election_queries_per_follower_per_minute": queries,
         "invariants": invariants,
         "targets": {"crash_handover_p99_ms": 500, "graceful_handover_p99_ms": 200},
+        "host": {"cpus": os.cpu_count(), "loadavg_1m_start": round(load_before, 1),
+                 "loadavg_1m_end": round(os.getloadavg()[0], 1)},
         "png": str(args.png),
     }
     plot(result, samples, args.png)
