@@ -173,8 +173,11 @@ def require_runs_execute(server: LiveServer) -> None:
 
 # --------------------------------------------------------------------------- browser
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Module scope, not session: sync_playwright runs an event loop in this thread while it is
+    # open, and every later test that calls asyncio.run() would fail with "cannot be called from a
+    # running event loop".
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
         pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (CI's .ci/run does)")
     sync_api = pytest.importorskip("playwright.sync_api",
