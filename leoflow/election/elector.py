@@ -312,8 +312,14 @@ class Elector:
     def _release_term(self, conn: psycopg.Connection[Any], term: int, reason: str) -> None:
         """Stop acting first, then record the end and unlock (so the event precedes the next term)."""
         self._declare_lost("released", reason, record=False)
-        store.end_term(conn, self._cluster, self._node, term, "leader_released", reason, stopped_at=None)
-        store.unlock(conn, self._cluster)
+        try:
+            store.end_term(conn, self._cluster, self._node, term, "leader_released", reason, stopped_at=None)
+            store.unlock(conn, self._cluster)
+        except psycopg.Error as exc:
+            # The session died under us (often the very reason we were fenced): record a loss later.
+            with self._mutex:
+                self._unrecorded.append((term, "lost", f"{_reason(exc)} ({reason})", datetime.now(UTC)))
+            raise
         log.info("released leadership", extra={"cluster": self._cluster, "term": term, "reason": reason})
 
     def _declare_lost(self, kind: str, reason: str, *, record: bool = True) -> None:

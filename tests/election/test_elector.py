@@ -187,7 +187,7 @@ def test_keepalive_runs_while_the_caller_hogs_the_interpreter(database_url: str,
     def keepalives() -> float:
         return REGISTRY.get_sample_value("leoflow_lock_keepalive_seconds_count") or 0.0
 
-    a, ra = electors("a")
+    _a, ra = electors("a")
     wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
     before = keepalives()
     deadline = time.monotonic() + 6.0  # 1.5 x the lease

@@ -65,7 +65,11 @@ def test_three_replicas_crash_and_terminated_session(cluster: Cluster) -> None:
     assert lost[0]["node_id"] == second and lost[0]["details"]["reason"]
     if third != second:
         wait_for(lambda: cluster.replicas[second].leader_gauge() == 0, 10, "the ex-leader's gauge 0")
-    assert cluster.replicas[second].metrics()['leoflow_leadership_transitions_total{event="lost"}'] >= 1
+    # Depending on which it notices first (the keepalive error, or its fenced writes being
+    # refused), the ex-leader counts the step-down as lost or released.
+    ended = cluster.replicas[second].metrics()
+    assert (ended['leoflow_leadership_transitions_total{event="lost"}']
+            + ended['leoflow_leadership_transitions_total{event="released"}']) >= 1
     assert cluster.holders() == 1
     _fenced_writes_never_go_back(cluster)
 
