@@ -22,8 +22,10 @@ pytestmark = [pytest.mark.root, pytest.mark.skipif(netns.unavailable_reason() is
                                                    reason=netns.unavailable_reason() or "")]
 
 LOCK_KEY = 424242
-# Server-side keepalives for the holder's session: a dead peer is found within ~1+1*2 s.
-KEEPALIVE_OPTIONS = "-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2"
+# Server-side dead-peer detection for the holder's session, as the election lock session has it:
+# keepalives find an idle dead peer within ~1+1*2 s; tcp_user_timeout bounds unacknowledged data.
+KEEPALIVE_OPTIONS = ("-c tcp_keepalives_idle=1 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2"
+                     " -c tcp_user_timeout=4000")
 
 HOLDER = """
 import sys, psycopg
@@ -63,6 +65,13 @@ def session_alive(pg: netns.VethPostgres, backend_pid: int) -> bool:
                             (backend_pid,)).fetchone() == (1,)
 
 
+def session_row(pg: netns.VethPostgres, backend_pid: int) -> object:
+    """What the server thinks the session is doing (for a failure message)."""
+    with psycopg.connect(pg.url(), autocommit=True) as conn:
+        return conn.execute("SELECT state, wait_event_type, wait_event, state_change, client_addr::text"
+                            " FROM pg_stat_activity WHERE pid = %s", (backend_pid,)).fetchone()
+
+
 def lock_free(pg: netns.VethPostgres) -> bool:
     with psycopg.connect(pg.url(), autocommit=True) as conn:
         got = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
@@ -92,7 +101,7 @@ def test_partition_kills_the_session_on_the_server_and_heal_restores(
         assert cut.returncode != 0, "a new connection from the partitioned namespace succeeded"
         # The holder never exits or closes anything: only the server's keepalives can end it.
         assert netns.wait_until(lambda: not session_alive(pg, backend_pid), timeout=60), \
-            "server kept the partitioned session"
+            f"server kept the partitioned session: {session_row(pg, backend_pid)}"
         assert lock_free(pg)
         assert holder.poll() is None
 
