@@ -219,6 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(method, segments[1:], body)
             return
         entry: dict[str, Any] = {"time": time.time(), "method": method, "path": parts.path}
+        self._entry, self._entry_logged = entry, False
         try:
             self._authorize()
             self._route(method, segments, query, body, entry)
@@ -233,8 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         finally:
-            if "verb" in entry:
-                self.fake.log_request(entry)
+            self._log_entry()
 
     def _route(self, method: str, seg: list[str], query: dict[str, str], body: bytes,
                entry: dict[str, Any]) -> None:
@@ -354,6 +354,7 @@ class _Handler(BaseHTTPRequestHandler):
         timeout = float(query.get("timeoutSeconds") or 1800)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         rv_param = query.get("resourceVersion") or ""
+        self._log_entry()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -454,7 +455,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         self._send(code, json.dumps(obj).encode(), "application/json", headers)
 
+    def _log_entry(self) -> None:
+        """Log the request once, *before* its response leaves: a client never sees an unlogged answer."""
+        entry = getattr(self, "_entry", None)
+        if entry is not None and "verb" in entry and not self._entry_logged:
+            self._entry_logged = True
+            self.fake.log_request(entry)
+
     def _send(self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self._log_entry()
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
