@@ -5,6 +5,12 @@ module about one thing); see that module's docstring for the guarantees. In shor
 
 - launches are recorded on their tries in batches of :data:`RECORD_BATCH`, one transaction each,
   which checks the fencing term first (an ex-leader records nothing and creates nothing);
+- **every create call happens inside a fenced window**: a transaction that took the
+  ``cluster_leadership`` row ``FOR SHARE`` (:func:`check_term_async`) and stays open until the
+  API server has answered. A new leader bumps that row with an ``UPDATE``, which waits for the
+  window to close; so a pod of an old term is always created *before* the newer term commits,
+  never after (a keepalive noticing the loss a few hundred ms late cannot matter). The first
+  attempt of a batch shares one window; each retry opens its own;
 - a try an earlier leader already recorded is adopted by name if its pod exists, else reported
   failed (never created twice);
 - ``409 AlreadyExists`` → GET and adopt when the labels name this try of this cluster;
@@ -54,6 +60,7 @@ class Tracked:
     cancel_requested: bool = False
     stuck_since: float | None = None
     last: StatusUpdate | None = None
+    last_error: PodApiError | None = None
 
 
 class PodCreation:
@@ -113,59 +120,103 @@ class PodCreation:
                     return
                 log.warning("recording launches failed; retrying", extra={"pods": len(group), "error": str(exc)})
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
+        to_create: list[tuple[TaskLaunch, Tracked, bool]] = []
         for launch, t in group:
             if launch.task_try_id not in claimed:
                 await self._finish(t, "failed", None, "the task try does not exist in the database")
             elif t.cancel_requested:
                 await self._finish(t, "failed", None, "cancelled")
             else:
-                self._spawn(self._create(launch, t, claimed[launch.task_try_id]), f"k8s-create:{t.name}")
+                to_create.append((launch, t, claimed[launch.task_try_id]))
+        if not to_create:
+            return
+        retry: list[tuple[TaskLaunch, Tracked, bool]] = []
+        try:
+            # One fenced window for the batch's first attempts (see the module docstring).
+            async with ctx.engine.begin() as conn:
+                await check_term_async(conn, ctx.cluster, term)
+                outcomes = await asyncio.gather(*(self._attempt(launch, t, was_claimed)
+                                                  for launch, t, was_claimed in to_create))
+            retry = [item for item, done in zip(to_create, outcomes, strict=True) if not done]
+        except FencedOut as exc:
+            log.warning("not creating pods: fenced out", extra={"pods": len(to_create), "error": str(exc)})
+            for _, t, _ in to_create:
+                self._tracked.pop(t.name, None)
+            return
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # the window's database connection failed: retry each pod
+            log.warning("fenced create window failed; retrying pods one by one", extra={"error": str(exc)})
+            retry = [item for item in to_create if not item[1].final and item[1].created_at is None]
+        for launch, t, was_claimed in retry:
+            self._spawn(self._create(launch, t, was_claimed, first_attempt_done=True), f"k8s-create:{t.name}")
 
-    async def _create(self, launch: TaskLaunch, t: Tracked, was_claimed: bool) -> None:
+    async def _attempt(self, launch: TaskLaunch, t: Tracked, was_claimed: bool) -> bool:
+        """One create (or adopt) attempt, to be called inside a fenced window.
+
+        Returns True when the try is settled (created, adopted or failed), False to retry.
+        """
         ctx = self._require_ctx()
-        body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
-                             image_pull_secrets=self.k8s.image_pull_secrets)
-        deadline = time.monotonic() + self.create_deadline
-        attempt = 0
         async with self._slots:
-            while not t.final:
-                try:
-                    if attempt > 0:  # time has passed since the batch's fence check: check again
-                        async with ctx.engine.begin() as conn:
-                            await check_term_async(conn, ctx.cluster, launch.term)
-                    if was_claimed:  # launched by an earlier leader (or an earlier executor)
-                        existing = await self.api.get_pod(t.name)
-                        if existing is None:
-                            await self._finish(t, "failed", None, "the pod of this try was launched before and is "
-                                               "gone; not launching it twice")
-                            return
+            try:
+                if was_claimed:  # launched by an earlier leader (or an earlier executor)
+                    existing = await self.api.get_pod(t.name)
+                    if existing is None:
+                        await self._finish(t, "failed", None, "the pod of this try was launched before and is "
+                                           "gone; not launching it twice")
+                        return True
+                    await self._adopt_existing(t, existing)
+                    return True
+                body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
+                                     image_pull_secrets=self.k8s.image_pull_secrets)
+                created = await self.api.create_pod(body)
+                PODS_CREATED.inc()
+                await self._seen(t, created)
+                return True
+            except PodApiError as err:
+                if err.code == 409 and err.reason == "AlreadyExists":
+                    existing = await self._get_quietly(t.name)
+                    if existing is not None:
                         await self._adopt_existing(t, existing)
-                        return
-                    created = await self.api.create_pod(body)
-                    PODS_CREATED.inc()
-                    await self._seen(t, created)
+                        return True
+                elif err.code not in (0, 409, 429) and err.code < 500:
+                    await self._finish(t, "failed", None, f"Kubernetes refused the pod ({err.code} {err.reason}): "
+                                       f"{err.message}")
+                    return True
+                t.last_error = err
+                return False
+
+    async def _create(self, launch: TaskLaunch, t: Tracked, was_claimed: bool, *,
+                      first_attempt_done: bool = False) -> None:
+        """Retry a create with capped exponential backoff; every attempt in its own fenced window."""
+        ctx = self._require_ctx()
+        deadline = time.monotonic() + self.create_deadline
+        attempt = 1 if first_attempt_done else 0
+        while not t.final:
+            if attempt > 0:
+                err = t.last_error
+                if time.monotonic() > deadline:
+                    await self._finish(t, "failed", None, f"pod not created after {attempt} attempts: {err}")
                     return
-                except FencedOut as exc:
-                    log.warning("not creating pod: fenced out", extra={"pod": t.name, "error": str(exc)})
-                    self._tracked.pop(t.name, None)
-                    return
-                except PodApiError as err:
-                    if err.code == 409 and err.reason == "AlreadyExists":
-                        existing = await self._get_quietly(t.name)
-                        if existing is not None:
-                            await self._adopt_existing(t, existing)
-                            return
-                    elif err.code not in (0, 409, 429) and err.code < 500:
-                        await self._finish(t, "failed", None, f"Kubernetes refused the pod ({err.code} {err.reason}): "
-                                           f"{err.message}")
+                retry_after = err.retry_after if err is not None else None
+                delay = retry_after if retry_after is not None else min(5.0, 0.1 * 2 ** attempt)
+                log.info("retrying pod API call", extra={"pod": t.name, "code": getattr(err, "code", None),
+                                                         "delay": delay})
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            try:
+                async with ctx.engine.begin() as conn:
+                    await check_term_async(conn, ctx.cluster, launch.term)
+                    if await self._attempt(launch, t, was_claimed):
                         return
-                    attempt += 1
-                    if time.monotonic() > deadline:
-                        await self._finish(t, "failed", None, f"pod not created after {attempt} attempts: {err}")
-                        return
-                    delay = err.retry_after if err.retry_after is not None else min(5.0, 0.1 * 2 ** attempt)
-                    log.info("retrying pod API call", extra={"pod": t.name, "code": err.code, "delay": delay})
-                    await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            except FencedOut as exc:
+                log.warning("not creating pod: fenced out", extra={"pod": t.name, "error": str(exc)})
+                self._tracked.pop(t.name, None)
+                return
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # the database failed: back off and try again
+                log.warning("fenced create failed; retrying", extra={"pod": t.name, "error": str(exc)})
+            attempt += 1
 
     async def _adopt_existing(self, t: Tracked, pod: dict[str, Any]) -> None:
         ctx = self._require_ctx()
