@@ -23,6 +23,7 @@ import yaml
 
 from leoflow.errors import LeoflowError
 from leoflow.settings import Settings
+from leoflow.standalone.discovery import client_settings
 
 #: Seconds between polls of ``runs trigger --wait``: the scheduler reacts within a tick (1 s).
 WAIT_POLL_INTERVAL = 0.5
@@ -45,10 +46,13 @@ class Api:
     """A small synchronous client of the Leoflow HTTP API."""
 
     def __init__(self, settings: Settings, *, timeout: float = 30.0) -> None:
-        self.base = settings.client.url.rstrip("/")
+        # With no LEOFLOW_TOKEN, a live local standalone serving exactly LEOFLOW_URL lends its
+        # stored admin token (never sent to any other server).
+        client = client_settings(settings)
+        self.base = client.url.rstrip("/")
         headers = {"User-Agent": "leoflow-cli"}
-        if settings.client.token:
-            headers["Authorization"] = f"Bearer {settings.client.token}"
+        if client.token:
+            headers["Authorization"] = f"Bearer {client.token}"
         self._http = httpx.Client(base_url=self.base, headers=headers, timeout=timeout)
 
     def close(self) -> None:
