@@ -20,7 +20,7 @@ What it does (every figure is measured here, nothing is quoted from elsewhere):
      local executor), 1 run.
    Measured: wall time from the first trigger to the last run's success, tasks/s, per-run
    latency (trigger -> run success), time to the first task's success, and the scheduler's peak
-   RSS over its whole process tree (sampled every 100 ms).
+   memory over its whole process tree (PSS, sampled every 100 ms).
 5. Prints a JSON table (both systems + ratios) as the last line and saves a bar chart PNG.
 """
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -82,13 +83,19 @@ AIRFLOW_TRIGGER = textwrap.dedent('''
     from datetime import datetime, timedelta, timezone
     from airflow.api.common.trigger_dag import trigger_dag
     dag_id, count, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    base = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=int(time.time()) % 100000)
+    # Logical dates in the past (Airflow won't start future-dated triggered runs), distinct per run.
+    base = datetime.now(timezone.utc) - timedelta(hours=1)
     first = time.time()
     for i in range(count):
-        trigger_dag(dag_id, run_id=f"{tag}_{i}", execution_date=base + timedelta(seconds=i),
+        trigger_dag(dag_id, run_id=f"{tag}_{i}", execution_date=base + timedelta(milliseconds=i),
                     replace_microseconds=False)
     print(json.dumps({"first_trigger": first, "last_trigger": time.time()}))
 ''')
+
+
+def leoflow_dag_id(workload: str) -> str:
+    """Leoflow DAG ids are DNS-style (``[a-z0-9-]``): ``bench_fan`` → ``bench-fan``."""
+    return workload.replace("_", "-")
 
 
 def leoflow_spec(dag_id: str, *, empty: bool) -> dict[str, Any]:
@@ -110,11 +117,18 @@ def leoflow_spec(dag_id: str, *, empty: bool) -> dict[str, Any]:
 # --------------------------------------------------------------------------- measurement helpers
 
 class RssSampler:
-    """Peak resident memory of a process and all its descendants, sampled every 100 ms."""
+    """Peak memory of a process and all its descendants, sampled every 100 ms.
+
+    Summed as PSS (proportional set size): forked workers share their parent's pages
+    copy-on-write, and summing plain RSS would count those pages once per worker (for Airflow's
+    64 LocalExecutor workers that overstates memory several times over). Falls back to RSS where
+    PSS is unavailable.
+    """
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.peak = 0
+        self.peak = 0  # PSS
+        self.peak_rss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -123,17 +137,27 @@ class RssSampler:
         while not self._stop.is_set():
             with suppress(psutil.Error):
                 proc = psutil.Process(self.pid)
-                total = proc.memory_info().rss
+                total, rss = _pss(proc), proc.memory_info().rss
                 for child in proc.children(recursive=True):
                     with suppress(psutil.Error):
-                        total += child.memory_info().rss
+                        total += _pss(child)
+                        rss += child.memory_info().rss
                 self.peak = max(self.peak, total)
+                self.peak_rss = max(self.peak_rss, rss)
             self._stop.wait(0.1)
 
-    def stop(self) -> int:
+    def stop(self) -> tuple[int, int]:
+        """(peak PSS, peak summed RSS) in bytes."""
         self._stop.set()
         self._thread.join()
-        return self.peak
+        return self.peak, self.peak_rss
+
+
+def _pss(proc: psutil.Process) -> int:
+    try:
+        return int(proc.memory_full_info().pss)
+    except (AttributeError, psutil.AccessDenied):
+        return int(proc.memory_info().rss)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -145,7 +169,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def summarize(system: str, workload: str, runs: int, first_trigger: float,
-              run_ends: list[float], first_task_success: float, peak_rss: int) -> dict[str, Any]:
+              run_ends: list[float], first_task_success: float, peak: tuple[int, int]) -> dict[str, Any]:
     wall = max(run_ends) - first_trigger
     latencies = sorted(end - first_trigger for end in run_ends)
     return {
@@ -155,7 +179,8 @@ def summarize(system: str, workload: str, runs: int, first_trigger: float,
         "run_latency_p50_s": round(statistics.median(latencies), 3),
         "run_latency_max_s": round(latencies[-1], 3),
         "first_task_success_s": round(first_task_success - first_trigger, 3),
-        "peak_rss_mb": round(peak_rss / 2**20, 1),
+        "peak_pss_mb": round(peak[0] / 2**20, 1),
+        "peak_rss_sum_mb": round(peak[1] / 2**20, 1),
     }
 
 
@@ -285,8 +310,9 @@ class Leoflow:
         self.proc = subprocess.Popen([*leoflow, "serve"], env=self.env, stdout=log, stderr=log,
                                      start_new_session=True)
         wait_for(self._leading, 60, "Leoflow to elect itself")
-        for dag_id, empty in (("bench_fan", True), ("bench_true", False)):
-            r = httpx.post(f"{self.url}/api/v2/dags", json=leoflow_spec(dag_id, empty=empty), timeout=30)
+        for workload, empty in (("bench_fan", True), ("bench_true", False)):
+            spec = leoflow_spec(leoflow_dag_id(workload), empty=empty)
+            r = httpx.post(f"{self.url}/api/v2/dags", json=spec, timeout=30)
             r.raise_for_status()
 
     def _leading(self) -> bool:
@@ -299,8 +325,9 @@ class Leoflow:
         with psycopg.connect(self.db_url) as conn:
             return conn.execute(sql, params).fetchall()
 
-    def run(self, dag_id: str, runs: int, tag: str) -> dict[str, Any]:
+    def run(self, workload: str, runs: int, tag: str) -> dict[str, Any]:
         assert self.proc is not None
+        dag_id = leoflow_dag_id(workload)
         sampler = RssSampler(self.proc.pid)
         with httpx.Client(base_url=self.url, timeout=30) as client:
             first_trigger = time.time()
@@ -320,7 +347,7 @@ class Leoflow:
         first_task = self._query(
             "SELECT min(ti.ended_at) FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
             "WHERE r.dag_id = %s AND r.run_id LIKE %s AND ti.state = 'success'", dag_id, f"{tag}_%")[0][0]
-        return summarize("leoflow", dag_id, runs, first_trigger, ends, _epoch(first_task), peak)
+        return summarize("leoflow", workload, runs, first_trigger, ends, _epoch(first_task), peak)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -350,7 +377,7 @@ def report(results: list[dict[str, Any]], plot: Path) -> dict[str, Any]:
             "airflow": a, "leoflow": lf,
             "ratio_tasks_per_s": round(lf["tasks_per_s"] / a["tasks_per_s"], 1),
             "ratio_wall": round(a["wall_s"] / lf["wall_s"], 1),
-            "ratio_peak_rss": round(a["peak_rss_mb"] / lf["peak_rss_mb"], 1),
+            "ratio_peak_memory": round(a["peak_pss_mb"] / lf["peak_pss_mb"], 1),
         }
     try:
         import matplotlib
@@ -361,7 +388,7 @@ def report(results: list[dict[str, Any]], plot: Path) -> dict[str, Any]:
         fig, axes = plt.subplots(1, 3, figsize=(13, 4))
         for ax, (metric, label) in zip(axes, (("tasks_per_s", "tasks/s (higher is better)"),
                                               ("wall_s", "wall time s (lower is better)"),
-                                              ("peak_rss_mb", "peak RSS MB (lower is better)")), strict=True):
+                                              ("peak_pss_mb", "peak memory (PSS) MB, lower is better")), strict=True):
             xs = range(2)
             ax.bar([x - 0.2 for x in xs], [table[w]["airflow"][metric] for w in ("bench_fan", "bench_true")],
                    0.4, label="Airflow 2.10.5")
@@ -386,6 +413,8 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".work" / "vs_airflow")
     parser.add_argument("--plot", type=Path, default=ROOT / "bench" / "results" / "vs_airflow.png")
     args = parser.parse_args()
+    # SIGTERM unwinds through the finally blocks, so no scheduler or PostgreSQL is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.workdir.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="vs-airflow-pg-") as tmp:
