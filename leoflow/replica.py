@@ -33,7 +33,12 @@ from leoflow.clock import Clock, SystemClock
 from leoflow.db.engine import make_async_engine
 from leoflow.election import membership
 from leoflow.election.elector import Elector
-from leoflow.election.services import LeaderSupervisor, ServicesFactory, default_services
+from leoflow.election.services import (
+    LeaderSupervisor,
+    ServicesFactory,
+    default_services,
+    preload_leader_modules,
+)
 from leoflow.executor.base import ReplicaService
 from leoflow.leadership import LeaderService
 from leoflow.settings import Settings
@@ -106,6 +111,8 @@ class Replica:
               for s in self._replica_service_list()],
         ]
         server_task = asyncio.create_task(server.serve(), name="http")
+        # Off the event loop, before the first term can start: the API serves meanwhile.
+        await asyncio.to_thread(preload_leader_modules, settings)
         elector.start()
         log.info("replica started", extra={"cluster": settings.cluster.name, "api_url": settings.api_url})
 

@@ -47,6 +47,21 @@ def default_services(settings: Settings) -> tuple[Any, list[LeaderService]]:
     return executor, [SchedulerService(executor), *leader_services(settings, executor)]
 
 
+def preload_leader_modules(settings: Settings) -> None:
+    """Import what the first term needs, ahead of time (call it in a worker thread).
+
+    Importing ``kubernetes`` takes seconds on a busy host; done lazily inside the first
+    acquisition it ran on the event loop and stalled the API and membership heartbeats.
+    """
+    import importlib
+
+    modules = ["leoflow.scheduler.service", "leoflow.executor.factory"]
+    modules += {"kubernetes": ["leoflow.executor.kubernetes", "leoflow.executor.kubernetes_gc"],
+                "local": ["leoflow.executor.local"]}.get(settings.executor.kind, ["leoflow.executor.memory"])
+    for name in modules:
+        importlib.import_module(name)
+
+
 class LeaderSupervisor:
     """Runs the leader-only services of the current term; see the module docstring."""
 
