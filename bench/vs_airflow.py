@@ -184,6 +184,19 @@ def summarize(system: str, workload: str, runs: int, first_trigger: float,
     }
 
 
+def stop_process_group(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a scheduler and its whole process group; SIGKILL after 30 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def _epoch(ts: datetime) -> float:
     return ts.timestamp()
 
@@ -271,14 +284,7 @@ class Airflow:
         return summarize("airflow", dag_id, runs, first_trigger, ends, _epoch(first_task), peak)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            with suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait()
+        stop_process_group(self.proc)
 
 
 # --------------------------------------------------------------------------- Leoflow
@@ -350,14 +356,7 @@ class Leoflow:
         return summarize("leoflow", workload, runs, first_trigger, ends, _epoch(first_task), peak)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            with suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait()
+        stop_process_group(self.proc)
 
 
 # --------------------------------------------------------------------------- report
