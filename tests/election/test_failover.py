@@ -40,6 +40,8 @@ def test_three_replicas_crash_and_terminated_session(cluster: Cluster) -> None:
         items = cluster.replicas["r1"].get("/api/v2/cluster/nodes").json()["items"]
         return items if len(items) == 3 and all(n["state"] == "up" for n in items) else []
     wait_for(members, 20, "3 members up")
+    # The probe service keeps writing events; wait until there are more than the page holds.
+    wait_for(lambda: len(cluster.events()) > 50, 30, "more than 50 cluster events")
     events = cluster.replicas["r2"].get("/api/v2/cluster/events?limit=50").json()["items"]
     assert len(events) == 50 and events[0]["id"] > events[-1]["id"]  # newest first
     assert {"leader_elected", "node_joined"} <= {e["kind"] for e in cluster.events()}
