@@ -9,26 +9,17 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db.engine import make_async_engine
 from leoflow.executor.kubernetes import KubernetesExecutor
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
 from tests.executor.conftest import NAMESPACE, k8s_settings
-from tests.executor.world import Recorder, seed_tries, set_term, try_row
+from tests.executor.world import Recorder, run_with_term, seed_tries, set_term, try_row
 from tests.harness.fake_k8s import FakeKubernetes, Fault
 
 
 def run(settings: Settings, body: Callable[[AsyncEngine], Awaitable[None]]) -> None:
-    async def main() -> None:
-        engine = make_async_engine(settings.database, pool_size=6)
-        try:
-            await set_term(engine, settings.cluster.name, 1)
-            await body(engine)
-        finally:
-            await engine.dispose()
-
-    asyncio.run(main())
+    run_with_term(settings, body, pool_size=6)
 
 
 def executor(s: Settings, **kw: object) -> KubernetesExecutor:

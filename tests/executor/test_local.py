@@ -20,7 +20,7 @@ from leoflow.executor.local_process import TryFiles, process_start_time
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
-from tests.executor.world import Recorder, log_row, seed_tries, set_term, try_row
+from tests.executor.world import Recorder, log_row, run_with_term, seed_tries, set_term, try_row
 
 PY = sys.executable
 
@@ -30,15 +30,7 @@ def local_settings(settings: Settings, home: Path, **executor: object) -> Settin
 
 
 def run(settings: Settings, body: Callable[[AsyncEngine], Awaitable[None]]) -> None:
-    async def main() -> None:
-        engine = make_async_engine(settings.database, pool_size=4)
-        try:
-            await set_term(engine, settings.cluster.name, 1)
-            await body(engine)
-        finally:
-            await engine.dispose()
-
-    asyncio.run(main())
+    run_with_term(settings, body, pool_size=4)
 
 
 def test_runs_command_with_env_workdir_and_stores_logs(settings: Settings, tmp_path: Path) -> None:

@@ -8,13 +8,15 @@ The scheduler is not under test here, so :class:`Recorder` plays its part: it co
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from leoflow.db.engine import make_async_engine
 from leoflow.executor.base import StatusUpdate, TaskLaunch, TryKey
+from leoflow.settings import Settings
 
 
 @dataclass
@@ -115,3 +117,16 @@ class Recorder:
         final = self.final(key)
         assert final is not None
         return final
+
+
+def run_with_term(settings: Settings, body: Callable[[AsyncEngine], Awaitable[None]], *, pool_size: int) -> None:
+    """Run ``body`` with a fresh async engine after recording term 1 for the settings' cluster."""
+    async def main() -> None:
+        engine = make_async_engine(settings.database, pool_size=pool_size)
+        try:
+            await set_term(engine, settings.cluster.name, 1)
+            await body(engine)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
