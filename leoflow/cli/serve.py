@@ -18,11 +18,12 @@ from leoflow.settings import Settings
 def register(sub: Any) -> None:
     parser = sub.add_parser("serve", help="run a replica: HTTP API, leader election, leader-only services")
     parser.add_argument("--host", help="address to listen on (default: LEOFLOW_HOST)")
-    parser.add_argument("--port", type=_port, help="port to listen on (default: LEOFLOW_PORT)")
+    parser.add_argument("--port", type=port_argument, help="port to listen on (default: LEOFLOW_PORT)")
     parser.set_defaults(handler=serve, apply_overrides=_overrides)
 
 
-def _port(value: str) -> int:
+def port_argument(value: str) -> int:
+    """argparse type for ``--port`` (shared by ``serve`` and ``standalone``)."""
     try:
         port = int(value)
     except ValueError:

@@ -10,20 +10,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from leoflow.cli.serve import port_argument
 from leoflow.settings import Settings
 
 #: Standalone serves one person on one machine: loopback only unless --host says otherwise.
 DEFAULT_HOST = "127.0.0.1"
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--port must be an integer, got {text!r}") from None
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"--port must be between 1 and 65535, got {port}")
-    return port
 
 
 def register(sub: Any) -> None:
@@ -32,7 +23,7 @@ def register(sub: Any) -> None:
         description="Run the API, the elector, the scheduler and a local subprocess executor in one "
                     "process. Without LEOFLOW_DATABASE_URL an embedded PostgreSQL keeps its data under "
                     "LEOFLOW_HOME. Stop with Ctrl-C.")
-    p.add_argument("--port", type=_port, default=None, help="API port (default: LEOFLOW_PORT, else 8080)")
+    p.add_argument("--port", type=port_argument, default=None, help="API port (default: LEOFLOW_PORT, else 8080)")
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"API listen address (default: {DEFAULT_HOST}; use 0.0.0.0 to expose it)")
     p.add_argument("--example", action="store_true",
