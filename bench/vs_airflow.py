@@ -184,6 +184,12 @@ def summarize(system: str, workload: str, runs: int, first_trigger: float,
     }
 
 
+def query(db_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """One short-lived connection per poll: both systems are measured the same way."""
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
 def stop_process_group(proc: subprocess.Popen[bytes] | None) -> None:
     """SIGTERM a scheduler and its whole process group; SIGKILL after 30 s."""
     if proc is None or proc.poll() is not None:
@@ -249,13 +255,9 @@ class Airflow:
                                      start_new_session=True)
         wait_for(self._dags_serialized, 180, "Airflow to parse the bench DAGs")
 
-    def _query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        with psycopg.connect(self.db_url) as conn:
-            return conn.execute(sql, params).fetchall()
-
     def _dags_serialized(self) -> bool:
         try:
-            rows = self._query("SELECT count(*) FROM serialized_dag WHERE dag_id IN ('bench_fan', 'bench_true')")
+            rows = query(self.db_url, "SELECT count(*) FROM serialized_dag WHERE dag_id IN ('bench_fan', 'bench_true')")
         except psycopg.Error:
             return False
         return rows[0][0] == 2
@@ -268,7 +270,8 @@ class Airflow:
         first_trigger = json.loads(out.stdout.strip().splitlines()[-1])["first_trigger"]
 
         def done() -> bool:
-            rows = self._query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id LIKE %s", dag_id, f"{tag}_%")
+            rows = query(self.db_url, "SELECT state FROM dag_run WHERE dag_id = %s AND run_id LIKE %s",
+                         dag_id, f"{tag}_%")
             failed = [r for r in rows if r[0] == "failed"]
             if failed:
                 raise RuntimeError(f"Airflow run failed: {dag_id} {tag}")
@@ -276,9 +279,9 @@ class Airflow:
 
         wait_for(done, 900, f"Airflow {dag_id} runs")
         peak = sampler.stop()
-        ends = [_epoch(r[0]) for r in self._query(
+        ends = [_epoch(r[0]) for r in query(self.db_url,
             "SELECT end_date FROM dag_run WHERE dag_id = %s AND run_id LIKE %s", dag_id, f"{tag}_%")]
-        first_task = self._query(
+        first_task = query(self.db_url,
             "SELECT min(end_date) FROM task_instance WHERE dag_id = %s AND run_id LIKE %s AND state = 'success'",
             dag_id, f"{tag}_%")[0][0]
         return summarize("airflow", dag_id, runs, first_trigger, ends, _epoch(first_task), peak)
@@ -327,10 +330,6 @@ class Leoflow:
         except httpx.HTTPError:
             return False
 
-    def _query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        with psycopg.connect(self.db_url) as conn:
-            return conn.execute(sql, params).fetchall()
-
     def run(self, workload: str, runs: int, tag: str) -> dict[str, Any]:
         assert self.proc is not None
         dag_id = leoflow_dag_id(workload)
@@ -341,16 +340,17 @@ class Leoflow:
                 client.post(f"/api/v2/dags/{dag_id}/runs", json={"run_id": f"{tag}_{i}"}).raise_for_status()
 
         def done() -> bool:
-            rows = self._query("SELECT state FROM dag_runs WHERE dag_id = %s AND run_id LIKE %s", dag_id, f"{tag}_%")
+            rows = query(self.db_url, "SELECT state FROM dag_runs WHERE dag_id = %s AND run_id LIKE %s",
+                         dag_id, f"{tag}_%")
             if any(r[0] in ("failed", "cancelled") for r in rows):
                 raise RuntimeError(f"Leoflow run failed: {dag_id} {tag}")
             return len(rows) == runs and all(r[0] == "success" for r in rows)
 
         wait_for(done, 900, f"Leoflow {dag_id} runs")
         peak = sampler.stop()
-        ends = [_epoch(r[0]) for r in self._query(
+        ends = [_epoch(r[0]) for r in query(self.db_url,
             "SELECT ended_at FROM dag_runs WHERE dag_id = %s AND run_id LIKE %s", dag_id, f"{tag}_%")]
-        first_task = self._query(
+        first_task = query(self.db_url,
             "SELECT min(ti.ended_at) FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
             "WHERE r.dag_id = %s AND r.run_id LIKE %s AND ti.state = 'success'", dag_id, f"{tag}_%")[0][0]
         return summarize("leoflow", workload, runs, first_trigger, ends, _epoch(first_task), peak)
