@@ -9,6 +9,11 @@ Every replica runs the same things:
   and executor singletons on acquire and cancels them on loss;
 - membership heartbeats and the executor's ``replica_services`` (e.g. log shipping).
 
+Database connections: the lock connection, plus ``LEOFLOW_DB_POOL_SIZE`` split by
+:class:`~leoflow.db.budget.ConnectionBudget` between the API's pool, the background engine
+created here (leader services, membership, replica services) and the scheduler's LISTEN
+connection.
+
 Shutdown (SIGTERM/SIGINT) is a **graceful handover**: stop contending; stop the leader services
 (in-flight work gets ``LEOFLOW_SHUTDOWN_GRACE`` seconds) while still holding the lock; then
 record ``leader_released`` and ``pg_advisory_unlock`` — a waiting follower is granted the lock
@@ -30,6 +35,7 @@ from collections.abc import Iterator, Sequence
 import uvicorn
 
 from leoflow.clock import Clock, SystemClock
+from leoflow.db.budget import ConnectionBudget
 from leoflow.db.engine import make_async_engine
 from leoflow.election import membership
 from leoflow.election.elector import Elector
@@ -90,7 +96,10 @@ class Replica:
 
         from leoflow.api.app import create_app
 
-        engine = make_async_engine(settings.database, application_name=f"leoflow:{settings.cluster.node_id}"[:63])
+        # The leader's work gets its own share of the connection budget (the API has another,
+        # in create_app): neither can exhaust the other's connections.
+        engine = make_async_engine(settings.database, application_name=f"leoflow:{settings.cluster.node_id}"[:63],
+                                   pool_size=ConnectionBudget.split(settings.database.pool_size).background)
         elector: Elector | None = None
         supervisor = LeaderSupervisor(settings, engine, self.clock, step_down=lambda r: elector_step_down(r),
                                       factory=self._services, extra=self._extra)

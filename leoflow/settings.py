@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from leoflow.db.budget import MINIMUM_POOL_SIZE
 from leoflow.errors import SettingsError
 
 ExecutorKind = Literal["kubernetes", "local", "memory"]
@@ -46,7 +47,8 @@ class Variable:
 VARIABLES: tuple[Variable, ...] = (
     Variable("LEOFLOW_DATABASE_URL", "(none)", "PostgreSQL URL (`postgresql://user:pass@host:5432/db`). "
              "Standalone mode starts an embedded server when unset.", secret=True),
-    Variable("LEOFLOW_DB_POOL_SIZE", "10", "Connections in each replica's pool (plus one lock connection)."),
+    Variable("LEOFLOW_DB_POOL_SIZE", "10", "Database connections per replica besides its lock connection, "
+             "split between the API and the leader's work (at least 4; see docs/adr/0007)."),
     Variable("LEOFLOW_DB_STATEMENT_TIMEOUT", "30", "Seconds before a database statement is cancelled."),
     Variable("LEOFLOW_CLUSTER", "default", "Cluster name; names the election lock, so two installs can "
              "share one database."),
@@ -355,7 +357,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
     return Settings(
         database=DatabaseSettings(
             url=url,
-            pool_size=r.number("LEOFLOW_DB_POOL_SIZE", 10, integer=True, maximum=1000),
+            pool_size=r.number("LEOFLOW_DB_POOL_SIZE", 10, integer=True, minimum=MINIMUM_POOL_SIZE, maximum=1000),
             statement_timeout=r.number("LEOFLOW_DB_STATEMENT_TIMEOUT", 30.0),
         ),
         cluster=ClusterSettings(name=cluster_name, node_id=node_id),

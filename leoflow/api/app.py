@@ -1,7 +1,8 @@
 """The Starlette application every replica serves: routes, auth, metrics, lifespan.
 
-``create_app(settings)`` builds the app; its lifespan owns one bounded async engine
-(``LEOFLOW_DB_POOL_SIZE`` connections, no overflow) used by every request and disposed on
+``create_app(settings)`` builds the app; its lifespan owns one bounded psycopg pool (the API's
+share of ``LEOFLOW_DB_POOL_SIZE``, :mod:`leoflow.db.budget`), used by every request — hot reads
+directly, everything else through a SQLAlchemy engine on the same pool — and closed on
 shutdown. Nothing else is kept between requests, so any replica can answer any request.
 
 Route table: :data:`ROUTES` lists ``(method, path template, handler, scope needed)`` once; the
@@ -33,7 +34,8 @@ from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import RequestMetrics
-from leoflow.db.engine import make_async_engine
+from leoflow.db.budget import ConnectionBudget
+from leoflow.db.pool import engine_on_pool, make_connection_pool
 from leoflow.logs import redact_url
 from leoflow.settings import Settings
 
@@ -103,18 +105,24 @@ def create_app(settings: Settings) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        engine = make_async_engine(settings.database,
-                                   application_name=f"leoflow-api:{settings.cluster.node_id}"[:63])
-        app.state.api = ApiState(settings=settings, engine=engine, auth=auth,
+        size = ConnectionBudget.split(settings.database.pool_size).api
+        pool = make_connection_pool(settings.database, size=size,
+                                    application_name=f"leoflow-api:{settings.cluster.node_id}"[:63])
+        # Not waiting for the first connection: the API starts (and is live) while the
+        # database is down; requests answer 503 until it is back.
+        await pool.open(wait=False)
+        engine = engine_on_pool(pool, settings.database)
+        app.state.api = ApiState(settings=settings, pool=pool, engine=engine, auth=auth,
                                  reader=engine.execution_options(isolation_level="AUTOCOMMIT"),
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK)
         app.state.work_gauges = routes_system.WorkGauges()
         logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,
-                                          "pool_size": settings.database.pool_size})
+                                          "api_connections": size})
         try:
             yield
         finally:
             await engine.dispose()
+            await pool.close()
 
     return Starlette(
         # The web dashboard (``/``, ``/static``) is public static files; see leoflow.api.dashboard.

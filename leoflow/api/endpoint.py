@@ -31,6 +31,7 @@ from starlette.responses import Response
 
 from leoflow.api.auth import Authenticator, Scope
 from leoflow.api.errors import ApiError, bad_field, error_response, translate
+from leoflow.db.pool import AsyncPool
 from leoflow.settings import Settings
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -51,9 +52,11 @@ class ApiState:
     """Per-app state the handlers need (held in ``app.state.api``)."""
 
     settings: Settings
-    #: Read-write transactions (``engine.begin()``) for writes.
+    #: The API's connections (its share of LEOFLOW_DB_POOL_SIZE); hot reads use it directly.
+    pool: AsyncPool
+    #: SQLAlchemy on the same pool: read-write transactions (``engine.begin()``) for writes.
     engine: AsyncEngine
-    #: The same pool in autocommit mode for reads: one statement, one round trip, no
+    #: The same again in autocommit mode for reads: one statement, one round trip, no
     #: BEGIN/ROLLBACK pair around it (reads that need one snapshot are single statements).
     reader: AsyncEngine
     auth: Authenticator

@@ -20,6 +20,7 @@ import logging
 from typing import Any
 
 import psycopg.errors
+import psycopg_pool
 import sqlalchemy.exc
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -70,11 +71,16 @@ def unavailable(message: str) -> ApiError:
                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
-def _is_unreachable(exc: sqlalchemy.exc.DBAPIError) -> bool:
-    """True for errors that mean "the database is not answering", not "the SQL is wrong"."""
-    if exc.connection_invalidated:
+def _is_unreachable(exc: BaseException) -> bool:
+    """True for errors that mean "the database is not answering", not "the SQL is wrong".
+
+    Covers both SQLAlchemy's wrapped errors and raw psycopg/psycopg_pool ones (hot reads run on
+    psycopg directly): a lost or refused connection, a pool timeout, a cancelled statement.
+    """
+    if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.connection_invalidated:
         return True
-    return isinstance(exc, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError)
+    return isinstance(exc, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
+                      | psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def translate(exc: BaseException) -> ApiError:
@@ -91,18 +97,20 @@ def translate(exc: BaseException) -> ApiError:
         return unavailable(str(exc))
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return unavailable("the database did not answer in time")
-    if isinstance(exc, sqlalchemy.exc.TimeoutError):
-        return unavailable("no database connection became free in time (pool exhausted)")
-    if isinstance(exc, sqlalchemy.exc.DBAPIError) and _is_unreachable(exc):
-        logger.warning("database unavailable while serving a request",
-                       extra={"error": type(getattr(exc, "orig", exc)).__name__})
-        return unavailable("the database is unavailable")
-    if isinstance(getattr(exc, "orig", None), psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
+    if isinstance(exc, sqlalchemy.exc.TimeoutError | psycopg_pool.PoolTimeout) or \
+            isinstance(getattr(exc, "orig", None), psycopg_pool.PoolTimeout):
+        return unavailable("no database connection became free in time (pool exhausted or database down)")
+    driver_error = getattr(exc, "orig", None) or exc
+    if isinstance(driver_error, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
         logger.error("database schema is not at head while serving a request")
         return unavailable("the database schema is not current; run `leoflow db upgrade`")
-    if isinstance(exc, sqlalchemy.exc.DataError):
+    if _is_unreachable(exc):
+        logger.warning("database unavailable while serving a request",
+                       extra={"error": type(driver_error).__name__})
+        return unavailable("the database is unavailable")
+    if isinstance(exc, sqlalchemy.exc.DataError | psycopg.DataError):
         return ApiError(400, "a value in the request is not acceptable to the database")
-    if isinstance(exc, sqlalchemy.exc.IntegrityError):
+    if isinstance(exc, sqlalchemy.exc.IntegrityError | psycopg.IntegrityError):
         return ApiError(409, "the request conflicts with existing state")
     logger.error("unexpected error while serving a request", exc_info=exc)
     return ApiError(500, "internal error (the server log has details)")

@@ -6,7 +6,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 
 def _default(value: Any) -> Any:
@@ -24,3 +24,9 @@ class JsonResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return dumps(content).encode("utf-8")
+
+
+class RenderedJsonResponse(Response):
+    """A JSON document rendered elsewhere (by PostgreSQL, see :mod:`leoflow.db.api_documents`)."""
+
+    media_type = "application/json"

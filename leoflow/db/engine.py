@@ -2,8 +2,9 @@
 
 Users give a libpq-style ``postgresql://`` URL; SQLAlchemy needs the driver named
 (``postgresql+psycopg://``) and raw psycopg wants the plain form. These helpers convert between
-them in one place. Pools are bounded (``LEOFLOW_DB_POOL_SIZE``, no overflow), so a replica never
-uses more than that many connections plus its one dedicated lock connection.
+them in one place. Pools are bounded (no overflow): a replica's engines together stay within the
+budget of :mod:`leoflow.db.budget` (``LEOFLOW_DB_POOL_SIZE`` plus the one lock connection).
+The HTTP API's pool lives in :mod:`leoflow.db.pool`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def libpq_url(url: str) -> str:
     return url
 
 
-def _connect_args(settings: DatabaseSettings, application_name: str) -> dict[str, object]:
+def connect_args(settings: DatabaseSettings, application_name: str) -> dict[str, object]:
     timeout_ms = int(settings.statement_timeout * 1000)
     return {
         "application_name": application_name,
@@ -42,7 +43,7 @@ def _connect_args(settings: DatabaseSettings, application_name: str) -> dict[str
 
 def make_engine(settings: DatabaseSettings, *, application_name: str = "leoflow",
                 pool_size: int | None = None) -> Engine:
-    """A bounded, synchronous engine (scheduler, executor, CLI)."""
+    """A bounded, synchronous engine (CLI, tools)."""
     assert settings.url, "database URL required"
     return create_engine(
         sqlalchemy_url(settings.url),
@@ -50,13 +51,13 @@ def make_engine(settings: DatabaseSettings, *, application_name: str = "leoflow"
         max_overflow=0,
         pool_pre_ping=True,
         pool_timeout=10,
-        connect_args=_connect_args(settings, application_name),
+        connect_args=connect_args(settings, application_name),
     )
 
 
 def make_async_engine(settings: DatabaseSettings, *, application_name: str = "leoflow-api",
                       pool_size: int | None = None) -> AsyncEngine:
-    """A bounded asyncio engine (the HTTP API)."""
+    """A bounded asyncio engine (the leader's services, membership, replica services)."""
     assert settings.url, "database URL required"
     return create_async_engine(
         sqlalchemy_url(settings.url),
@@ -64,5 +65,5 @@ def make_async_engine(settings: DatabaseSettings, *, application_name: str = "le
         max_overflow=0,
         pool_pre_ping=True,
         pool_timeout=10,
-        connect_args=_connect_args(settings, application_name),
+        connect_args=connect_args(settings, application_name),
     )

@@ -91,6 +91,9 @@ class Elector:
         self._blocking = False
         self._unrecorded: list[tuple[int, str, str, datetime]] = []
         self._reported_problem: str | None = None
+        #: The pooler probe (a second connection) runs until one session passes it; see
+        #: :func:`~leoflow.election.session.check_session_safety`.
+        self._pooler_checked = False
         self._thread = threading.Thread(target=self._main, name=f"elector-{self._cluster}", daemon=True)
         self._guard = threading.Thread(target=self._guard_main, name="elector-lease-guard", daemon=True)
 
@@ -193,10 +196,11 @@ class Elector:
     def _open(self) -> psycopg.Connection[Any]:
         conn = self._connect_override() if self._connect_override is not None else connect_lock_session(self.settings)
         try:
-            check_session_safety(conn, self.settings)
+            check_session_safety(conn, self.settings, probe_pooler=not self._pooler_checked)
         except BaseException:
             conn.close()
             raise
+        self._pooler_checked = True
         self._reported_problem = None
         with self._mutex:
             self._conn = conn

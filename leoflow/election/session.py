@@ -57,10 +57,18 @@ def connect_lock_session(settings: Settings) -> psycopg.Connection[Any]:
     return conn
 
 
-def check_session_safety(conn: psycopg.Connection[Any], settings: Settings) -> None:
-    """Refuse a hot standby and any session whose backend is shared between statements."""
+def check_session_safety(conn: psycopg.Connection[Any], settings: Settings, *, probe_pooler: bool = True) -> None:
+    """Refuse a hot standby and any session whose backend is shared between statements.
+
+    The pooler probe needs a second, short-lived connection; the elector runs it on its first
+    session only, before the process can lead, so it borrows the budget's listener slot
+    (:mod:`leoflow.db.budget`) and the replica never exceeds its connection bound. A hot
+    standby is checked on every session (a failover may point the URL elsewhere).
+    """
     if store.in_recovery(conn):
         raise UnsafeDatabaseSetup(STANDBY_PROBLEM)
+    if not probe_pooler:
+        return
     first = store.backend_pid(conn)
     with psycopg.connect(libpq_url(settings.require_database_url()), autocommit=True, prepare_threshold=None,
                          application_name=f"leoflow-probe:{settings.cluster.node_id}"[:63],

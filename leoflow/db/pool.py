@@ -1,0 +1,114 @@
+"""The HTTP API's connection pool: one psycopg pool that both raw reads and SQLAlchemy share.
+
+Why not SQLAlchemy's own pool for the API: measured with ``bench/api.py``'s load (64
+connections, 2 cores), SQLAlchemy's async ``QueuePool`` hands connections out unfairly under
+contention (p99 ≈ 180 ms at 1,900 req/s) and ``pool_pre_ping`` adds a round trip per request
+(1,270 req/s, p99 ≈ 930 ms), while ``psycopg_pool.AsyncConnectionPool`` queues waiters FIFO
+(2,700 req/s, p99 ≈ 40 ms). So the API owns one psycopg pool of exactly its budgeted size
+(:mod:`leoflow.db.budget`) and:
+
+- hot reads run on it directly (:func:`read_connection`), in autocommit: one statement, one
+  round trip, no BEGIN/ROLLBACK around it;
+- everything written through SQLAlchemy (``dag_store``) runs on an engine *on top of the same
+  pool* (:func:`engine_on_pool`): SQLAlchemy's ``NullPool`` borrows a psycopg connection per
+  checkout, and "closing" a borrowed connection hands it back to the pool
+  (:class:`PoolConnection`). One pool, one bound, no second set of connections.
+
+Pooled connections start in autocommit; a SQLAlchemy checkout switches to transactional mode
+(SQLAlchemy manages BEGIN/COMMIT itself) and the pool's ``reset`` switches back on return.
+
+Failure semantics: a broken connection (server restarted, network cut) fails the statement
+that uses it — the request answers 503 + ``Retry-After`` — and the pool discards it and
+reconnects in the background. No liveness ping per checkout: that would cost a round trip on
+every request to save one failed request per connection after an outage. Waiting for a free
+connection is bounded by :data:`CHECKOUT_TIMEOUT` (then 503, never a hung request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from leoflow.db.engine import connect_args, libpq_url, sqlalchemy_url
+from leoflow.settings import DatabaseSettings
+
+#: Seconds a request waits for a free connection before answering 503 (also the wait while
+#: the database is unreachable and the pool has no live connection to give).
+CHECKOUT_TIMEOUT = 5.0
+
+#: Seconds one background reconnection keeps retrying (see make_connection_pool).
+RECONNECT_WINDOW = 10.0
+
+AsyncPool = AsyncConnectionPool["PoolConnection"]
+
+
+class PoolConnection(AsyncConnection[Any]):
+    """A psycopg connection whose ``close()`` returns it to the pool it was borrowed from.
+
+    psycopg_pool's own ``close_returns=True`` does the same *except* for a connection that is
+    already broken (``close()`` returns early when ``closed`` is true): after a database
+    restart each broken connection SQLAlchemy "closed" would stay checked out forever and the
+    pool would never reconnect. Here a borrowed connection always goes back; the pool
+    replaces a broken one with a fresh connection.
+    """
+
+    async def close(self) -> None:
+        pool = getattr(self, "_pool", None)  # set by the pool while the connection is lent out
+        if pool is not None:
+            await pool.putconn(self)
+            return
+        await super().close()
+
+
+async def _back_to_autocommit(conn: PoolConnection) -> None:
+    await conn.set_autocommit(True)
+
+
+def make_connection_pool(settings: DatabaseSettings, *, size: int, application_name: str) -> AsyncPool:
+    """A closed pool of exactly ``size`` connections; ``await pool.open()`` inside an event loop.
+
+    Sessions run in UTC, so timestamps rendered by PostgreSQL (JSON built in SQL) and by
+    Python carry the same ``+00:00`` offset whatever the server's ``TimeZone``.
+    """
+    assert settings.url, "database URL required"
+    kwargs = connect_args(settings, application_name)
+    kwargs["options"] = f"{kwargs['options']} -c TimeZone=UTC"
+    return AsyncConnectionPool(
+        libpq_url(settings.url), kwargs={**kwargs, "autocommit": True},
+        connection_class=PoolConnection, min_size=1, max_size=size, open=False, reset=_back_to_autocommit,
+        timeout=CHECKOUT_TIMEOUT, name=application_name,
+        # A lost connection is re-established in the background with backoff (1, 2, 4 s...);
+        # after RECONNECT_WINDOW the slot is given up and the next request regrows it at once.
+        # Short, so a database back from a restart is used within seconds, not after a long
+        # backoff step.
+        reconnect_timeout=RECONNECT_WINDOW,
+    )
+
+
+@asynccontextmanager
+async def read_connection(pool: AsyncPool) -> AsyncIterator[PoolConnection]:
+    """A pooled connection in autocommit for single-statement reads."""
+    async with pool.connection() as conn:
+        yield conn
+
+
+def engine_on_pool(pool: AsyncPool, settings: DatabaseSettings) -> AsyncEngine:
+    """A SQLAlchemy engine whose every connection is borrowed from ``pool`` (no pool of its own)."""
+    assert settings.url, "database URL required"
+
+    async def borrow() -> PoolConnection:
+        conn = await pool.getconn()
+        try:
+            await conn.set_autocommit(False)
+        except BaseException:
+            await pool.putconn(conn)
+            raise
+        return conn
+
+    return create_async_engine(sqlalchemy_url(settings.url), poolclass=NullPool, async_creator=borrow)
