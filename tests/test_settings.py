@@ -59,6 +59,7 @@ def test_values_are_parsed() -> None:
     ({"LEOFLOW_LEADER_LEASE": "nan"}, "LEOFLOW_LEADER_LEASE"),
     ({"LEOFLOW_LEADER_LEASE": "1", "LEOFLOW_KEEPALIVE_INTERVAL": "1"}, "LEOFLOW_LEADER_LEASE"),
     ({"LEOFLOW_METRICS_AUTH": "maybe"}, "LEOFLOW_METRICS_AUTH"),
+    ({"LEOFLOW_DB_POOL_SIZE": "3"}, "LEOFLOW_DB_POOL_SIZE"),
     ({"LEOFLOW_DATABASE_URL": "not-a-url"}, "LEOFLOW_DATABASE_URL"),
     ({"LEOFLOW_DATABASE_URL": "mysql://u:p@h/db"}, "LEOFLOW_DATABASE_URL"),
     ({"LEOFLOW_DATABASE_URL": "postgresql://u:p@h:notaport/db"}, "LEOFLOW_DATABASE_URL"),
