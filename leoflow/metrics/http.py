@@ -33,9 +33,19 @@ BUILD_INFO = Info("leoflow_build", "Leoflow build information.")
 BUILD_INFO.info({"version": __version__})
 
 
+#: Labelled children by label values: ``labels()`` costs a lock and a tuple build per call,
+#: a few percent of the API's CPU at full load. Bounded like the labels themselves.
+_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
+
 def observe_request(method: str, route: str, status: int, seconds: float) -> None:
-    HTTP_REQUESTS.labels(method, route, str(status)).inc()
-    HTTP_DURATION.labels(method, route).observe(seconds)
+    key = (method, route, status)
+    children = _children.get(key)
+    if children is None:
+        children = _children[key] = (HTTP_REQUESTS.labels(method, route, str(status)),
+                                     HTTP_DURATION.labels(method, route))
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 def set_work_gauges(task_instances: dict[str, int], dag_runs: dict[str, int]) -> None:
