@@ -113,7 +113,8 @@ class Replica:
         # proxy_headers off: nothing here uses the client address, and X-Forwarded-* headers
         # are only as trustworthy as the proxy chain, which a replica cannot know.
         server = _Server(uvicorn.Config(create_app(settings), host=settings.api.host, port=settings.api.port,
-                                        log_config=None, access_log=False, lifespan="on", proxy_headers=False, server_header=False,
+                                        log_config=None, access_log=False, lifespan="on",
+                                        proxy_headers=False, server_header=False,
                                         timeout_graceful_shutdown=max(1, int(settings.election.shutdown_grace))))
         background = [
             asyncio.create_task(supervisor.run(), name="leader-supervisor"),

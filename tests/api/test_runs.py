@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
+from typing import Any
+
 import httpx
 
 from tests.api.conftest import ADMIN, READ, seed_task, spec
@@ -102,3 +106,31 @@ def test_run_list_pages_newest_first_and_filters(api_client: httpx.Client) -> No
     cancelled = api_client.get("/api/v2/dags/etl/runs", params={"state": "cancelled"}, headers=READ).json()
     assert [r["run_id"] for r in cancelled["items"]] == ["r1"]
     assert api_client.get("/api/v2/dags/nope/runs", headers=READ).status_code == 404
+
+
+def _normalised(value: Any) -> Any:
+    """Timestamps compared as instants: PostgreSQL and Python format fractions differently."""
+    if isinstance(value, dict):
+        return {k: _normalised(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalised(v) for v in value]
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+[+-]\d\d:\d\d", value):
+        return datetime.fromisoformat(value)
+    return value
+
+
+def test_the_run_document_postgres_renders_matches_the_python_rendered_answers(
+        api_client: httpx.Client, database_url: str) -> None:
+    _dag(api_client)
+    api_client.post("/api/v2/dags/etl/runs", json={"run_id": "r1", "conf": {"n": [1, 2], "s": "é"}}, headers=ADMIN)
+    seed_task(database_url, "etl", "r1", "extract", state="success", tries=[{"state": "success", "exit_code": 0}])
+    seed_task(database_url, "etl", "r1", "load", state="running", tries=[{"state": "running", "ended": False}])
+    from_python = api_client.post("/api/v2/dags/etl/runs/r1/cancel", headers=ADMIN).json()
+    from_postgres = api_client.get("/api/v2/dags/etl/runs/r1", headers=READ).json()
+
+    assert list(from_postgres) == list(from_python)  # the same fields, in the same order
+    assert [list(t) for t in from_postgres["tasks"]] == [list(t) for t in from_python["tasks"]]
+    assert _normalised(from_postgres) == _normalised(from_python)
+    assert from_postgres["created_at"].endswith("+00:00") and from_postgres["conf"] == {"n": [1, 2], "s": "é"}
+    listed = api_client.get("/api/v2/dags/etl/runs", headers=READ).json()["items"][0]
+    assert _normalised(listed) == _normalised({k: v for k, v in from_postgres.items() if k != "tasks"})
