@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from logging.config import fileConfig
 
-from sqlalchemy import create_engine, pool, text
+from sqlalchemy import Connection, create_engine, pool, text
 
 from alembic import context
 from leoflow.db.engine import sqlalchemy_url
@@ -50,7 +50,7 @@ def run_migrations_online() -> None:
     engine.dispose()
 
 
-def _run(connection: object) -> None:
+def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
                       transaction_per_migration=False)
     with context.begin_transaction():

@@ -224,7 +224,7 @@ class _Reader:
         shown = "" if name in _SECRET else f", got {value!r}"
         return SettingsError(name, f"{problem}{shown}")
 
-    def str(self, name: str, default: str | None) -> str | None:
+    def text(self, name: str, default: str | None) -> str | None:
         value = self.raw(name)
         return default if value is None else value
 
@@ -313,12 +313,12 @@ def load_settings(env: Mapping[str, str] | None = None, *,
     env = os.environ if env is None else env
     r = _Reader(env)
 
-    url = r.str("LEOFLOW_DATABASE_URL", None)
+    url = r.text("LEOFLOW_DATABASE_URL", None)
     if url is not None:
         validate_database_url(url)
 
-    node_id = r.str("LEOFLOW_NODE_ID", None) or socket.gethostname()
-    cluster_name = r.str("LEOFLOW_CLUSTER", "default") or "default"
+    node_id = r.text("LEOFLOW_NODE_ID", None) or socket.gethostname()
+    cluster_name = r.text("LEOFLOW_CLUSTER", "default") or "default"
     if len(cluster_name) > 63:
         raise SettingsError("LEOFLOW_CLUSTER", "must be at most 63 characters")
 
@@ -353,7 +353,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
         raise SettingsError("LEOFLOW_LEADER_LEASE", "must be at least twice LEOFLOW_KEEPALIVE_INTERVAL "
                             f"({election.keepalive_interval:g}s)")
 
-    k8s_secrets = r.str("LEOFLOW_K8S_IMAGE_PULL_SECRETS", "") or ""
+    k8s_secrets = r.text("LEOFLOW_K8S_IMAGE_PULL_SECRETS", "") or ""
     return Settings(
         database=DatabaseSettings(
             url=url,
@@ -362,17 +362,17 @@ def load_settings(env: Mapping[str, str] | None = None, *,
         ),
         cluster=ClusterSettings(name=cluster_name, node_id=node_id),
         api=ApiSettings(
-            host=r.str("LEOFLOW_HOST", "0.0.0.0") or "0.0.0.0",
+            host=r.text("LEOFLOW_HOST", "0.0.0.0") or "0.0.0.0",
             port=r.number("LEOFLOW_PORT", 8080, integer=True, maximum=65535),
-            public_url=r.str("LEOFLOW_API_URL", None),
+            public_url=r.text("LEOFLOW_API_URL", None),
             auth_enabled=r.choice("LEOFLOW_AUTH", "enabled", ("enabled", "disabled")) == "enabled",
             tokens=tokens,
             metrics_auth=r.boolean("LEOFLOW_METRICS_AUTH", False),
             max_body_bytes=r.number("LEOFLOW_MAX_BODY_BYTES", 1024 * 1024, integer=True),
         ),
         client=ClientSettings(
-            url=r.str("LEOFLOW_URL", "http://127.0.0.1:8080") or "http://127.0.0.1:8080",
-            token=r.str("LEOFLOW_TOKEN", None),
+            url=r.text("LEOFLOW_URL", "http://127.0.0.1:8080") or "http://127.0.0.1:8080",
+            token=r.text("LEOFLOW_TOKEN", None),
         ),
         election=election,
         scheduler=SchedulerSettings(
@@ -385,13 +385,13 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             local_parallelism=r.number("LEOFLOW_LOCAL_PARALLELISM", os.cpu_count() or 2, integer=True),
             task_log_max_bytes=r.number("LEOFLOW_TASK_LOG_MAX_BYTES", 1024 * 1024, integer=True),
             kubernetes=KubernetesSettings(
-                namespace=r.str("LEOFLOW_K8S_NAMESPACE", None),
-                service_account=r.str("LEOFLOW_K8S_SERVICE_ACCOUNT", None),
+                namespace=r.text("LEOFLOW_K8S_NAMESPACE", None),
+                service_account=r.text("LEOFLOW_K8S_SERVICE_ACCOUNT", None),
                 image_pull_secrets=tuple(s.strip() for s in k8s_secrets.split(",") if s.strip()),
                 pending_timeout=r.number("LEOFLOW_K8S_PENDING_TIMEOUT", 300.0),
                 pod_retention=r.number("LEOFLOW_K8S_POD_RETENTION", 3600.0, positive=False),
             ),
         ),
         logging=LoggingSettings(format=log_format, level=level),  # type: ignore[arg-type]
-        home=Path(r.str("LEOFLOW_HOME", "~/.local/share/leoflow") or "").expanduser(),
+        home=Path(r.text("LEOFLOW_HOME", "~/.local/share/leoflow") or "").expanduser(),
     )

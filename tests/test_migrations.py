@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 
+from alembic import command
 from leoflow.db import migrations
 from leoflow.db.engine import sqlalchemy_url
 from leoflow.db.models import Base

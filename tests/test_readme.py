@@ -12,7 +12,7 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_settings_table_matches_code() -> None:
-    assert README == render_readme(README), "run: python -m leoflow.cli.docs"
+    assert render_readme(README) == README, "run: python -m leoflow.cli.docs"
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -119,8 +119,9 @@ class EmbeddedPostgres:
             kwargs.update(user=self._user.uid, group=self._user.gid, extra_groups=[])
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C"
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False,
-                              env=env, cwd="/", **kwargs)  # type: ignore[call-overload]
+        done: subprocess.CompletedProcess[str] = subprocess.run(  # type: ignore[call-overload]
+            args, capture_output=True, text=True, timeout=timeout, check=False, env=env, cwd="/", **kwargs)
+        return done
 
     def _prepare_dirs(self) -> None:
         for d in (self.data_dir.parent, self.socket_dir):

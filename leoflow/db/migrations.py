@@ -9,8 +9,8 @@ Concurrent upgrades (N replicas or hook Jobs racing) are serialised by an adviso
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
+from typing import TextIO
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -25,7 +25,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 MIGRATION_LOCK = (0x4C454F46, 0x4D494752)
 
 
-def alembic_config(database_url: str, *, stdout: io.TextIOBase | None = None) -> Config:
+def alembic_config(database_url: str, *, stdout: TextIO | None = None) -> Config:
     cfg = Config(stdout=stdout) if stdout is not None else Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     # '%' must be escaped for configparser interpolation.

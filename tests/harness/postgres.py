@@ -15,7 +15,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -39,7 +39,7 @@ class PostgresServer:
 
     admin_url: str
     embedded: EmbeddedPostgres | None = None
-    _counter: itertools.count[int] = itertools.count()
+    _counter: itertools.count[int] = field(default_factory=itertools.count)
 
     def create_database(self, *, template: str | None = TEMPLATE_DB, prefix: str = "t") -> str:
         name = f"{prefix}_{os.getpid()}_{next(self._counter)}_{uuid.uuid4().hex[:6]}"
