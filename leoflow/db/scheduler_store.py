@@ -24,7 +24,7 @@ cancelled or the try timed out) and ``cancelled`` (killed).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +33,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.executor.base import TryKey
+from leoflow.scheduler.task_context import RunContext
 
 ACTIVE = "('pending', 'queued', 'running', 'up_for_retry')"
 
@@ -247,6 +248,16 @@ async def ready_task_instances(conn: AsyncConnection, now: datetime, limit: int)
         ) AS ready ORDER BY id LIMIT :limit
     """), {"now": now, "limit": limit})
     return [ReadyTask(**r._mapping) for r in rows]
+
+
+async def run_contexts(conn: AsyncConnection, run_pks: Iterable[int]) -> dict[int, RunContext]:
+    """The conf and logical date of each run, for the environment of the tries being launched."""
+    wanted = sorted(set(run_pks))
+    if not wanted:
+        return {}
+    rows = await conn.execute(
+        text("SELECT id, conf, logical_date FROM dag_runs WHERE id = ANY(CAST(:ids AS bigint[]))"), {"ids": wanted})
+    return {r.id: RunContext(conf=r.conf or {}, logical_date=r.logical_date) for r in rows}
 
 
 async def queue_task_instances(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: datetime,
@@ -466,14 +477,14 @@ class QueuedLaunch:
     task_instance_id: int
     key: TryKey
     version_id: int
-    conf: dict[str, Any]
+    run: RunContext
 
 
 async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -> list[QueuedLaunch]:
     """Queued tries of queued task instances, keyset-paged by try id (resubmitted after failover)."""
     rows = await conn.execute(text("""
         SELECT tt.id, tt.task_instance_id, tt.try_number, ti.task_id, r.dag_id, r.run_id,
-               r.dag_version_id, r.conf
+               r.dag_version_id, r.conf, r.logical_date
         FROM task_tries tt
         JOIN task_instances ti ON ti.id = tt.task_instance_id AND ti.try_number = tt.try_number
         JOIN dag_runs r ON r.id = ti.run_pk
@@ -481,21 +492,8 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
         ORDER BY tt.id LIMIT :limit
     """), {"after": after_id, "limit": limit})
     return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
-                         int(r.dag_version_id), r.conf) for r in rows]
-
-
-async def queued_launches(conn: AsyncConnection, task_try_ids: Sequence[int]) -> list[QueuedLaunch]:
-    rows = await conn.execute(text("""
-        SELECT tt.id, tt.task_instance_id, tt.try_number, ti.task_id, r.dag_id, r.run_id,
-               r.dag_version_id, r.conf
-        FROM task_tries tt
-        JOIN task_instances ti ON ti.id = tt.task_instance_id
-        JOIN dag_runs r ON r.id = ti.run_pk
-        WHERE tt.id = ANY(CAST(:ids AS bigint[]))
-        ORDER BY tt.id
-    """), {"ids": list(task_try_ids)})
-    return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
-                         int(r.dag_version_id), r.conf) for r in rows]
+                         int(r.dag_version_id), RunContext(conf=r.conf or {}, logical_date=r.logical_date))
+            for r in rows]
 
 
 # --------------------------------------------------------------------------- finishing runs

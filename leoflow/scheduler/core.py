@@ -43,6 +43,7 @@ from leoflow.executor.base import Executor, StatusUpdate, TaskLaunch, TryKey
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
 from leoflow.scheduler.graph import DagGraph, GraphCache
+from leoflow.scheduler.task_context import RunContext, task_environment
 from leoflow.scheduler.timetable import plan_scheduled_runs
 from leoflow.scheduler.transitions import InFlightTry, TryFacts, fold_reports, fold_try_facts, timeout_transition
 
@@ -318,19 +319,20 @@ class SchedulerCore:
         if len(self.inflight) > 4 * max(self.parallelism, self.batch_size):
             self.inflight.clear()  # entries of tries that never reported; the slow path covers them
         launches: list[TaskLaunch] = []
+        runs = await store.run_contexts(conn, (by_id[q.task_instance_id].run_pk for q in queued))
         for q in queued:
             r = by_id[q.task_instance_id]
             key = TryKey(r.dag_id, r.run_id, r.task_id, q.try_number)
             self.inflight[key] = InFlightTry(r.id, r.run_pk, r.task_id, q.try_number, r.max_tries, r.dag_id,
                                            r.run_id, r.version_id)
-            launches.append(self._launch(graphs[r.version_id], key, q.task_try_id))
+            launches.append(self._launch(graphs[r.version_id], key, q.task_try_id, runs[r.run_pk]))
         return len(succeeded), launches
 
-    def _launch(self, graph: DagGraph, key: TryKey, task_try_id: int) -> TaskLaunch:
+    def _launch(self, graph: DagGraph, key: TryKey, task_try_id: int, run: RunContext) -> TaskLaunch:
         task = graph.tasks[key.task_id]
         return TaskLaunch(key=key, task_try_id=task_try_id, term=self.ctx.term, image=task.image,
-                          command=task.command, args=task.args, env=dict(task.env), resources=task.resources,
-                          timeout_seconds=task.timeout_seconds)
+                          command=task.command, args=task.args, env=task_environment(key, run, task.env),
+                          resources=task.resources, timeout_seconds=task.timeout_seconds)
 
     async def submit(self, launch: TaskLaunch) -> None:
         """Hand a try to the executor; an executor error fails the try (retried if tries remain)."""
@@ -355,7 +357,7 @@ class SchedulerCore:
             if not page:
                 return count
             for item in page:
-                await self.submit(self._launch(graphs[item.version_id], item.key, item.task_try_id))
+                await self.submit(self._launch(graphs[item.version_id], item.key, item.task_try_id, item.run))
             after, count = page[-1].task_try_id, count + len(page)
 
     # ------------------------------------------------------------------ 5. timeouts

@@ -115,6 +115,9 @@ def env_field(value: object, path: str) -> dict[str, str]:
     for key, item in value.items():
         if not isinstance(key, str) or not ENV_NAME_RE.match(key):
             raise ValidationFailed(f"{path}.{key}", "is not a valid environment variable name")
+        if key.upper().startswith("LEOFLOW_"):
+            raise ValidationFailed(f"{path}.{key}", "LEOFLOW_* names are reserved for the run context "
+                                   "Leoflow gives every task (LEOFLOW_RUN_CONF, LEOFLOW_RUN_ID, ...)")
         if not isinstance(item, str):
             raise ValidationFailed(f"{path}.{key}", f"must be a string (quote it in YAML), got {type_name(item)}")
     return dict(value)

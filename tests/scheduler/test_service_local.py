@@ -10,6 +10,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from leoflow.clock import SystemClock
+from leoflow.db import dag_store
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import Settings
@@ -160,6 +164,31 @@ def test_two_schedulers_with_different_terms_never_double_create_or_double_queue
             assert len(executions) == 4 * len(runs) and set(executions.values()) == {1}
             terms = {t for (t,) in await rows(engine, "SELECT DISTINCT term FROM task_tries")}
             assert terms <= {1, 2} and 2 in terms
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+def test_a_subprocess_reads_its_run_context_and_none_of_leoflows_settings(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = local(settings, tmp_path / "home")
+    monkeypatch.setenv("LEOFLOW_DATABASE_URL", "postgresql://secret@nowhere/db")  # what a replica has
+    script = ('echo "conf=$LEOFLOW_RUN_CONF try=$LEOFLOW_TRY_NUMBER run=$LEOFLOW_RUN_ID task=$LEOFLOW_TASK_ID"; '
+              'echo "db=${LEOFLOW_DATABASE_URL:-unset}"')
+
+    async def main() -> None:
+        engine = make_async_engine(s.database, pool_size=4)
+        try:
+            await apply(engine, {"dag_id": "ctx", "tasks": [shell("show", script)]})
+            async with running_scheduler(s, LocalExecutor(s, kill_grace=2.0), engine=engine):
+                async with engine.begin() as conn:
+                    await dag_store.trigger_run(conn, "ctx", run_id="r1", conf={"day": "mon"}, clock=SystemClock())
+                await eventually(lambda: run_state(engine, "r1"), lambda st: st in ("success", "failed"), timeout=60)
+            assert await run_state(engine, "r1") == "success"
+            (content,), = await rows(engine, "SELECT content FROM task_logs")
+            assert 'conf={"day":"mon"} try=1 run=r1 task=show' in content
+            assert "db=unset" in content
         finally:
             await engine.dispose()
 

@@ -1,0 +1,56 @@
+"""What a task try learns about its run: ``LEOFLOW_*`` variables in its environment.
+
+A task triggered with ``leoflow runs trigger DAG --conf '{"day": "2026-11-21"}'`` (or the API's
+``conf``) must be able to read that conf, and a task that writes somewhere wants a stable
+identity (to name outputs, to make a retry idempotent). Every try therefore gets, on top of its
+spec's ``env``:
+
+============================  ==============================================================
+``LEOFLOW_DAG_ID``            the DAG id
+``LEOFLOW_RUN_ID``            the run id (``scheduled__<logical date>`` or the trigger's id)
+``LEOFLOW_TASK_ID``           the task id
+``LEOFLOW_TRY_NUMBER``        1 for the first try, 2 for the first retry, ...
+``LEOFLOW_LOGICAL_DATE``      ISO 8601 in UTC: the schedule slot of a scheduled run, the
+                              trigger time of a manual one
+``LEOFLOW_RUN_CONF``          the run's conf as compact JSON (``{}`` when none was given)
+============================  ==============================================================
+
+The names are a contract with task authors. DAG specs may not define ``LEOFLOW_*`` variables
+themselves (validation refuses them), so a task can trust these values; Leoflow's own settings
+(``LEOFLOW_DATABASE_URL``, tokens) are never passed to tasks (see the executors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from leoflow.executor.base import TryKey
+
+RESERVED_PREFIX = "LEOFLOW_"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The run-level facts every try of the run gets."""
+
+    conf: Mapping[str, Any]
+    #: Nullable in the schema (every run written today has one); None renders as an empty string.
+    logical_date: datetime | None
+
+
+def task_environment(key: TryKey, run: RunContext, spec_env: Mapping[str, str]) -> dict[str, str]:
+    """The spec's env plus the run context (which wins; specs cannot define these names)."""
+    env = dict(spec_env)
+    env.update({
+        "LEOFLOW_DAG_ID": key.dag_id,
+        "LEOFLOW_RUN_ID": key.run_id,
+        "LEOFLOW_TASK_ID": key.task_id,
+        "LEOFLOW_TRY_NUMBER": str(key.try_number),
+        "LEOFLOW_LOGICAL_DATE": run.logical_date.astimezone(UTC).isoformat() if run.logical_date else "",
+        "LEOFLOW_RUN_CONF": json.dumps(run.conf, separators=(",", ":"), ensure_ascii=False, sort_keys=True),
+    })
+    return env
