@@ -165,7 +165,9 @@ async def get_task_logs(request: Request) -> Response:
         raise bad_field("try", f"task {ti['task_id']!r} has no try {try_number} "
                         f"(tries so far: {ti['try_number']})", status=404)
     finished = entry["ended_at"] is not None
-    complete = finished and (entry["content"] is not None or entry["logs_shipped_at"] is not None)
+    # Executors mark a try's logs shipped once the stored content is final (the local executor
+    # stores partial output while a try runs, without marking it).
+    complete = finished and entry["logs_shipped_at"] is not None
     text = entry["content"] or ""
     if entry["truncated"]:
         # size_bytes is the try's full output size; the stored content is its capped tail.

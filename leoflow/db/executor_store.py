@@ -180,6 +180,17 @@ async def store_logs(conn: AsyncConnection, task_try_id: int, content: str, *, t
     await conn.execute(_MARK_SHIPPED, {"id": task_try_id})
 
 
+async def store_partial_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
+                             size_bytes: int) -> None:
+    """Save the output so far of a try that is still running (logs not marked shipped).
+
+    The API serves it with its "incomplete" note; :func:`store_logs` replaces it when the try
+    ends and marks the logs complete.
+    """
+    await conn.execute(_STORE_LOG, {"id": task_try_id, "content": content.replace("\x00", ""),
+                                    "truncated": truncated, "size": size_bytes})
+
+
 _LOGS = text("SELECT content FROM task_logs WHERE task_try_id = :id")
 
 

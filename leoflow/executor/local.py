@@ -19,8 +19,11 @@ Failure semantics:
   the scheduler's decision (retries remaining), never a silent rerun here.
 - **Timeouts** (``timeout_seconds``): SIGTERM to the process group, SIGKILL after
   ``kill_grace`` seconds; reported failed with reason ``timed out after Ns``.
-- **Logs**: when the process ends its output is stored in ``task_logs`` (tail kept, capped at
-  ``LEOFLOW_TASK_LOG_MAX_BYTES``) *before* the final status is reported.
+- **Logs**: while the process runs, its output so far is stored in ``task_logs`` every
+  :data:`LIVE_LOG_INTERVAL` seconds when it grew (the API and the dashboard show it, marked
+  incomplete); when the process ends the whole output is stored (tail kept, capped at
+  ``LEOFLOW_TASK_LOG_MAX_BYTES``) and marked complete *before* the final status is reported.
+  A failed partial store is only logged: it never affects the task.
 - Processes survive :meth:`stop` (leadership lost but process alive): they keep running, and
   a later executor in the same process adopts them through a process-wide registry.
 """
@@ -54,6 +57,8 @@ from leoflow.settings import Settings
 log = logging.getLogger(__name__)
 #: Claim attempts on database errors (with backoff up to 5 s: about a minute) before failing the try.
 CLAIM_ATTEMPTS = 15
+#: Seconds between stores of a running try's output (only when it grew).
+LIVE_LOG_INTERVAL = 2.0
 
 
 @dataclass
@@ -212,13 +217,24 @@ class LocalExecutor:
         running.outcome.set_result(outcome)
 
     async def _wait(self, running: _Running, timeout: float | None) -> Outcome:
+        """Wait for the process (killing it at ``timeout``), storing its output as it grows."""
         proc = running.process
         assert proc is not None
-        try:
-            code = await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=timeout)
-        except TimeoutError:
-            code = await terminate(proc, self.kill_grace)
-            return Outcome("failed", shell_status(code), f"timed out after {timeout:g}s")
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        exited = asyncio.ensure_future(proc.wait())  # not cancelled by our timeouts
+        stored_size = 0
+        while True:
+            step = LIVE_LOG_INTERVAL if deadline is None else min(LIVE_LOG_INTERVAL, deadline - loop.time())
+            if step > 0:
+                await asyncio.wait({exited}, timeout=step)
+            if exited.done():
+                code = exited.result()
+                break
+            if deadline is not None and loop.time() >= deadline:
+                code = await terminate(proc, self.kill_grace)
+                return Outcome("failed", shell_status(code), f"timed out after {timeout:g}s")
+            stored_size = await self._store_partial_logs(running, stored_size)
         status = shell_status(code)
         if running.cancel_requested:
             return Outcome("failed", status, "cancelled")
@@ -263,6 +279,26 @@ class LocalExecutor:
                 files.write_outcome(outcome)
         await self._ship_logs(task_try_id, files)
         await self._emit(key, outcome.state, outcome.exit_code, outcome.reason, name)
+
+    async def _store_partial_logs(self, running: _Running, stored_size: int) -> int:
+        """Store the output so far if it grew since ``stored_size``; the size now stored."""
+        try:
+            size = running.files.log.stat().st_size
+        except OSError:
+            return stored_size
+        if size == stored_size:
+            return stored_size
+        try:
+            ctx = self._require_started()
+            capped = read_tail(running.files.log, self.max_log_bytes)
+            async with ctx.engine.begin() as conn:
+                await executor_store.store_partial_logs(conn, running.task_try_id, capped.text,
+                                                        truncated=capped.truncated, size_bytes=capped.size_bytes)
+        except Exception as exc:  # a partial store is best effort: it must never affect the task
+            log.warning("could not store partial task logs", extra={"try": running.files.root.name,
+                                                                    "error": str(exc).splitlines()[0][:200]})
+            return stored_size
+        return capped.size_bytes
 
     async def _ship_logs(self, task_try_id: int, files: TryFiles) -> None:
         ctx = self._require_started()

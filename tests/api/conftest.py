@@ -63,9 +63,11 @@ def seed_task(database_url: str, dag_id: str, run_id: str, task_id: str, *, stat
             "VALUES (%s, %s, %s, %s, 3) RETURNING id", (run_pk, task_id, state, len(tries))).fetchone()[0]  # type: ignore[index]
         for number, t in enumerate(tries, start=1):
             ended = "now()" if t.get("ended", True) else "NULL"
+            # As the executors do: a finished try's stored logs are marked shipped (complete).
+            shipped = "now()" if t.get("ended", True) and t.get("log") is not None else "NULL"
             try_pk = conn.execute(
                 f"INSERT INTO task_tries (task_instance_id, try_number, state, term, executor_ref, ended_at, "
-                f"exit_code) VALUES (%s, %s, %s, 1, %s, {ended}, %s) RETURNING id",
+                f"exit_code, logs_shipped_at) VALUES (%s, %s, %s, 1, %s, {ended}, %s, {shipped}) RETURNING id",
                 (ti, number, t.get("state", "success"), f"pod-{task_id}-{number}", t.get("exit_code"))).fetchone()[0]  # type: ignore[index]
             if t.get("log") is not None:
                 conn.execute("INSERT INTO task_logs (task_try_id, content, truncated, size_bytes) "

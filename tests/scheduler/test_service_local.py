@@ -193,3 +193,32 @@ def test_a_subprocess_reads_its_run_context_and_none_of_leoflows_settings(
             await engine.dispose()
 
     asyncio.run(main())
+
+
+def test_a_running_try_shows_its_output_so_far_then_the_whole_of_it(settings: Settings, tmp_path: Path) -> None:
+    s = local(settings, tmp_path / "home")
+    go_on = tmp_path / "go-on"
+    script = 'echo first; while [ ! -f "$GO_ON" ]; do sleep 0.05; done; echo second'
+
+    async def stored() -> tuple[str | None, bool, bool]:
+        found = await rows(engine, "SELECT l.content, tt.logs_shipped_at IS NOT NULL, tt.ended_at IS NOT NULL"
+                                   " FROM task_tries tt LEFT JOIN task_logs l ON l.task_try_id = tt.id")
+        return found[0] if found else (None, False, False)
+
+    engine = make_async_engine(s.database, pool_size=4)
+
+    async def main() -> None:
+        try:
+            await apply(engine, {"dag_id": "slow", "tasks": [shell("talk", script, env={"GO_ON": str(go_on)})]})
+            async with running_scheduler(s, LocalExecutor(s, kill_grace=2.0), engine=engine):
+                run_id = await trigger(engine, "slow")
+                partial = await eventually(stored, lambda row: row[0] is not None, timeout=30)
+                assert partial == ("first\n", False, False)  # while running: stored, not complete
+                go_on.touch()
+                await eventually(lambda: run_state(engine, run_id), lambda st: st in ("success", "failed"), timeout=30)
+            assert await run_state(engine, run_id) == "success"
+            assert await stored() == ("first\nsecond\n", True, True)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
