@@ -71,7 +71,7 @@ async def _back_to_autocommit(conn: PoolConnection) -> None:
 
 
 def make_connection_pool(settings: DatabaseSettings, *, size: int, application_name: str) -> AsyncPool:
-    """A closed pool of exactly ``size`` connections; ``await pool.open()`` inside an event loop.
+    """A closed pool of at most ``size`` connections; ``await pool.open()`` inside an event loop.
 
     Sessions run in UTC, so timestamps rendered by PostgreSQL (JSON built in SQL) and by
     Python carry the same ``+00:00`` offset whatever the server's ``TimeZone``.
