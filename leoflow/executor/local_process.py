@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leoflow.settings import ENV_PREFIX
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -101,7 +103,7 @@ def process_start_time(pid: int) -> int | None:
 
 def child_environment(inherited: Mapping[str, str], task_env: Mapping[str, str]) -> dict[str, str]:
     """The task's environment: ours without Leoflow's own settings (they may hold secrets), plus its env."""
-    env = {k: v for k, v in inherited.items() if not k.startswith("LEOFLOW_")}
+    env = {k: v for k, v in inherited.items() if not k.startswith(ENV_PREFIX)}
     env.update(task_env)
     return env
 

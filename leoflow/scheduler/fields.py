@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from leoflow.errors import ValidationFailed
+from leoflow.settings import ENV_PREFIX
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -115,7 +116,7 @@ def env_field(value: object, path: str) -> dict[str, str]:
     for key, item in value.items():
         if not isinstance(key, str) or not ENV_NAME_RE.match(key):
             raise ValidationFailed(f"{path}.{key}", "is not a valid environment variable name")
-        if key.upper().startswith("LEOFLOW_"):
+        if key.upper().startswith(ENV_PREFIX):
             raise ValidationFailed(f"{path}.{key}", "LEOFLOW_* names are reserved for the run context "
                                    "Leoflow gives every task (LEOFLOW_RUN_CONF, LEOFLOW_RUN_ID, ...)")
         if not isinstance(item, str):

@@ -30,8 +30,6 @@ from typing import Any
 
 from leoflow.executor.base import TryKey
 
-RESERVED_PREFIX = "LEOFLOW_"
-
 
 @dataclass(frozen=True)
 class RunContext:
