@@ -31,7 +31,6 @@ from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.clock import SystemClock
 from leoflow.db import api_documents, api_queries, dag_store
 from leoflow.db.models import RUN_STATES, TASK_STATES
-from leoflow.db.pool import read_connection
 
 _PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
                "ended_at", "updated_at", "dag_version")
@@ -108,7 +107,7 @@ async def get_run(request: Request) -> Response:
     """The hot read: PostgreSQL renders the document, the bytes pass through."""
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
-    async with read_connection(api_state(request).pool) as conn:
+    async with api_state(request).pool.connection() as conn:
         document = await api_documents.run_with_tasks(conn, dag_id, run_id)
         if document is None and not await api_documents.dag_exists(conn, dag_id):
             raise not_found(dag_id)

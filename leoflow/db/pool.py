@@ -7,7 +7,7 @@ contention (p99 ≈ 180 ms at 1,900 req/s) and ``pool_pre_ping`` adds a round tr
 (2,700 req/s, p99 ≈ 40 ms). So the API owns one psycopg pool of exactly its budgeted size
 (:mod:`leoflow.db.budget`) and:
 
-- hot reads run on it directly (:func:`read_connection`), in autocommit: one statement, one
+- hot reads run on it directly (``pool.connection()``), in autocommit: one statement, one
   round trip, no BEGIN/ROLLBACK around it;
 - everything written through SQLAlchemy (``dag_store``) runs on an engine *on top of the same
   pool* (:func:`engine_on_pool`): SQLAlchemy's ``NullPool`` borrows a psycopg connection per
@@ -26,8 +26,6 @@ connection is bounded by :data:`CHECKOUT_TIMEOUT` (then 503, never a hung reques
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -89,13 +87,6 @@ def make_connection_pool(settings: DatabaseSettings, *, size: int, application_n
         # backoff step.
         reconnect_timeout=RECONNECT_WINDOW,
     )
-
-
-@asynccontextmanager
-async def read_connection(pool: AsyncPool) -> AsyncIterator[PoolConnection]:
-    """A pooled connection in autocommit for single-statement reads."""
-    async with pool.connection() as conn:
-        yield conn
 
 
 def engine_on_pool(pool: AsyncPool, settings: DatabaseSettings) -> AsyncEngine:
