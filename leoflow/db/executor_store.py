@@ -172,14 +172,6 @@ _STORE_LOG = text("""
 _MARK_SHIPPED = text("UPDATE task_tries SET logs_shipped_at = clock_timestamp() WHERE id = :id")
 
 
-async def store_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
-                     size_bytes: int) -> None:
-    """Save a try's (already size-capped) output and mark its logs shipped."""
-    await conn.execute(_STORE_LOG, {"id": task_try_id, "content": content.replace("\x00", ""),
-                                    "truncated": truncated, "size": size_bytes})
-    await conn.execute(_MARK_SHIPPED, {"id": task_try_id})
-
-
 async def store_partial_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
                              size_bytes: int) -> None:
     """Save the output so far of a try that is still running (logs not marked shipped).
@@ -189,6 +181,13 @@ async def store_partial_logs(conn: AsyncConnection, task_try_id: int, content: s
     """
     await conn.execute(_STORE_LOG, {"id": task_try_id, "content": content.replace("\x00", ""),
                                     "truncated": truncated, "size": size_bytes})
+
+
+async def store_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
+                     size_bytes: int) -> None:
+    """Save a try's (already size-capped) final output and mark its logs shipped."""
+    await store_partial_logs(conn, task_try_id, content, truncated=truncated, size_bytes=size_bytes)
+    await conn.execute(_MARK_SHIPPED, {"id": task_try_id})
 
 
 _LOGS = text("SELECT content FROM task_logs WHERE task_try_id = :id")

@@ -205,7 +205,7 @@ class LocalExecutor:
                 outcome = await self._wait(running, launch.timeout_seconds)
             files.write_outcome(outcome)
             try:
-                await self._ship_logs(running.task_try_id, files)
+                await self._store_output(running.task_try_id, files, final=True)
             except Exception:
                 log.exception("could not store task logs", extra={"try": files.root.name})
         except BaseException as exc:
@@ -277,7 +277,7 @@ class LocalExecutor:
                 outcome = Outcome("failed", None, "process vanished (the executor crashed or restarted)")
             if files.root.exists():
                 files.write_outcome(outcome)
-        await self._ship_logs(task_try_id, files)
+        await self._store_output(task_try_id, files, final=True)
         await self._emit(key, outcome.state, outcome.exit_code, outcome.reason, name)
 
     async def _store_partial_logs(self, running: _Running, stored_size: int) -> int:
@@ -289,23 +289,20 @@ class LocalExecutor:
         if size == stored_size:
             return stored_size
         try:
-            ctx = self._require_started()
-            capped = read_tail(running.files.log, self.max_log_bytes)
-            async with ctx.engine.begin() as conn:
-                await executor_store.store_partial_logs(conn, running.task_try_id, capped.text,
-                                                        truncated=capped.truncated, size_bytes=capped.size_bytes)
+            return await self._store_output(running.task_try_id, running.files, final=False)
         except Exception as exc:  # a partial store is best effort: it must never affect the task
             log.warning("could not store partial task logs", extra={"try": running.files.root.name,
                                                                     "error": str(exc).splitlines()[0][:200]})
             return stored_size
-        return capped.size_bytes
 
-    async def _ship_logs(self, task_try_id: int, files: TryFiles) -> None:
+    async def _store_output(self, task_try_id: int, files: TryFiles, *, final: bool) -> int:
+        """Store the capped tail of the try's output (marked complete when ``final``); its full size."""
         ctx = self._require_started()
         capped = read_tail(files.log, self.max_log_bytes)
+        store = executor_store.store_logs if final else executor_store.store_partial_logs
         async with ctx.engine.begin() as conn:
-            await executor_store.store_logs(conn, task_try_id, capped.text, truncated=capped.truncated,
-                                            size_bytes=capped.size_bytes)
+            await store(conn, task_try_id, capped.text, truncated=capped.truncated, size_bytes=capped.size_bytes)
+        return capped.size_bytes
 
     async def _emit(self, key: TryKey, state: str, exit_code: int | None, reason: str | None, ref: str) -> None:
         ctx = self._require_started()
