@@ -97,10 +97,10 @@ def translate(exc: BaseException) -> ApiError:
         return unavailable(str(exc))
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return unavailable("the database did not answer in time")
-    if isinstance(exc, sqlalchemy.exc.TimeoutError | psycopg_pool.PoolTimeout) or \
-            isinstance(getattr(exc, "orig", None), psycopg_pool.PoolTimeout):
-        return unavailable("no database connection became free in time (pool exhausted or database down)")
+    # SQLAlchemy wraps what psycopg raised in ``.orig``; hot reads raise psycopg's errors bare.
     driver_error = getattr(exc, "orig", None) or exc
+    if isinstance(exc, sqlalchemy.exc.TimeoutError) or isinstance(driver_error, psycopg_pool.PoolTimeout):
+        return unavailable("no database connection became free in time (pool exhausted or database down)")
     if isinstance(driver_error, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
         logger.error("database schema is not at head while serving a request")
         return unavailable("the database schema is not current; run `leoflow db upgrade`")

@@ -250,6 +250,11 @@ async def ready_task_instances(conn: AsyncConnection, now: datetime, limit: int)
     return [ReadyTask(**r._mapping) for r in rows]
 
 
+def _run_context(row: Any) -> RunContext:
+    """A ``dag_runs`` row's ``conf`` and ``logical_date`` columns as the context tries receive."""
+    return RunContext(conf=row.conf or {}, logical_date=row.logical_date)
+
+
 async def run_contexts(conn: AsyncConnection, run_pks: Iterable[int]) -> dict[int, RunContext]:
     """The conf and logical date of each run, for the environment of the tries being launched."""
     wanted = sorted(set(run_pks))
@@ -257,7 +262,7 @@ async def run_contexts(conn: AsyncConnection, run_pks: Iterable[int]) -> dict[in
         return {}
     rows = await conn.execute(
         text("SELECT id, conf, logical_date FROM dag_runs WHERE id = ANY(CAST(:ids AS bigint[]))"), {"ids": wanted})
-    return {r.id: RunContext(conf=r.conf or {}, logical_date=r.logical_date) for r in rows}
+    return {r.id: _run_context(r) for r in rows}
 
 
 async def queue_task_instances(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: datetime,
@@ -492,8 +497,7 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
         ORDER BY tt.id LIMIT :limit
     """), {"after": after_id, "limit": limit})
     return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
-                         int(r.dag_version_id), RunContext(conf=r.conf or {}, logical_date=r.logical_date))
-            for r in rows]
+                         int(r.dag_version_id), _run_context(r)) for r in rows]
 
 
 # --------------------------------------------------------------------------- finishing runs

@@ -77,6 +77,9 @@ class HoldingExecutor:
     async def submit(self, launch: TaskLaunch) -> None:
         self.launches.append(launch)
 
+    async def count(self) -> int:
+        return len(self.launches)
+
     async def cancel(self, key: TryKey) -> None:
         return None
 
@@ -97,9 +100,9 @@ def test_a_new_leader_resubmits_queued_tries_with_the_same_context(settings: Set
             await apply(engine, dag())
             async with running_scheduler(settings, first, engine=engine, term=1):
                 await trigger_with_conf(engine, "r1")
-                await eventually(lambda: asyncio.sleep(0, result=len(first.launches)), lambda n: n == 1)
+                await eventually(first.count, lambda n: n == 1)
             async with running_scheduler(settings, second, engine=engine, term=2):
-                await eventually(lambda: asyncio.sleep(0, result=len(second.launches)), lambda n: n == 1)
+                await eventually(second.count, lambda n: n == 1)
         finally:
             await engine.dispose()
         assert second.launches[0].key == first.launches[0].key
