@@ -51,7 +51,8 @@ sys.path.insert(0, str(ROOT))
 
 from leoflow.clock import SystemClock  # noqa: E402
 from leoflow.db.embedded import EmbeddedPostgres  # noqa: E402
-from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey  # noqa: E402
+from leoflow.executor.base import Report, TryKey  # noqa: E402
+from leoflow.model.tries import StatusUpdate, TaskLaunch
 from leoflow.leadership import LeaderContext  # noqa: E402
 
 DAG_ID = "bench-fan"
@@ -186,7 +187,7 @@ def fan_spec(tasks: int, max_active_runs: int) -> dict[str, Any]:
 def apply_spec(url: str, tasks: int, max_active_runs: int) -> None:
     from leoflow.db import dag_store
     from leoflow.db.engine import make_async_engine
-    from leoflow.scheduler.spec import parse_dag_spec
+    from leoflow.model.spec import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 
     async def main() -> None:

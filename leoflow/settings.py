@@ -29,11 +29,6 @@ from urllib.parse import urlsplit
 from leoflow.db.budget import MINIMUM_POOL_SIZE
 from leoflow.errors import SettingsError
 
-#: Every variable Leoflow reads starts with this. Tasks never inherit such variables from a
-#: replica (they may hold secrets), and DAG specs may not set them: the run context that every
-#: try receives uses the same namespace (:mod:`leoflow.scheduler.task_context`).
-ENV_PREFIX = "LEOFLOW_"
-
 ExecutorKind = Literal["kubernetes", "local", "memory"]
 LogFormat = Literal["json", "text"]
 

@@ -19,7 +19,6 @@ import asyncio
 import base64
 import json
 import math
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from starlette.responses import Response
 from leoflow.api.auth import Authenticator, Scope
 from leoflow.api.errors import ApiError, bad_field, error_response, translate
 from leoflow.db.pool import AsyncPool
+from leoflow.model.fields import NAME_RE
 from leoflow.settings import Settings
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -41,10 +41,8 @@ MAX_LIMIT = 500
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 JSON_TYPES = ("application/json", "")
 
-DAG_ID = re.compile(r"^[a-z0-9-]{1,50}$")
-TASK_ID = DAG_ID
-#: Run ids: what manual triggers and the scheduler (``scheduled__<ISO date>``) produce.
-RUN_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,250}$")
+#: DAG and task ids in paths: ids that cannot exist are simply not found.
+DAG_ID = TASK_ID = NAME_RE
 
 
 @dataclass(frozen=True)

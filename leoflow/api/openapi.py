@@ -12,7 +12,7 @@ from typing import Any
 
 from leoflow import __version__
 from leoflow.api.endpoint import MAX_LIMIT
-from leoflow.db.models import RUN_STATES, TASK_STATES
+from leoflow.model.states import RUN_STATES, TASK_STATES
 
 JSON = "application/json"
 

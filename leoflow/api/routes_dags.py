@@ -1,6 +1,6 @@
 """DAG routes: list, apply (POST / PUT), show, pause (PATCH), delete.
 
-Writes validate the body with :func:`leoflow.scheduler.spec.parse_dag_spec` (422 naming the
+Writes validate the body with :func:`leoflow.model.spec.parse_dag_spec` (422 naming the
 offending path, e.g. ``tasks[1].depends_on[0]``) and call :mod:`leoflow.db.dag_store` in one
 transaction; the answer is read back in that same transaction, so a client sees exactly what
 it wrote. ``POST`` answers 201 when the DAG or a new version was created and 200 when the spec
@@ -28,9 +28,8 @@ from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries, dag_store
-from leoflow.scheduler.spec import parse_dag_spec
-
-DAG_STATES = ("active", "paused")
+from leoflow.model.spec import parse_dag_spec
+from leoflow.model.states import DAG_STATES
 
 
 def path_dag_id(request: Request) -> str:

@@ -30,7 +30,8 @@ from leoflow.api.jsonresp import JsonResponse, RenderedJsonResponse
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.clock import SystemClock
 from leoflow.db import api_documents, api_queries, dag_store
-from leoflow.db.models import RUN_STATES, TASK_STATES
+from leoflow.model.run_ids import RUN_ID_RE, RUN_ID_RULE
+from leoflow.model.states import RUN_STATES, TASK_STATES
 
 _PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
                "ended_at", "updated_at", "dag_version")
@@ -49,7 +50,7 @@ def _ti(row: dict[str, Any]) -> dict[str, Any]:
 
 def path_run_id(request: Request) -> str:
     run_id: str = request.path_params["run_id"]
-    if not dag_store.RUN_ID_RE.match(run_id):
+    if not RUN_ID_RE.match(run_id):
         raise ApiError(404, f"run {run_id[:60]!r} not found")
     return run_id
 
@@ -73,9 +74,8 @@ async def trigger_run(request: Request) -> Response:
     if unknown:
         raise bad_field(unknown[0], "unknown field (expected run_id, conf)", status=422)
     run_id = body.get("run_id")
-    if run_id is not None and (not isinstance(run_id, str) or not dag_store.RUN_ID_RE.match(run_id)):
-        raise bad_field("run_id", "must be 1-250 characters of letters, digits and _.:+~- "
-                        "starting with a letter or digit", status=422)
+    if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
+        raise bad_field("run_id", RUN_ID_RULE, status=422)
     conf = body.get("conf", {})
     if conf is None:
         conf = {}

@@ -22,6 +22,7 @@ import httpx
 import yaml
 
 from leoflow.errors import LeoflowError
+from leoflow.model.states import TERMINAL_RUN_STATES
 from leoflow.settings import Settings
 from leoflow.standalone.discovery import client_settings
 
@@ -29,7 +30,6 @@ from leoflow.standalone.discovery import client_settings
 WAIT_POLL_INTERVAL = 0.5
 #: How long ``--wait`` keeps retrying while the API is unreachable before giving up.
 WAIT_OUTAGE_TOLERANCE = 120.0
-TERMINAL_RUN_STATES = ("success", "failed", "cancelled")
 STATE_ORDER = ("success", "running", "queued", "up_for_retry", "pending", "failed", "upstream_failed",
                "cancelled")
 

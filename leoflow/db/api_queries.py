@@ -20,8 +20,6 @@ from sqlalchemy import Row, and_, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.models import (
-    ACTIVE_RUN_STATES,
-    ACTIVE_TASK_STATES,
     Dag,
     DagRun,
     DagVersion,
@@ -29,6 +27,7 @@ from leoflow.db.models import (
     TaskLog,
     TaskTry,
 )
+from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES
 
 dags = Dag.__table__
 versions = DagVersion.__table__
@@ -179,7 +178,7 @@ async def count_task_instances_by_state(conn: AsyncConnection) -> dict[str, int]
     """Unfinished task instances per state (index-only over the partial active index)."""
     query = (select(tis.c.state, func.count()).where(tis.c.state.in_(ACTIVE_TASK_STATES))
              .group_by(tis.c.state))
-    counts = {state: 0 for state in ACTIVE_TASK_STATES}
+    counts: dict[str, int] = dict.fromkeys(ACTIVE_TASK_STATES, 0)
     counts.update({state: n for state, n in await conn.execute(query)})
     return counts
 
@@ -188,7 +187,7 @@ async def count_runs_by_state(conn: AsyncConnection) -> dict[str, int]:
     """Unfinished DAG runs per state."""
     query = (select(runs.c.state, func.count()).where(and_(runs.c.state.in_(ACTIVE_RUN_STATES)))
              .group_by(runs.c.state))
-    counts = {state: 0 for state in ACTIVE_RUN_STATES}
+    counts: dict[str, int] = dict.fromkeys(ACTIVE_RUN_STATES, 0)
     counts.update({state: n for state, n in await conn.execute(query)})
     return counts
 

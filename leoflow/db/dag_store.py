@@ -29,25 +29,27 @@ Semantics worth knowing:
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
+from leoflow.db.models import sql_list
 from leoflow.errors import Conflict, NotFound, ValidationFailed
-from leoflow.scheduler.spec import DagSpec
-from leoflow.scheduler.timetable import first_scheduled_run
+from leoflow.model.run_ids import RUN_ID_RE, RUN_ID_RULE, manual_run_id
+from leoflow.model.spec import DagSpec
+from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES
+from leoflow.model.timetable import first_scheduled_run
 
 #: LISTEN/NOTIFY channel the leader's scheduler listens on; the payload is the DAG id.
 WAKEUP_CHANNEL = "leoflow_wakeup"
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+~-]{0,249}$")
 
-_ACTIVE_TASK = "('pending', 'queued', 'running', 'up_for_retry')"
+_ACTIVE_TASK = sql_list(ACTIVE_TASK_STATES)
+_ACTIVE_RUN = sql_list(ACTIVE_RUN_STATES)
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
     if found is None:
         raise NotFound(f"DAG {dag_id!r} not found")
     run_pks = list((await conn.execute(text(
-        "SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running') ORDER BY id FOR UPDATE"),
+        f"SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN {_ACTIVE_RUN} ORDER BY id FOR UPDATE"),
         {"dag_id": dag_id})).scalars())
     await _cancel_runs(conn, run_pks)
     await notify_wakeup(conn, dag_id)
@@ -138,8 +140,7 @@ async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None,
                       clock: Clock) -> str:
     """Queue a manual run; returns its run id. Conflict if ``run_id`` exists, NotFound if no DAG."""
     if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
-        raise ValidationFailed("run_id", "must be 1-250 characters of letters, digits and _.:+~- "
-                               "starting with a letter or digit")
+        raise ValidationFailed("run_id", RUN_ID_RULE)
     if not isinstance(conf, dict):
         raise ValidationFailed("conf", "must be a JSON object")
     try:
@@ -170,15 +171,6 @@ async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None,
     raise Conflict(f"could not allocate a unique run id for DAG {dag_id!r}")
 
 
-def manual_run_id(now: datetime) -> str:
-    return f"manual__{now.astimezone(UTC).isoformat()}"
-
-
-def scheduled_run_id(logical_date: datetime) -> str:
-    """Deterministic id of the scheduled run for ``logical_date`` (two leaders agree on it)."""
-    return f"scheduled__{logical_date.astimezone(UTC).isoformat()}"
-
-
 async def cancel_run(conn: AsyncConnection, dag_id: str, run_id: str) -> None:
     """Cancel a queued or running run and its unfinished tasks; Conflict if it already ended."""
     row = (await conn.execute(text(
@@ -196,9 +188,9 @@ async def _cancel_runs(conn: AsyncConnection, run_pks: list[int]) -> None:
     """Cancel runs, their unfinished task instances, and flag their live tries for the executor."""
     if not run_pks:
         return
-    await conn.execute(text("""
+    await conn.execute(text(f"""
         UPDATE dag_runs SET state = 'cancelled', ended_at = now(), updated_at = now()
-        WHERE id = ANY(:ids) AND state IN ('queued', 'running')
+        WHERE id = ANY(:ids) AND state IN {_ACTIVE_RUN}
     """), {"ids": run_pks})
     await conn.execute(text(f"""
         WITH cancelled AS (

@@ -24,7 +24,7 @@ import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.election.key import election_lock_key, pg_locks_ids
+from leoflow.model.lock_key import election_lock_key, pg_locks_ids
 
 LOCK_APP_PREFIX = "leoflow-lock:"
 

@@ -41,6 +41,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES, LIVE_TRY_STATES
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -48,16 +50,6 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-#: Task states in which a task instance is not finished.
-ACTIVE_TASK_STATES = ("pending", "queued", "running", "up_for_retry")
-#: Task states counted against ``LEOFLOW_PARALLELISM``.
-SLOT_TASK_STATES = ("queued", "running")
-TERMINAL_TASK_STATES = ("success", "failed", "upstream_failed", "cancelled")
-TASK_STATES = ACTIVE_TASK_STATES + TERMINAL_TASK_STATES
-ACTIVE_RUN_STATES = ("queued", "running")
-TERMINAL_RUN_STATES = ("success", "failed", "cancelled")
-RUN_STATES = ACTIVE_RUN_STATES + TERMINAL_RUN_STATES
 
 _NOW = text("now()")
 _CLOCK = text("clock_timestamp()")
@@ -71,7 +63,8 @@ class Base(DeclarativeBase):
     }
 
 
-def _in(states: tuple[str, ...]) -> str:
+def sql_list(states: tuple[str, ...]) -> str:
+    """``('a', 'b')``: a tuple of state names (never user input) as an SQL list literal."""
     return "(" + ", ".join(f"'{s}'" for s in states) + ")"
 
 
@@ -137,7 +130,7 @@ class DagRun(Base):
         UniqueConstraint("dag_id", "run_id"),
         Index("uq_dag_runs_scheduled_logical_date", "dag_id", "logical_date", unique=True,
               postgresql_where=text("run_type = 'scheduled'")),
-        Index("ix_dag_runs_active", "dag_id", "id", postgresql_where=text(f"state IN {_in(ACTIVE_RUN_STATES)}")),
+        Index("ix_dag_runs_active", "dag_id", "id", postgresql_where=text(f"state IN {sql_list(ACTIVE_RUN_STATES)}")),
         Index("ix_dag_runs_dag_id_id", "dag_id", "id"),
     )
 
@@ -167,7 +160,7 @@ class TaskInstance(Base):
     __table_args__ = (
         UniqueConstraint("run_pk", "task_id"),
         Index("ix_task_instances_active", "state", "id",
-              postgresql_where=text(f"state IN {_in(ACTIVE_TASK_STATES)}")),
+              postgresql_where=text(f"state IN {sql_list(ACTIVE_TASK_STATES)}")),
         # The scheduler's hot "ready to queue" scan; stays small however many tasks wait upstream.
         Index("ix_task_instances_ready", "id",
               postgresql_where=text("state = 'pending' AND pending_upstreams = 0")),
@@ -204,7 +197,7 @@ class TaskTry(Base):
               postgresql_where=text("ended_at IS NOT NULL AND logs_shipped_at IS NULL")),
         # Tries the executor may still be running (resubmitted on failover, killed when cancelling).
         Index("ix_task_tries_live", "id",
-              postgresql_where=text("state IN ('queued', 'running', 'cancelling')")),
+              postgresql_where=text(f"state IN {sql_list(LIVE_TRY_STATES)}")),
     )
 
 

@@ -32,10 +32,15 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.executor.base import TryKey
-from leoflow.scheduler.task_context import RunContext
+from leoflow.db.models import sql_list
+from leoflow.model.run_context import RunContext
+from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES, LIVE_TRY_STATES, SLOT_TASK_STATES
+from leoflow.model.tries import TryKey
 
-ACTIVE = "('pending', 'queued', 'running', 'up_for_retry')"
+ACTIVE = sql_list(ACTIVE_TASK_STATES)
+SLOTS = sql_list(SLOT_TASK_STATES)
+LIVE_TRIES = sql_list(LIVE_TRY_STATES)
+ACTIVE_RUNS = sql_list(ACTIVE_RUN_STATES)
 
 
 @dataclass(frozen=True)
@@ -181,10 +186,10 @@ async def advance_next_run(conn: AsyncConnection, dag_id: str, expected: datetim
 
 async def startable_runs(conn: AsyncConnection, limit: int) -> list[int]:
     """Queued runs that ``max_active_runs`` (of the DAG's current version) lets start, oldest first."""
-    rows = await conn.execute(text("""
+    rows = await conn.execute(text(f"""
         WITH active AS (
             SELECT dag_id, count(*) FILTER (WHERE state = 'running') AS running
-            FROM dag_runs WHERE state IN ('queued', 'running') GROUP BY dag_id
+            FROM dag_runs WHERE state IN {ACTIVE_RUNS} GROUP BY dag_id
         ), ranked AS (
             SELECT r.id, r.dag_id, row_number() OVER (PARTITION BY r.dag_id ORDER BY r.id) AS rank
             FROM dag_runs r WHERE r.state = 'queued'
@@ -227,7 +232,7 @@ async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetim
 async def count_slots_in_use(conn: AsyncConnection) -> int:
     """Task instances counted against ``LEOFLOW_PARALLELISM`` (queued or running)."""
     return int((await conn.execute(text(
-        "SELECT count(*) FROM task_instances WHERE state IN ('queued', 'running')"))).scalar_one())
+        f"SELECT count(*) FROM task_instances WHERE state IN {SLOTS}"))).scalar_one())
 
 
 async def ready_task_instances(conn: AsyncConnection, now: datetime, limit: int) -> list[ReadyTask]:
@@ -380,7 +385,7 @@ _TRANSITIONS = """
     RETURNING ti.id
 """
 
-_TRY_CHANGES = """
+_TRY_CHANGES = f"""
     UPDATE task_tries tt
     SET state = CASE WHEN tt.state = 'cancelling' AND c.state = 'running' THEN 'cancelling' ELSE c.state END,
         started_at = coalesce(tt.started_at, c.started_at),
@@ -393,7 +398,7 @@ _TRY_CHANGES = """
                 CAST(:t_reasons AS text[]), CAST(:t_refs AS text[]))
          AS c(ti_id, try_number, state, started_at, ended_at, exit_code, reason, executor_ref)
     WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number
-      AND tt.state IN ('queued', 'running', 'cancelling')
+      AND tt.state IN {LIVE_TRIES}
 """
 
 

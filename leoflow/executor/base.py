@@ -17,54 +17,14 @@ Contract (checked by ``tests/executor/test_contract.py`` against every implement
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.leadership import LeaderContext
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings
-
-
-@dataclass(frozen=True, order=True)
-class TryKey:
-    """Identifies one try of one task in one run (the cluster is implied by the executor)."""
-
-    dag_id: str
-    run_id: str
-    task_id: str
-    try_number: int
-
-
-@dataclass(frozen=True)
-class TaskLaunch:
-    """Everything needed to start one try."""
-
-    key: TryKey
-    task_try_id: int
-    term: int
-    image: str | None
-    command: Sequence[str]
-    args: Sequence[str] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    resources: Mapping[str, Any] = field(default_factory=dict)
-    timeout_seconds: float | None = None
-
-
-TryState = Literal["running", "success", "failed"]
-
-
-@dataclass(frozen=True)
-class StatusUpdate:
-    key: TryKey
-    state: TryState
-    at: datetime
-    exit_code: int | None = None
-    reason: str | None = None
-    executor_ref: str | None = None
-
 
 Report = Callable[[StatusUpdate], Awaitable[None]]
 

@@ -39,17 +39,18 @@ from leoflow.db import executor_store
 from leoflow.db.fencing import check_term_async
 from leoflow.errors import FencedOut
 from leoflow.executor import kubernetes_pods as pods
-from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey, TryState
+from leoflow.executor.base import Report
 from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
 from leoflow.executor.kubernetes_create import PodCreation, Tracked
 from leoflow.executor.kubernetes_logs import ship_pod_logs
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import PODS_DELETED
+from leoflow.model.states import FINISHED_TRY_STATES
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
-_FINISHED_TRY_STATES = ("success", "failed", "cancelled", "upstream_failed")
 
 
 class KubernetesExecutor(PodCreation):
@@ -202,7 +203,7 @@ class KubernetesExecutor(PodCreation):
             return
         t = Tracked(key, name, record.task_try_id if record else None, created_at=time.monotonic())
         self._tracked[name] = t
-        finished = record is None or record.ended_at is not None or record.state in _FINISHED_TRY_STATES
+        finished = record is None or record.ended_at is not None or record.state in FINISHED_TRY_STATES
         if finished:
             t.final = True
             if pods.is_live(pod):

@@ -33,10 +33,10 @@ from leoflow.db import executor_store
 from leoflow.db.fencing import check_term_async
 from leoflow.errors import FencedOut
 from leoflow.executor import kubernetes_pods as pods
-from leoflow.executor.base import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.settings import KubernetesSettings
 
 log = logging.getLogger(__name__)

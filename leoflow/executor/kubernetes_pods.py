@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leoflow.executor.base import TaskLaunch, TryKey, TryState
 from leoflow.executor.naming import label_value, try_name
+from leoflow.model.tries import TaskLaunch, TryKey, TryState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 CLUSTER, DAG, RUN, TASK, TRY, TERM = (f"leoflow.io/{k}" for k in ("cluster", "dag", "run", "task", "try", "term"))

@@ -39,7 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from leoflow.db import executor_store
 from leoflow.errors import FencedOut
-from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey
+from leoflow.executor.base import Report
 from leoflow.executor.local_process import (
     Outcome,
     TryFiles,
@@ -52,6 +52,7 @@ from leoflow.executor.local_process import (
 from leoflow.executor.naming import try_name
 from leoflow.executor.output import read_tail
 from leoflow.leadership import LeaderContext
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)

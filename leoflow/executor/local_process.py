@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leoflow.settings import ENV_PREFIX
+from leoflow.model.run_context import ENV_PREFIX
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from leoflow.clock import SystemClock
 from leoflow.db.fencing import check_term_async
 from leoflow.errors import FencedOut
-from leoflow.executor.base import Report, StatusUpdate, TaskLaunch, TryKey, TryState
+from leoflow.executor.base import Report
 from leoflow.leadership import LeaderContext
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 
 log = logging.getLogger(__name__)
 

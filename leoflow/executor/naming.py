@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 
-from leoflow.executor.base import TryKey
+from leoflow.model.tries import TryKey
 
 #: Longest pod name we produce (a DNS-1123 label, so it can also be a hostname).
 MAX_NAME = 63

@@ -1,1 +1,1 @@
-"""Scheduling: DAG specs, the leader's scheduling loop, runs and the task state machine."""
+"""Scheduling: the leader's loop, its steps, and the task state machine (the DAG model lives in leoflow.model)."""

@@ -35,16 +35,17 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import scheduler_store as store
-from leoflow.db.dag_store import scheduled_run_id
 from leoflow.db.fencing import check_term_async
 from leoflow.db.scheduler_store import LiveTaskInstance, Transition, TryChange
 from leoflow.errors import FencedOut
-from leoflow.executor.base import Executor, StatusUpdate, TaskLaunch, TryKey
+from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
-from leoflow.scheduler.graph import DagGraph, GraphCache
-from leoflow.scheduler.task_context import RunContext, task_environment
-from leoflow.scheduler.timetable import plan_scheduled_runs
+from leoflow.model.graph import DagGraph, GraphCache
+from leoflow.model.run_context import RunContext, task_environment
+from leoflow.model.run_ids import scheduled_run_id
+from leoflow.model.timetable import plan_scheduled_runs
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.scheduler.transitions import InFlightTry, TryFacts, fold_reports, fold_try_facts, timeout_transition
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,10 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from leoflow.db.dag_store import WAKEUP_CHANNEL
 from leoflow.db.engine import libpq_url
 from leoflow.errors import DatabaseUnavailable, FencedOut
-from leoflow.executor.base import Executor, StatusUpdate
+from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
+from leoflow.model.tries import StatusUpdate
 from leoflow.scheduler.core import DEFAULT_BATCH_SIZE, SchedulerCore
 
 log = logging.getLogger(__name__)

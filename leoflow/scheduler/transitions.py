@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from leoflow.db.scheduler_store import LiveTaskInstance, Transition
-from leoflow.executor.base import StatusUpdate
-from leoflow.scheduler.spec import TaskSpec
+from leoflow.model.spec import TaskSpec
+from leoflow.model.tries import StatusUpdate
 
 
 def failure(try_number: int, max_tries: int, *, at: datetime, task: TaskSpec | None,

@@ -39,7 +39,7 @@ def example_spec_data() -> object:
 
 async def _apply_and_trigger(settings: Settings) -> ExampleRun:
     from leoflow.db.dag_store import apply_dag, trigger_run
-    from leoflow.scheduler.spec import parse_dag_spec
+    from leoflow.model.spec import parse_dag_spec
 
     spec = parse_dag_spec(example_spec_data())
     clock = SystemClock()

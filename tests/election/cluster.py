@@ -16,7 +16,7 @@ import httpx
 import psycopg
 
 from leoflow.db.embedded import free_port
-from leoflow.election.key import pg_locks_ids
+from leoflow.model.lock_key import pg_locks_ids
 
 REPO = Path(__file__).resolve().parents[2]
 

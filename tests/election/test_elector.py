@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from leoflow.election.elector import Elector
-from leoflow.election.key import pg_locks_ids
+from leoflow.model.lock_key import pg_locks_ids
 from leoflow.settings import Settings, load_settings
 
 

@@ -17,7 +17,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db.engine import make_async_engine
-from leoflow.executor.base import Executor, TaskLaunch
+from leoflow.executor.base import Executor
+from leoflow.model.tries import TaskLaunch
 from leoflow.executor.kubernetes import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles

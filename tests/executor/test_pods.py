@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from leoflow.executor import kubernetes_pods as pods
-from leoflow.executor.base import TaskLaunch, TryKey
+from leoflow.model.tries import TaskLaunch, TryKey
 from leoflow.executor.naming import label_value, try_name
 
 _LABEL = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

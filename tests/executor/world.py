@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db.engine import make_async_engine
-from leoflow.executor.base import StatusUpdate, TaskLaunch, TryKey
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings
 
 

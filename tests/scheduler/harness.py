@@ -17,7 +17,7 @@ from leoflow.db.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.scheduler.service import SchedulerService
-from leoflow.scheduler.spec import parse_dag_spec
+from leoflow.model.spec import parse_dag_spec
 from leoflow.settings import SchedulerSettings, Settings
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from leoflow.clock import FakeClock
 from leoflow.db import dag_store
 from leoflow.db.engine import libpq_url, make_async_engine
 from leoflow.errors import Conflict, NotFound, ValidationFailed
-from leoflow.scheduler.spec import parse_dag_spec
+from leoflow.model.spec import parse_dag_spec
 from leoflow.settings import Settings
 
 T = TypeVar("T")

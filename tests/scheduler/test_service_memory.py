@@ -7,7 +7,7 @@ from typing import Any
 
 from leoflow.db import dag_store
 from leoflow.db.engine import make_async_engine
-from leoflow.executor.base import TaskLaunch
+from leoflow.model.tries import TaskLaunch
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.settings import Settings
 from tests.scheduler.harness import (

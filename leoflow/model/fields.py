@@ -1,6 +1,6 @@
 """Field validators for DAG specs: each checks one value and names its path on failure.
 
-Used by :mod:`leoflow.scheduler.spec`; every function raises
+Used by :mod:`leoflow.model.spec`; every function raises
 :class:`~leoflow.errors.ValidationFailed` with the path it was given, never a bare
 ``TypeError``/``KeyError``, so the API answers 422 and the CLI prints one line.
 """
@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from leoflow.errors import ValidationFailed
-from leoflow.settings import ENV_PREFIX
+from leoflow.model.run_context import ENV_PREFIX
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

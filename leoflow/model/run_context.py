@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from leoflow.executor.base import TryKey
+from leoflow.model.tries import TryKey
+
+#: Every variable Leoflow reads starts with this. Tasks never inherit such variables from a
+#: replica (they may hold secrets), and DAG specs may not set them: the run context below uses
+#: the same namespace, so a task can trust what it finds there.
+ENV_PREFIX = "LEOFLOW_"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from leoflow.scheduler.spec import DagSpec, TaskSpec, parse_dag_spec
+from leoflow.model.spec import DagSpec, TaskSpec, parse_dag_spec
 
 #: Cached versions. A version's graph is a few KB per 100 tasks; 256 keeps it well under 100 MB
 #: even for maximal 10,000-task DAGs while covering every active version in practice.

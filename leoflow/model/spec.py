@@ -33,7 +33,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from leoflow.errors import ValidationFailed
-from leoflow.scheduler.fields import (
+from leoflow.model.fields import (
     as_mapping,
     bool_field,
     env_field,

@@ -20,8 +20,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from leoflow.scheduler.fields import CRON_PRESETS
-from leoflow.scheduler.spec import DagSpec
+from leoflow.model.fields import CRON_PRESETS
+from leoflow.model.spec import DagSpec
 
 
 @dataclass(frozen=True)

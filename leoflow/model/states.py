@@ -1,0 +1,39 @@
+"""The states of runs, task instances and tries: one definition for the whole code base.
+
+Every other place that names a state — SQL in :mod:`leoflow.db`, the API's filters and OpenAPI
+document, the CLI's summaries, metrics labels — takes it from here, so adding or renaming a
+state is one edit (plus a migration if stored rows change). The dashboard's JavaScript keeps
+its own copy; ``tests/dashboard`` checks it against these tuples.
+
+The task state machine itself is drawn in :mod:`leoflow.scheduler.transitions`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+TaskState = Literal["pending", "queued", "running", "up_for_retry", "success", "failed", "upstream_failed",
+                    "cancelled"]
+RunState = Literal["queued", "running", "success", "failed", "cancelled"]
+
+#: Task states in which a task instance is not finished.
+ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("pending", "queued", "running", "up_for_retry")
+#: Task states counted against ``LEOFLOW_PARALLELISM``.
+SLOT_TASK_STATES: tuple[TaskState, ...] = ("queued", "running")
+TERMINAL_TASK_STATES: tuple[TaskState, ...] = ("success", "failed", "upstream_failed", "cancelled")
+TASK_STATES: tuple[TaskState, ...] = ACTIVE_TASK_STATES + TERMINAL_TASK_STATES
+
+ACTIVE_RUN_STATES: tuple[RunState, ...] = ("queued", "running")
+TERMINAL_RUN_STATES: tuple[RunState, ...] = ("success", "failed", "cancelled")
+RUN_STATES: tuple[RunState, ...] = ACTIVE_RUN_STATES + TERMINAL_RUN_STATES
+
+#: Try states: ``queued`` (created with the queue transition), ``running``, ``success`` /
+#: ``failed`` (reported), ``cancelling`` (the executor must kill it) and ``cancelled`` (killed).
+TryRowState = Literal["queued", "running", "success", "failed", "cancelling", "cancelled"]
+#: Tries an executor may still be running (resubmitted on failover, killed when cancelling).
+LIVE_TRY_STATES: tuple[TryRowState, ...] = ("queued", "running", "cancelling")
+#: Tries whose outcome is recorded.
+FINISHED_TRY_STATES: tuple[TryRowState, ...] = ("success", "failed", "cancelled")
+
+#: DAG list filter values of the API.
+DAG_STATES = ("active", "paused")

@@ -1,0 +1,56 @@
+"""A task try as the scheduler and the executors exchange it: its key, its launch, its reports.
+
+A *try* is one attempt at one task of one run. :class:`TryKey` names it everywhere (pod names,
+claims, reports); :class:`TaskLaunch` is everything an executor needs to start it; a
+:class:`StatusUpdate` is what an executor observed about it. Executors never decide task
+states: the scheduler folds these reports into compare-and-set transitions
+(:mod:`leoflow.scheduler.transitions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, order=True)
+class TryKey:
+    """Identifies one try of one task in one run (the cluster is implied by the executor)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+
+
+@dataclass(frozen=True)
+class TaskLaunch:
+    """Everything needed to start one try."""
+
+    key: TryKey
+    task_try_id: int
+    term: int
+    image: str | None
+    command: Sequence[str]
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    timeout_seconds: float | None = None
+
+
+#: What an executor can say about a try: it started, or it ended and how.
+TryState = Literal["running", "success", "failed"]
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    """One observation of a try by its executor (at least once per transition; duplicates are harmless)."""
+
+    key: TryKey
+    state: TryState
+    at: datetime
+    exit_code: int | None = None
+    reason: str | None = None
+    executor_ref: str | None = None
