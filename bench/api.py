@@ -40,6 +40,7 @@ import httpx  # noqa: E402
 
 from leoflow.db import migrations  # noqa: E402
 from leoflow.db.embedded import EmbeddedPostgres, free_port  # noqa: E402
+from leoflow.settings import declared  # noqa: E402
 
 TOKEN = "bench-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -198,7 +199,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
     parser.add_argument("--tasks", type=int, default=10, help="tasks in the benchmark DAG (default 10)")
     parser.add_argument("--database-url", help="use this database instead of a private embedded one")
-    parser.add_argument("--pool-size", type=int, default=10, help="LEOFLOW_DB_POOL_SIZE (default 10)")
+    parser.add_argument("--pool-size", type=int, default=declared.DB_POOL_SIZE.default,
+                        help=f"LEOFLOW_DB_POOL_SIZE (default {declared.DB_POOL_SIZE.default}, the product default)")
     parser.add_argument("--png", type=Path, default=ROOT / "bench" / "api.png")
     args = parser.parse_args()
     if shutil.which("wrk") is None:

@@ -49,14 +49,12 @@ import itertools  # noqa: E402
 import psycopg  # noqa: E402
 
 from leoflow.db import migrations  # noqa: E402
+from leoflow.settings import declared  # noqa: E402
 from tests.election.cluster import Cluster, wait_for  # noqa: E402
 from tests.harness.postgres import private_server  # noqa: E402
 
-PRODUCTION_TIMINGS = {
-    "LEOFLOW_ELECTION_POLL_INTERVAL": "5", "LEOFLOW_KEEPALIVE_INTERVAL": "1", "LEOFLOW_LEADER_LEASE": "10",
-    "LEOFLOW_SHUTDOWN_GRACE": "10", "LEOFLOW_HEARTBEAT_INTERVAL": "3", "LEOFLOW_NODE_DOWN_AFTER": "15",
-    "LEOFLOW_SCHEDULER_INTERVAL": "1", "LEOFLOW_LOG_LEVEL": "warning",
-}
+#: The product's defaults, from the one place they are declared (leoflow.settings.declared).
+PRODUCTION_TIMINGS = {**{v.name: v.default_text for v in declared.PRODUCTION_TIMINGS}, "LEOFLOW_LOG_LEVEL": "warning"}
 
 
 def percentiles(values: list[float]) -> dict[str, float | int]:

@@ -51,9 +51,10 @@ sys.path.insert(0, str(ROOT))
 
 from leoflow.clock import SystemClock  # noqa: E402
 from leoflow.db.embedded import EmbeddedPostgres  # noqa: E402
-from leoflow.executor.base import Report, TryKey  # noqa: E402
-from leoflow.model.tries import StatusUpdate, TaskLaunch
+from leoflow.executor.base import Report  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey  # noqa: E402
+from leoflow.settings import declared  # noqa: E402
 
 DAG_ID = "bench-fan"
 
@@ -340,7 +341,8 @@ def main() -> None:
                         help="use this (empty or leoflow-migrated) database instead of a private server")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--tasks", type=int, default=100)
-    parser.add_argument("--parallelism", type=int, default=128, help="LEOFLOW_PARALLELISM of the leader")
+    parser.add_argument("--parallelism", type=int, default=declared.PARALLELISM.default,
+                        help="LEOFLOW_PARALLELISM of the leader (default: the product default)")
     parser.add_argument("--max-active-runs", type=int, default=16, help="max_active_runs of the benchmark DAG")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--waiting", type=int, default=1_000_000, help="task instances for the memory phase (0: skip)")

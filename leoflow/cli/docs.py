@@ -13,7 +13,7 @@ END = "<!-- settings-table:end -->"
 
 def settings_table() -> str:
     rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
-    rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in VARIABLES]
+    rows += [f"| `{v.name}` | {v.default_text} | {v.meaning} |" for v in VARIABLES]
     return "\n".join(rows)
 
 

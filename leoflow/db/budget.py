@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MINIMUM_POOL_SIZE = 4
+from leoflow.settings.declared import MINIMUM_POOL_SIZE
+
 LISTENER_CONNECTIONS = 1
 MIN_BACKGROUND, MAX_BACKGROUND = 2, 8
 

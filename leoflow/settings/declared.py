@@ -1,0 +1,229 @@
+"""Every ``LEOFLOW_*`` environment variable, declared once: name, default, type and meaning.
+
+Each :class:`Variable` is the single source for everything that needs to know about it: the
+settings dataclasses take their defaults from ``.default`` (:mod:`.groups`), the loader parses
+with ``.parse`` (:mod:`.loader`), the README's configuration table is rendered from
+:data:`VARIABLES` (``python -m leoflow.cli.docs``; a test keeps it current) and the benchmarks
+start replicas with the product timings from ``.default_text``. Changing a default is one edit
+here.
+
+A parser raises ``ValueError(problem)``; the loader turns that into a
+:class:`~leoflow.errors.SettingsError` naming the variable (and never echoing a secret value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+#: The smallest workable database budget of a replica (see leoflow.db.budget).
+MINIMUM_POOL_SIZE = 4
+
+
+@dataclass(frozen=True)
+class Variable(Generic[T]):
+    """One environment variable: what unset means, how text becomes a value, what it is for."""
+
+    name: str
+    default: T
+    parse: Callable[[str], T]
+    meaning: str
+    #: The README's "Default" column when the default is computed at run time (hostname, ...).
+    shown_default: str | None = None
+    #: Never echo the value in errors or logs (URLs with passwords, tokens).
+    secret: bool = False
+
+    @property
+    def default_text(self) -> str:
+        """The default as an operator would write it in the environment (or a description)."""
+        if self.shown_default is not None:
+            return self.shown_default
+        value: object = self.default
+        if value is None or value == ():
+            return "(none)"
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+
+# --------------------------------------------------------------------------- parsers
+
+def text(value: str) -> str:
+    return value
+
+
+def optional_text(value: str) -> str | None:
+    return value
+
+
+def number(*, minimum: float = 0.0, maximum: float | None = None, positive: bool = True) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            parsed = float(value)
+        except ValueError:
+            raise ValueError("must be a number") from None
+        if parsed != parsed or parsed in (float("inf"), float("-inf")):
+            raise ValueError("must be a number")
+        _check_range(parsed, minimum, maximum, positive)
+        return parsed
+    return parse
+
+
+def integer(*, minimum: int = 0, maximum: int | None = None, positive: bool = True) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            parsed = int(value)
+        except ValueError:
+            raise ValueError("must be an integer") from None
+        _check_range(parsed, minimum, maximum, positive)
+        return parsed
+    return parse
+
+
+def optional_integer(**bounds: int) -> Callable[[str], int | None]:
+    inner = integer(**bounds)  # type: ignore[arg-type]
+    return inner
+
+
+def _check_range(value: float, minimum: float, maximum: float | None, positive: bool) -> None:
+    if positive and value <= 0:
+        raise ValueError("must be greater than 0")
+    if value < minimum:
+        raise ValueError(f"must be at least {minimum:g}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"must be at most {maximum:g}")
+
+
+def boolean(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def choice(*options: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value.lower() not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return value.lower()
+    return parse
+
+
+def optional_choice(*options: str) -> Callable[[str], str | None]:
+    return choice(*options)
+
+
+def names(value: str) -> tuple[str, ...]:
+    """A comma-separated list (blank entries ignored)."""
+    return tuple(s.strip() for s in value.split(",") if s.strip())
+
+
+def cluster_name(value: str) -> str:
+    if len(value) > 63:
+        raise ValueError("must be at most 63 characters")
+    return value
+
+
+# --------------------------------------------------------------------------- the variables
+
+DATABASE_URL = Variable[str | None](
+    "LEOFLOW_DATABASE_URL", None, optional_text,
+    "PostgreSQL URL (`postgresql://user:pass@host:5432/db`). Standalone mode starts an embedded server when unset.",
+    secret=True)
+DB_POOL_SIZE = Variable(
+    "LEOFLOW_DB_POOL_SIZE", 10, integer(minimum=MINIMUM_POOL_SIZE, maximum=1000),
+    "Database connections per replica besides its lock connection, split between the API and the leader's "
+    "work (at least 4; see docs/adr/0007).")
+DB_STATEMENT_TIMEOUT = Variable(
+    "LEOFLOW_DB_STATEMENT_TIMEOUT", 30.0, number(), "Seconds before a database statement is cancelled.")
+CLUSTER = Variable(
+    "LEOFLOW_CLUSTER", "default", cluster_name,
+    "Cluster name; names the election lock, so two installs can share one database.")
+NODE_ID = Variable[str | None](
+    "LEOFLOW_NODE_ID", None, optional_text, "This replica's identity in elections, events and logs.",
+    shown_default="(hostname)")
+HOST = Variable("LEOFLOW_HOST", "0.0.0.0", text, "Address the HTTP API listens on.")
+PORT = Variable("LEOFLOW_PORT", 8080, integer(maximum=65535), "Port the HTTP API listens on.")
+API_URL = Variable[str | None](
+    "LEOFLOW_API_URL", None, optional_text,
+    "URL other replicas and tools use to reach this replica (shown by /api/v2/cluster/nodes).",
+    shown_default="http://<node_id>:<port>")
+URL = Variable("LEOFLOW_URL", "http://127.0.0.1:8080", text, "API URL the CLI's client commands talk to.")
+TOKEN = Variable[str | None]("LEOFLOW_TOKEN", None, optional_text, "Bearer token the CLI's client commands send.",
+                             secret=True)
+AUTH = Variable("LEOFLOW_AUTH", "enabled", choice("enabled", "disabled"),
+                "`enabled` or `disabled`; serving without tokens requires `disabled`.")
+API_TOKENS = Variable[str | None](
+    "LEOFLOW_API_TOKENS", None, optional_text,
+    "Comma-separated `name:scope:token` entries, scope `read` or `admin`.", secret=True)
+API_TOKENS_FILE = Variable[str | None](
+    "LEOFLOW_API_TOKENS_FILE", None, optional_text, "File with one `name:scope:token` entry per line.")
+METRICS_AUTH = Variable("LEOFLOW_METRICS_AUTH", False, boolean, "Require a token on /metrics.")
+MAX_BODY_BYTES = Variable("LEOFLOW_MAX_BODY_BYTES", 1024 * 1024, integer(),
+                          "Largest accepted request body (413 above it).")
+EXECUTOR = Variable("LEOFLOW_EXECUTOR", "kubernetes", choice("kubernetes", "local", "memory"),
+                    "`kubernetes`, `local` (subprocesses) or `memory` (tests).")
+HOME = Variable("LEOFLOW_HOME", "~/.local/share/leoflow", text, "Standalone data, local task logs and work dirs.")
+LOG_FORMAT = Variable[str | None](
+    "LEOFLOW_LOG_FORMAT", None, optional_choice("json", "text"), "`json` (one object per line) or `text`.",
+    shown_default="json off a TTY, else text")
+LOG_LEVEL = Variable("LEOFLOW_LOG_LEVEL", "info", choice("debug", "info", "warning", "error"),
+                     "DEBUG, INFO, WARNING or ERROR.", shown_default="INFO")
+ELECTION_POLL_INTERVAL = Variable("LEOFLOW_ELECTION_POLL_INTERVAL", 5.0, number(),
+                                  "Seconds between a follower's slow-path lock attempts.")
+KEEPALIVE_INTERVAL = Variable("LEOFLOW_KEEPALIVE_INTERVAL", 1.0, number(),
+                              "Seconds between the leader's lock ownership checks.")
+LEADER_LEASE = Variable("LEOFLOW_LEADER_LEASE", 10.0, number(),
+                        "Seconds without a successful keepalive after which a leader stops acting on its own.")
+SHUTDOWN_GRACE = Variable("LEOFLOW_SHUTDOWN_GRACE", 10.0, number(positive=False),
+                          "Seconds in-flight work may finish on SIGTERM before release.")
+SCHEDULER_STALL_TIMEOUT = Variable("LEOFLOW_SCHEDULER_STALL_TIMEOUT", 60.0, number(),
+                                   "Seconds without scheduler progress before the leader gives up leadership.")
+HEARTBEAT_INTERVAL = Variable("LEOFLOW_HEARTBEAT_INTERVAL", 3.0, number(), "Seconds between membership heartbeats.")
+NODE_DOWN_AFTER = Variable("LEOFLOW_NODE_DOWN_AFTER", 15.0, number(),
+                           "Seconds without a heartbeat before a node is marked down.")
+SCHEDULER_INTERVAL = Variable("LEOFLOW_SCHEDULER_INTERVAL", 1.0, number(),
+                              "Seconds between scheduler ticks (triggers wake it at once).")
+PARALLELISM = Variable("LEOFLOW_PARALLELISM", 128, integer(),
+                       "Most task instances queued or running at once, cluster-wide.")
+MAX_RETRY_DELAY = Variable("LEOFLOW_MAX_RETRY_DELAY", 3600.0, number(),
+                           "Cap in seconds on a task's exponential retry delay.")
+LOCAL_PARALLELISM = Variable[int | None](
+    "LEOFLOW_LOCAL_PARALLELISM", None, optional_integer(), "Most concurrent subprocesses of the local executor.",
+    shown_default="(CPU count)")
+TASK_LOG_MAX_BYTES = Variable("LEOFLOW_TASK_LOG_MAX_BYTES", 1024 * 1024, integer(),
+                              "Per-try cap on stored task logs (the tail is kept).")
+K8S_NAMESPACE = Variable[str | None]("LEOFLOW_K8S_NAMESPACE", None, optional_text, "Namespace task pods run in.",
+                                     shown_default="(pod namespace, else default)")
+K8S_SERVICE_ACCOUNT = Variable[str | None]("LEOFLOW_K8S_SERVICE_ACCOUNT", None, optional_text,
+                                           "Service account for task pods.")
+K8S_IMAGE_PULL_SECRETS = Variable[tuple[str, ...]](
+    "LEOFLOW_K8S_IMAGE_PULL_SECRETS", (), names, "Comma-separated image pull secret names for task pods.")
+K8S_PENDING_TIMEOUT = Variable("LEOFLOW_K8S_PENDING_TIMEOUT", 300.0, number(),
+                               "Seconds a pod may sit in image-pull/config errors before its task fails.")
+K8S_POD_RETENTION = Variable("LEOFLOW_K8S_POD_RETENTION", 3600.0, number(positive=False),
+                             "Seconds finished pods are kept (after their logs are shipped) before garbage collection.")
+
+#: Every environment variable Leoflow reads, in documentation order.
+VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
+    DATABASE_URL, DB_POOL_SIZE, DB_STATEMENT_TIMEOUT, CLUSTER, NODE_ID, HOST, PORT, API_URL, URL, TOKEN, AUTH,
+    API_TOKENS, API_TOKENS_FILE, METRICS_AUTH, MAX_BODY_BYTES, EXECUTOR, HOME, LOG_FORMAT, LOG_LEVEL,
+    ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
+    HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
+    TASK_LOG_MAX_BYTES, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS, K8S_PENDING_TIMEOUT,
+    K8S_POD_RETENTION,
+)
+
+#: The leader-election and scheduling timings a production replica runs with (benchmarks start
+#: replicas with these, so a benchmark measures what users get).
+PRODUCTION_TIMINGS: tuple[Variable[float], ...] = (
+    ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, HEARTBEAT_INTERVAL, NODE_DOWN_AFTER,
+    SCHEDULER_INTERVAL,
+)

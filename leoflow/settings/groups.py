@@ -1,0 +1,139 @@
+"""The settings a process runs with: frozen dataclasses grouped by the part that uses them.
+
+Defaults come from the declarations in :mod:`.declared` (never written twice); the loader
+(:mod:`.loader`) builds these from the environment once, and tests build them directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from leoflow.errors import SettingsError
+from leoflow.settings import declared as v
+
+ExecutorKind = Literal["kubernetes", "local", "memory"]
+LogFormat = Literal["json", "text"]
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    url: str | None
+    pool_size: int = v.DB_POOL_SIZE.default
+    statement_timeout: float = v.DB_STATEMENT_TIMEOUT.default
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    name: str = v.CLUSTER.default
+    node_id: str = field(default_factory=socket.gethostname)
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """A configured API credential. ``repr`` hides the secret so it never reaches a log."""
+
+    name: str
+    scope: Literal["read", "admin"]
+    token: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    host: str = v.HOST.default
+    port: int = v.PORT.default
+    public_url: str | None = v.API_URL.default
+    auth_enabled: bool = v.AUTH.default == "enabled"
+    tokens: tuple[ApiToken, ...] = ()
+    metrics_auth: bool = v.METRICS_AUTH.default
+    max_body_bytes: int = v.MAX_BODY_BYTES.default
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What the CLI's client verbs (dags, runs, tasks) need to reach a server."""
+
+    url: str = v.URL.default
+    token: str | None = field(default=v.TOKEN.default, repr=False)
+
+
+@dataclass(frozen=True)
+class ElectionSettings:
+    poll_interval: float = v.ELECTION_POLL_INTERVAL.default
+    keepalive_interval: float = v.KEEPALIVE_INTERVAL.default
+    leader_lease: float = v.LEADER_LEASE.default
+    shutdown_grace: float = v.SHUTDOWN_GRACE.default
+    scheduler_stall_timeout: float = v.SCHEDULER_STALL_TIMEOUT.default
+    heartbeat_interval: float = v.HEARTBEAT_INTERVAL.default
+    node_down_after: float = v.NODE_DOWN_AFTER.default
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    interval: float = v.SCHEDULER_INTERVAL.default
+    parallelism: int = v.PARALLELISM.default
+    max_retry_delay: float = v.MAX_RETRY_DELAY.default
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    namespace: str | None = v.K8S_NAMESPACE.default
+    service_account: str | None = v.K8S_SERVICE_ACCOUNT.default
+    image_pull_secrets: tuple[str, ...] = v.K8S_IMAGE_PULL_SECRETS.default
+    pending_timeout: float = v.K8S_PENDING_TIMEOUT.default
+    pod_retention: float = v.K8S_POD_RETENTION.default
+
+
+def default_local_parallelism() -> int:
+    return os.cpu_count() or 2
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    kind: ExecutorKind = v.EXECUTOR.default  # type: ignore[assignment]
+    local_parallelism: int = field(default_factory=default_local_parallelism)
+    task_log_max_bytes: int = v.TASK_LOG_MAX_BYTES.default
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+
+
+@dataclass(frozen=True)
+class LoggingSettings:
+    format: LogFormat = "json"
+    level: str = v.LOG_LEVEL.default.upper()
+
+
+def default_home() -> Path:
+    return Path(v.HOME.default).expanduser()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a Leoflow process is configured with, grouped by the part that uses it."""
+
+    database: DatabaseSettings
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    api: ApiSettings = field(default_factory=ApiSettings)
+    client: ClientSettings = field(default_factory=ClientSettings)
+    election: ElectionSettings = field(default_factory=ElectionSettings)
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    logging: LoggingSettings = field(default_factory=LoggingSettings)
+    home: Path = field(default_factory=default_home)
+
+    @property
+    def api_url(self) -> str:
+        """The URL this replica advertises to the cluster."""
+        return self.api.public_url or f"http://{self.cluster.node_id}:{self.api.port}"
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some groups swapped; used for CLI flag overrides and tests."""
+        return dataclasses.replace(self, **changes)
+
+    def require_database_url(self) -> str:
+        if not self.database.url:
+            raise SettingsError(v.DATABASE_URL.name, "is not set (expected postgresql://...)")
+        return self.database.url

@@ -1,0 +1,183 @@
+"""Reading the environment once: ``LEOFLOW_*`` text into the frozen :class:`Settings`.
+
+Why one object: configuration read lazily all over the code (in default arguments, at import
+time) makes behaviour depend on *when* a module was imported and makes tests leak into each
+other. Instead the CLI calls :func:`load_settings` exactly once, applies its flag overrides, and
+passes the frozen result down. Nothing in the package reads ``os.environ`` for ``LEOFLOW_*``
+except this module.
+
+Failure semantics: a bad value raises :class:`~leoflow.errors.SettingsError` naming the
+variable and what is wrong, *without echoing the value* when the variable may carry a secret
+(database URLs, tokens). The CLI turns it into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+from leoflow.errors import SettingsError
+from leoflow.settings import declared as v
+from leoflow.settings.groups import (
+    ApiSettings,
+    ApiToken,
+    ClientSettings,
+    ClusterSettings,
+    DatabaseSettings,
+    ElectionSettings,
+    ExecutorSettings,
+    KubernetesSettings,
+    LoggingSettings,
+    SchedulerSettings,
+    Settings,
+    default_local_parallelism,
+)
+
+T = TypeVar("T")
+
+
+class EnvironmentReader:
+    """Reads declared variables from one environment mapping; remembers which it read."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.read: set[str] = set()
+
+    def raw(self, variable: v.Variable[object]) -> str | None:
+        self.read.add(variable.name)
+        value = self.env.get(variable.name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+    def get(self, variable: v.Variable[T]) -> T:
+        """The parsed value, or the declared default when unset or blank."""
+        value = self.raw(variable)  # type: ignore[arg-type]
+        if value is None:
+            return variable.default
+        try:
+            return variable.parse(value)
+        except ValueError as exc:
+            shown = "" if variable.secret else f", got {value!r}"
+            raise SettingsError(variable.name, f"{exc}{shown}") from None
+
+
+def validate_database_url(url: str, *, variable: str = v.DATABASE_URL.name) -> str:
+    """Check that ``url`` is a usable ``postgresql://`` URL; never echo it (it may hold a password)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise SettingsError(variable, "is not a valid URL (expected postgresql://HOST:PORT/DBNAME)") from None
+    if parts.scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
+        raise SettingsError(variable, "must be a postgresql:// URL (expected postgresql://HOST:PORT/DBNAME)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise SettingsError(variable, "has an invalid port") from None
+    del port
+    if not parts.path.strip("/") and "dbname=" not in parts.query:
+        raise SettingsError(variable, "names no database (expected postgresql://HOST:PORT/DBNAME)")
+    return url
+
+
+def parse_api_tokens(text: str, *, variable: str) -> tuple[ApiToken, ...]:
+    """Parse ``name:scope:token`` entries separated by commas or newlines."""
+    tokens: list[ApiToken] = []
+    entries = [e.strip() for chunk in text.splitlines() for e in chunk.split(",")]
+    for index, entry in enumerate(e for e in entries if e and not e.startswith("#")):
+        name, sep1, rest = entry.partition(":")
+        scope, sep2, token = rest.partition(":")
+        if not (sep1 and sep2 and name and token):
+            raise SettingsError(variable, f"entry {index + 1} must look like name:scope:token")
+        if scope not in ("read", "admin"):
+            raise SettingsError(variable, f"entry {index + 1} ({name}) has scope {scope!r}; "
+                                "expected read or admin")
+        if len(token) < 8:
+            raise SettingsError(variable, f"entry {index + 1} ({name}) has a token shorter than 8 characters")
+        tokens.append(ApiToken(name=name, scope=scope, token=token))  # type: ignore[arg-type]
+    return tuple(tokens)
+
+
+def load_settings(env: Mapping[str, str] | None = None, *,
+                  stderr_is_tty: Callable[[], bool] | None = None,
+                  reader: EnvironmentReader | None = None) -> Settings:
+    """Read every ``LEOFLOW_*`` variable once and return the frozen settings.
+
+    ``env`` defaults to ``os.environ``; tests pass a dict instead of patching the process.
+    """
+    r = reader or EnvironmentReader(os.environ if env is None else env)
+
+    url = r.get(v.DATABASE_URL)
+    if url is not None:
+        validate_database_url(url)
+
+    tokens: tuple[ApiToken, ...] = ()
+    tokens_text = r.get(v.API_TOKENS)
+    if tokens_text:
+        tokens = parse_api_tokens(tokens_text, variable=v.API_TOKENS.name)
+    tokens_file = r.get(v.API_TOKENS_FILE)
+    if tokens_file:
+        try:
+            file_text = Path(tokens_file).expanduser().read_text()
+        except OSError as exc:
+            raise SettingsError(v.API_TOKENS_FILE.name, f"cannot be read ({exc.strerror})") from None
+        tokens += parse_api_tokens(file_text, variable=v.API_TOKENS_FILE.name)
+
+    if stderr_is_tty is None:
+        def stderr_is_tty() -> bool:
+            return sys.stderr.isatty()
+    log_format = r.get(v.LOG_FORMAT) or ("text" if stderr_is_tty() else "json")
+
+    election = ElectionSettings(
+        poll_interval=r.get(v.ELECTION_POLL_INTERVAL),
+        keepalive_interval=r.get(v.KEEPALIVE_INTERVAL),
+        leader_lease=r.get(v.LEADER_LEASE),
+        shutdown_grace=r.get(v.SHUTDOWN_GRACE),
+        scheduler_stall_timeout=r.get(v.SCHEDULER_STALL_TIMEOUT),
+        heartbeat_interval=r.get(v.HEARTBEAT_INTERVAL),
+        node_down_after=r.get(v.NODE_DOWN_AFTER),
+    )
+    if election.keepalive_interval * 2 > election.leader_lease:
+        raise SettingsError(v.LEADER_LEASE.name, f"must be at least twice {v.KEEPALIVE_INTERVAL.name} "
+                            f"({election.keepalive_interval:g}s)")
+
+    return Settings(
+        database=DatabaseSettings(url=url, pool_size=r.get(v.DB_POOL_SIZE),
+                                  statement_timeout=r.get(v.DB_STATEMENT_TIMEOUT)),
+        cluster=ClusterSettings(name=r.get(v.CLUSTER), node_id=r.get(v.NODE_ID) or socket.gethostname()),
+        api=ApiSettings(
+            host=r.get(v.HOST),
+            port=r.get(v.PORT),
+            public_url=r.get(v.API_URL),
+            auth_enabled=r.get(v.AUTH) == "enabled",
+            tokens=tokens,
+            metrics_auth=r.get(v.METRICS_AUTH),
+            max_body_bytes=r.get(v.MAX_BODY_BYTES),
+        ),
+        client=ClientSettings(url=r.get(v.URL), token=r.get(v.TOKEN)),
+        election=election,
+        scheduler=SchedulerSettings(
+            interval=r.get(v.SCHEDULER_INTERVAL),
+            parallelism=r.get(v.PARALLELISM),
+            max_retry_delay=r.get(v.MAX_RETRY_DELAY),
+        ),
+        executor=ExecutorSettings(
+            kind=r.get(v.EXECUTOR),  # type: ignore[arg-type]
+            local_parallelism=r.get(v.LOCAL_PARALLELISM) or default_local_parallelism(),
+            task_log_max_bytes=r.get(v.TASK_LOG_MAX_BYTES),
+            kubernetes=KubernetesSettings(
+                namespace=r.get(v.K8S_NAMESPACE),
+                service_account=r.get(v.K8S_SERVICE_ACCOUNT),
+                image_pull_secrets=r.get(v.K8S_IMAGE_PULL_SECRETS),
+                pending_timeout=r.get(v.K8S_PENDING_TIMEOUT),
+                pod_retention=r.get(v.K8S_POD_RETENTION),
+            ),
+        ),
+        logging=LoggingSettings(format=log_format, level=r.get(v.LOG_LEVEL).upper()),  # type: ignore[arg-type]
+        home=Path(r.get(v.HOME)).expanduser(),
+    )
