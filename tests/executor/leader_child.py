@@ -14,8 +14,8 @@ from pathlib import Path
 
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.base import Executor
-from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.leadership import LeaderContext
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import load_settings
 
 

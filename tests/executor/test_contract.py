@@ -18,13 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.base import Executor
-from leoflow.model.tries import TaskLaunch
 from leoflow.executor.kubernetes import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles
 from leoflow.executor.memory import MemoryExecutor, MemoryWorld, Outcome
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
+from leoflow.model.tries import TaskLaunch
 from leoflow.settings import Settings
 from tests.executor.conftest import k8s_settings
 from tests.executor.world import Recorder, Seeded, seed_tries, set_term

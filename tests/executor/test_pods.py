@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from leoflow.executor import kubernetes_pods as pods
-from leoflow.model.tries import TaskLaunch, TryKey
 from leoflow.executor.naming import label_value, try_name
+from leoflow.model.tries import TaskLaunch, TryKey
 
 _LABEL = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -16,8 +16,8 @@ from leoflow.db import dag_store
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
-from leoflow.scheduler.service import SchedulerService
 from leoflow.model.spec import parse_dag_spec
+from leoflow.scheduler.service import SchedulerService
 from leoflow.settings import SchedulerSettings, Settings
 
 T = TypeVar("T")

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import text
 
 from leoflow.db.engine import make_async_engine
-from leoflow.model.tries import TaskLaunch
 from leoflow.executor.memory import MemoryExecutor
+from leoflow.model.tries import TaskLaunch
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, eventually, fast, rows, run_state, running_scheduler, task_states, trigger
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from leoflow.db import dag_store
 from leoflow.db.engine import make_async_engine
-from leoflow.model.tries import TaskLaunch
 from leoflow.executor.memory import MemoryExecutor, Outcome
+from leoflow.model.tries import TaskLaunch
 from leoflow.settings import Settings
 from tests.scheduler.harness import (
     apply,

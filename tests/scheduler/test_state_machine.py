@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from leoflow.db.scheduler_store import LiveTaskInstance
-from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.model.spec import TaskSpec
 from leoflow.model.timetable import plan_scheduled_runs
+from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.scheduler.transitions import fold_reports, timeout_transition
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -15,10 +15,10 @@ from leoflow.db import dag_store
 from leoflow.db.engine import make_async_engine
 from leoflow.errors import ValidationFailed
 from leoflow.executor.base import Report
-from leoflow.model.tries import TaskLaunch, TryKey
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.leadership import LeaderContext
 from leoflow.model.spec import parse_dag_spec
+from leoflow.model.tries import TaskLaunch, TryKey
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, eventually, fast, in_conn, run_state, running_scheduler
 
