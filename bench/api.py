@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from leoflow.db import migrations  # noqa: E402
-from leoflow.db.embedded import EmbeddedPostgres, free_port  # noqa: E402
 from leoflow.settings import declared  # noqa: E402
+from leoflow.standalone.embedded import EmbeddedPostgres, free_port  # noqa: E402
 
 TOKEN = "bench-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

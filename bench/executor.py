@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import text  # noqa: E402
 from sqlalchemy.ext.asyncio import AsyncEngine  # noqa: E402
 
+from leoflow.db.database import Database  # noqa: E402
 from leoflow.db.engine import make_async_engine  # noqa: E402
 from leoflow.executor.base import TryKey  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
@@ -107,7 +108,7 @@ async def bench(url: str, kubeconfig: Path, args: argparse.Namespace) -> dict[st
     os.environ["KUBECONFIG"] = str(kubeconfig)
     settings = load_settings({"LEOFLOW_DATABASE_URL": url, "LEOFLOW_NODE_ID": "bench", "LEOFLOW_LOG_FORMAT": "text",
                               "LEOFLOW_EXECUTOR": "kubernetes", "LEOFLOW_LOG_LEVEL": "warning"})
-    from leoflow.executor.kubernetes import KubernetesExecutor
+    from leoflow.executor.kubernetes.executor import KubernetesExecutor
     from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED
 
     engine = make_async_engine(settings.database, pool_size=args.concurrency + 4)
@@ -122,7 +123,7 @@ async def bench(url: str, kubeconfig: Path, args: argparse.Namespace) -> dict[st
             finals.setdefault(update.key, time.monotonic())
 
     ex = KubernetesExecutor(settings, concurrency=args.concurrency, resync_interval=3600)
-    await ex.start(LeaderContext(1, settings, engine), report)
+    await ex.start(LeaderContext(1, settings, Database(engine)), report)
     created_at: list[float] = []
     before = PODS_CREATED._value.get()
     load_before = os.getloadavg()[0]
@@ -159,7 +160,7 @@ async def bench(url: str, kubeconfig: Path, args: argparse.Namespace) -> dict[st
     conflicts_before = POD_CREATE_CONFLICTS._value.get()
     ex2 = KubernetesExecutor(settings, concurrency=args.concurrency, resync_interval=3600)
     t1 = time.monotonic()
-    await ex2.start(LeaderContext(2, settings, engine), report2)
+    await ex2.start(LeaderContext(2, settings, Database(engine)), report2)
     reconcile_seconds = time.monotonic() - t1
     await ex2.stop()
     await engine.dispose()

@@ -54,7 +54,7 @@ def machine() -> dict[str, Any]:
     match = re.search(r"^Mem:\s+(\d+)", free or "", re.M)
     info["memory_mib"] = int(match.group(1)) if match else None
     try:
-        from leoflow.db.embedded import find_bin_dir
+        from leoflow.standalone.embedded import find_bin_dir
 
         info["postgres"] = _run([str(find_bin_dir() / "postgres"), "--version"])
     except Exception:  # the page still renders without it

@@ -50,11 +50,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from leoflow.clock import SystemClock  # noqa: E402
-from leoflow.db.embedded import EmbeddedPostgres  # noqa: E402
+from leoflow.db.database import Database  # noqa: E402
 from leoflow.executor.base import Report  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey  # noqa: E402
 from leoflow.settings import declared  # noqa: E402
+from leoflow.standalone.embedded import EmbeddedPostgres  # noqa: E402
 
 DAG_ID = "bench-fan"
 
@@ -158,7 +159,7 @@ async def leader_main(args: argparse.Namespace) -> None:
     engine = make_async_engine(settings.database, pool_size=4, application_name="leoflow-bench-leader")
     executor = InstantExecutor()
     service = SchedulerService(executor, batch_size=args.batch_size)
-    ctx = LeaderContext(term=1, settings=settings, engine=engine)
+    ctx = LeaderContext(term=1, settings=settings, db=Database(engine))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -50,7 +50,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from leoflow.db.embedded import EmbeddedPostgres, free_port  # noqa: E402
+from leoflow.standalone.embedded import EmbeddedPostgres, free_port  # noqa: E402
 
 AIRFLOW_VERSION = "2.10.5"
 WIDTH = 98  # parallel tasks between root and join: 100 tasks per run

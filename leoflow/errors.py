@@ -23,12 +23,24 @@ class SettingsError(LeoflowError):
         super().__init__(f"{variable}: {problem}")
 
 
-class DatabaseUnavailable(LeoflowError):
-    """The database cannot be reached."""
+class DatabaseError(LeoflowError):
+    """The database refused or failed a statement (translated from the driver in leoflow.db)."""
 
 
-class SchemaNotCurrent(LeoflowError):
+class DatabaseUnavailable(DatabaseError):
+    """The database cannot be reached (or did not answer in time); retry later."""
+
+
+class LockTimeout(DatabaseError):
+    """A database lock was not granted within ``lock_timeout``."""
+
+
+class SchemaNotCurrent(DatabaseError):
     """The database schema is not at the head migration; run `leoflow db upgrade`."""
+
+
+class ValueRejected(DatabaseError):
+    """A value is not acceptable to the database (out of range, bad encoding)."""
 
 
 class UnsafeDatabaseSetup(LeoflowError):
@@ -44,7 +56,7 @@ class NotFound(LeoflowError):
 
 
 class Conflict(LeoflowError):
-    """The request conflicts with existing state."""
+    """The request conflicts with existing state (a duplicate, or a state that forbids it)."""
 
 
 class ValidationFailed(LeoflowError):

@@ -1,8 +1,9 @@
 """What leader-only services receive, and the shape they must have.
 
-The elector (``leoflow.election``) only flips a toggle; the replica runtime starts every
-:class:`LeaderService` when leadership is acquired and cancels them all, at once, when it is
-lost. A service therefore must:
+The elector (``leoflow.election``) only flips a toggle; the supervisor it drives starts every
+:class:`LeaderService` that the composition root (:mod:`leoflow.replica`) handed it when
+leadership is acquired, and cancels them all, at once, when it is lost. A service therefore
+must:
 
 - run until cancelled, doing its work under ``ctx.term`` (every write fenced, see
   :mod:`leoflow.db.fencing`), and stop on :class:`~leoflow.errors.FencedOut`;
@@ -17,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from leoflow.clock import Clock, SystemClock
+from leoflow.db.database import Database
 from leoflow.settings import Settings
 
 
@@ -29,9 +29,13 @@ class LeaderContext:
 
     term: int
     settings: Settings
-    engine: AsyncEngine
+    #: The background share of the replica's connection budget (leoflow.db.budget).
+    db: Database
     clock: Clock = field(default_factory=SystemClock)
     progress: Callable[[], None] = lambda: None
+    #: Give up this term (the supervisor steps down): for a component of the term that can no
+    #: longer do its job, e.g. an executor whose watch loop died.
+    fail: Callable[[str], None] = lambda reason: None
 
     @property
     def cluster(self) -> str:

@@ -5,9 +5,14 @@ Every replica runs the same things:
 - the Starlette app of :func:`leoflow.api.app.create_app` on uvicorn (every replica answers);
 - the :class:`~leoflow.election.elector.Elector` in its own threads (lock session, keepalive,
   lease guard) — it only flips leadership, observed here through ``call_soon_threadsafe``;
-- the :class:`~leoflow.election.services.LeaderSupervisor`, which starts the scheduler, executor
+- the :class:`~leoflow.election.supervisor.LeaderSupervisor`, which starts the scheduler, executor
   and executor singletons on acquire and cancels them on loss;
 - membership heartbeats and the executor's ``replica_services`` (e.g. log shipping).
+
+This module is the **composition root**: it alone decides which services a leader runs
+(:func:`leader_services`, handed to the supervisor) and which modules a replica imports ahead
+of its first term (:func:`modules_to_preload`, also used by standalone). The election itself
+knows nothing of the scheduler or the executors (docs/adr/0008-layers.md).
 
 Database connections: the lock connection, plus ``LEOFLOW_DB_POOL_SIZE`` split by
 :class:`~leoflow.db.budget.ConnectionBudget` between the API's pool, the background engine
@@ -29,28 +34,54 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import logging
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import uvicorn
 
+from leoflow.aiotasks import Registry, cancel_and_wait, restarting, start_guarded
 from leoflow.clock import Clock, SystemClock
 from leoflow.db.budget import ConnectionBudget
-from leoflow.db.engine import make_async_engine
+from leoflow.db.database import Database
 from leoflow.election import membership
 from leoflow.election.elector import Elector
-from leoflow.election.services import (
-    LeaderSupervisor,
-    ServicesFactory,
-    default_services,
-    preload_leader_modules,
-)
+from leoflow.election.supervisor import LeaderSupervisor, ServicesFactory, Stoppable
+from leoflow.errors import LeoflowError
 from leoflow.executor.base import ReplicaService
 from leoflow.leadership import LeaderService
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def leader_services(settings: Settings) -> tuple[Stoppable | None, list[LeaderService]]:
+    """The production wiring of one term: a fresh executor, the scheduler, the executor's singletons."""
+    from leoflow.executor.factory import executor_leader_services, make_executor
+    from leoflow.scheduler.service import SchedulerService
+
+    executor = make_executor(settings)
+    return executor, [SchedulerService(executor), *executor_leader_services(settings, executor)]
+
+
+def modules_to_preload(settings: Settings) -> list[str]:
+    """What a replica imports before it can lead: the API, the scheduler, the configured executor.
+
+    Importing ``kubernetes`` takes seconds on a busy host; done lazily inside the first
+    acquisition it ran on the event loop and stalled the API and membership heartbeats. The one
+    list, used by :class:`Replica` and by standalone mode (which overlaps it with PostgreSQL's
+    start).
+    """
+    from leoflow.executor.factory import executor_modules
+
+    return ["leoflow.api.app", "leoflow.scheduler.service", *executor_modules(settings.executor.kind)]
+
+
+def preload(settings: Settings) -> None:
+    """Import :func:`modules_to_preload` (call it in a worker thread)."""
+    for name in modules_to_preload(settings):
+        importlib.import_module(name)
 
 
 class _Server(uvicorn.Server):
@@ -79,7 +110,7 @@ class Replica:
     """One replica process; :meth:`serve` runs until a signal, returns the exit code."""
 
     def __init__(self, settings: Settings, *, clock: Clock | None = None,
-                 services: ServicesFactory = default_services,
+                 services: ServicesFactory = leader_services,
                  extra_leader_services: Sequence[LeaderService] = (),
                  replica_services: Sequence[ReplicaService] | None = None) -> None:
         self.settings = settings
@@ -99,10 +130,10 @@ class Replica:
 
         # The leader's work gets its own share of the connection budget (the API has another,
         # in create_app): neither can exhaust the other's connections.
-        engine = make_async_engine(settings.database, application_name=f"leoflow:{settings.cluster.node_id}"[:63],
-                                   pool_size=ConnectionBudget.split(settings.database.pool_size).background)
+        db = Database.with_pool(settings.database, application_name=f"leoflow:{settings.cluster.node_id}",
+                           pool_size=ConnectionBudget.split(settings.database.pool_size).background)
         elector: Elector | None = None
-        supervisor = LeaderSupervisor(settings, engine, self.clock, step_down=lambda r: elector_step_down(r),
+        supervisor = LeaderSupervisor(settings, db, self.clock, step_down=lambda r: elector_step_down(r),
                                       factory=self._services, extra=self._extra)
         elector = Elector(settings, _Bridge(loop, supervisor), clock=self.clock)
 
@@ -116,16 +147,17 @@ class Replica:
                                         log_config=None, access_log=False, lifespan="on",
                                         proxy_headers=False, server_header=False,
                                         timeout_graceful_shutdown=max(1, int(settings.election.shutdown_grace))))
-        background = [
-            asyncio.create_task(supervisor.run(), name="leader-supervisor"),
-            asyncio.create_task(membership.heartbeat_forever(settings, engine, lambda: elector.term is not None),
-                                name="membership"),
-            *[asyncio.create_task(_keep_running(s, settings, engine), name=f"replica:{s.name}")
-              for s in self._replica_service_list()],
-        ]
-        server_task = asyncio.create_task(server.serve(), name="http")
+        background: Registry = set()
+        start_guarded(supervisor.run(), "leader-supervisor", on_death=lambda *_: stop.set(), registry=background)
+        start_guarded(membership.heartbeat_forever(settings, db, lambda: elector.term is not None), "membership",
+                      on_death=lambda *_: stop.set(), registry=background)
+        for service in self._replica_service_list():
+            start_guarded(restarting(_bind(service, settings, db), f"replica:{service.name}",
+                                     pause=REPLICA_SERVICE_RESTART_PAUSE),
+                          f"replica:{service.name}", registry=background)
+        server_task = start_guarded(server.serve(), "http", may_return=True)
         # Off the event loop, before the first term can start: the API serves meanwhile.
-        await asyncio.to_thread(preload_leader_modules, settings)
+        await asyncio.to_thread(preload, settings)
         # Everything imported so far lives as long as the process: keep it out of the cyclic
         # GC's full collections, whose pauses would otherwise show in the API's p99 latency.
         gc.freeze()
@@ -143,38 +175,34 @@ class Replica:
         elector.begin_shutdown()
         await supervisor.stop()
         await asyncio.to_thread(elector.release_and_join, settings.election.shutdown_grace + 5)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(membership.leave(settings, engine), timeout=3)
+        await cancel_and_wait(background)
+        with contextlib.suppress(LeoflowError, TimeoutError):  # best effort: the node is marked down by others
+            await asyncio.wait_for(membership.leave(settings, db), timeout=3)
         server.should_exit = True
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(server_task, timeout=settings.election.shutdown_grace + 5)
-        stop_task.cancel()
-        await engine.dispose()
+        await cancel_and_wait([server_task, stop_task])
+        with contextlib.suppress(LeoflowError):
+            await db.dispose()
         log.info("replica stopped", extra={"exit_code": code})
         return code
 
     def _replica_service_list(self) -> list[ReplicaService]:
         if self._replica_services is not None:
             return list(self._replica_services)
-        from leoflow.executor.factory import replica_services
+        from leoflow.executor.factory import executor_replica_services
 
-        return replica_services(self.settings)
+        return executor_replica_services(self.settings)
 
 
-async def _keep_running(service: ReplicaService, settings: Settings, engine: object) -> None:
-    """Guard a replica service: log its death and restart it after a pause."""
-    while True:
-        try:
-            await service.run(settings, engine)  # type: ignore[arg-type]
-            log.error("replica service returned; restarting", extra={"service": service.name})
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("replica service died; restarting", extra={"service": service.name})
-        await asyncio.sleep(5)
+#: Seconds before a dead replica service (e.g. the log shipper) is started again.
+REPLICA_SERVICE_RESTART_PAUSE = 5.0
+
+
+def _bind(service: ReplicaService, settings: Settings, db: Database) -> Callable[[], Awaitable[None]]:
+    def run() -> Awaitable[None]:
+        return service.run(settings, db)
+    return run
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

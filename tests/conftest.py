@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from leoflow.settings import Settings, load_settings
+from tests.harness.leftovers import LeftoverTasks
 from tests.harness.postgres import PostgresServer, session_server
 
 
@@ -40,3 +41,16 @@ def settings(database_url: str) -> Settings:
         "LEOFLOW_NODE_ID": "test-node",
         "LEOFLOW_LOG_FORMAT": "text",
     })
+
+
+@pytest.fixture(autouse=True)
+def no_tasks_left_behind() -> Iterator[None]:
+    """Fail any test whose event loop still runs tasks when ``asyncio.run`` closes it.
+
+    ``asyncio.run`` silently cancels whatever is left; a task nobody stopped is a leak in the
+    code under test (a loop its owner forgot, a task without a guard). Like kopf's test suite,
+    we make that visible: the names of the leftovers are the failure message.
+    """
+    with LeftoverTasks().watching() as leftovers:
+        yield
+    assert not leftovers.names, f"asyncio tasks left running when the test's event loop closed: {leftovers.names}"

@@ -35,7 +35,7 @@ from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import RequestMetrics
 from leoflow.db.budget import ConnectionBudget
-from leoflow.db.pool import engine_on_pool, make_connection_pool
+from leoflow.db.pool import PooledDatabase
 from leoflow.logs import redact_url
 from leoflow.settings import Settings
 
@@ -108,14 +108,12 @@ def create_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         size = ConnectionBudget.split(settings.database.pool_size).api
-        pool = make_connection_pool(settings.database, size=size,
-                                    application_name=f"leoflow-api:{settings.cluster.node_id}"[:63])
+        db = PooledDatabase.create(settings.database, size=size,
+                                   application_name=f"leoflow-api:{settings.cluster.node_id}"[:63])
         # Not waiting for the first connection: the API starts (and is live) while the
         # database is down; requests answer 503 until it is back.
-        await pool.open(wait=False)
-        engine = engine_on_pool(pool, settings.database)
-        app.state.api = ApiState(settings=settings, pool=pool, engine=engine, auth=auth,
-                                 reader=engine.execution_options(isolation_level="AUTOCOMMIT"),
+        await db.open()
+        app.state.api = ApiState(settings=settings, db=db, auth=auth,
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK)
         app.state.work_gauges = routes_system.WorkGauges()
         logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,
@@ -123,8 +121,7 @@ def create_app(settings: Settings) -> Starlette:
         try:
             yield
         finally:
-            await engine.dispose()
-            await pool.close()
+            await db.close()
 
     return Starlette(
         # The web dashboard (``/``, ``/static``) is public static files; see leoflow.api.dashboard.

@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import Response
 
 from leoflow.api.auth import Authenticator, Scope
 from leoflow.api.errors import ApiError, bad_field, error_response, translate
-from leoflow.db.pool import AsyncPool
+from leoflow.db.pool import PooledDatabase
 from leoflow.model.fields import NAME_RE
 from leoflow.settings import Settings
 
@@ -50,13 +49,9 @@ class ApiState:
     """Per-app state the handlers need (held in ``app.state.api``)."""
 
     settings: Settings
-    #: The API's connections (its share of LEOFLOW_DB_POOL_SIZE); hot reads use it directly.
-    pool: AsyncPool
-    #: SQLAlchemy on the same pool: read-write transactions (``engine.begin()``) for writes.
-    engine: AsyncEngine
-    #: The same again in autocommit mode for reads: one statement, one round trip, no
-    #: BEGIN/ROLLBACK pair around it (reads that need one snapshot are single statements).
-    reader: AsyncEngine
+    #: The API's connections (its share of LEOFLOW_DB_POOL_SIZE): ``db.transaction()`` for
+    #: writes, ``db.connect()`` for reads, ``db.raw()`` for the hot read rendered by PostgreSQL.
+    db: PooledDatabase
     auth: Authenticator
     #: Deadline for one request's database work: the statement timeout plus connect slack.
     request_timeout: float

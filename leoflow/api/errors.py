@@ -6,28 +6,34 @@ Every error answer has the same shape, ``{"error": {"code", "message", "details"
 
 - Leoflow's own errors map by type: ``NotFound`` → 404, ``Conflict`` → 409,
   ``ValidationFailed`` → 422 with ``details.field`` naming the offending path,
-  ``DatabaseUnavailable`` → 503.
-- A database that cannot be reached, a pool that stays exhausted, a statement or request
-  timeout → 503 with ``Retry-After``: the client should retry, possibly on another replica.
+  ``ValueRejected`` → 400.
+- A database that cannot be reached, a pool that stays exhausted, a statement, lock or request
+  timeout, a schema older than this build → 503 with ``Retry-After``: the client should retry,
+  possibly on another replica. (Driver errors never get here raw: :mod:`leoflow.db.errors`
+  translates them at the data layer's boundary.)
 - Anything else is a bug in Leoflow, never the client's fault: 500 with a generic message (the
   traceback goes to the log, not to the client).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
-import psycopg.errors
-import psycopg_pool
-import sqlalchemy.exc
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
 from leoflow.api.jsonresp import JsonResponse
-from leoflow.errors import Conflict, DatabaseUnavailable, NotFound, SchemaNotCurrent, ValidationFailed
+from leoflow.errors import (
+    Conflict,
+    DatabaseUnavailable,
+    LockTimeout,
+    NotFound,
+    SchemaNotCurrent,
+    ValidationFailed,
+    ValueRejected,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,18 +77,6 @@ def unavailable(message: str) -> ApiError:
                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
-def _is_unreachable(exc: BaseException) -> bool:
-    """True for errors that mean "the database is not answering", not "the SQL is wrong".
-
-    Covers both SQLAlchemy's wrapped errors and raw psycopg/psycopg_pool ones (hot reads run on
-    psycopg directly): a lost or refused connection, a pool timeout, a cancelled statement.
-    """
-    if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(exc, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError
-                      | psycopg.OperationalError | psycopg.InterfaceError)
-
-
 def translate(exc: BaseException) -> ApiError:
     """Map any exception raised while serving a request to the answer the client gets."""
     if isinstance(exc, ApiError):
@@ -93,25 +87,16 @@ def translate(exc: BaseException) -> ApiError:
         return ApiError(404, str(exc))
     if isinstance(exc, Conflict):
         return ApiError(409, str(exc))
-    if isinstance(exc, DatabaseUnavailable | SchemaNotCurrent):
-        return unavailable(str(exc))
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return unavailable("the database did not answer in time")
-    # SQLAlchemy wraps what psycopg raised in ``.orig``; hot reads raise psycopg's errors bare.
-    driver_error = getattr(exc, "orig", None) or exc
-    if isinstance(exc, sqlalchemy.exc.TimeoutError) or isinstance(driver_error, psycopg_pool.PoolTimeout):
-        return unavailable("no database connection became free in time (pool exhausted or database down)")
-    if isinstance(driver_error, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
+    if isinstance(exc, ValueRejected):
+        return ApiError(400, "a value in the request is not acceptable to the database")
+    if isinstance(exc, SchemaNotCurrent):
         logger.error("database schema is not at head while serving a request")
         return unavailable("the database schema is not current; run `leoflow db upgrade`")
-    if _is_unreachable(exc):
-        logger.warning("database unavailable while serving a request",
-                       extra={"error": type(driver_error).__name__})
-        return unavailable("the database is unavailable")
-    if isinstance(exc, sqlalchemy.exc.DataError | psycopg.DataError):
-        return ApiError(400, "a value in the request is not acceptable to the database")
-    if isinstance(exc, sqlalchemy.exc.IntegrityError | psycopg.IntegrityError):
-        return ApiError(409, "the request conflicts with existing state")
+    if isinstance(exc, DatabaseUnavailable | LockTimeout):
+        logger.warning("database unavailable while serving a request", extra={"error": str(exc)[:200]})
+        return unavailable(str(exc))
+    if isinstance(exc, TimeoutError):
+        return unavailable("the database did not answer in time")
     logger.error("unexpected error while serving a request", exc_info=exc)
     return ApiError(500, "internal error (the server log has details)")
 

@@ -19,7 +19,7 @@ from leoflow.election import status
 
 async def leader(request: Request) -> Response:
     state = api_state(request)
-    async with state.reader.connect() as conn:
+    async with state.db.connect() as conn:
         current = await status.current_leader(conn, state.settings.cluster.name)
     if current is None:
         raise ApiError(503, "no replica leads the cluster right now (election in progress)",
@@ -29,7 +29,7 @@ async def leader(request: Request) -> Response:
 
 async def nodes(request: Request) -> Response:
     state = api_state(request)
-    async with state.reader.connect() as conn:
+    async with state.db.connect() as conn:
         members = await status.list_nodes(conn, state.settings.cluster.name)
     return JsonResponse({"items": members})
 
@@ -38,6 +38,6 @@ async def events(request: Request) -> Response:
     state = api_state(request)
     limit = query_limit(request)
     before = query_cursor(request, "events", int)
-    async with state.reader.connect() as conn:
+    async with state.db.connect() as conn:
         rows = await status.list_events(conn, state.settings.cluster.name, limit + 1, before)
     return JsonResponse(page(rows, limit, lambda r: int(r["id"]), "events"))

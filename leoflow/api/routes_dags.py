@@ -48,7 +48,7 @@ async def list_dags(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, DAG_STATES)
     after = query_cursor(request, "dags", str)
-    async with api_state(request).reader.connect() as conn:
+    async with api_state(request).db.connect() as conn:
         rows = await api_queries.list_dags(conn, after=after, limit=limit,
                                            paused=None if state is None else state == "paused")
     return JsonResponse(page(rows, limit, lambda r: r["dag_id"], "dags"))
@@ -56,7 +56,7 @@ async def list_dags(request: Request) -> Response:
 
 async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]:
     spec = parse_dag_spec(document)
-    async with api_state(request).engine.begin() as conn:
+    async with api_state(request).db.transaction() as conn:
         result = await dag_store.apply_dag(conn, spec, clock=SystemClock())
         dag = await api_queries.get_dag(conn, result.dag_id)
     assert dag is not None
@@ -83,7 +83,7 @@ async def put_dag(request: Request) -> Response:
 
 async def get_dag(request: Request) -> Response:
     dag_id = path_dag_id(request)
-    async with api_state(request).reader.connect() as conn:
+    async with api_state(request).db.connect() as conn:
         dag = await api_queries.get_dag(conn, dag_id)
     if dag is None:
         raise not_found(dag_id)
@@ -98,7 +98,7 @@ async def patch_dag(request: Request) -> Response:
         raise bad_field(unknown[0], "unknown field (only 'paused' can be changed)", status=422)
     if not isinstance(document.get("paused"), bool):
         raise bad_field("paused", "must be true or false", status=422)
-    async with api_state(request).engine.begin() as conn:
+    async with api_state(request).db.transaction() as conn:
         await dag_store.set_paused(conn, dag_id, document["paused"])
         dag = await api_queries.get_dag(conn, dag_id)
     if dag is None:
@@ -108,6 +108,6 @@ async def patch_dag(request: Request) -> Response:
 
 async def delete_dag(request: Request) -> Response:
     dag_id = path_dag_id(request)
-    async with api_state(request).engine.begin() as conn:
+    async with api_state(request).db.transaction() as conn:
         await dag_store.delete_dag(conn, dag_id)
     return Response(status_code=204)

@@ -82,7 +82,7 @@ async def trigger_run(request: Request) -> Response:
     if not isinstance(conf, dict):
         raise bad_field("conf", "must be an object", status=422)
     ensure_json_value(conf, "conf")
-    async with api_state(request).engine.begin() as conn:
+    async with api_state(request).db.transaction() as conn:
         created = await dag_store.trigger_run(conn, dag_id, run_id=run_id, conf=conf, clock=SystemClock())
         run = await api_queries.get_run(conn, dag_id, created)
     assert run is not None
@@ -94,7 +94,7 @@ async def list_runs(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, RUN_STATES)
     before = query_cursor(request, "runs", int)
-    async with api_state(request).reader.connect() as conn:
+    async with api_state(request).db.connect() as conn:
         rows = await api_queries.list_runs(conn, dag_id, before_id=before, limit=limit, state=state)
         if not rows and not await api_queries.dag_exists(conn, dag_id):
             raise not_found(dag_id)
@@ -107,7 +107,7 @@ async def get_run(request: Request) -> Response:
     """The hot read: PostgreSQL renders the document, the bytes pass through."""
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
-    async with api_state(request).pool.connection() as conn:
+    async with api_state(request).db.raw() as conn:
         document = await api_documents.run_with_tasks(conn, dag_id, run_id)
         if document is None and not await api_documents.dag_exists(conn, dag_id):
             raise not_found(dag_id)
@@ -119,7 +119,7 @@ async def get_run(request: Request) -> Response:
 async def cancel_run(request: Request) -> Response:
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
-    async with api_state(request).engine.begin() as conn:
+    async with api_state(request).db.transaction() as conn:
         await dag_store.cancel_run(conn, dag_id, run_id)
         run = await api_queries.get_run(conn, dag_id, run_id)
     assert run is not None
@@ -130,7 +130,7 @@ async def list_tasks(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, TASK_STATES)
     after = query_cursor(request, "tasks", str)
-    async with api_state(request).reader.connect() as conn:
+    async with api_state(request).db.connect() as conn:
         run = await _run_or_404(request, conn, with_tasks=False)
         rows = await api_queries.list_task_instances(conn, run["id"], after=after, limit=limit, state=state)
     result = page(rows, limit, lambda r: r["task_id"], "tasks")
@@ -148,14 +148,14 @@ async def _task_or_404(request: Request, conn: Any) -> dict[str, Any]:
 
 
 async def get_task(request: Request) -> Response:
-    async with api_state(request).reader.connect() as conn:
+    async with api_state(request).db.connect() as conn:
         ti = await _task_or_404(request, conn)
     return JsonResponse(_ti(ti))
 
 
 async def get_task_logs(request: Request) -> Response:
     try_number = query_int(request, "try")
-    async with api_state(request).reader.connect() as conn:
+    async with api_state(request).db.connect() as conn:
         ti = await _task_or_404(request, conn)
         entry = await api_queries.get_task_log(conn, ti["id"], try_number)
     if entry is None:

@@ -25,6 +25,7 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import openapi_document
 from leoflow.db import api_queries
 from leoflow.db.migrations import head_revision
+from leoflow.errors import DatabaseError
 from leoflow.metrics.http import STATE_GAUGE_TTL, set_work_gauges
 
 logger = logging.getLogger(__name__)
@@ -49,11 +50,10 @@ async def readyz(request: Request) -> Response:
     state = api_state(request)
     head = head_revision()
     try:
-        async with asyncio.timeout(READY_CHECK_TIMEOUT), state.reader.connect() as conn:
+        async with asyncio.timeout(READY_CHECK_TIMEOUT), state.db.connect() as conn:
             revision = await api_queries.schema_revision(conn)
-    except Exception as exc:
-        reason = "database did not answer in time" if isinstance(exc, TimeoutError) else \
-            f"database unavailable ({type(getattr(exc, 'orig', exc)).__name__})"
+    except (DatabaseError, TimeoutError) as exc:
+        reason = "database did not answer in time" if isinstance(exc, TimeoutError) else str(exc)
         return error_response(ApiError(503, reason, code="not_ready", details={"database": "unavailable"},
                                        headers={"Retry-After": "5"}))
     if revision != head:
@@ -79,11 +79,11 @@ class WorkGauges:
                 return
             self._refreshed = time.monotonic()
             try:
-                async with asyncio.timeout(GAUGE_QUERY_TIMEOUT), api_state(request).reader.connect() as conn:
+                async with asyncio.timeout(GAUGE_QUERY_TIMEOUT), api_state(request).db.connect() as conn:
                     task_counts = await api_queries.count_task_instances_by_state(conn)
                     run_counts = await api_queries.count_runs_by_state(conn)
-            except Exception as exc:
-                logger.warning("work gauges not refreshed", extra={"error": type(exc).__name__})
+            except (DatabaseError, TimeoutError) as exc:  # stale gauges beat a failed scrape
+                logger.warning("work gauges not refreshed", extra={"error": str(exc)[:200] or type(exc).__name__})
                 return
             set_work_gauges(task_counts, run_counts)
 

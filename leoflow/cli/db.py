@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import sqlalchemy.exc
-
 from leoflow.db import migrations
-from leoflow.db.engine import make_engine
-from leoflow.errors import DatabaseUnavailable
 from leoflow.settings import Settings
 
 
@@ -30,41 +26,22 @@ def register(sub: Any) -> None:
     cur.set_defaults(handler=current, configure_logging=False)
 
 
-def _database_error(exc: Exception) -> DatabaseUnavailable:
-    orig = getattr(exc, "orig", exc)
-    reason = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-    return DatabaseUnavailable(f"database unavailable: {reason}")
-
-
 def upgrade(args: argparse.Namespace, settings: Settings) -> int:
     url = settings.require_database_url()
-    try:
-        migrations.upgrade(url, args.revision)
-    except sqlalchemy.exc.OperationalError as exc:
-        raise _database_error(exc) from None
+    migrations.upgrade(url, args.revision)
     print(f"schema at {_current(settings) or 'base'} (head {migrations.head_revision()})")
     return 0
 
 
 def downgrade(args: argparse.Namespace, settings: Settings) -> int:
     url = settings.require_database_url()
-    try:
-        migrations.downgrade(url, args.revision)
-    except sqlalchemy.exc.OperationalError as exc:
-        raise _database_error(exc) from None
+    migrations.downgrade(url, args.revision)
     print(f"schema at {_current(settings) or 'base'}")
     return 0
 
 
 def _current(settings: Settings) -> str | None:
-    engine = make_engine(settings.database, application_name="leoflow-cli", pool_size=1)
-    try:
-        with engine.connect() as conn:
-            return migrations.current_revision(conn)
-    except sqlalchemy.exc.OperationalError as exc:
-        raise _database_error(exc) from None
-    finally:
-        engine.dispose()
+    return migrations.current_revision(settings.require_database_url())
 
 
 def current(args: argparse.Namespace, settings: Settings) -> int:

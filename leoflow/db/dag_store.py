@@ -8,9 +8,7 @@ with compare-and-set, so a user's write that lands between two scheduler steps m
 scheduler's next CAS a no-op instead of a conflict.
 
 Wake-up channel: ``trigger_run``, ``cancel_run``, ``set_paused`` and ``apply_dag`` send
-``NOTIFY leoflow_wakeup, '<dag_id>'`` (:data:`WAKEUP_CHANNEL`). PostgreSQL delivers it when the
-caller's transaction commits, and never if it rolls back. The channel is shared by every
-cluster on the database (the DAG tables are shared too); a spurious wake-up costs one tick.
+``NOTIFY leoflow_wakeup`` (:mod:`leoflow.db.wakeup`) so the leader acts at once.
 
 Semantics worth knowing:
 
@@ -38,18 +36,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
-from leoflow.db.models import sql_list
+from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
+from leoflow.db.wakeup import notify_wakeup
 from leoflow.errors import Conflict, NotFound, ValidationFailed
 from leoflow.model.run_ids import RUN_ID_RE, RUN_ID_RULE, manual_run_id
 from leoflow.model.spec import DagSpec
-from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES
 from leoflow.model.timetable import first_scheduled_run
-
-#: LISTEN/NOTIFY channel the leader's scheduler listens on; the payload is the DAG id.
-WAKEUP_CHANNEL = "leoflow_wakeup"
-
-_ACTIVE_TASK = sql_list(ACTIVE_TASK_STATES)
-_ACTIVE_RUN = sql_list(ACTIVE_RUN_STATES)
 
 
 @dataclass(frozen=True)
@@ -57,12 +49,6 @@ class ApplyResult:
     dag_id: str
     version: int
     changed: bool
-
-
-async def notify_wakeup(conn: AsyncConnection, dag_id: str) -> None:
-    """Wake the leader's scheduler once this transaction commits."""
-    await conn.execute(text("SELECT pg_notify(:channel, :payload)"),
-                       {"channel": WAKEUP_CHANNEL, "payload": dag_id})
 
 
 async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> ApplyResult:
@@ -130,7 +116,7 @@ async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
     if found is None:
         raise NotFound(f"DAG {dag_id!r} not found")
     run_pks = list((await conn.execute(text(
-        f"SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN {_ACTIVE_RUN} ORDER BY id FOR UPDATE"),
+        f"SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN {ACTIVE_RUNS_SQL} ORDER BY id FOR UPDATE"),
         {"dag_id": dag_id})).scalars())
     await _cancel_runs(conn, run_pks)
     await notify_wakeup(conn, dag_id)
@@ -190,13 +176,13 @@ async def _cancel_runs(conn: AsyncConnection, run_pks: list[int]) -> None:
         return
     await conn.execute(text(f"""
         UPDATE dag_runs SET state = 'cancelled', ended_at = now(), updated_at = now()
-        WHERE id = ANY(:ids) AND state IN {_ACTIVE_RUN}
+        WHERE id = ANY(:ids) AND state IN {ACTIVE_RUNS_SQL}
     """), {"ids": run_pks})
     await conn.execute(text(f"""
         WITH cancelled AS (
             UPDATE task_instances SET state = 'cancelled', ended_at = now(), updated_at = now(),
                    reason = 'run cancelled', next_try_at = NULL, timeout_at = NULL
-            WHERE run_pk = ANY(:ids) AND state IN {_ACTIVE_TASK}
+            WHERE run_pk = ANY(:ids) AND state IN {ACTIVE_TASKS_SQL}
             RETURNING id
         )
         UPDATE task_tries tt SET state = 'cancelling', reason = 'run cancelled'

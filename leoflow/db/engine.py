@@ -9,7 +9,6 @@ The HTTP API's pool lives in :mod:`leoflow.db.pool`.
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, create_engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from leoflow.settings import DatabaseSettings
@@ -41,23 +40,10 @@ def connect_args(settings: DatabaseSettings, application_name: str) -> dict[str,
     }
 
 
-def make_engine(settings: DatabaseSettings, *, application_name: str = "leoflow",
-                pool_size: int | None = None) -> Engine:
-    """A bounded, synchronous engine (CLI, tools)."""
-    assert settings.url, "database URL required"
-    return create_engine(
-        sqlalchemy_url(settings.url),
-        pool_size=pool_size or settings.pool_size,
-        max_overflow=0,
-        pool_pre_ping=True,
-        pool_timeout=10,
-        connect_args=connect_args(settings, application_name),
-    )
-
-
-def make_async_engine(settings: DatabaseSettings, *, application_name: str = "leoflow-api",
+def make_async_engine(settings: DatabaseSettings, *, application_name: str = "leoflow",
                       pool_size: int | None = None) -> AsyncEngine:
-    """A bounded asyncio engine (the leader's services, membership, replica services)."""
+    """The one engine factory: bounded, asyncio (the leader's services, membership, replica
+    services, the CLI's short checks); wrapped by :class:`leoflow.db.database.Database`."""
     assert settings.url, "database URL required"
     return create_async_engine(
         sqlalchemy_url(settings.url),

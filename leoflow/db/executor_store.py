@@ -25,8 +25,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.fencing import check_term_async
-from leoflow.db.models import sql_list
-from leoflow.model.states import LIVE_TRY_STATES
+from leoflow.db.models import LIVE_TRIES_SQL
 from leoflow.model.tries import TryKey
 
 
@@ -123,7 +122,7 @@ async def record_launches(conn: AsyncConnection, *, cluster: str, term: int, nod
 
 _UNFINISHED_CLAIMS = text(f"""
     SELECT {_TRY_COLUMNS} {_TRY_FROM}
-    WHERE tt.claimed_at IS NOT NULL AND tt.ended_at IS NULL AND tt.state IN {sql_list(LIVE_TRY_STATES)}
+    WHERE tt.claimed_at IS NOT NULL AND tt.ended_at IS NULL AND tt.state IN {LIVE_TRIES_SQL}
       AND left(tt.claimed_by, length(:prefix)) = :prefix
     ORDER BY tt.id
 """)

@@ -1,5 +1,8 @@
 """Schema migrations: thin wrappers over alembic for ``leoflow db ...`` and readiness checks.
 
+Driver errors leave as Leoflow errors (:mod:`leoflow.db.errors`): an unreachable server is a
+:class:`~leoflow.errors.DatabaseUnavailable` the CLI prints as one line.
+
 The migration scripts live in the top-level ``alembic/`` directory; the package reaches them
 through ``leoflow/migrations`` (a link in the source tree, real files in the wheel), so
 ``leoflow db upgrade`` works from a checkout, an editable install and the container image alike.
@@ -12,13 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
+import psycopg
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
 
 from alembic import command
-from leoflow.db.engine import sqlalchemy_url
+from leoflow.db.engine import libpq_url, sqlalchemy_url
+from leoflow.db.errors import translated
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 #: Advisory lock key (two-int form) serialising concurrent migrations: namespace 'LEOF', 'MIGR'.
@@ -41,13 +44,21 @@ def head_revision() -> str:
     return head
 
 
-def current_revision(conn: Connection) -> str | None:
-    return MigrationContext.configure(conn).get_current_revision()
+def current_revision(database_url: str) -> str | None:
+    """The revision the database is at (None when it has no schema yet)."""
+    with translated(), psycopg.connect(libpq_url(database_url), connect_timeout=5, autocommit=True) as conn:
+        row = conn.execute("SELECT to_regclass('alembic_version') IS NOT NULL").fetchone()
+        if not row or not row[0]:
+            return None
+        found = conn.execute("SELECT version_num FROM alembic_version LIMIT 1").fetchone()
+        return str(found[0]) if found else None
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(database_url), revision)
+    with translated():
+        command.upgrade(alembic_config(database_url), revision)
 
 
 def downgrade(database_url: str, revision: str) -> None:
-    command.downgrade(alembic_config(database_url), revision)
+    with translated():
+        command.downgrade(alembic_config(database_url), revision)

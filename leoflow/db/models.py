@@ -41,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES, LIVE_TRY_STATES
+from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES, LIVE_TRY_STATES, SLOT_TASK_STATES
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -66,6 +66,13 @@ class Base(DeclarativeBase):
 def sql_list(states: tuple[str, ...]) -> str:
     """``('a', 'b')``: a tuple of state names (never user input) as an SQL list literal."""
     return "(" + ", ".join(f"'{s}'" for s in states) + ")"
+
+
+#: The state sets of leoflow.model.states as SQL list literals, for the stores' statements.
+ACTIVE_TASKS_SQL = sql_list(ACTIVE_TASK_STATES)
+SLOT_TASKS_SQL = sql_list(SLOT_TASK_STATES)
+LIVE_TRIES_SQL = sql_list(LIVE_TRY_STATES)
+ACTIVE_RUNS_SQL = sql_list(ACTIVE_RUN_STATES)
 
 
 # --------------------------------------------------------------------------- DAG definitions

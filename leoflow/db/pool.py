@@ -26,6 +26,9 @@ connection is bounded by :data:`CHECKOUT_TIMEOUT` (then 503, never a hung reques
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -33,7 +36,9 @@ from psycopg_pool import AsyncConnectionPool
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from leoflow.db.database import Connection, Database
 from leoflow.db.engine import connect_args, libpq_url, sqlalchemy_url
+from leoflow.db.errors import translated_async
 from leoflow.settings import DatabaseSettings
 
 #: Seconds a request waits for a free connection before answering 503 (also the wait while
@@ -95,11 +100,53 @@ def engine_on_pool(pool: AsyncPool, settings: DatabaseSettings) -> AsyncEngine:
 
     async def borrow() -> PoolConnection:
         conn = await pool.getconn()
-        try:
+        async with contextlib.AsyncExitStack() as on_failure:
+            on_failure.push_async_callback(pool.putconn, conn)  # hand it back if the switch fails
             await conn.set_autocommit(False)
-        except BaseException:
-            await pool.putconn(conn)
-            raise
+            on_failure.pop_all()
         return conn
 
     return create_async_engine(sqlalchemy_url(settings.url), poolclass=NullPool, async_creator=borrow)
+
+
+class PooledDatabase(Database):
+    """The API's :class:`~leoflow.db.database.Database`: one pool, three ways in, one error boundary.
+
+    - :meth:`transaction` — SQLAlchemy read-write transaction (writes);
+    - :meth:`connect` — SQLAlchemy in autocommit (reads: one statement, one round trip, no
+      BEGIN/ROLLBACK pair around it; reads that need one snapshot are single statements);
+    - :meth:`raw` — a bare psycopg connection (the hot read that PostgreSQL renders as JSON).
+
+    The pool is created closed: :meth:`open` inside the event loop (without waiting for a first
+    connection: the API starts, and is live, while the database is down), :meth:`close` at the
+    end.
+    """
+
+    def __init__(self, pool: AsyncPool, engine: AsyncEngine) -> None:
+        super().__init__(engine)
+        self.pool = pool
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    @classmethod
+    def create(cls, settings: DatabaseSettings, *, size: int, application_name: str) -> PooledDatabase:
+        pool = make_connection_pool(settings, size=size, application_name=application_name)
+        return cls(pool, engine_on_pool(pool, settings))
+
+    async def open(self) -> None:
+        async with translated_async():
+            await self.pool.open(wait=False)
+
+    async def close(self) -> None:
+        async with translated_async():
+            await self.engine.dispose()
+            await self.pool.close()
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[Connection]:
+        async with translated_async(), self._reader.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def raw(self) -> AsyncIterator[PoolConnection]:
+        async with translated_async(), self.pool.connection() as conn:
+            yield conn

@@ -32,15 +32,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.models import sql_list
+from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL, LIVE_TRIES_SQL, SLOT_TASKS_SQL
 from leoflow.model.run_context import RunContext
-from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES, LIVE_TRY_STATES, SLOT_TASK_STATES
 from leoflow.model.tries import TryKey
-
-ACTIVE = sql_list(ACTIVE_TASK_STATES)
-SLOTS = sql_list(SLOT_TASK_STATES)
-LIVE_TRIES = sql_list(LIVE_TRY_STATES)
-ACTIVE_RUNS = sql_list(ACTIVE_RUN_STATES)
 
 
 @dataclass(frozen=True)
@@ -54,8 +48,8 @@ class DueDag:
 
 
 @dataclass(frozen=True)
-class ReadyTask:
-    """A task instance that may be queued now (upstreams done, or its retry delay is over)."""
+class TaskInstanceRow:
+    """A task instance as the scheduler reads it: its current state and try, and where it belongs."""
 
     id: int
     run_pk: int
@@ -66,6 +60,11 @@ class ReadyTask:
     dag_id: str
     run_id: str
     version_id: int
+
+
+@dataclass(frozen=True)
+class ReadyTask(TaskInstanceRow):
+    """A task instance that may be queued now (upstreams done, or its retry delay is over)."""
 
 
 @dataclass(frozen=True)
@@ -76,19 +75,10 @@ class QueuedTry:
 
 
 @dataclass(frozen=True)
-class LiveTaskInstance:
+class LiveTaskInstance(TaskInstanceRow):
     """A task instance locked for a status change."""
 
-    id: int
-    run_pk: int
-    task_id: str
-    state: str
-    try_number: int
-    max_tries: int
-    started_at: datetime | None
-    dag_id: str
-    run_id: str
-    version_id: int
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -189,7 +179,7 @@ async def startable_runs(conn: AsyncConnection, limit: int) -> list[int]:
     rows = await conn.execute(text(f"""
         WITH active AS (
             SELECT dag_id, count(*) FILTER (WHERE state = 'running') AS running
-            FROM dag_runs WHERE state IN {ACTIVE_RUNS} GROUP BY dag_id
+            FROM dag_runs WHERE state IN {ACTIVE_RUNS_SQL} GROUP BY dag_id
         ), ranked AS (
             SELECT r.id, r.dag_id, row_number() OVER (PARTITION BY r.dag_id ORDER BY r.id) AS rank
             FROM dag_runs r WHERE r.state = 'queued'
@@ -232,7 +222,7 @@ async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetim
 async def count_slots_in_use(conn: AsyncConnection) -> int:
     """Task instances counted against ``LEOFLOW_PARALLELISM`` (queued or running)."""
     return int((await conn.execute(text(
-        f"SELECT count(*) FROM task_instances WHERE state IN {SLOTS}"))).scalar_one())
+        f"SELECT count(*) FROM task_instances WHERE state IN {SLOT_TASKS_SQL}"))).scalar_one())
 
 
 async def ready_task_instances(conn: AsyncConnection, now: datetime, limit: int) -> list[ReadyTask]:
@@ -398,7 +388,7 @@ _TRY_CHANGES = f"""
                 CAST(:t_reasons AS text[]), CAST(:t_refs AS text[]))
          AS c(ti_id, try_number, state, started_at, ended_at, exit_code, reason, executor_ref)
     WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number
-      AND tt.state IN {LIVE_TRIES}
+      AND tt.state IN {LIVE_TRIES_SQL}
 """
 
 
@@ -513,7 +503,7 @@ async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: dateti
         return []
     rows = await conn.execute(text(f"""
         WITH s AS (
-            SELECT run_pk, bool_and(state = 'success') AS ok, bool_or(state IN {ACTIVE}) AS busy
+            SELECT run_pk, bool_and(state = 'success') AS ok, bool_or(state IN {ACTIVE_TASKS_SQL}) AS busy
             FROM task_instances WHERE run_pk = ANY(CAST(:ids AS bigint[])) GROUP BY run_pk
         )
         UPDATE dag_runs r SET state = CASE WHEN s.ok THEN 'success' ELSE 'failed' END,

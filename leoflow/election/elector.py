@@ -1,9 +1,10 @@
 """The elector: one dedicated lock session, a leadership toggle, and a lease that fences itself.
 
-The elector owns exactly one psycopg connection (autocommit, never pooled, ``application_name``
-``leoflow-lock:<node_id>``) and runs in its **own thread**, so an event-loop stall (API load, a
-long scheduler tick) can never delay its keepalive. It only flips a toggle: the
-:class:`ElectionListener` is told ``acquired(term)`` / ``lost(term, kind, reason)`` and the replica
+The elector owns exactly one lock session (:class:`~leoflow.db.lock_session.LockSession`:
+autocommit, never pooled, ``application_name`` ``leoflow-lock:<node_id>``) and runs in its
+**own thread**, so an event-loop stall (API load, a long scheduler tick) can never delay its
+keepalive. It only flips a toggle: the :class:`ElectionListener` is told ``acquired(term)`` /
+``lost(term, kind, reason)`` and the replica
 runtime starts or cancels the leader-only services (see ADR 0002).
 
 Follower: blocks in ``pg_advisory_lock`` under ``lock_timeout = LEOFLOW_ELECTION_POLL_INTERVAL``.
@@ -35,19 +36,12 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
-
-import psycopg
+from typing import Protocol
 
 from leoflow.clock import Clock, SystemClock
-from leoflow.db import election_store as store
-from leoflow.election.session import (
-    POOLER_PROBLEM,
-    check_session_safety,
-    connect_lock_session,
-    shutdown_socket,
-)
-from leoflow.errors import UnsafeDatabaseSetup
+from leoflow.db.lock_session import LockSession
+from leoflow.election.session import POOLER_PROBLEM, check_session_safety, open_lock_session
+from leoflow.errors import DatabaseError, LeoflowError, LockTimeout, UnsafeDatabaseSetup
 from leoflow.metrics import election as metrics
 from leoflow.settings import Settings
 
@@ -71,7 +65,7 @@ class Elector:
     """Contend for the cluster's lock; hold it with an ownership keepalive; fence on lease expiry."""
 
     def __init__(self, settings: Settings, listener: ElectionListener, *, clock: Clock | None = None,
-                 connect: Callable[[], psycopg.Connection[Any]] | None = None) -> None:
+                 connect: Callable[[], LockSession] | None = None) -> None:
         self.settings = settings
         self.listener = listener
         self.clock = clock or SystemClock()
@@ -84,7 +78,7 @@ class Elector:
         self._stopping = threading.Event()      # stop contending (follower exits)
         self._release = threading.Event()       # leader: release and exit
         self._stepping_down: str | None = None  # leader: voluntary step-down reason
-        self._conn: psycopg.Connection[Any] | None = None
+        self._conn: LockSession | None = None
         self._term: int | None = None
         self._lease_deadline = 0.0
         self._keepalive_since: float | None = None
@@ -112,7 +106,7 @@ class Elector:
         self._wake.set()
         with self._mutex:
             if self._blocking and self._conn is not None:
-                shutdown_socket(self._conn)
+                self._conn.shutdown()
 
     def release_and_join(self, timeout: float = 10.0) -> None:
         """Release the lock (recording ``leader_released``) if held, close the session, join."""
@@ -123,7 +117,7 @@ class Elector:
         while self._thread.is_alive() and time.monotonic() < deadline:
             with self._mutex:
                 if self._blocking and self._conn is not None:
-                    shutdown_socket(self._conn)
+                    self._conn.shutdown()
             self._thread.join(0.1)
         self._guard.join(1.0)
 
@@ -138,7 +132,7 @@ class Elector:
     def _main(self) -> None:
         failures = 0
         while not self._stopping.is_set():
-            conn: psycopg.Connection[Any] | None = None
+            conn: LockSession | None = None
             try:
                 conn = self._open()
                 failures = 0
@@ -150,11 +144,11 @@ class Elector:
                     self._reported_problem = str(exc)
                 self._sleep(self._election.poll_interval)
                 continue
-            except (psycopg.Error, OSError, _LockLost) as exc:
+            except (LeoflowError, _LockLost) as exc:  # DatabaseError, LockTimeout: the session is gone
                 self._declare_lost("lost", _reason(exc))
                 if not self._stopping.is_set():
                     log.warning("election session failed: %s", _reason(exc), extra={"cluster": self._cluster})
-            except Exception as exc:  # a bug must not kill the elector thread silently
+            except Exception as exc:  # boundary: a bug must not kill the elector thread silently
                 self._declare_lost("lost", f"elector error: {_reason(exc)}")
                 log.exception("elector failed unexpectedly; reconnecting", extra={"cluster": self._cluster})
             finally:
@@ -162,8 +156,7 @@ class Elector:
                     self._conn = None
                     self._blocking = False
                 if conn is not None:
-                    with contextlib.suppress(Exception):
-                        conn.close()
+                    conn.close()
             failures += 1
             backoff = min(self._election.poll_interval, 0.1 * (2 ** min(failures, 6)))
             self._sleep(backoff * random.uniform(0.5, 1.5))
@@ -190,16 +183,15 @@ class Elector:
             self._declare_lost("lost", reason)
             with self._mutex:
                 if self._conn is not None:
-                    shutdown_socket(self._conn)
+                    self._conn.shutdown()
 
     # ------------------------------------------------------------------ connection
-    def _open(self) -> psycopg.Connection[Any]:
-        conn = self._connect_override() if self._connect_override is not None else connect_lock_session(self.settings)
-        try:
+    def _open(self) -> LockSession:
+        conn = self._connect_override() if self._connect_override is not None else open_lock_session(self.settings)
+        with contextlib.ExitStack() as on_failure:
+            on_failure.callback(conn.close)
             check_session_safety(conn, self.settings, probe_pooler=not self._pooler_checked)
-        except BaseException:
-            conn.close()
-            raise
+            on_failure.pop_all()
         self._pooler_checked = True
         self._reported_problem = None
         with self._mutex:
@@ -207,7 +199,7 @@ class Elector:
         return conn
 
     # ------------------------------------------------------------------ follower
-    def _contend(self, conn: psycopg.Connection[Any]) -> None:
+    def _contend(self, conn: LockSession) -> None:
         poll = self._election.poll_interval
         while not self._stopping.is_set():
             with self._mutex:
@@ -215,7 +207,7 @@ class Elector:
             try:
                 if self._stopping.is_set():
                     return
-                granted = store.wait_lock(conn, self._cluster)
+                granted = conn.wait_lock(self._cluster)
             finally:
                 with self._mutex:
                     self._blocking = False
@@ -223,12 +215,12 @@ class Elector:
                 self._evict_stale_holder(conn)
                 continue
             if self._stopping.is_set():
-                store.unlock(conn, self._cluster)
+                conn.unlock(self._cluster)
                 return
             granted_at = datetime.now(UTC)
-            if not store.holds_lock(conn, self._cluster):
-                with contextlib.suppress(psycopg.Error):
-                    store.unlock(conn, self._cluster)
+            if not conn.holds_lock(self._cluster):
+                with contextlib.suppress(DatabaseError):  # the pooler gave the backend away already
+                    conn.unlock(self._cluster)
                 raise UnsafeDatabaseSetup(POOLER_PROBLEM)
             term, confirmed_at = self._start_term(conn, granted_at)
             self._lead(conn, term, confirmed_at)
@@ -236,13 +228,13 @@ class Elector:
                 self._stepping_down = None
                 self._sleep(poll)  # let another replica take over before contending again
 
-    def _evict_stale_holder(self, conn: psycopg.Connection[Any]) -> None:
-        pid = store.stale_holder(conn, self._cluster, 2 * self._election.leader_lease)
-        if pid is not None and store.terminate_backend(conn, pid):
+    def _evict_stale_holder(self, conn: LockSession) -> None:
+        pid = conn.stale_holder(self._cluster, 2 * self._election.leader_lease)
+        if pid is not None and conn.terminate_backend(pid):
             log.warning("terminated a stale election lock holder (silent for over twice the lease)",
                         extra={"cluster": self._cluster, "pid": pid})
 
-    def _start_term(self, conn: psycopg.Connection[Any], granted_at: datetime) -> tuple[int, float]:
+    def _start_term(self, conn: LockSession, granted_at: datetime) -> tuple[int, float]:
         """The new term, and when the (successful) transaction that recorded it was sent.
 
         The lease starts then, not at the grant: waiting out a frozen predecessor's fenced write
@@ -253,18 +245,18 @@ class Elector:
         while True:
             sent = self.clock.monotonic()
             try:
-                return store.start_term(conn, self._cluster, self._node, details, lock_timeout=lease / 2), sent
-            except psycopg.errors.LockNotAvailable:
+                return conn.start_term(self._cluster, self._node, details, lock_timeout=lease / 2), sent
+            except LockTimeout:
                 # An older term's fenced write is stuck (frozen process): roll it back.
-                for pid in store.blocking_fenced_writers(conn, older_than=lease):
-                    store.terminate_backend(conn, pid)
+                for pid in conn.blocking_fenced_writers(older_than=lease):
+                    conn.terminate_backend(pid)
                     log.warning("terminated a stuck fenced write of an older term",
                                 extra={"cluster": self._cluster, "pid": pid})
                 if self._stopping.is_set():
                     raise _LockLost("shutdown while starting a term") from None
 
     # ------------------------------------------------------------------ leader
-    def _lead(self, conn: psycopg.Connection[Any], term: int, confirmed_at: float) -> None:
+    def _lead(self, conn: LockSession, term: int, confirmed_at: float) -> None:
         with self._mutex:
             self._term = term
             self._lease_deadline = confirmed_at + self._election.leader_lease
@@ -297,8 +289,8 @@ class Elector:
                 self._declare_lost("lost", "lease expired without a successful keepalive")
                 raise _LockLost("lease expired without a successful keepalive")
             try:
-                holds = store.holds_lock(conn, self._cluster)
-            except psycopg.Error:
+                holds = conn.holds_lock(self._cluster)
+            except DatabaseError:
                 metrics.KEEPALIVE_FAILURES.inc()
                 raise
             finally:
@@ -313,13 +305,13 @@ class Elector:
                     raise _LockLost("fenced by the lease guard")
                 self._lease_deadline = sent + self._election.leader_lease
 
-    def _release_term(self, conn: psycopg.Connection[Any], term: int, reason: str) -> None:
+    def _release_term(self, conn: LockSession, term: int, reason: str) -> None:
         """Stop acting first, then record the end and unlock (so the event precedes the next term)."""
         self._declare_lost("released", reason, record=False)
         try:
-            store.end_term(conn, self._cluster, self._node, term, "leader_released", reason, stopped_at=None)
-            store.unlock(conn, self._cluster)
-        except psycopg.Error as exc:
+            conn.end_term(self._cluster, self._node, term, "leader_released", reason, stopped_at=None)
+            conn.unlock(self._cluster)
+        except DatabaseError as exc:
             # The session died under us (often the very reason we were fenced): record a loss later.
             with self._mutex:
                 self._unrecorded.append((term, "lost", f"{_reason(exc)} ({reason})", datetime.now(UTC)))
@@ -348,16 +340,16 @@ class Elector:
     def _try_record_now(self) -> None:
         with self._mutex:
             conn = self._conn
-        if conn is None or conn.closed or conn.broken:
+        if conn is None or not conn.usable:
             return
-        with contextlib.suppress(psycopg.Error):
+        with contextlib.suppress(DatabaseError):  # else recorded later, from the next session (see _main)
             self._record_unrecorded(conn)
 
-    def _record_unrecorded(self, conn: psycopg.Connection[Any]) -> None:
+    def _record_unrecorded(self, conn: LockSession) -> None:
         """Write ``leader_lost`` events for terms that ended while the database was unreachable."""
         while self._unrecorded:
             term, kind, reason, stopped_at = self._unrecorded[0]
-            store.end_term(conn, self._cluster, self._node, term, f"leader_{kind}", reason, stopped_at=stopped_at)
+            conn.end_term(self._cluster, self._node, term, f"leader_{kind}", reason, stopped_at=stopped_at)
             self._unrecorded.pop(0)
 
     def _sleep(self, seconds: float) -> None:

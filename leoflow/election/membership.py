@@ -16,22 +16,22 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from leoflow import __version__
 from leoflow.db import election_store as store
+from leoflow.db.database import Database
+from leoflow.errors import DatabaseError
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-async def heartbeat_forever(settings: Settings, engine: AsyncEngine, is_leader: Callable[[], bool]) -> None:
+async def heartbeat_forever(settings: Settings, db: Database, is_leader: Callable[[], bool]) -> None:
     cluster, node = settings.cluster.name, settings.cluster.node_id
     failing = False
     first = True
     while True:
         try:
-            async with engine.begin() as conn:
+            async with db.transaction() as conn:
                 if first:
                     await store.restart_membership(conn, cluster, node)
                 await store.heartbeat(conn, cluster, node, api_url=settings.api_url, version=__version__,
@@ -43,17 +43,14 @@ async def heartbeat_forever(settings: Settings, engine: AsyncEngine, is_leader: 
             if failing:
                 log.info("membership heartbeats resumed", extra={"cluster": cluster})
             failing = False
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except DatabaseError as exc:
             if not failing:
-                log.warning("membership heartbeat failed: %s", str(exc).strip().splitlines()[0] if str(exc) else
-                            type(exc).__name__, extra={"cluster": cluster})
+                log.warning("membership heartbeat failed: %s", exc, extra={"cluster": cluster})
             failing = True
         await asyncio.sleep(settings.election.heartbeat_interval)
 
 
-async def leave(settings: Settings, engine: AsyncEngine) -> None:
+async def leave(settings: Settings, db: Database) -> None:
     """Mark this replica down (graceful shutdown); best effort, bounded by the caller."""
-    async with engine.begin() as conn:
+    async with db.transaction() as conn:
         await store.leave(conn, settings.cluster.name, settings.cluster.node_id)

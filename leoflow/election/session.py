@@ -1,27 +1,20 @@
-"""The election's dedicated PostgreSQL session: how it is opened, configured and vetted.
+"""The election's dedicated PostgreSQL session: how it is configured and vetted.
 
-- :func:`connect_lock_session` — autocommit, no prepared statements, ``application_name``
-  ``leoflow-lock:<node_id>``, libpq (client-side) keepalives, and server-side dead-client
-  detection (:func:`session_timeouts`) set on the session so the server drops a dead leader no
-  earlier than twice the lease (ADR 0002).
+- :func:`session_timeouts` — client keepalives, and server-side dead-client detection set on the
+  session so the server drops a dead leader no earlier than twice the lease (ADR 0002).
+- :func:`open_lock_session` — the :class:`~leoflow.db.lock_session.LockSession` with those
+  timeouts, ``application_name`` ``leoflow-lock:<node_id>``.
 - :func:`check_session_safety` — refuse a hot standby, and a session whose backend is shared
   between statements (transaction-mode pooler): raises :class:`UnsafeDatabaseSetup` with a
   message that says how to fix it.
-- :func:`shutdown_socket` — unblock a thread stuck in a call on the session.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import socket
-from typing import Any
 
-import psycopg
-
-from leoflow.db import election_store as store
-from leoflow.db.engine import libpq_url
+from leoflow.db.election_store import LOCK_APP_PREFIX
+from leoflow.db.lock_session import LockSession, SessionTimeouts
 from leoflow.errors import UnsafeDatabaseSetup
 from leoflow.settings import Settings
 
@@ -32,32 +25,35 @@ STANDBY_PROBLEM = ("the database is a hot standby (pg_is_in_recovery() is true) 
                    "election lock; point LEOFLOW_DATABASE_URL at the primary")
 
 
-def session_timeouts(lease: float) -> dict[str, int]:
-    """Server-side dead-client detection, strictly later than the lease (ADR 0002).
+def session_timeouts(lease: float, poll_interval: float = 5.0) -> SessionTimeouts:
+    """Dead-peer detection for a lease: the server notices strictly later than the lease (ADR 0002).
 
-    ``idle + interval * count >= 2 * lease`` and ``tcp_user_timeout = 2 * lease``.
+    Server side: ``idle + interval * count >= 2 * lease`` and ``tcp_user_timeout = 2 * lease``.
+    Client side: keepalives from a quarter of the lease and a user timeout of half of it, so a
+    dead server is noticed before the lease runs out. ``lock_timeout`` bounds each blocking
+    lock wait of a follower to the poll interval.
     """
-    idle = max(1, math.ceil(lease))
-    interval = max(1, math.ceil(lease / 4))
-    return {"keepalive_idle": idle, "keepalive_interval": interval, "keepalive_count": 4,
-            "user_timeout_ms": int(2 * lease * 1000)}
-
-
-def connect_lock_session(settings: Settings) -> psycopg.Connection[Any]:
-    """The dedicated election session: autocommit, named, with client and server keepalives."""
-    lease = settings.election.leader_lease
-    conn = psycopg.connect(
-        libpq_url(settings.require_database_url()), autocommit=True, prepare_threshold=None,
-        application_name=f"{store.LOCK_APP_PREFIX}{settings.cluster.node_id}"[:63],
+    return SessionTimeouts(
         connect_timeout=max(2, math.ceil(lease / 2)),
-        keepalives=1, keepalives_idle=max(1, int(lease / 4)), keepalives_interval=1, keepalives_count=2,
-        tcp_user_timeout=int(lease * 500))
-    store.configure_session(conn, lock_timeout_ms=int(settings.election.poll_interval * 1000),
-                            **session_timeouts(lease))
-    return conn
+        client_keepalive_idle=max(1, int(lease / 4)),
+        client_user_timeout_ms=int(lease * 500),
+        server_keepalive_idle=max(1, math.ceil(lease)),
+        server_keepalive_interval=max(1, math.ceil(lease / 4)),
+        server_keepalive_count=4,
+        server_user_timeout_ms=int(2 * lease * 1000),
+        lock_timeout_ms=int(poll_interval * 1000),
+    )
 
 
-def check_session_safety(conn: psycopg.Connection[Any], settings: Settings, *, probe_pooler: bool = True) -> None:
+def open_lock_session(settings: Settings) -> LockSession:
+    """The dedicated election session: autocommit, named, with client and server keepalives."""
+    election = settings.election
+    return LockSession.connect(settings.require_database_url(),
+                               application_name=f"{LOCK_APP_PREFIX}{settings.cluster.node_id}",
+                               timeouts=session_timeouts(election.leader_lease, election.poll_interval))
+
+
+def check_session_safety(session: LockSession, settings: Settings, *, probe_pooler: bool = True) -> None:
     """Refuse a hot standby and any session whose backend is shared between statements.
 
     The pooler probe needs a second, short-lived connection; the elector runs it on its first
@@ -65,25 +61,10 @@ def check_session_safety(conn: psycopg.Connection[Any], settings: Settings, *, p
     (:mod:`leoflow.db.budget`) and the replica never exceeds its connection bound. A hot
     standby is checked on every session (a failover may point the URL elsewhere).
     """
-    if store.in_recovery(conn):
+    if session.in_recovery():
         raise UnsafeDatabaseSetup(STANDBY_PROBLEM)
     if not probe_pooler:
         return
-    first = store.backend_pid(conn)
-    with psycopg.connect(libpq_url(settings.require_database_url()), autocommit=True, prepare_threshold=None,
-                         application_name=f"leoflow-probe:{settings.cluster.node_id}"[:63],
-                         connect_timeout=5) as probe:
-        probe_pid = store.probe_backend_pid_in_transaction(probe)
-    if probe_pid == first or store.backend_pid(conn) != first:
+    if session.backend_shared_with_new_session(settings.require_database_url(),
+                                               application_name=f"leoflow-probe:{settings.cluster.node_id}"):
         raise UnsafeDatabaseSetup(POOLER_PROBLEM)
-
-
-def shutdown_socket(conn: psycopg.Connection[Any]) -> None:
-    """Unblock a thread stuck in a call on ``conn``: shut its socket down (even if the peer is gone)."""
-    with contextlib.suppress(Exception):
-        fd = conn.pgconn.socket
-        sock = socket.socket(fileno=os.dup(fd))
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        finally:
-            sock.close()

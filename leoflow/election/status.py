@@ -17,23 +17,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from leoflow.db import election_store
+from leoflow.db.database import Connection
 
 
-async def current_leader(conn: AsyncConnection, cluster: str) -> dict[str, Any] | None:
+async def current_leader(conn: Connection, cluster: str) -> dict[str, Any] | None:
     """``{"node_id", "term", "since", "api_url"}`` of the live leader, or None when nobody leads."""
     return await election_store.current_leader(conn, cluster)
 
 
-async def list_nodes(conn: AsyncConnection, cluster: str) -> list[dict[str, Any]]:
+async def list_nodes(conn: Connection, cluster: str) -> list[dict[str, Any]]:
     """Every replica that ever heartbeated: ``node_id, api_url, version, started_at, last_seen,
     is_leader, state`` (``up``/``down``), ordered by node id."""
     return await election_store.list_nodes(conn, cluster)
 
 
-async def list_events(conn: AsyncConnection, cluster: str, limit: int,
+async def list_events(conn: Connection, cluster: str, limit: int,
                       before_id: int | None = None) -> list[dict[str, Any]]:
     """Newest-first cluster events (``id, ts, kind, node_id, term, details``)."""
     return await election_store.list_events(conn, cluster, limit, before_id)

@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
+from leoflow.db.database import Database
 from leoflow.leadership import LeaderContext
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings
@@ -61,5 +60,5 @@ class ReplicaService(Protocol):
 
     name: str
 
-    async def run(self, settings: Settings, engine: AsyncEngine) -> None:
+    async def run(self, settings: Settings, db: Database) -> None:
         ...

@@ -1,9 +1,11 @@
 """Builds the configured executor and the services that come with it (``LEOFLOW_EXECUTOR``).
 
-The replica runtime calls :func:`make_executor` once per leadership term, starts the scheduler
-with it plus :func:`leader_services` (leader-only singletons such as pod garbage collection), and
-runs :func:`replica_services` (e.g. the pod log shipper) on every replica for its whole life.
-Implementations are imported lazily so that a standalone install never imports ``kubernetes``.
+The composition root (:mod:`leoflow.replica`) calls :func:`make_executor` once per leadership
+term, starts the scheduler with it plus :func:`executor_leader_services` (leader-only singletons
+such as pod garbage collection), and runs :func:`executor_replica_services` (e.g. the pod log
+shipper) on every replica for its whole life. Implementations are imported lazily so that a
+standalone install never imports ``kubernetes``; :func:`executor_modules` names what a replica
+should import ahead of its first term.
 """
 
 from __future__ import annotations
@@ -11,6 +13,17 @@ from __future__ import annotations
 from leoflow.executor.base import Executor, ReplicaService
 from leoflow.leadership import LeaderService
 from leoflow.settings import Settings
+
+#: The modules each executor kind needs at the first term (imported ahead, off the event loop).
+_MODULES: dict[str, tuple[str, ...]] = {
+    "kubernetes": ("leoflow.executor.kubernetes.executor", "leoflow.executor.kubernetes.gc"),
+    "local": ("leoflow.executor.local",),
+    "memory": ("leoflow.executor.memory",),
+}
+
+
+def executor_modules(kind: str) -> tuple[str, ...]:
+    return _MODULES.get(kind, ())
 
 
 def make_executor(settings: Settings) -> Executor:
@@ -25,27 +38,27 @@ def make_executor(settings: Settings) -> Executor:
 
         return LocalExecutor(settings)
     if kind == "kubernetes":
-        from leoflow.executor.kubernetes import KubernetesExecutor
+        from leoflow.executor.kubernetes.executor import KubernetesExecutor
 
         return KubernetesExecutor(settings)
     raise ValueError(f"unknown executor kind {kind!r}")
 
 
-def leader_services(settings: Settings, executor: Executor) -> list[LeaderService]:
+def executor_leader_services(settings: Settings, executor: Executor) -> list[LeaderService]:
     """Leader-only singletons that belong to ``executor`` (started and cancelled with leadership)."""
     if settings.executor.kind == "kubernetes":
-        from leoflow.executor.kubernetes import KubernetesExecutor
-        from leoflow.executor.kubernetes_gc import PodGarbageCollector
+        from leoflow.executor.kubernetes.executor import KubernetesExecutor
+        from leoflow.executor.kubernetes.gc import PodGarbageCollector
 
         assert isinstance(executor, KubernetesExecutor)
         return [PodGarbageCollector(executor)]
     return []
 
 
-def replica_services(settings: Settings) -> list[ReplicaService]:
+def executor_replica_services(settings: Settings) -> list[ReplicaService]:
     """Services every replica runs regardless of leadership."""
     if settings.executor.kind == "kubernetes":
-        from leoflow.executor.kubernetes_logs import PodLogShipper
+        from leoflow.executor.kubernetes.logs import PodLogShipper
 
         return [PodLogShipper()]
     return []

@@ -35,10 +35,9 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from sqlalchemy.exc import SQLAlchemyError
-
+from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import executor_store
-from leoflow.errors import FencedOut
+from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.base import Report
 from leoflow.executor.local_process import (
     Outcome,
@@ -77,7 +76,7 @@ class _Running:
 #: Every try process this OS process started and has not finished reporting, by try name.
 _RUNNING: dict[str, _Running] = {}
 #: Strong references to the tasks that own those processes (they outlive an executor's stop()).
-_OWNERS: set[asyncio.Task[None]] = set()
+_OWNERS: Registry = set()
 
 
 class LocalExecutor:
@@ -95,13 +94,13 @@ class LocalExecutor:
         self._report: Report | None = None
         self._slots = asyncio.Semaphore(max(1, settings.executor.local_parallelism))
         self._pending: dict[str, asyncio.Task[None]] = {}
-        self._watchers: set[asyncio.Task[None]] = set()
+        self._watchers: Registry = set()
 
     # ------------------------------------------------------------------ Executor protocol
 
     async def start(self, ctx: LeaderContext, report: Report) -> None:
         self._ctx, self._report = ctx, report
-        async with ctx.engine.connect() as conn:
+        async with ctx.db.connect() as conn:
             claims = await executor_store.unfinished_claims(conn, ctx.cluster)
         for record in claims:
             name = record.executor_ref or try_name(ctx.cluster, record.key)
@@ -115,7 +114,8 @@ class LocalExecutor:
         if name in _RUNNING:
             self._watch(_RUNNING[name])
             return
-        task = asyncio.create_task(self._launch(launch, name), name=f"local-try:{name}")
+        task = start_guarded(self._launch_in_slot(launch, name), f"local-try:{name}", may_return=True,
+                             on_death=lambda _task, error: self._launch_failed(launch, name, error))
         self._pending[name] = task
         task.add_done_callback(lambda _t, n=name: self._pending.pop(n, None))  # type: ignore[misc]
 
@@ -139,19 +139,16 @@ class LocalExecutor:
         return read_tail(files.log, self.max_log_bytes).text
 
     async def stop(self) -> None:
-        tasks = [*self._pending.values(), *self._watchers]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait([*self._pending.values(), *self._watchers])
         self._report = None
 
     # ------------------------------------------------------------------ launching
 
-    async def _launch(self, launch: TaskLaunch, name: str) -> None:
-        try:
-            await self._launch_in_slot(launch, name)
-        except Exception:
-            log.exception("could not launch task try", extra={"try": name})
+    def _launch_failed(self, launch: TaskLaunch, name: str, error: BaseException | None) -> None:
+        """Containment: a bug while launching one try fails that try (with a reason), nothing else."""
+        reason = f"executor error: {type(error).__name__}: {error}"[:500]
+        start_guarded(self._emit(launch.key, "failed", None, reason, name), f"local-report:{name}",
+                      may_return=True, registry=self._watchers)
 
     async def _launch_in_slot(self, launch: TaskLaunch, name: str) -> None:
         async with self._slots:
@@ -163,9 +160,7 @@ class LocalExecutor:
                 return
             running = _Running(launch.key, launch.task_try_id, TryFiles(self.home, name))
             _RUNNING[name] = running
-            owner = asyncio.create_task(self._own(running, launch), name=f"local-process:{name}")
-            _OWNERS.add(owner)
-            owner.add_done_callback(_OWNERS.discard)
+            start_guarded(self._own(running, launch), f"local-process:{name}", may_return=True, registry=_OWNERS)
             self._watch(running)
             # Hold the slot until the process ends; shield so stop() does not kill the process.
             await asyncio.shield(running.outcome)
@@ -175,14 +170,14 @@ class LocalExecutor:
         ctx = self._require_started()
         for attempt in range(self.claim_attempts):
             try:
-                async with ctx.engine.begin() as conn:
+                async with ctx.db.transaction() as conn:
                     return await executor_store.claim_try(
                         conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id,
                         executor_ref=name, node_id=ctx.node_id)
             except FencedOut as exc:
                 log.warning("not launching: fenced out", extra={"try": name, "error": str(exc)})
                 return None
-            except (OSError, SQLAlchemyError) as exc:
+            except DatabaseError as exc:
                 log.warning("claiming a try failed; retrying", extra={"try": name, "error": str(exc)[:300]})
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
         await self._emit(launch.key, "failed", None, "could not claim the try: the database is unavailable", name)
@@ -207,9 +202,9 @@ class LocalExecutor:
             files.write_outcome(outcome)
             try:
                 await self._store_output(running.task_try_id, files, final=True)
-            except Exception:
-                log.exception("could not store task logs", extra={"try": files.root.name})
-        except BaseException as exc:
+            except DatabaseError as exc:  # the outcome still counts; the logs stay on disk
+                log.warning("could not store task logs", extra={"try": files.root.name, "error": str(exc)})
+        except BaseException as exc:  # not swallowed: whoever waits on the outcome must learn of it
             if not running.outcome.done():
                 running.outcome.set_exception(exc if isinstance(exc, Exception) else RuntimeError("aborted"))
             raise
@@ -249,14 +244,14 @@ class LocalExecutor:
         async def report_outcome() -> None:
             try:
                 outcome = await asyncio.shield(running.outcome)
-            except Exception:
+            except Exception as exc:  # containment: whatever broke the process owner fails this try alone
                 log.exception("task process failed to run", extra={"try": running.files.root.name})
-                outcome = Outcome("failed", None, "the executor failed while running the process")
+                outcome = Outcome("failed", None, f"the executor failed while running the process: "
+                                  f"{type(exc).__name__}: {exc}"[:500])
             await self._emit(running.key, outcome.state, outcome.exit_code, outcome.reason, running.files.root.name)
 
-        task = asyncio.create_task(report_outcome(), name=f"local-watch:{running.files.root.name}")
-        self._watchers.add(task)
-        task.add_done_callback(self._watchers.discard)
+        start_guarded(report_outcome(), f"local-watch:{running.files.root.name}", may_return=True,
+                      registry=self._watchers)
 
     async def _adopt(self, key: TryKey, task_try_id: int, name: str) -> None:
         """A claimed try: report what became of it; never start it again."""
@@ -291,7 +286,7 @@ class LocalExecutor:
             return stored_size
         try:
             return await self._store_output(running.task_try_id, running.files, final=False)
-        except Exception as exc:  # a partial store is best effort: it must never affect the task
+        except DatabaseError as exc:  # a partial store is best effort: it must never affect the task
             log.warning("could not store partial task logs", extra={"try": running.files.root.name,
                                                                     "error": str(exc).splitlines()[0][:200]})
             return stored_size
@@ -301,7 +296,7 @@ class LocalExecutor:
         ctx = self._require_started()
         capped = read_tail(files.log, self.max_log_bytes)
         store = executor_store.store_logs if final else executor_store.store_partial_logs
-        async with ctx.engine.begin() as conn:
+        async with ctx.db.transaction() as conn:
             await store(conn, task_try_id, capped.text, truncated=capped.truncated, size_bytes=capped.size_bytes)
         return capped.size_bytes
 
@@ -312,10 +307,7 @@ class LocalExecutor:
             return
         update = StatusUpdate(key=key, state=state, at=ctx.clock.now(), exit_code=exit_code,  # type: ignore[arg-type]
                               reason=reason, executor_ref=ref)
-        try:
-            await report(update)
-        except Exception:
-            log.exception("report callback failed", extra={"try": ref, "state": state})
+        await report(update)
 
     def _require_started(self) -> LeaderContext:
         if self._ctx is None:

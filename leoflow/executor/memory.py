@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
+from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.clock import SystemClock
-from leoflow.db.fencing import check_term_async
 from leoflow.errors import FencedOut
 from leoflow.executor.base import Report
 from leoflow.leadership import LeaderContext
@@ -82,8 +83,8 @@ class MemoryExecutor:
         self._ctx: LeaderContext | None = None
         self._report: Report | None = None
         self._queue: asyncio.Queue[StatusUpdate] = asyncio.Queue()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._pump: asyncio.Task[None] | None = None
+        self._tasks: Registry = set()
+        self._pump: asyncio.Task[Any] | None = None
         self._clock = SystemClock()
 
     # ------------------------------------------------------------------ Executor protocol
@@ -92,7 +93,7 @@ class MemoryExecutor:
         self._ctx = ctx
         self._clock = ctx.clock  # type: ignore[assignment]
         self._report = report
-        self._pump = asyncio.create_task(self._deliver(), name="memory-executor-reports")
+        self._pump = start_guarded(self._deliver(), "memory-executor-reports")
         # Reconcile: report every try the world knows, so a new leader learns their state.
         for key, entry in list(self.world.tries.items()):
             self._emit(key, entry.state, entry.exit_code, entry.reason)
@@ -133,12 +134,7 @@ class MemoryExecutor:
         return f"[memory executor] {' '.join([*entry.launch.command, *entry.launch.args])}\n"
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._pump is not None:
-            self._pump.cancel()
-        await asyncio.gather(*self._tasks, *([self._pump] if self._pump else []), return_exceptions=True)
-        self._tasks.clear()
+        await cancel_and_wait([*self._tasks, *([self._pump] if self._pump else [])])
         self._pump = None
         self._report = None
 
@@ -167,8 +163,8 @@ class MemoryExecutor:
 
     async def _check_fence(self, term: int) -> None:
         assert self._ctx is not None
-        async with self._ctx.engine.begin() as conn:
-            await check_term_async(conn, self._ctx.cluster, term)
+        async with self._ctx.db.fenced(self._ctx.cluster, term):
+            pass
 
     def _set(self, key: TryKey, state: TryState, exit_code: int | None, reason: str | None) -> None:
         entry = self.world.tries[key]
@@ -189,10 +185,8 @@ class MemoryExecutor:
         state, code, reason = self.outcome(launch)
         self._set(launch.key, state, code, reason)
 
-    def _spawn(self, coro: object) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(coro)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        start_guarded(coro, "memory-finish", may_return=True, registry=self._tasks)
 
     async def _deliver(self) -> None:
         while True:
@@ -200,9 +194,5 @@ class MemoryExecutor:
             try:
                 if self._report is not None:
                     await self._report(update)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("report callback failed", extra={"try": str(update.key), "state": update.state})
             finally:
                 self._queue.task_done()

@@ -32,12 +32,11 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
+from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import scheduler_store as store
-from leoflow.db.fencing import check_term_async
+from leoflow.db.database import Connection
 from leoflow.db.scheduler_store import LiveTaskInstance, Transition, TryChange
-from leoflow.errors import FencedOut
+from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
@@ -79,6 +78,7 @@ class SchedulerCore:
         self.touched_runs: set[int] = set()
         self.inflight: dict[TryKey, InFlightTry] = {}
         self._killing: dict[int, asyncio.Task[None]] = {}
+        self._kill_tasks: Registry = set()
         self._sweep_after = 0
         self._next_sweep = 0.0
         self._next_periodic = 0.0
@@ -87,13 +87,12 @@ class SchedulerCore:
     # ------------------------------------------------------------------ plumbing
 
     @asynccontextmanager
-    async def fenced(self) -> AsyncIterator[AsyncConnection]:
+    async def fenced(self) -> AsyncIterator[Connection]:
         """A write transaction that commits only while this term is the newest."""
-        async with self.ctx.engine.begin() as conn:
-            await check_term_async(conn, self.ctx.cluster, self.ctx.term)
+        async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
             yield conn
 
-    async def _graphs(self, conn: AsyncConnection, version_ids: Iterable[int]) -> dict[int, DagGraph]:
+    async def _graphs(self, conn: Connection, version_ids: Iterable[int]) -> dict[int, DagGraph]:
         wanted = set(version_ids)
         missing = self.graphs.missing(wanted)
         loaded: dict[int, DagGraph] = {}
@@ -168,8 +167,8 @@ class SchedulerCore:
                     launches.extend(queued)
                     if not done:
                         break
-        except BaseException:
-            self.inbox.extendleft(reversed(batch))  # at-least-once: retry them next tick
+        except BaseException:  # not swallowed: at-least-once, the reports are retried next tick
+            self.inbox.extendleft(reversed(batch))
             raise
         self.touched_runs.difference_update(pks)
         if succeeded:
@@ -181,7 +180,7 @@ class SchedulerCore:
 
     # ------------------------------------------------------------------ 1. executor reports
 
-    async def _apply_reports_in(self, conn: AsyncConnection, batch: Sequence[StatusUpdate], now: datetime) -> None:
+    async def _apply_reports_in(self, conn: Connection, batch: Sequence[StatusUpdate], now: datetime) -> None:
         """Apply one batch of reports inside the caller's fenced transaction.
 
         Fast path: tries this term queued are remembered (``self.inflight``: bounded by the
@@ -202,7 +201,7 @@ class SchedulerCore:
             retry = [u for u in batch if u.key in set(missed)]
             await self._fold_and_apply(conn, retry, fresh, now, record_tries=False)
 
-    async def _fold_and_apply(self, conn: AsyncConnection, batch: Sequence[StatusUpdate],
+    async def _fold_and_apply(self, conn: Connection, batch: Sequence[StatusUpdate],
                               rows: Sequence[LiveTaskInstance], now: datetime, *,
                               record_tries: bool = True) -> tuple[set[int], list[TryKey]]:
         """Fold reports per task instance, CAS them; returns (applied ids, keys whose CAS missed)."""
@@ -240,7 +239,7 @@ class SchedulerCore:
                 self.inflight.pop(key, None)
         return applied, missed
 
-    async def _after_transitions(self, conn: AsyncConnection, applied: Sequence[Transition],
+    async def _after_transitions(self, conn: Connection, applied: Sequence[Transition],
                                  rows: dict[int, LiveTaskInstance], graphs: dict[int, DagGraph],
                                  now: datetime) -> None:
         release: list[tuple[int, str]] = []
@@ -291,7 +290,7 @@ class SchedulerCore:
 
     # ------------------------------------------------------------------ 4. queueing
 
-    async def _queue_round(self, conn: AsyncConnection, now: datetime) -> tuple[int, list[TaskLaunch]]:
+    async def _queue_round(self, conn: Connection, now: datetime) -> tuple[int, list[TaskLaunch]]:
         """Succeed ready empty tasks and queue ready container tasks up to the free slots.
 
         Returns (empty tasks succeeded, launches to submit after the commit).
@@ -341,7 +340,7 @@ class SchedulerCore:
             await self.executor.submit(launch)
         except (asyncio.CancelledError, FencedOut):
             raise
-        except Exception as exc:
+        except Exception as exc:  # containment: whatever the executor raised for one try fails that try
             log.exception("executor refused a try", extra={"try": str(launch.key)})
             self.inbox.append(StatusUpdate(key=launch.key, state="failed", at=self.now(),
                                            reason=f"executor error: {exc}"[:500]))
@@ -352,7 +351,7 @@ class SchedulerCore:
         """After a failover: hand every queued try to the executor again (submit is idempotent)."""
         after, count = 0, 0
         while True:
-            async with self.ctx.engine.connect() as conn:
+            async with self.ctx.db.connect() as conn:
                 page = await store.queued_tries_after(conn, after, self.batch_size)
                 graphs = await self._graphs(conn, {p.version_id for p in page})
             if not page:
@@ -389,13 +388,13 @@ class SchedulerCore:
     # ------------------------------------------------------------------ 6. killing tries
 
     async def kill_cancelled_tries(self) -> None:
-        async with self.ctx.engine.connect() as conn:
+        async with self.ctx.db.connect() as conn:
             victims = await store.tries_to_kill(conn, self.batch_size)
         for victim in victims:
             if victim.task_try_id not in self._killing:
-                task = asyncio.create_task(self._kill(victim.task_try_id, victim.key),
-                                           name=f"scheduler-kill:{victim.task_try_id}")
-                self._killing[victim.task_try_id] = task
+                self._killing[victim.task_try_id] = start_guarded(
+                    self._kill(victim.task_try_id, victim.key), f"scheduler-kill:{victim.task_try_id}",
+                    may_return=True, registry=self._kill_tasks)
 
     async def _kill(self, task_try_id: int, key: TryKey) -> None:
         """Executor cancels may wait for a grace period; they run beside the loop, not in it."""
@@ -407,16 +406,15 @@ class SchedulerCore:
             raise
         except FencedOut:
             log.info("kill not recorded: fenced out", extra={"try": str(key)})
-        except Exception:
+        except DatabaseError as exc:
+            log.warning("could not record a kill; will retry", extra={"try": str(key), "error": str(exc)})
+        except Exception:  # containment: one try the executor cannot kill must not stop the others' kills
             log.exception("could not kill try; will retry", extra={"try": str(key)})
         finally:
             self._killing.pop(task_try_id, None)
 
     async def close(self) -> None:
-        tasks = list(self._killing.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(self._kill_tasks)
 
     # ------------------------------------------------------------------ 7. finishing runs
 

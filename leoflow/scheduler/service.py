@@ -3,7 +3,7 @@
 ``SchedulerService(executor).run(ctx)`` is started by the replica runtime when this replica
 becomes leader and cancelled when it stops being one. It:
 
-1. starts listening on the ``leoflow_wakeup`` channel (:data:`leoflow.db.dag_store.WAKEUP_CHANNEL`;
+1. starts listening on the ``leoflow_wakeup`` channel (:mod:`leoflow.db.wakeup`;
    the API NOTIFYs it on trigger/cancel/pause/apply) on its own connection, so a manual run starts
    well under a second after the API commits it;
 2. starts the executor with a ``report`` callback that only appends to the scheduler's inbox and
@@ -29,12 +29,9 @@ import asyncio
 import contextlib
 import logging
 
-import psycopg
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-
-from leoflow.db.dag_store import WAKEUP_CHANNEL
-from leoflow.db.engine import libpq_url
-from leoflow.errors import DatabaseUnavailable, FencedOut
+from leoflow.aiotasks import cancel_and_wait, start_guarded
+from leoflow.db import wakeup
+from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
@@ -75,7 +72,7 @@ class SchedulerService:
 
     async def run(self, ctx: LeaderContext) -> None:
         core = self.core = SchedulerCore(ctx, self.executor, batch_size=self.batch_size)
-        listener = asyncio.create_task(self._listen(ctx), name="scheduler-listen")
+        listener = start_guarded(self._listen(ctx), "scheduler-listen")
         log.info("scheduler starting", extra={"term": ctx.term, "executor": getattr(self.executor, "name", "?")})
         try:
             await self.executor.start(ctx, self.report)
@@ -87,9 +84,7 @@ class SchedulerService:
         except FencedOut as exc:
             log.warning("scheduler stopped: fenced out", extra={"term": ctx.term, "error": str(exc)})
         finally:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            await cancel_and_wait([listener])
             await core.close()
 
     async def _loop(self, ctx: LeaderContext, core: SchedulerCore) -> None:
@@ -102,11 +97,10 @@ class SchedulerService:
                 busy = await core.tick()
             except FencedOut:
                 raise
-            except (DBAPIError, SQLAlchemyError, psycopg.Error, DatabaseUnavailable, OSError) as exc:
+            except DatabaseError as exc:
                 failures += 1
                 metrics.TICK_ERRORS.inc()
-                log.warning("scheduler tick failed; retrying", extra={"error": str(exc).splitlines()[0][:300],
-                                                                      "failures": failures})
+                log.warning("scheduler tick failed; retrying", extra={"error": str(exc)[:300], "failures": failures})
                 await asyncio.sleep(min(MAX_ERROR_BACKOFF, interval * failures))
                 continue
             failures = 0
@@ -121,18 +115,10 @@ class SchedulerService:
 
     async def _listen(self, ctx: LeaderContext) -> None:
         """Wake the loop on every NOTIFY; reconnect forever (the interval covers the gaps)."""
-        url = libpq_url(ctx.settings.require_database_url())
+        url = ctx.settings.require_database_url()
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(
-                    url, autocommit=True, application_name=f"leoflow-listen:{ctx.node_id}"[:63], connect_timeout=5)
-                async with conn:
-                    await conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
-                    self.poke()  # anything notified while we were not listening
-                    async for _ in conn.notifies():
-                        self.poke()
-            except asyncio.CancelledError:
-                raise
-            except (psycopg.Error, OSError) as exc:
-                log.warning("wake-up listener lost; reconnecting", extra={"error": str(exc).splitlines()[0][:200]})
+                await wakeup.listen(url, application_name=f"leoflow-listen:{ctx.node_id}", on_wakeup=self.poke)
+            except DatabaseError as exc:
+                log.warning("wake-up listener lost; reconnecting", extra={"error": str(exc)[:200]})
             await asyncio.sleep(LISTEN_RECONNECT_DELAY)

@@ -61,42 +61,39 @@ def optional_text(value: str) -> str | None:
     return value
 
 
-def number(*, minimum: float = 0.0, maximum: float | None = None, positive: bool = True) -> Callable[[str], float]:
-    def parse(value: str) -> float:
+N = TypeVar("N", int, float)
+
+
+def _bounded(convert: Callable[[str], N], kind: str, minimum: float, maximum: float | None,
+             positive: bool) -> Callable[[str], N]:
+    def parse(value: str) -> N:
         try:
-            parsed = float(value)
+            parsed = convert(value)
         except ValueError:
-            raise ValueError("must be a number") from None
+            raise ValueError(f"must be {kind}") from None
         if parsed != parsed or parsed in (float("inf"), float("-inf")):
-            raise ValueError("must be a number")
-        _check_range(parsed, minimum, maximum, positive)
+            raise ValueError(f"must be {kind}")
+        if positive and parsed <= 0:
+            raise ValueError("must be greater than 0")
+        if parsed < minimum:
+            raise ValueError(f"must be at least {minimum:g}")
+        if maximum is not None and parsed > maximum:
+            raise ValueError(f"must be at most {maximum:g}")
         return parsed
     return parse
+
+
+def number(*, minimum: float = 0.0, maximum: float | None = None, positive: bool = True) -> Callable[[str], float]:
+    return _bounded(float, "a number", minimum, maximum, positive)
 
 
 def integer(*, minimum: int = 0, maximum: int | None = None, positive: bool = True) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        try:
-            parsed = int(value)
-        except ValueError:
-            raise ValueError("must be an integer") from None
-        _check_range(parsed, minimum, maximum, positive)
-        return parsed
-    return parse
+    return _bounded(int, "an integer", minimum, maximum, positive)
 
 
 def optional_integer(**bounds: int) -> Callable[[str], int | None]:
     inner = integer(**bounds)  # type: ignore[arg-type]
     return inner
-
-
-def _check_range(value: float, minimum: float, maximum: float | None, positive: bool) -> None:
-    if positive and value <= 0:
-        raise ValueError("must be greater than 0")
-    if value < minimum:
-        raise ValueError(f"must be at least {minimum:g}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"must be at most {maximum:g}")
 
 
 def boolean(value: str) -> bool:

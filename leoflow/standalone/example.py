@@ -19,7 +19,7 @@ from importlib import resources
 import yaml
 
 from leoflow.clock import SystemClock
-from leoflow.db.engine import make_async_engine
+from leoflow.db.database import Database
 from leoflow.settings import Settings
 
 EXAMPLE_RESOURCE = "examples/example.yaml"
@@ -43,13 +43,13 @@ async def _apply_and_trigger(settings: Settings) -> ExampleRun:
 
     spec = parse_dag_spec(example_spec_data())
     clock = SystemClock()
-    engine = make_async_engine(settings.database, application_name="leoflow-standalone", pool_size=1)
+    db = Database.with_pool(settings.database, application_name="leoflow-standalone", pool_size=1)
     try:
-        async with engine.begin() as conn:
+        async with db.transaction() as conn:
             applied = await apply_dag(conn, spec, clock=clock)
             run_id = await trigger_run(conn, applied.dag_id, run_id=None, conf={}, clock=clock)
     finally:
-        await engine.dispose()
+        await db.dispose()
     return ExampleRun(dag_id=applied.dag_id, run_id=run_id)
 
 

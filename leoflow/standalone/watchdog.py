@@ -55,7 +55,7 @@ def watch(data_dir: Path, socket_dir: Path) -> int:
     if pid is None or not is_our_postmaster(pid, data_dir):
         return 0
     # Imported only now: the watchdog should cost (almost) nothing while it waits.
-    from leoflow.db.embedded import EmbeddedPostgres
+    from leoflow.standalone.embedded import EmbeddedPostgres
 
     server = EmbeddedPostgres(data_dir, port=1, socket_dir=socket_dir)
     print(f"leoflow: standalone (parent {os.getppid()}) is gone; stopping its PostgreSQL (pid {pid})",

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 from bench.chaos import audit  # noqa: E402
 from bench.chaos.checks import TermClock, Verdict, check_pods  # noqa: E402
 from leoflow.db import migrations  # noqa: E402
-from leoflow.db.embedded import EmbeddedPostgres  # noqa: E402
+from leoflow.standalone.embedded import EmbeddedPostgres  # noqa: E402
 from tests.harness.postgres import private_server  # noqa: E402
 
 TRIES = {"p-1": {"state": "success", "exit_code": 0}, "p-2": {"state": "success", "exit_code": 0}}

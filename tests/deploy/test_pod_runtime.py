@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
-from leoflow.db.embedded import free_port
+from leoflow.standalone.embedded import free_port
 from tests.deploy.conftest import MINIMAL, NAMESPACE, Manifest, Render, merged, one
 from tests.harness.fake_k8s import FakeKubernetes
 

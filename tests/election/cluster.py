@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import psycopg
 
-from leoflow.db.embedded import free_port
 from leoflow.model.lock_key import pg_locks_ids
+from leoflow.standalone.embedded import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -28,7 +28,7 @@ class FencedProbe:
 
     async def run(self, ctx: LeaderContext) -> None:
         while True:
-            async with ctx.engine.begin() as conn:
+            async with ctx.db.transaction() as conn:
                 await check_term_async(conn, ctx.cluster, ctx.term)
                 await election_store.record_event_async(conn, ctx.cluster, "probe_write", ctx.node_id, ctx.term, {})
             ctx.progress()

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import threading
 
-from leoflow.db.embedded import free_port
+from leoflow.standalone.embedded import free_port
 
 
 class PartitionProxy:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from leoflow.db import migrations
-from leoflow.db.embedded import free_port
+from leoflow.standalone.embedded import free_port
 from tests.election.cluster import Cluster, wait_for
 from tests.election.proxy import PartitionProxy
 from tests.harness.postgres import PostgresServer, private_server

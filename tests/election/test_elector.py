@@ -116,7 +116,7 @@ def test_unlock_all_detected_by_ownership_keepalive(database_url: str, electors:
     wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
     # Simulate a pooler swapping the backend / a stray pg_advisory_unlock_all: drop the lock
     # from under the session while the session itself stays healthy.
-    a._conn.execute("SELECT pg_advisory_unlock_all()")  # type: ignore[union-attr]
+    a._conn._conn.execute("SELECT pg_advisory_unlock_all()")  # type: ignore[union-attr]  # the raw psycopg session
     wait_for(lambda: "lost" in ra.kinds(), what="a notices the lock is missing")
     assert "missing" in ra.events[1][2]
 
@@ -134,7 +134,7 @@ def test_hot_standby_is_refused_with_one_clear_line(tmp_path: Any, caplog: pytes
     import subprocess
 
     from leoflow.db import migrations
-    from leoflow.db.embedded import EmbeddedPostgres, find_bin_dir
+    from leoflow.standalone.embedded import EmbeddedPostgres, find_bin_dir
     from tests.harness.postgres import private_server
 
     with private_server() as primary:
@@ -176,8 +176,9 @@ def test_server_notices_a_dead_client_no_earlier_than_twice_the_lease(lease: flo
     from leoflow.election.session import session_timeouts
 
     t = session_timeouts(lease)
-    assert t["keepalive_idle"] + t["keepalive_interval"] * t["keepalive_count"] >= 2 * lease
-    assert t["user_timeout_ms"] >= 2 * lease * 1000
+    assert t.server_keepalive_idle + t.server_keepalive_interval * t.server_keepalive_count >= 2 * lease
+    assert t.server_user_timeout_ms >= 2 * lease * 1000
+    assert t.client_user_timeout_ms < lease * 1000  # the client notices a dead server within the lease
 
 
 def test_keepalive_runs_while_the_caller_hogs_the_interpreter(database_url: str, electors: Any) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 import psycopg
 
 from leoflow.clock import SystemClock
+from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
-from leoflow.election.services import LeaderSupervisor
+from leoflow.election.supervisor import LeaderSupervisor
 from leoflow.leadership import LeaderContext, LeaderService
 from leoflow.settings import Settings, load_settings
 
@@ -60,7 +61,7 @@ async def _with_supervisor(settings: Settings, services: list[LeaderService], bo
     engine = make_async_engine(settings.database, pool_size=2)
     executor = FakeExecutor()
     reasons: list[str] = []
-    sup = LeaderSupervisor(settings, engine, SystemClock(), step_down=reasons.append,
+    sup = LeaderSupervisor(settings, Database(engine), SystemClock(), step_down=reasons.append,
                            factory=lambda s: (executor, list(services)))
     runner = asyncio.create_task(sup.run())
     try:

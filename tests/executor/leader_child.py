@@ -12,6 +12,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
@@ -32,12 +33,12 @@ async def main(argv: list[str]) -> None:
 
     executor: Executor
     if kind == "kubernetes":
-        from leoflow.executor.kubernetes import KubernetesExecutor
+        from leoflow.executor.kubernetes.executor import KubernetesExecutor
         executor = KubernetesExecutor(settings, delete_grace=0)
     else:
         from leoflow.executor.local import LocalExecutor
         executor = LocalExecutor(dataclasses.replace(settings))
-    await executor.start(LeaderContext(int(term), settings, engine), report)
+    await executor.start(LeaderContext(int(term), settings, Database(engine)), report)
     keys = []
     for spec in tries:
         task_try_id, dag, run, task, number = spec.split(":")

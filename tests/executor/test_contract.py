@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.base import Executor
-from leoflow.executor.kubernetes import KubernetesExecutor
+from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles
 from leoflow.executor.memory import MemoryExecutor, MemoryWorld, Outcome
@@ -99,7 +100,7 @@ def run(kind: Kind, body: Callable[[AsyncEngine], Awaitable[None]]) -> None:
 
 async def start(kind: Kind, engine: AsyncEngine, term: int, rec: Recorder) -> Executor:
     ex = kind.make()
-    await ex.start(LeaderContext(term, kind.settings, engine), rec)
+    await ex.start(LeaderContext(term, kind.settings, Database(engine)), rec)
     return ex
 
 

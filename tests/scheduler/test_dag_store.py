@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import FakeClock
-from leoflow.db import dag_store
+from leoflow.db import dag_store, wakeup
 from leoflow.db.engine import libpq_url, make_async_engine
 from leoflow.errors import Conflict, NotFound, ValidationFailed
 from leoflow.model.spec import parse_dag_spec
@@ -79,7 +79,7 @@ def test_trigger_run_queues_a_manual_run_notifies_and_rejects_duplicates(setting
     in_tx(settings, lambda c: dag_store.apply_dag(c, parse_dag_spec(spec_doc()), clock=clock))
     listener = psycopg.connect(libpq_url(settings.require_database_url()), autocommit=True)
     try:
-        listener.execute(f"LISTEN {dag_store.WAKEUP_CHANNEL}")
+        listener.execute(f"LISTEN {wakeup.WAKEUP_CHANNEL}")
         run_id = in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id=None, conf={"x": 1}, clock=clock))
         assert run_id == "manual__2026-02-01T12:00:00+00:00"
         payloads = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]

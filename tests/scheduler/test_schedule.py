@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.clock import FakeClock
 from leoflow.db import dag_store
+from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
 from leoflow.errors import FencedOut
 from leoflow.executor.memory import MemoryExecutor
@@ -34,7 +35,7 @@ def with_core(settings: Settings, clock: FakeClock,
         engine = make_async_engine(settings.database, pool_size=4)
         try:
             await set_term(engine, settings.cluster.name, 1)
-            core = SchedulerCore(LeaderContext(term=1, settings=fast(settings), engine=engine, clock=clock),
+            core = SchedulerCore(LeaderContext(term=1, settings=fast(settings), db=Database(engine), clock=clock),
                                  MemoryExecutor())
             await body(engine, core)
         finally:

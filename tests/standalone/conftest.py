@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.db.embedded import EmbeddedPostgres
+from leoflow.standalone.embedded import EmbeddedPostgres
 from leoflow.standalone.home import StandaloneHome
 from tests.standalone.procs import postgres_pids
 

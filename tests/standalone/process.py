@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
-from leoflow.db.embedded import free_port
+from leoflow.standalone.embedded import free_port
 
 
 @dataclass

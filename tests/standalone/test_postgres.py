@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from leoflow.db import migrations
-from leoflow.db.embedded import EmbeddedPostgresError
+from leoflow.standalone.embedded import EmbeddedPostgresError
 from leoflow.standalone.home import StandaloneHome
 from leoflow.standalone.postgres import StandalonePostgres
 from tests.standalone.procs import postgres_pids, wait_until_gone

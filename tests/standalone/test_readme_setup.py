@@ -26,7 +26,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 import leoflow.metrics
-from leoflow.db.embedded import free_port
+from leoflow.standalone.embedded import free_port
 from leoflow.standalone.home import StandaloneHome
 from tests.standalone.process import wait_for_run
 from tests.standalone.procs import postgres_pids
@@ -138,7 +138,7 @@ def test_readme_setup_commands_work_literally_in_a_fresh_virtualenv(tmp_path: Pa
             proc.stdout.close()
         log.close()
         if postgres_pids(home.data_dir):
-            from leoflow.db.embedded import EmbeddedPostgres
+            from leoflow.standalone.embedded import EmbeddedPostgres
 
             EmbeddedPostgres(home.data_dir, port=1, socket_dir=home.socket_dir).kill()
         subprocess.run(["rm", "-rf", str(home.root)], check=False)

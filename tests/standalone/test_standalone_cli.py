@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from leoflow.db.embedded import free_port
+from leoflow.standalone.embedded import free_port
 from leoflow.standalone.home import StandaloneHome
 from tests.standalone.process import Standalone, children_running, process_gone, wait_for_run
 from tests.standalone.procs import postgres_pids, wait_until_gone

@@ -35,14 +35,15 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
+from leoflow.aiotasks import Registry, start_guarded
 from leoflow.db import executor_store
-from leoflow.db.fencing import check_term_async
-from leoflow.errors import FencedOut
-from leoflow.executor import kubernetes_pods as pods
+from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.base import Report
-from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
-from leoflow.executor.kubernetes_create import PodCreation, Tracked
-from leoflow.executor.kubernetes_logs import ship_pod_logs
+from leoflow.executor.kubernetes import pods
+from leoflow.executor.kubernetes.client import KubernetesApi
+from leoflow.executor.kubernetes.create import PodCreation, Tracked
+from leoflow.executor.kubernetes.errors import KubernetesError, WatchExpired
+from leoflow.executor.kubernetes.logs import ship_pod_logs
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import PODS_DELETED
@@ -74,7 +75,7 @@ class KubernetesExecutor(PodCreation):
         self._max_log_bytes = settings.executor.task_log_max_bytes
         self._slots = asyncio.Semaphore(concurrency)
         self._tracked: dict[str, Tracked] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: Registry = set()
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
         self._ctx: LeaderContext | None = None
         self._report: Report | None = None
@@ -91,7 +92,7 @@ class KubernetesExecutor(PodCreation):
             try:
                 rv = await self._reconcile(initial=True)
                 break
-            except PodApiError as err:
+            except KubernetesError as err:
                 attempt += 1
                 if time.monotonic() > deadline:
                     raise
@@ -116,9 +117,7 @@ class KubernetesExecutor(PodCreation):
         self._tracked[name] = tracked
         self._to_record.append((launch, tracked))
         if self._recorder is None or self._recorder.done():
-            self._recorder = asyncio.create_task(self._record_launches(), name="k8s-record-launches")
-            self._tasks.add(self._recorder)
-            self._recorder.add_done_callback(self._tasks.discard)
+            self._recorder = self._spawn(self._record_launches(), "k8s-record-launches", may_return=True)
 
     async def cancel(self, key: TryKey) -> None:
         ctx = self._require_ctx()
@@ -142,7 +141,7 @@ class KubernetesExecutor(PodCreation):
         ctx = self._require_ctx()
         try:
             tail, _ = await self.api.read_log_tail(try_name(ctx.cluster, key), self._max_log_bytes)
-        except PodApiError:
+        except KubernetesError:
             return None
         return tail.decode("utf-8", errors="replace")
 
@@ -224,7 +223,7 @@ class KubernetesExecutor(PodCreation):
         by_name = {p["metadata"]["name"]: p for p in items}
         untracked = [p for n, p in by_name.items() if n not in self._tracked]
         keys = [k for k in (pods.pod_try_key(p) for p in untracked) if k is not None]
-        async with ctx.engine.connect() as conn:
+        async with ctx.db.connect() as conn:
             records = await executor_store.tries_by_key(conn, keys)
             claims = await executor_store.unfinished_claims(conn, ctx.cluster) if initial else []
         for pod in untracked:
@@ -254,8 +253,7 @@ class KubernetesExecutor(PodCreation):
         ctx = self._require_ctx()
         t.killing = True
         try:
-            async with ctx.engine.begin() as conn:
-                await check_term_async(conn, ctx.cluster, ctx.term)
+            async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
                 if t.task_try_id is not None:
                     await ship_pod_logs(conn, self.api, t.task_try_id, t.name, self._max_log_bytes)
         except FencedOut:
@@ -270,7 +268,7 @@ class KubernetesExecutor(PodCreation):
         try:
             if await self.api.delete_pod(t.name, grace_seconds=self.delete_grace, uid=uid):
                 PODS_DELETED.inc()
-        except PodApiError as err:
+        except KubernetesError as err:
             log.warning("could not delete pod", extra={"pod": t.name, "code": err.code, "error": err.message})
 
     # ------------------------------------------------------------------ reporting and loops
@@ -286,10 +284,7 @@ class KubernetesExecutor(PodCreation):
                               executor_ref=t.name)
         if report is None:
             return
-        try:
-            await report(t.last)
-        except Exception:
-            log.exception("report callback failed", extra={"pod": t.name, "state": state})
+        await report(t.last)
 
     def _on_event(self, kind: str, pod: dict[str, Any]) -> None:
         self._events.put_nowait((kind, pod))
@@ -304,23 +299,27 @@ class KubernetesExecutor(PodCreation):
                 if t is not None:
                     await self._apply(t, pod, kind)
                 elif kind != "DELETED" and (key := pods.pod_try_key(pod)) is not None:
-                    async with ctx.engine.connect() as conn:
+                    async with ctx.db.connect() as conn:
                         records = await executor_store.tries_by_key(conn, [key])
                     if name not in self._tracked:
                         await self._handle_untracked(pod, records.get(key))
-            except Exception:
+            except (DatabaseError, KubernetesError) as exc:  # the next resync looks at this pod again
+                log.warning("failed to handle pod event", extra={"event": kind, "error": str(exc)})
+            except Exception:  # containment boundary: one malformed pod must not stop every other try's events
                 log.exception("failed to handle pod event", extra={"event": kind})
 
     async def _watch_loop(self, rv: str) -> None:
         failures = 0
         while True:
             try:
-                end = await self.api.watch(self.selector, rv, self.watch_timeout, self._on_event)
+                try:
+                    rv = await self.api.watch(self.selector, rv, self.watch_timeout, self._on_event)
+                except WatchExpired:
+                    rv = await self._reconcile(initial=False)
                 failures = 0
-                rv = (await self._reconcile(initial=False)) if end.gone else end.resource_version
-            except PodApiError as err:
+            except (KubernetesError, DatabaseError) as err:
                 failures += 1
-                log.warning("pod watch failed; reconnecting", extra={"code": err.code, "error": err.message})
+                log.warning("pod watch failed; reconnecting", extra={"error": str(err)})
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** failures))
 
     async def _resync_loop(self) -> None:
@@ -328,15 +327,18 @@ class KubernetesExecutor(PodCreation):
             await asyncio.sleep(self.resync_interval)
             try:
                 await self._reconcile(initial=False)
-            except (PodApiError, OSError) as err:
+            except (KubernetesError, DatabaseError) as err:
                 log.warning("pod resync failed", extra={"error": str(err)})
-            except Exception:
-                log.exception("pod resync failed")
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, may_return: bool = False) -> asyncio.Task[Any]:
+        """A guarded task of this term (cancelled by :meth:`stop`).
+
+        A loop that dies (a bug) leaves this term unable to follow its pods: it is logged by
+        name and the term is given up (``ctx.fail``), so a new term starts with a fresh executor.
+        """
+        ctx = self._require_ctx()
+        return start_guarded(coro, name, may_return=may_return, registry=self._tasks,
+                             on_death=lambda task, error: ctx.fail(f"{task} died"))
 
     def _require_ctx(self) -> LeaderContext:
         if self._ctx is None:

@@ -3,12 +3,14 @@
 Every call goes through a bounded thread pool (``concurrency`` workers, and as many pooled HTTP
 connections), so the event loop never blocks and the API server never sees more than that many
 requests from one replica. Responses are read as plain JSON dicts (``_preload_content=False``):
-the pods are data for :mod:`.kubernetes_pods`, and skipping the client's model deserialisation
+the pods are data for :mod:`.pods`, and skipping the client's model deserialisation
 roughly halves the CPU cost per call.
 
-Errors are translated at this boundary into :class:`PodApiError` (status code, ``Status.reason``,
-message, ``Retry-After``); "no response" (connection refused/reset, timeouts) is code 0. Each
-failed call counts in ``leoflow_pod_api_errors_total{code}``.
+This is the only module that imports ``kubernetes`` (docs/adr/0008-layers.md). Errors are
+translated at this boundary into the types of :mod:`.errors`, one per meaning (not found,
+already exists, gone, throttled, server error, unreachable, refused), each keeping the status
+code, ``Status.reason``, message and ``Retry-After``; "no response" (connection refused/reset,
+timeouts) is code 0. Each failed call counts in ``leoflow_pod_api_errors_total{code}``.
 
 Configuration: the in-cluster service account when running in a pod, else ``KUBECONFIG`` /
 ``~/.kube/config``. The namespace is ``LEOFLOW_K8S_NAMESPACE``, else the pod's own namespace,
@@ -24,7 +26,6 @@ import os
 import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from leoflow.errors import SettingsError
+from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, WatchExpired, error_for
 from leoflow.metrics.executor import POD_API_ERRORS
 from leoflow.settings import Settings
 
@@ -44,15 +46,7 @@ _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 REQUEST_TIMEOUT = (5.0, 30.0)
 
 
-class PodApiError(Exception):
-    """A failed Kubernetes API call. ``code`` 0 means no HTTP response at all."""
-
-    def __init__(self, code: int, reason: str, message: str, retry_after: float | None = None) -> None:
-        super().__init__(f"{code} {reason}: {message}")
-        self.code, self.reason, self.message, self.retry_after = code, reason, message, retry_after
-
-
-def _translate(exc: Exception) -> PodApiError:
+def translate(exc: Exception) -> KubernetesError:
     if isinstance(exc, ApiException):
         reason, message = str(exc.reason or ""), str(exc.reason or "")
         try:
@@ -63,8 +57,8 @@ def _translate(exc: Exception) -> PodApiError:
         retry_after = None
         if exc.headers and exc.headers.get("Retry-After", "").isdigit():
             retry_after = float(exc.headers["Retry-After"])
-        return PodApiError(int(exc.status or 0), reason, message, retry_after)
-    return PodApiError(0, type(exc).__name__, str(exc))
+        return error_for(int(exc.status or 0), reason, message, retry_after)
+    return error_for(0, type(exc).__name__, str(exc))
 
 
 def _load_client(concurrency: int) -> tuple[client.ApiClient, str | None]:
@@ -92,14 +86,6 @@ def _load_client(concurrency: int) -> tuple[client.ApiClient, str | None]:
     return client.ApiClient(cfg), namespace
 
 
-@dataclass(frozen=True)
-class WatchEnd:
-    """Why a watch stream ended: ``gone`` means the resourceVersion expired (relist needed)."""
-
-    resource_version: str
-    gone: bool
-
-
 class KubernetesApi:
     """Pods of one namespace through the official client, awaitable."""
 
@@ -116,7 +102,7 @@ class KubernetesApi:
             try:
                 return fn()
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-                error = _translate(exc)
+                error = translate(exc)
                 POD_API_ERRORS.labels(code=str(error.code)).inc()
                 raise error from None
 
@@ -139,10 +125,8 @@ class KubernetesApi:
         try:
             return await self._call(lambda: self._json(self.core.read_namespaced_pod(
                 name, self.namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
-        except PodApiError as err:
-            if err.code == 404:
-                return None
-            raise
+        except ObjectNotFound:
+            return None
 
     async def delete_pod(self, name: str, *, grace_seconds: int = 30, uid: str | None = None) -> bool:
         """Delete (with a uid precondition when given); False if it was already gone."""
@@ -153,10 +137,8 @@ class KubernetesApi:
             await self._call(lambda: self._json(self.core.delete_namespaced_pod(
                 name, self.namespace, body=body,  # type: ignore[arg-type]
                 _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
-        except PodApiError as err:
-            if err.code == 404:
-                return False
-            raise
+        except ObjectNotFound:
+            return False
         return True
 
     async def list_pods(self, selector: str, *, page: int = 500) -> tuple[list[dict[str, Any]], str]:
@@ -198,15 +180,17 @@ class KubernetesApi:
     # ------------------------------------------------------------------ watch
 
     async def watch(self, selector: str, resource_version: str, timeout_seconds: int,
-                    on_event: Callable[[str, dict[str, Any]], None]) -> WatchEnd:
+                    on_event: Callable[[str, dict[str, Any]], None]) -> str:
         """Stream one watch connection; ``on_event`` is called on the event loop for each event.
 
-        Returns at the server's timeout, on 410 Gone (``gone=True``) or raises PodApiError when
-        the connection fails. BOOKMARK events only advance the resourceVersion.
+        Returns the resourceVersion to resume from when the server ends the watch (its timeout);
+        raises :class:`~.errors.WatchExpired` on 410 Gone (list again) and another
+        :class:`~.errors.KubernetesError` when the connection fails. BOOKMARK events only advance
+        the resourceVersion.
         """
         loop = asyncio.get_running_loop()
 
-        def stream() -> WatchEnd:
+        def stream() -> str:
             rv = resource_version
             response: Any = self.core.list_namespaced_pod(
                 self.namespace, label_selector=selector, watch=True, resource_version=rv,
@@ -220,23 +204,22 @@ class KubernetesApi:
                     event = json.loads(line)
                     obj = event.get("object") or {}
                     if event.get("type") == "ERROR":
-                        if obj.get("code") == 410:
-                            return WatchEnd(rv, gone=True)
                         raise ApiException(status=obj.get("code"), reason=obj.get("reason"))
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                     if event.get("type") != "BOOKMARK":
                         loop.call_soon_threadsafe(on_event, event["type"], obj)
-                return WatchEnd(rv, gone=False)
+                return rv
             finally:
                 self._watch_response = None
                 response.release_conn()
 
-        def guarded() -> WatchEnd:
+        def guarded() -> str:
             try:
                 return stream()
             except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                error = _translate(exc)
-                POD_API_ERRORS.labels(code=str(error.code)).inc()
+                error = translate(exc)
+                if not isinstance(error, WatchExpired):  # an expired watch is routine, not a failure
+                    POD_API_ERRORS.labels(code=str(error.code)).inc()
                 raise error from None
 
         return await loop.run_in_executor(self._watch_pool, guarded)

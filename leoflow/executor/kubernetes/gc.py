@@ -18,10 +18,10 @@ import logging
 from datetime import timedelta
 
 from leoflow.db import executor_store
-from leoflow.errors import FencedOut
-from leoflow.executor import kubernetes_pods as pods
-from leoflow.executor.kubernetes import KubernetesExecutor
-from leoflow.executor.kubernetes_api import PodApiError
+from leoflow.errors import DatabaseError, FencedOut
+from leoflow.executor.kubernetes import pods
+from leoflow.executor.kubernetes.errors import KubernetesError
+from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import PODS_DELETED
 
@@ -45,10 +45,8 @@ class PodGarbageCollector:
             except FencedOut:
                 log.info("pod GC stops: fenced out", extra={"term": ctx.term})
                 return
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("pod GC round failed")
+            except (DatabaseError, KubernetesError) as exc:  # try again next round
+                log.warning("pod GC round failed", extra={"error": str(exc)})
                 collected = 0
             if collected < self.batch:
                 await asyncio.sleep(self.interval)
@@ -58,7 +56,7 @@ class PodGarbageCollector:
         api = self.executor.api
         retention = ctx.settings.executor.kubernetes.pod_retention
         cutoff = ctx.clock.now() - timedelta(seconds=retention)
-        async with ctx.engine.connect() as conn:
+        async with ctx.db.connect() as conn:
             due = await executor_store.gc_candidates(conn, ctx.cluster, ended_before=cutoff, limit=self.batch)
         done: list[int] = []
         for record in due:
@@ -70,11 +68,11 @@ class PodGarbageCollector:
                         PODS_DELETED.inc()
                 elif pod is not None:
                     log.warning("not collecting a pod that is not this try's", extra={"pod": name})
-            except PodApiError as err:
+            except KubernetesError as err:
                 log.warning("pod GC could not delete", extra={"pod": name, "code": err.code})
                 continue
             done.append(record.task_try_id)
         if done:
-            async with ctx.engine.begin() as conn:
+            async with ctx.db.transaction() as conn:
                 await executor_store.mark_resources_deleted(conn, cluster=ctx.cluster, term=ctx.term, task_try_ids=done)
         return len(done)

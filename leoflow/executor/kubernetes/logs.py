@@ -17,34 +17,37 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from leoflow.db import executor_store
-from leoflow.db.engine import make_async_engine
-from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
+from leoflow.db.database import Connection, Database
+from leoflow.errors import DatabaseError
+from leoflow.executor.kubernetes.client import KubernetesApi
+from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
 from leoflow.executor.output import cap_tail
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-async def ship_pod_logs(conn: AsyncConnection, api: KubernetesApi, task_try_id: int, pod_name: str,
+async def ship_pod_logs(conn: Connection, api: KubernetesApi, task_try_id: int, pod_name: str,
                         max_bytes: int) -> bool:
     """Store the capped tail of the pod's log (or why there is none); False on a transient error."""
     try:
         tail, size = await api.read_log_tail(pod_name, max_bytes)
-    except PodApiError as err:
-        if err.code == 404:
-            note = f"[leoflow] no logs: pod {pod_name} no longer exists\n"
-        elif err.code == 400:
-            note = f"[leoflow] no logs: the container never started ({err.message})\n"
-        else:
+    except ObjectNotFound:
+        note = f"[leoflow] no logs: pod {pod_name} no longer exists\n"
+    except RequestRefused as err:
+        if err.code != 400:  # 403 (no pods/log access) and the like: try again next round
             log.warning("could not read pod logs", extra={"pod": pod_name, "code": err.code, "error": err.message})
             return False
-        await executor_store.store_logs(conn, task_try_id, note, truncated=False, size_bytes=0)
+        note = f"[leoflow] no logs: the container never started ({err.message})\n"
+    except KubernetesError as err:
+        log.warning("could not read pod logs", extra={"pod": pod_name, "code": err.code, "error": err.message})
+        return False
+    else:
+        capped = cap_tail(tail, max_bytes)
+        await executor_store.store_logs(conn, task_try_id, capped.text, truncated=size > max_bytes, size_bytes=size)
         return True
-    capped = cap_tail(tail, max_bytes)
-    await executor_store.store_logs(conn, task_try_id, capped.text, truncated=size > max_bytes, size_bytes=size)
+    await executor_store.store_logs(conn, task_try_id, note, truncated=False, size_bytes=0)
     return True
 
 
@@ -58,32 +61,26 @@ class PodLogShipper:
         self.batch = batch
         self._api = api
 
-    async def run(self, settings: Settings, engine: AsyncEngine | None = None) -> None:
-        own_engine = engine is None
-        engine = engine or make_async_engine(settings.database, application_name="leoflow-log-shipper", pool_size=2)
+    async def run(self, settings: Settings, db: Database) -> None:
         api = self._api or KubernetesApi(settings, concurrency=4)
         try:
             while True:
                 try:
-                    shipped = await self.ship_once(settings, engine, api)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("log shipping round failed")
+                    shipped = await self.ship_once(settings, db, api)
+                except DatabaseError as exc:  # try again next round
+                    log.warning("log shipping round failed", extra={"error": str(exc)})
                     shipped = 0
                 if shipped < self.batch:
                     await asyncio.sleep(self.interval)
         finally:
             if self._api is None:
                 api.close()
-            if own_engine:
-                await engine.dispose()
 
-    async def ship_once(self, settings: Settings, engine: AsyncEngine, api: KubernetesApi) -> int:
+    async def ship_once(self, settings: Settings, db: Database, api: KubernetesApi) -> int:
         """Ship one batch; returns how many tries were shipped."""
         max_bytes = settings.executor.task_log_max_bytes
         shipped = 0
-        async with engine.begin() as conn:
+        async with db.transaction() as conn:
             for record in await executor_store.lock_unshipped(conn, settings.cluster.name, self.batch):
                 assert record.executor_ref is not None
                 if await ship_pod_logs(conn, api, record.task_try_id, record.executor_ref, max_bytes):

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from leoflow.db import executor_store
-from leoflow.db.fencing import check_term_async
-from leoflow.errors import FencedOut
-from leoflow.executor import kubernetes_pods as pods
-from leoflow.executor.kubernetes_api import KubernetesApi, PodApiError
+from leoflow.errors import DatabaseError, FencedOut
+from leoflow.executor.kubernetes import pods
+from leoflow.executor.kubernetes.client import KubernetesApi
+from leoflow.executor.kubernetes.errors import KubernetesError, ObjectAlreadyExists
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
@@ -60,7 +60,7 @@ class Tracked:
     cancel_requested: bool = False
     stuck_since: float | None = None
     last: StatusUpdate | None = None
-    last_error: PodApiError | None = None
+    last_error: KubernetesError | None = None
 
 
 class PodCreation:
@@ -78,7 +78,7 @@ class PodCreation:
     def _require_ctx(self) -> LeaderContext:
         raise NotImplementedError
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, may_return: bool = False) -> asyncio.Task[Any]:
         raise NotImplementedError
 
     async def _finish(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
@@ -100,7 +100,7 @@ class PodCreation:
         attempt = 0
         while True:
             try:
-                async with ctx.engine.begin() as conn:
+                async with ctx.db.transaction() as conn:
                     claimed = await executor_store.record_launches(
                         conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
                         launches=[(launch.task_try_id, t.name) for launch, t in group])
@@ -110,9 +110,7 @@ class PodCreation:
                 for _, t in group:
                     self._tracked.pop(t.name, None)
                 return
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise
-            except Exception as exc:  # the database is unreachable or failing: retry, then fail the tries
+            except DatabaseError as exc:  # the database is unreachable or failing: retry, then fail the tries
                 attempt += 1
                 if time.monotonic() > deadline:
                     for _, t in group:
@@ -133,8 +131,7 @@ class PodCreation:
         retry: list[tuple[TaskLaunch, Tracked, bool]] = []
         try:
             # One fenced window for the batch's first attempts (see the module docstring).
-            async with ctx.engine.begin() as conn:
-                await check_term_async(conn, ctx.cluster, term)
+            async with ctx.db.fenced(ctx.cluster, term):
                 outcomes = await asyncio.gather(*(self._attempt(launch, t, was_claimed)
                                                   for launch, t, was_claimed in to_create))
             retry = [item for item, done in zip(to_create, outcomes, strict=True) if not done]
@@ -143,13 +140,12 @@ class PodCreation:
             for _, t, _ in to_create:
                 self._tracked.pop(t.name, None)
             return
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # the window's database connection failed: retry each pod
+        except DatabaseError as exc:  # the window's database connection failed: retry each pod
             log.warning("fenced create window failed; retrying pods one by one", extra={"error": str(exc)})
             retry = [item for item in to_create if not item[1].final and item[1].created_at is None]
         for launch, t, was_claimed in retry:
-            self._spawn(self._create(launch, t, was_claimed, first_attempt_done=True), f"k8s-create:{t.name}")
+            self._spawn(self._create(launch, t, was_claimed, first_attempt_done=True), f"k8s-create:{t.name}",
+                        may_return=True)
 
     async def _attempt(self, launch: TaskLaunch, t: Tracked, was_claimed: bool) -> bool:
         """One create (or adopt) attempt, to be called inside a fenced window.
@@ -173,13 +169,15 @@ class PodCreation:
                 PODS_CREATED.inc()
                 await self._seen(t, created)
                 return True
-            except PodApiError as err:
-                if err.code == 409 and err.reason == "AlreadyExists":
-                    existing = await self._get_quietly(t.name)
-                    if existing is not None:
-                        await self._adopt_existing(t, existing)
-                        return True
-                elif err.code not in (0, 409, 429) and err.code < 500:
+            except ObjectAlreadyExists as err:
+                existing = await self._get_quietly(t.name)
+                if existing is not None:
+                    await self._adopt_existing(t, existing)
+                    return True
+                t.last_error = err  # deleted between our create and our get: create again
+                return False
+            except KubernetesError as err:
+                if not err.retryable:
                     await self._finish(t, "failed", None, f"Kubernetes refused the pod ({err.code} {err.reason}): "
                                        f"{err.message}")
                     return True
@@ -204,17 +202,14 @@ class PodCreation:
                                                          "delay": delay})
                 await asyncio.sleep(delay * random.uniform(0.8, 1.2))
             try:
-                async with ctx.engine.begin() as conn:
-                    await check_term_async(conn, ctx.cluster, launch.term)
+                async with ctx.db.fenced(ctx.cluster, launch.term):
                     if await self._attempt(launch, t, was_claimed):
                         return
             except FencedOut as exc:
                 log.warning("not creating pod: fenced out", extra={"pod": t.name, "error": str(exc)})
                 self._tracked.pop(t.name, None)
                 return
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise
-            except Exception as exc:  # the database failed: back off and try again
+            except DatabaseError as exc:  # the database failed: back off and try again
                 log.warning("fenced create failed; retrying", extra={"pod": t.name, "error": str(exc)})
             attempt += 1
 
@@ -230,6 +225,6 @@ class PodCreation:
     async def _get_quietly(self, name: str) -> dict[str, Any] | None:
         try:
             return await self.api.get_pod(name)
-        except PodApiError:
+        except KubernetesError:
             return None
 

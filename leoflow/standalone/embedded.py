@@ -30,7 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from leoflow.errors import LeoflowError
+from leoflow.db import admin
+from leoflow.errors import DatabaseUnavailable, LeoflowError
+from leoflow.standalone.pidfile import postmaster_pid
 
 SERVICE_USER = "leoflow-pg"
 
@@ -153,18 +155,7 @@ class EmbeddedPostgres:
 
     def running_pid(self) -> int | None:
         """The postmaster's pid from ``postmaster.pid`` if that process is alive."""
-        pid_file = self.data_dir / "postmaster.pid"
-        try:
-            pid = int(pid_file.read_text().splitlines()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            return pid
-        return pid
+        return postmaster_pid(self.data_dir)
 
     def running_port(self) -> int | None:
         """The port recorded by a running server (line 4 of ``postmaster.pid``)."""
@@ -211,26 +202,12 @@ class EmbeddedPostgres:
             return "(no server log)"
 
     def wait_ready(self, timeout: float = 30) -> None:
-        import psycopg
-
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with psycopg.connect(self.url(), connect_timeout=2):
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise EmbeddedPostgresError(f"PostgreSQL not ready: {self.log_tail()}") from None
-                time.sleep(0.1)
+        try:
+            admin.wait_until_accepting(self.url(), timeout=timeout)
+        except DatabaseUnavailable:
+            raise EmbeddedPostgresError(f"PostgreSQL not ready: {self.log_tail()}") from None
 
     def create_database(self, name: str, *, template: str | None = None) -> str:
-        import psycopg
-        from psycopg import sql
-
-        with psycopg.connect(self.url(), autocommit=True) as conn:
-            query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-            if template:
-                query = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                    sql.Identifier(name), sql.Identifier(template))
-            conn.execute(query)
+        """Create ``name`` (a no-op when it exists) and return its URL."""
+        admin.create_database(self.url(), name, template=template)
         return self.url(name)

@@ -1,0 +1,160 @@
+"""The election's dedicated PostgreSQL session, as an object that speaks Leoflow errors.
+
+The elector (``leoflow.election``) owns exactly one :class:`LockSession`: a synchronous,
+autocommit psycopg connection that is never pooled, used from the elector's own thread. Every
+method runs the statements of :mod:`leoflow.db.election_store` and translates what the driver
+raises (:mod:`leoflow.db.errors`): the elector sees
+:class:`~leoflow.errors.DatabaseUnavailable` when the session is gone,
+:class:`~leoflow.errors.LockTimeout` when a lock wait expired, and never a psycopg type.
+
+:meth:`LockSession.shutdown` unblocks a thread stuck in a call on the session (the lease guard
+uses it when a keepalive hangs past half the lease): it shuts the socket down under the call,
+which then fails with ``DatabaseUnavailable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from leoflow.db import election_store as store
+from leoflow.db.engine import libpq_url
+from leoflow.db.errors import translate
+from leoflow.errors import DatabaseUnavailable
+
+
+@dataclass(frozen=True)
+class SessionTimeouts:
+    """Client- and server-side dead-peer detection of the lock session (ADR 0002)."""
+
+    connect_timeout: int
+    client_keepalive_idle: int
+    client_user_timeout_ms: int
+    server_keepalive_idle: int
+    server_keepalive_interval: int
+    server_keepalive_count: int
+    server_user_timeout_ms: int
+    lock_timeout_ms: int
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    # The session's sockets belong to this module alone: a bare socket error is the database's.
+    try:
+        yield
+    except (psycopg.Error, OSError) as exc:
+        if isinstance(exc, psycopg.Error):
+            raise translate(exc) from exc
+        raise DatabaseUnavailable(f"the lock session's connection failed: {exc}") from exc
+
+
+class LockSession:
+    """One dedicated lock connection; see the module docstring."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    @classmethod
+    def connect(cls, url: str, *, application_name: str, timeouts: SessionTimeouts) -> LockSession:
+        with _translated():
+            conn = psycopg.connect(
+                libpq_url(url), autocommit=True, prepare_threshold=None, application_name=application_name[:63],
+                connect_timeout=timeouts.connect_timeout, keepalives=1,
+                keepalives_idle=timeouts.client_keepalive_idle, keepalives_interval=1, keepalives_count=2,
+                tcp_user_timeout=timeouts.client_user_timeout_ms)
+            with contextlib.ExitStack() as on_failure:
+                on_failure.callback(conn.close)
+                store.configure_session(conn, lock_timeout_ms=timeouts.lock_timeout_ms,
+                                        keepalive_idle=timeouts.server_keepalive_idle,
+                                        keepalive_interval=timeouts.server_keepalive_interval,
+                                        keepalive_count=timeouts.server_keepalive_count,
+                                        user_timeout_ms=timeouts.server_user_timeout_ms)
+                on_failure.pop_all()
+        return cls(conn)
+
+    # ------------------------------------------------------------------ vetting the session
+
+    def backend_pid(self) -> int:
+        with _translated():
+            return store.backend_pid(self._conn)
+
+    def in_recovery(self) -> bool:
+        with _translated():
+            return store.in_recovery(self._conn)
+
+    def backend_shared_with_new_session(self, url: str, *, application_name: str) -> bool:
+        """Does a second client, holding a transaction open, land on this session's backend?
+
+        Through a transaction-mode pooler the idle lock session's backend is handed to the next
+        client (same pid), or this session is moved to another backend meanwhile.
+        """
+        with _translated():
+            first = store.backend_pid(self._conn)
+            with psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=None,
+                                 application_name=application_name[:63], connect_timeout=5) as probe:
+                probe_pid = store.probe_backend_pid_in_transaction(probe)
+            return probe_pid == first or store.backend_pid(self._conn) != first
+
+    # ------------------------------------------------------------------ the lock
+
+    def wait_lock(self, cluster: str) -> bool:
+        with _translated():
+            return store.wait_lock(self._conn, cluster)
+
+    def holds_lock(self, cluster: str) -> bool:
+        with _translated():
+            return store.holds_lock(self._conn, cluster)
+
+    def unlock(self, cluster: str) -> bool:
+        with _translated():
+            return store.unlock(self._conn, cluster)
+
+    # ------------------------------------------------------------------ terms and events
+
+    def start_term(self, cluster: str, node_id: str, details: dict[str, Any], *, lock_timeout: float) -> int:
+        with _translated():
+            return store.start_term(self._conn, cluster, node_id, details, lock_timeout=lock_timeout)
+
+    def end_term(self, cluster: str, node_id: str, term: int, kind: str, reason: str, *,
+                 stopped_at: datetime | None) -> None:
+        with _translated():
+            store.end_term(self._conn, cluster, node_id, term, kind, reason, stopped_at=stopped_at)
+
+    def blocking_fenced_writers(self, older_than: float) -> list[int]:
+        with _translated():
+            return store.blocking_fenced_writers(self._conn, older_than)
+
+    def stale_holder(self, cluster: str, silent_for: float) -> int | None:
+        with _translated():
+            return store.stale_holder(self._conn, cluster, silent_for)
+
+    def terminate_backend(self, pid: int) -> bool:
+        with _translated():
+            return store.terminate_backend(self._conn, pid)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def usable(self) -> bool:
+        return not (self._conn.closed or self._conn.broken)
+
+    def shutdown(self) -> None:
+        """Unblock a thread stuck in a call on this session: shut its socket down (even if the peer is gone)."""
+        with contextlib.suppress(OSError, ValueError, psycopg.Error):  # the socket may already be gone
+            fd = self._conn.pgconn.socket
+            sock = socket.socket(fileno=os.dup(fd))
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(psycopg.Error, OSError):
+            self._conn.close()
