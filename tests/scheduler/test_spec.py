@@ -114,7 +114,14 @@ def _mutate(path: str, value: Any) -> dict[str, Any]:
     return doc
 
 
-_DELETE = object()
+class _Delete:
+    """Marks a field to remove; a stable repr keeps test ids equal across pytest-xdist workers."""
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+_DELETE = _Delete()
 
 REJECTIONS = [
     # (mutation path, value, expected error path, words in the problem)
