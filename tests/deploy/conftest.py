@@ -6,6 +6,7 @@ as ``helm install``, so a value set that fails here fails for a user too.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,13 +14,15 @@ from typing import Any
 import helm_python
 import pytest
 import yaml
+from kubernetes_validate import utils as kubernetes_validate
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = ROOT / "helm" / "leoflow"
 RELEASE = "wf"
 NAMESPACE = "workflows"
 
-#: The smallest values a user can install with: a database URL and one admin token.
+#: A production-shaped install: an external database URL and one admin token (most tests start here;
+#: rendering with no values at all, the evaluation install, is tested in test_chart_defaults.py).
 MINIMAL: dict[str, Any] = {
     "database": {"url": "postgresql://leoflow:secret@db.example:5432/leoflow"},
     "auth": {"tokens": [{"name": "ops", "scope": "admin", "token": "ops-token-123456"}]},
@@ -27,6 +30,27 @@ MINIMAL: dict[str, Any] = {
 
 Manifest = dict[str, Any]
 Render = Callable[..., list[Manifest]]
+
+#: Oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas shipped.
+KUBE_VERSIONS = ("1.27.0", kubernetes_validate.latest_version())
+#: Kinds whose schema is a CRD, unknown to the offline validator.
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}
+_VALIDATED: set[tuple[str, str]] = set()
+
+
+def validate_strict(doc: Manifest) -> bool:
+    """kubernetes-validate --strict against every supported version; False for a custom kind.
+
+    Documents already validated are skipped (value sets share most of them).
+    """
+    if doc["kind"] in CUSTOM_KINDS:
+        return False
+    for version in KUBE_VERSIONS:
+        key = (json.dumps(doc, sort_keys=True), version)
+        if key not in _VALIDATED:
+            kubernetes_validate.validate(doc, version, strict=True)
+            _VALIDATED.add(key)
+    return True
 
 
 def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +81,13 @@ def one(docs: list[Manifest], kind: str) -> Manifest:
 
 def kinds(docs: list[Manifest]) -> list[str]:
     return sorted(d["kind"] for d in docs)
+
+
+def named(docs: list[Manifest], kind: str, name: str) -> Manifest:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    others = [d["metadata"]["name"] for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind} {name}, got {others}"
+    return found[0]
 
 
 @pytest.fixture(scope="session")

@@ -64,18 +64,26 @@ app.kubernetes.io/part-of: leoflow
 {{- default .Release.Namespace .Values.tasks.namespace }}
 {{- end }}
 
-{{/* The Secret and key holding the database URL; fails when neither source is configured. */}}
+{{/*
+The Secret holding the database URL (under key database.secretKey): the user's, the one
+rendered from database.url, or the bundled PostgreSQL's; fails when there is none.
+*/}}
 {{- define "leoflow.databaseSecretName" -}}
-{{- if .Values.database.existingSecret }}
+{{- if include "leoflow.postgresql.enabled" . }}
+{{- include "leoflow.postgresql.fullname" . }}
+{{- else if .Values.database.existingSecret }}
 {{- .Values.database.existingSecret }}
 {{- else if .Values.database.url }}
 {{- printf "%s-database" (include "leoflow.fullname" .) }}
 {{- else }}
-{{- fail "\n\nleoflow: set database.existingSecret (a Secret whose key database.secretKey, default \"uri\", holds postgresql://user:pass@host:5432/db) or database.url. The replicas cannot start without a database." }}
+{{- fail "\n\nleoflow: postgresql.enabled=false needs an external database: set database.existingSecret (a Secret whose key database.secretKey, default \"uri\", holds postgresql://user:pass@host:5432/db) or database.url. The replicas cannot start without a database." }}
 {{- end }}
 {{- end }}
 
-{{/* The Secret holding API tokens, or "" when auth is disabled; fails when auth has no tokens. */}}
+{{/*
+The Secret holding API tokens, or "" when auth is disabled: the user's, the one rendered from
+auth.tokens, or (neither given) the generated admin token's.
+*/}}
 {{- define "leoflow.authSecretName" -}}
 {{- if .Values.auth.enabled }}
 {{- if .Values.auth.existingSecret }}
@@ -83,9 +91,31 @@ app.kubernetes.io/part-of: leoflow
 {{- else if .Values.auth.tokens }}
 {{- printf "%s-auth" (include "leoflow.fullname" .) }}
 {{- else }}
-{{- fail "\n\nleoflow: the API needs tokens: set auth.existingSecret (a Secret whose key auth.secretKey, default \"tokens\", holds name:scope:token lines) or auth.tokens, or set auth.enabled=false to serve without authentication." }}
+{{- include "leoflow.generatedTokenSecretName" . }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* "true" when the chart generates the admin token (auth on, no tokens given), else "". */}}
+{{- define "leoflow.generatesToken" -}}
+{{- if and .Values.auth.enabled (not .Values.auth.existingSecret) (not .Values.auth.tokens) }}true{{ end }}
+{{- end }}
+
+{{/* Name of the ConfigMap the chart renders from dags.inline. */}}
+{{- define "leoflow.inlineDagsName" -}}
+{{- printf "%s-dags" (include "leoflow.fullname" .) }}
+{{- end }}
+
+{{/*
+Every ConfigMap of DAG files the replicas mount, in order (dags.configMaps, then the inline
+one), as a YAML list; each is mounted at /etc/leoflow/dags/<name>/.
+*/}}
+{{- define "leoflow.dagConfigMaps" -}}
+{{- $names := .Values.dags.configMaps }}
+{{- if .Values.dags.inline }}
+{{- $names = append $names (include "leoflow.inlineDagsName" .) }}
+{{- end }}
+{{- toYaml $names }}
 {{- end }}
 
 {{/* Checks of relations between values that the JSON schema cannot express. */}}
@@ -103,6 +133,16 @@ app.kubernetes.io/part-of: leoflow
 {{- end }}
 {{- if and .Values.auth.metricsAuth .Values.metrics.serviceMonitor.enabled (not .Values.metrics.serviceMonitor.tokenSecret) }}
 {{- fail "\n\nleoflow: auth.metricsAuth=true protects /metrics; set metrics.serviceMonitor.tokenSecret (a Secret with a read token) so Prometheus can scrape it." }}
+{{- end }}
+{{- if has (include "leoflow.inlineDagsName" .) .Values.dags.configMaps }}
+{{- fail (printf "\n\nleoflow: dags.configMaps lists %s, the ConfigMap the chart renders from dags.inline; rename yours or move its files into dags.inline." (include "leoflow.inlineDagsName" .)) }}
+{{- end }}
+{{- $inlineBytes := 0 }}
+{{- range $file, $text := .Values.dags.inline }}
+{{- $inlineBytes = add $inlineBytes (len $file) (len $text) }}
+{{- end }}
+{{- if gt (int $inlineBytes) 1000000 }}
+{{- fail (printf "\n\nleoflow: dags.inline holds %d bytes, more than the 1000000 a ConfigMap can take (1 MiB with its metadata). Put the files into ConfigMaps of your own and list them in dags.configMaps." (int $inlineBytes)) }}
 {{- end }}
 {{- $needed := add .Values.preStopSleepSeconds .Values.config.shutdownGrace }}
 {{- if le (int .Values.terminationGracePeriodSeconds) (int $needed) }}
@@ -196,6 +236,24 @@ logging. Only variables declared in leoflow/settings.py:VARIABLES (a test checks
 {{- end }}
 - name: LEOFLOW_METRICS_AUTH
   value: {{ .Values.auth.metricsAuth | quote }}
+- name: LEOFLOW_RETENTION_DAYS
+  value: {{ .Values.retention.days | int | quote }}
+{{- if (include "leoflow.dagConfigMaps" . | fromYamlArray) }}
+- name: LEOFLOW_DAGS_DIR
+  value: /etc/leoflow/dags
+- name: LEOFLOW_DAGS_SOURCE
+  value: {{ default .Release.Name .Values.dags.source | quote }}
+{{- end }}
+{{- if .Values.notify.webhook.existingSecret }}
+- name: LEOFLOW_NOTIFY_WEBHOOK
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.notify.webhook.existingSecret }}
+      key: {{ .Values.notify.webhook.secretKey }}
+{{- else if .Values.notify.webhook.url }}
+- name: LEOFLOW_NOTIFY_WEBHOOK
+  value: {{ .Values.notify.webhook.url | quote }}
+{{- end }}
 {{- end }}
 
 {{/* The container security context, shared by the replicas and the init container. */}}
