@@ -123,6 +123,7 @@ INGRESS_VARIANTS: dict[str, dict[str, Any]] = {
     "one-host": {"enabled": True, "hosts": [{"host": "leoflow.example.com"}]},
     "tls": {"enabled": True, "hosts": [{"host": "leoflow.example.com", "paths": [{"path": "/", "pathType": "Prefix"}]}],
             "tls": [{"secretName": "leoflow-tls", "hosts": ["leoflow.example.com"]}]},
+    "host-less-entry": {"enabled": True, "hosts": [{"paths": [{"path": "/", "pathType": "Prefix"}]}]},
     "tls-without-hosts": {"enabled": True, "hosts": [{"host": "leoflow.example.com"}],
                           "tls": [{"secretName": "wildcard-tls"}]},
     "class-and-annotations": {"enabled": True, "className": "nginx",
@@ -171,9 +172,12 @@ def test_notes_print_the_ingress_url(render_raw: RenderRaw, variant: str, url: s
     assert "port-forward" not in notes
 
 
-def test_notes_without_an_ingress_host_fall_back_to_port_forward(render_raw: RenderRaw) -> None:
-    notes = render_raw(merged(MINIMAL, {"ingress": INGRESS_VARIANTS["no-host"]}))[NOTES]
+@pytest.mark.parametrize("variant", ["no-host", "host-less-entry"])
+def test_notes_without_an_ingress_host_fall_back_to_port_forward(render_raw: RenderRaw, variant: str) -> None:
+    notes = render_raw(merged(MINIMAL, {"ingress": INGRESS_VARIANTS[variant]}))[NOTES]
     assert "kubectl -n workflows get ingress wf-leoflow" in notes and "port-forward service/wf-leoflow" in notes
+    assert "export LEOFLOW_URL=http://127.0.0.1:8080\n" in notes
+    assert "%!" not in notes and "<nil>" not in notes
 
 
 # ---------------------------------------------------------------- retention / notification

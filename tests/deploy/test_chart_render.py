@@ -202,6 +202,13 @@ def test_notes_tell_how_to_reach_the_api_and_the_leader(render_raw: Any) -> None
     assert "WARNING: auth.enabled=false" in open_notes
 
 
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_notes_render_every_value_set_without_template_debris(render_raw: Any, value_set: str) -> None:
+    notes = render_raw(merged(MINIMAL, VALUE_SETS[value_set]))["leoflow/templates/NOTES.txt"]
+    assert "%!" not in notes and "<nil>" not in notes and "map[" not in notes, notes
+    assert "export LEOFLOW_URL=http" in notes
+
+
 def test_secret_checksum_rolls_pods_when_a_rendered_secret_changes(render: Render) -> None:
     def checksum(values: dict[str, Any]) -> str:
         dep = next(d for d in render(values) if d["kind"] == "Deployment")

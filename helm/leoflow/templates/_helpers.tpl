@@ -155,7 +155,8 @@ one), as a YAML list; each is mounted at /etc/leoflow/dags/<name>/.
 
 {{/*
 Environment shared by the replicas and the migration init container: identity, database and
-logging. Only variables declared in leoflow/settings.py:VARIABLES (a test checks it).
+logging. Only variables declared in leoflow.settings.VARIABLES (a test checks it; the few whose
+code lands later are listed in that test as pending).
 */}}
 {{- define "leoflow.baseEnv" -}}
 - name: LEOFLOW_NODE_ID
