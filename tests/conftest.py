@@ -10,6 +10,18 @@ from leoflow.settings import Settings, load_settings
 from tests.harness.leftovers import LeftoverTasks
 from tests.harness.postgres import PostgresServer, session_server
 
+#: Test files that change the host's network (namespaces, veth pairs, iptables) and the browser
+#: tests, whose Chromium aborts page loads with ERR_NETWORK_CHANGED when an interface appears:
+#: they share one xdist worker, so they never run at the same time.
+NETWORK_SENSITIVE = ("tests/chaos/test_netns.py", "tests/chaos/test_chaos_short.py", "tests/dashboard/test_browser.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One xdist group per test file (``--dist loadgroup``), except the network-sensitive files."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("network-sensitive" if path in NETWORK_SENSITIVE else path))
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PostgresServer]:
