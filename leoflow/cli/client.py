@@ -23,6 +23,7 @@ import yaml
 
 from leoflow.errors import LeoflowError
 from leoflow.model.states import TERMINAL_RUN_STATES
+from leoflow.model.yaml_loader import YamlRejected, load_yaml_documents
 from leoflow.settings import Settings
 from leoflow.standalone.discovery import client_settings
 
@@ -166,6 +167,8 @@ def _conf(value: str) -> dict[str, Any]:
         parsed = json.loads(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--conf must be a JSON object ({exc})") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError("--conf is nested too deeply") from None
     if not isinstance(parsed, dict):
         raise argparse.ArgumentTypeError("--conf must be a JSON object, e.g. '{\"day\": \"2026-01-01\"}'")
     return parsed
@@ -182,10 +185,10 @@ def _spec_documents(path: Path) -> list[str]:
     except UnicodeDecodeError:
         raise ClientError(f"{path}: not UTF-8 text") from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "parse error"
-        raise ClientError(f"{path}: invalid YAML ({first})") from None
+        docs = [d.data for d in load_yaml_documents(text)]
+    except YamlRejected as exc:
+        where = f":{exc.line}:{exc.column}" if exc.line is not None else ""
+        raise ClientError(f"{path}{where}: invalid YAML ({exc.problem})") from None
     if not docs:
         raise ClientError(f"{path}: contains no DAG spec")
     return [yaml.safe_dump(d, sort_keys=False) for d in docs]

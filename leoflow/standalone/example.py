@@ -16,10 +16,9 @@ import asyncio
 from dataclasses import dataclass
 from importlib import resources
 
-import yaml
-
 from leoflow.clock import SystemClock
 from leoflow.db.database import Database
+from leoflow.model.yaml_loader import load_yaml
 from leoflow.settings import Settings
 
 EXAMPLE_RESOURCE = "examples/example.yaml"
@@ -34,7 +33,7 @@ class ExampleRun:
 def example_spec_data() -> object:
     """The sample DAG as shipped in ``leoflow/examples/example.yaml``."""
     text = resources.files("leoflow").joinpath(EXAMPLE_RESOURCE).read_text()
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 async def _apply_and_trigger(settings: Settings) -> ExampleRun:

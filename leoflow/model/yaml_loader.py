@@ -1,0 +1,196 @@
+"""The one way Leoflow reads YAML: bounded before anything is built, errors with line and column.
+
+YAML arrives from people (``leoflow dags apply``, ``Content-Type: application/yaml`` bodies, DAG
+directories) and must not be a way to exhaust a server. ``yaml.safe_load`` alone is not safe in
+that sense: an alias bomb of 349 bytes expands to 58 MB of JSON once anything walks it, and the
+C parser's composer recurses without limit and crashes the process on a few hundred thousand
+``[``. So a text is read in two passes:
+
+1. **Scan** the event stream (libyaml's parser, which keeps its own stack and never recurses)
+   and hold it to the :data:`~leoflow.model.limits.DOCUMENT` budget: nesting at most
+   ``max_depth`` deep, at most ``max_values`` values, and at most ``max_bytes`` bytes of scalar
+   text, where an **alias counts as everything its anchor stands for** — so a document that
+   uses anchors costs what it would cost written out, and a bomb fails at the budget, after
+   reading a few hundred bytes. Aliases stay allowed because people use them for shared blocks
+   (``env: *common``); a recursive alias (an anchor used inside itself) is refused.
+2. **Build** the documents with the same parser (fast, and safe now that the depth is known),
+   refusing duplicate keys in a mapping (YAML would silently keep the last one) and turning any
+   value that cannot be built (``2026-02-30``, a 5,000-digit integer) into an error at its
+   position instead of a ``ValueError`` from deep inside PyYAML.
+
+Every failure is :class:`YamlRejected` (``line 3, column 7: ...``, 1-based like an editor);
+nothing else escapes. The document budget is checked on the parsed document too: the limit
+applies to what the text *means*, not only to its length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from leoflow.errors import LeoflowError
+from leoflow.model.limits import DOCUMENT, DOCUMENT_MAX_BYTES, Documents
+
+#: libyaml when installed (every wheel of PyYAML ships it); the pure-Python parser otherwise.
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class YamlRejected(LeoflowError):
+    """A YAML text that cannot be read: its syntax, or a budget it exceeds; names line and column."""
+
+    def __init__(self, problem: str, line: int | None = None, column: int | None = None, *,
+                 too_large: bool = False) -> None:
+        self.problem = problem
+        self.line = line
+        self.column = column
+        #: The text is valid but stands for more than the byte budget (a 413, not a 400).
+        self.too_large = too_large
+        where = f"line {line}, column {column}: " if line is not None else ""
+        super().__init__(f"{where}{problem}")
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """One document of a text (0-based ``index`` among all, empty ones included) and its node tree.
+
+    The node tree carries the position of every value (``node.start_mark``), for callers that
+    point at the line of a validation error.
+    """
+
+    index: int
+    data: Any
+    node: yaml.Node
+
+
+def _rejected_at(problem: str, mark: Any, *, too_large: bool = False) -> YamlRejected:
+    if mark is None:
+        return YamlRejected(problem, too_large=too_large)
+    return YamlRejected(problem, mark.line + 1, mark.column + 1, too_large=too_large)
+
+
+class _Frame:
+    __slots__ = ("anchor", "bytes", "values")
+
+    def __init__(self, anchor: str | None, values: int, size: int) -> None:
+        self.anchor, self.values, self.bytes = anchor, values, size
+
+
+def _scan(text: str, max_bytes: int, limit: Documents) -> None:
+    """Pass 1: walk the events, holding the text to the budget (see the module docstring)."""
+    values = size = 0
+    #: What each finished anchor stands for: (values, bytes).
+    anchored: dict[str, tuple[int, int]] = {}
+    open_frames: list[_Frame] = []
+    loader = _Base(text)
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.AliasEvent):
+                if any(f.anchor == event.anchor for f in open_frames):
+                    raise _rejected_at(f"alias *{event.anchor} is used inside its own anchor (a recursive "
+                                       "structure)", event.start_mark)
+                if event.anchor not in anchored:
+                    raise _rejected_at(f"alias *{event.anchor} names no anchor defined before it", event.start_mark)
+                more_values, more_bytes = anchored[event.anchor]
+                values += more_values
+                size += more_bytes
+            elif isinstance(event, yaml.ScalarEvent):
+                scalar = len(event.value.encode("utf-8", "surrogatepass"))
+                values += 1
+                size += scalar
+                if event.anchor:
+                    anchored[event.anchor] = (1, scalar)
+            elif isinstance(event, yaml.CollectionStartEvent):
+                if len(open_frames) >= limit.max_depth:
+                    raise _rejected_at(f"nested more than {limit.max_depth} levels deep", event.start_mark)
+                values += 1
+                open_frames.append(_Frame(event.anchor, values - 1, size))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                frame = open_frames.pop()
+                if frame.anchor:
+                    anchored[frame.anchor] = (values - frame.values, size - frame.bytes)
+            elif isinstance(event, yaml.DocumentEndEvent):
+                anchored.clear()  # anchors are local to their document
+            if values > limit.max_values:
+                raise _rejected_at(f"more than {limit.max_values:,} values (aliases count as what they "
+                                   "expand to)", event.start_mark, too_large=True)
+            if size > max_bytes:
+                raise _rejected_at(f"stands for more than {max_bytes:,} bytes of text (aliases count as what "
+                                   "they expand to)", event.start_mark, too_large=True)
+    finally:
+        loader.dispose()
+
+
+class _Builder(_Base):  # type: ignore[misc]
+    """Pass 2: PyYAML's safe constructor, refusing duplicate keys and locating bad values."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError, TypeError) as exc:  # a scalar that no Python value can hold
+            raise yaml.constructor.ConstructorError(None, None, f"cannot read this value ({exc})",
+                                                    node.start_mark) from None
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[tuple[str, str]] = set()
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE:
+                if (key.tag, key.value) in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key.value[:60]!r}",
+                                                            key.start_mark)
+                seen.add((key.tag, key.value))
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+def _problem(exc: yaml.MarkedYAMLError) -> str:
+    problem = exc.problem or "invalid YAML"
+    return f"{problem} ({exc.context})" if exc.context else problem
+
+
+def _reader_position(text: str, position: int) -> tuple[int, int]:
+    before = text[:position]
+    return before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1
+
+
+def load_yaml_documents(text: str, *, max_bytes: int = DOCUMENT_MAX_BYTES,
+                        limit: Documents = DOCUMENT) -> list[YamlDocument]:
+    """Every non-empty document of ``text``, bounded; YamlRejected on any problem.
+
+    ``max_bytes`` bounds the scalar text the documents stand for (aliases expanded): the API
+    passes its body limit, so a body's meaning is held to the same size as its bytes.
+    """
+    try:
+        _scan(text, max_bytes, limit)
+        documents: list[YamlDocument] = []
+        builder = _Builder(text)
+        try:
+            index = 0
+            while builder.check_node():
+                node = builder.get_node()
+                data = builder.construct_document(node)
+                if data is not None:
+                    documents.append(YamlDocument(index, data, node))
+                index += 1
+        finally:
+            builder.dispose()
+        return documents
+    except yaml.MarkedYAMLError as exc:
+        raise _rejected_at(_problem(exc), exc.problem_mark or exc.context_mark) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, other controls)
+        line, column = _reader_position(text, exc.position)
+        raise YamlRejected(f"character U+{exc.character:04X} is not allowed in YAML", line, column) from None
+    except yaml.YAMLError as exc:
+        raise YamlRejected(str(exc).splitlines()[0] if str(exc) else "invalid YAML") from None
+
+
+def load_yaml(text: str, *, max_bytes: int = DOCUMENT_MAX_BYTES, limit: Documents = DOCUMENT) -> Any:
+    """The single document of ``text`` (None when empty); YamlRejected if there are several."""
+    documents = load_yaml_documents(text, max_bytes=max_bytes, limit=limit)
+    if len(documents) > 1:
+        second = documents[1].node.start_mark
+        raise _rejected_at("expected one document, found several (apply each separately)", second)
+    return documents[0].data if documents else None

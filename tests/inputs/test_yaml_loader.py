@@ -1,0 +1,101 @@
+"""The bounded YAML loader: alias bombs, deep nesting, recursive aliases, duplicate keys and
+unbuildable values are refused with a line and column; anchors within budget still work."""
+
+from __future__ import annotations
+
+import pytest
+
+from leoflow.model.limits import DOCUMENT, Documents
+from leoflow.model.yaml_loader import YamlRejected, load_yaml, load_yaml_documents
+
+#: The issue's 349-byte body: nine levels of nine aliases, 58 MB of JSON once expanded.
+ALIAS_BOMB = """dag_id: bomb
+tasks:
+- id: a
+  image: x
+  command: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+  args: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+  env: &c {c: [*b,*b,*b,*b,*b,*b,*b,*b,*b]}
+x: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+y: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+z: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+w: [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+"""
+
+
+def refused(text: str, **kwargs: object) -> YamlRejected:
+    with pytest.raises(YamlRejected) as info:
+        load_yaml(text, **kwargs)  # type: ignore[arg-type]
+    return info.value
+
+
+def test_alias_bomb_is_refused_at_the_budget_with_its_position() -> None:
+    assert len(ALIAS_BOMB.encode()) < 400
+    error = refused(ALIAS_BOMB, max_bytes=1024 * 1024)
+    assert error.too_large
+    assert error.line is not None and 8 <= error.line <= 11 and error.column is not None
+    assert "aliases count as what they expand to" in error.problem
+
+
+def test_anchors_within_the_budget_expand_as_usual() -> None:
+    text = "common: &env {A: '1', B: '2'}\nfirst: {env: *env}\nsecond:\n  env:\n    <<: *env\n    B: '3'\n"
+    assert load_yaml(text) == {"common": {"A": "1", "B": "2"}, "first": {"env": {"A": "1", "B": "2"}},
+                               "second": {"env": {"A": "1", "B": "3"}}}
+
+
+def test_alias_expansion_counts_bytes_exactly_at_the_boundary() -> None:
+    text = "a: &s xxxxxxxxxx\nb: [*s, *s, *s]\n"  # scalars: 'a' 'xxxxxxxxxx' 'b' + 3 x 10 bytes = 42
+    assert load_yaml(text, max_bytes=42) == {"a": "x" * 10, "b": ["x" * 10] * 3}
+    assert refused(text, max_bytes=41).too_large
+
+
+def test_value_budget_boundary_counts_aliases() -> None:
+    small = Documents("test", max_depth=8, max_values=7, why="")
+    text = "a: &l [1, 2]\nb: *l\n"  # mapping, 'a', list, 1, 2, 'b', alias (3 values) = 9
+    refused_error = refused(text, limit=small)
+    assert refused_error.too_large and "more than 7 values" in refused_error.problem
+    assert load_yaml(text, limit=Documents("test", max_depth=8, max_values=9, why="")) == {"a": [1, 2], "b": [1, 2]}
+
+
+def test_nesting_boundary_and_a_very_deep_text_fails_fast() -> None:
+    depth = DOCUMENT.max_depth
+    ok = "[" * depth + "]" * depth
+    assert load_yaml(ok) is not None
+    error = refused("[" * (depth + 1) + "]" * (depth + 1))
+    assert (error.line, error.column) == (1, depth + 1) and f"more than {depth} levels" in error.problem
+    # The C composer would crash the process on this; the scan stops at the limit instead.
+    assert refused("[" * 300_000 + "]" * 300_000).column == depth + 1
+
+
+@pytest.mark.parametrize(("text", "line", "column", "words"), [
+    ("a: &a [1, *a]\n", 1, 11, "inside its own anchor"),
+    ("a: *nope\n", 1, 4, "names no anchor"),
+    ("a: 1\nb: 2\na: 3\n", 3, 1, "duplicate key 'a'"),
+    ("a: 1\n'a': 3\n", 2, 1, "duplicate key 'a'"),
+    ("start: 2026-02-30\n", 1, 8, "day is out of range"),
+    ("n: " + "1" * 5000 + "\n", 1, 4, "cannot read this value"),
+    ("t: 2026-01-01T00:00:00+99:00\n", 1, 4, "cannot read this value"),
+    ("tasks:\n  - id: a\n   image: x\n", 3, 4, "expected '-' indicator"),
+    ("a: [unclosed\n", 2, 1, "expected ','"),
+    ("a: b\x07c\n", 1, 5, "U+0007"),
+    ("a: !!python/object:os.system x\n", 1, 4, "could not determine a constructor"),
+    ("a: 1\n---\nb: 2\n", 3, 1, "found several"),
+], ids=["recursive-alias", "undefined-alias", "duplicate-key", "duplicate-quoted-key", "bad-date", "huge-int",
+        "bad-offset", "bad-indent", "unclosed", "control-character", "python-tag", "two-documents"])
+def test_problems_name_line_and_column(text: str, line: int, column: int, words: str) -> None:
+    error = refused(text)
+    assert (error.line, error.column) == (line, column), str(error)
+    assert words in error.problem
+    assert str(error).startswith(f"line {line}, column {column}: ")
+
+
+def test_keys_of_different_types_are_not_duplicates() -> None:
+    assert load_yaml("1: a\n'1': b\n") == {1: "a", "1": "b"}
+
+
+def test_documents_keep_their_index_and_node_positions() -> None:
+    docs = load_yaml_documents("a: 1\n---\n---\nb:\n  c: 2\n")
+    assert [d.index for d in docs] == [0, 2]
+    assert docs[1].data == {"b": {"c": 2}}
+    assert docs[1].node.start_mark.line == 3
+    assert load_yaml("") is None and load_yaml_documents("# nothing\n") == []
