@@ -6,6 +6,8 @@ never need to know which library failed. A class docstring doubles as its defaul
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 
 class LeoflowError(Exception):
     """Leoflow failed."""
@@ -66,3 +68,23 @@ class ValidationFailed(LeoflowError):
         self.path = path
         self.problem = problem
         super().__init__(f"{path}: {problem}" if path else problem)
+
+
+class DagFilesRejected(LeoflowError):
+    """A set of DAG files was refused as a whole; ``problems`` lists every problem found.
+
+    Each problem is a plain mapping (``file``, ``document``, ``path``, ``problem``, ``line``,
+    ``column``), so an all-or-nothing sync can report every bad file in one answer.
+    """
+
+    def __init__(self, message: str, problems: Sequence[Mapping[str, object]]) -> None:
+        self.problems = [dict(p) for p in problems]
+        super().__init__(message)
+
+
+class DagFilesInvalid(DagFilesRejected):
+    """DAG files do not parse or do not validate; nothing was applied."""
+
+
+class DagOwnershipConflict(DagFilesRejected):
+    """DAG files define DAGs another sync source owns; nothing was applied."""

@@ -1,0 +1,109 @@
+"""A set of DAG files, validated as a whole: what ``leoflow dags sync`` and the leader apply.
+
+A sync is all-or-nothing, so it needs *every* problem of *every* file at once, not the first
+one: :func:`parse_dag_files` reads each file's documents (:mod:`.documents`), validates each
+document as a DAG spec (:func:`leoflow.model.spec.parse_dag_spec`), rejects a DAG id defined
+twice in the set, and returns the valid DAGs next to the list of problems, each naming its
+file, document, path, line and column. Callers apply the DAGs only when that list is empty.
+
+File names are labels for messages (a path relative to the synced directory); nothing here
+touches a file system. A source label (``LEOFLOW_DAGS_SOURCE``, ``dags sync --source``) names
+who owns the DAGs a sync creates: pruning only ever deletes DAGs carrying the sync's own label.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from leoflow.errors import ValidationFailed
+from leoflow.model.documents import DocumentError, Location, load_documents
+from leoflow.model.spec import DagSpec, parse_dag_spec
+
+#: Which files of a directory are DAG files (compared case-insensitively).
+DAG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+#: Most files in one sync, and the longest file name (a relative path) reported back.
+MAX_FILES = 10_000
+MAX_FILE_NAME = 1024
+#: Most DAGs one sync may define.
+MAX_DAGS = 10_000
+SOURCE_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+SOURCE_RULE = "must be 1-63 characters of letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
+
+
+@dataclass(frozen=True)
+class DagFile:
+    """One file of a sync: a name (relative path) and its text."""
+
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class LocatedDag:
+    """A valid DAG spec and where it was defined."""
+
+    spec: DagSpec
+    file: str
+    document: int
+    #: Where its ``dag_id`` is (None for JSON files).
+    location: Location | None = None
+
+    def problem(self, path: str, problem: str) -> dict[str, object]:
+        """A problem with this DAG in the shape of :meth:`DocumentError.to_json`."""
+        return DocumentError(self.file, problem, document=self.document, path=path, location=self.location).to_json()
+
+
+@dataclass(frozen=True)
+class DagSet:
+    """The valid DAGs of a set of files and every problem found; apply only when ``ok``."""
+
+    dags: tuple[LocatedDag, ...]
+    errors: tuple[DocumentError, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def is_dag_file(name: str) -> bool:
+    return name.lower().endswith(DAG_FILE_SUFFIXES)
+
+
+def source_label(value: object, field: str = "source") -> str:
+    """A valid source label, else ValidationFailed naming ``field``."""
+    if not isinstance(value, str) or not SOURCE_RE.match(value):
+        raise ValidationFailed(field, SOURCE_RULE)
+    return value
+
+
+def parse_dag_files(files: Sequence[DagFile]) -> DagSet:
+    """Every DAG of ``files`` and every problem in them (see the module docstring)."""
+    dags: list[LocatedDag] = []
+    errors: list[DocumentError] = []
+    defined: dict[str, LocatedDag] = {}
+    for file in files:
+        try:
+            documents = load_documents(file.name, file.text)
+        except DocumentError as exc:
+            errors.append(exc)
+            continue
+        several = len(documents) > 1
+        for document in documents:
+            try:
+                spec = parse_dag_spec(document.data)
+            except ValidationFailed as exc:
+                errors.append(document.error(exc.path, exc.problem, several=several))
+                continue
+            located = LocatedDag(spec, file.name, document.index, document.locate("dag_id"))
+            first = defined.get(spec.dag_id)
+            if first is not None:
+                errors.append(document.error("dag_id", f"DAG {spec.dag_id!r} is also defined in {first.file} "
+                                             f"(document {first.document})", several=several))
+                continue
+            defined[spec.dag_id] = located
+            dags.append(located)
+    if len(dags) > MAX_DAGS:
+        errors.append(DocumentError("", f"{len(dags)} DAGs in one sync; at most {MAX_DAGS} are allowed"))
+    return DagSet(tuple(dags), tuple(errors))
