@@ -41,7 +41,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES, LIVE_TRY_STATES, SLOT_TASK_STATES
+from leoflow.model.states import (
+    ACTIVE_RUN_STATES,
+    ACTIVE_TASK_STATES,
+    LIVE_TRY_STATES,
+    SLOT_TASK_STATES,
+    TERMINAL_RUN_STATES,
+)
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -73,6 +79,7 @@ ACTIVE_TASKS_SQL = sql_list(ACTIVE_TASK_STATES)
 SLOT_TASKS_SQL = sql_list(SLOT_TASK_STATES)
 LIVE_TRIES_SQL = sql_list(LIVE_TRY_STATES)
 ACTIVE_RUNS_SQL = sql_list(ACTIVE_RUN_STATES)
+TERMINAL_RUNS_SQL = sql_list(TERMINAL_RUN_STATES)
 
 
 # --------------------------------------------------------------------------- DAG definitions
@@ -90,6 +97,9 @@ class Dag(Base):
     schedule: Mapped[str | None] = mapped_column(String(100))
     # The logical date of the next scheduled run the leader should create (None: not scheduled).
     next_run_at: Mapped[datetime | None]
+    # The sync source label that owns this DAG (``dags sync --source``, LEOFLOW_DAGS_SOURCE);
+    # None for a DAG applied by hand. Pruning deletes only DAGs of the pruning sync's source.
+    source: Mapped[str | None] = mapped_column(String(63))
     created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
     updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
 
@@ -139,6 +149,11 @@ class DagRun(Base):
               postgresql_where=text("run_type = 'scheduled'")),
         Index("ix_dag_runs_active", "dag_id", "id", postgresql_where=text(f"state IN {sql_list(ACTIVE_RUN_STATES)}")),
         Index("ix_dag_runs_dag_id_id", "dag_id", "id"),
+        # Retention's scan: finished runs, oldest first (leoflow.db.retention_store).
+        Index("ix_dag_runs_finished", "ended_at", "id",
+              postgresql_where=text(f"state IN {sql_list(TERMINAL_RUN_STATES)}")),
+        # Which runs still reference a DAG version (retention keeps those versions).
+        Index("ix_dag_runs_dag_version_id", "dag_version_id"),
     )
 
 

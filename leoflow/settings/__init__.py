@@ -14,6 +14,7 @@ from leoflow.settings.groups import (
     ApiToken,
     ClientSettings,
     ClusterSettings,
+    DagFilesSettings,
     DatabaseSettings,
     ElectionSettings,
     ExecutorKind,
@@ -21,6 +22,7 @@ from leoflow.settings.groups import (
     KubernetesSettings,
     LogFormat,
     LoggingSettings,
+    RetentionSettings,
     SchedulerSettings,
     Settings,
 )
@@ -28,7 +30,7 @@ from leoflow.settings.loader import EnvironmentReader, load_settings, parse_api_
 
 __all__ = [
     "ENV_PREFIX", "MINIMUM_POOL_SIZE", "VARIABLES", "ApiSettings", "ApiToken", "ClientSettings", "ClusterSettings",
-    "DatabaseSettings", "ElectionSettings", "EnvironmentReader", "ExecutorKind", "ExecutorSettings",
-    "KubernetesSettings", "LogFormat", "LoggingSettings", "SchedulerSettings", "Settings", "Variable",
-    "load_settings", "parse_api_tokens", "validate_database_url",
+    "DagFilesSettings", "DatabaseSettings", "ElectionSettings", "EnvironmentReader", "ExecutorKind",
+    "ExecutorSettings", "KubernetesSettings", "LogFormat", "LoggingSettings", "RetentionSettings",
+    "SchedulerSettings", "Settings", "Variable", "load_settings", "parse_api_tokens", "validate_database_url",
 ]

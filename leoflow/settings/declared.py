@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from leoflow.model.dag_files import SOURCE_RE, SOURCE_RULE
+
 T = TypeVar("T")
 
 #: The smallest workable database budget of a replica (see leoflow.db.budget).
@@ -122,6 +124,12 @@ def names(value: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in value.split(",") if s.strip())
 
 
+def sync_source(value: str) -> str:
+    if not SOURCE_RE.match(value):
+        raise ValueError(SOURCE_RULE)
+    return value
+
+
 def cluster_name(value: str) -> str:
     if len(value) > 63:
         raise ValueError("must be at most 63 characters")
@@ -207,6 +215,18 @@ K8S_PENDING_TIMEOUT = Variable("LEOFLOW_K8S_PENDING_TIMEOUT", 300.0, number(),
                                "Seconds a pod may sit in image-pull/config errors before its task fails.")
 K8S_POD_RETENTION = Variable("LEOFLOW_K8S_POD_RETENTION", 3600.0, number(positive=False),
                              "Seconds finished pods are kept (after their logs are shipped) before garbage collection.")
+DAGS_DIR = Variable[str | None](
+    "LEOFLOW_DAGS_DIR", None, optional_text,
+    "Directory of DAG files (`*.yaml`, `*.yml`, `*.json`, subdirectories included) the leader syncs at startup "
+    "and whenever they change, pruning DAGs of `LEOFLOW_DAGS_SOURCE` whose files are gone (see docs/dags-as-code.md).")
+DAGS_SOURCE = Variable(
+    "LEOFLOW_DAGS_SOURCE", "default", sync_source,
+    "Sync source label of the DAGs `LEOFLOW_DAGS_DIR` creates, and the default `--source` of `leoflow dags sync`; "
+    "a sync only ever prunes DAGs carrying its own label.")
+RETENTION_DAYS = Variable(
+    "LEOFLOW_RETENTION_DAYS", 30, integer(maximum=36500, positive=False),
+    "Days finished runs are kept; the leader then deletes them with their task instances, tries and logs "
+    "(0 keeps everything forever).")
 
 #: Every environment variable Leoflow reads, in documentation order.
 VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
@@ -215,7 +235,7 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
     TASK_LOG_MAX_BYTES, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS, K8S_PENDING_TIMEOUT,
-    K8S_POD_RETENTION,
+    K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
 )
 
 #: The leader-election and scheduling timings a production replica runs with (benchmarks start

@@ -101,6 +101,21 @@ class ExecutorSettings:
 
 
 @dataclass(frozen=True)
+class DagFilesSettings:
+    """DAGs as code: the directory the leader keeps the cluster in step with, and its source label."""
+
+    directory: Path | None = None
+    source: str = v.DAGS_SOURCE.default
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    """How long finished runs are kept (0: forever)."""
+
+    days: int = v.RETENTION_DAYS.default
+
+
+@dataclass(frozen=True)
 class LoggingSettings:
     format: LogFormat = "json"
     level: str = v.LOG_LEVEL.default.upper()
@@ -122,6 +137,8 @@ class Settings:
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
+    dag_files: DagFilesSettings = field(default_factory=DagFilesSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
     home: Path = field(default_factory=default_home)
 
     @property

@@ -28,11 +28,13 @@ from leoflow.settings.groups import (
     ApiToken,
     ClientSettings,
     ClusterSettings,
+    DagFilesSettings,
     DatabaseSettings,
     ElectionSettings,
     ExecutorSettings,
     KubernetesSettings,
     LoggingSettings,
+    RetentionSettings,
     SchedulerSettings,
     Settings,
     default_local_parallelism,
@@ -101,6 +103,10 @@ def parse_api_tokens(text: str, *, variable: str) -> tuple[ApiToken, ...]:
             raise SettingsError(variable, f"entry {index + 1} ({name}) has a token shorter than 8 characters")
         tokens.append(ApiToken(name=name, scope=scope, token=token))  # type: ignore[arg-type]
     return tuple(tokens)
+
+
+def _optional_path(value: str | None) -> Path | None:
+    return Path(value).expanduser() if value else None
 
 
 def load_settings(env: Mapping[str, str] | None = None, *,
@@ -179,5 +185,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             ),
         ),
         logging=LoggingSettings(format=log_format, level=r.get(v.LOG_LEVEL).upper()),  # type: ignore[arg-type]
+        dag_files=DagFilesSettings(directory=_optional_path(r.get(v.DAGS_DIR)), source=r.get(v.DAGS_SOURCE)),
+        retention=RetentionSettings(days=r.get(v.RETENTION_DAYS)),
         home=Path(r.get(v.HOME)).expanduser(),
     )
