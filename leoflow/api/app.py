@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from leoflow.api import routes_cluster, routes_dags, routes_runs, routes_system
+from leoflow.api import routes_cluster, routes_dag_sync, routes_dags, routes_runs, routes_system
 from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
 from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
@@ -78,6 +78,7 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
         ApiRoute("GET", "/api/v2/cluster/events", routes_cluster.events, "read"),
         ApiRoute("GET", "/api/v2/dags", routes_dags.list_dags, "read"),
         ApiRoute("POST", "/api/v2/dags", routes_dags.create_dag, "admin"),
+        ApiRoute("POST", "/api/v2/dags:sync", routes_dag_sync.sync_dags, "admin"),
         ApiRoute("GET", dag, routes_dags.get_dag, "read"),
         ApiRoute("PUT", dag, routes_dags.put_dag, "admin"),
         ApiRoute("PATCH", dag, routes_dags.patch_dag, "admin"),

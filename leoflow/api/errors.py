@@ -6,7 +6,8 @@ Every error answer has the same shape, ``{"error": {"code", "message", "details"
 
 - Leoflow's own errors map by type: ``NotFound`` → 404, ``Conflict`` → 409,
   ``ValidationFailed`` → 422 with ``details.field`` naming the offending path,
-  ``ValueRejected`` → 400.
+  ``ValueRejected`` → 400; a rejected set of DAG files → 422 (or 409 when the DAGs belong to
+  another sync source) with ``details.errors`` listing every problem.
 - A database that cannot be reached, a pool that stays exhausted, a statement, lock or request
   timeout, a schema older than this build → 503 with ``Retry-After``: the client should retry,
   possibly on another replica. (Driver errors never get here raw: :mod:`leoflow.db.errors`
@@ -27,6 +28,8 @@ from starlette.responses import Response
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.errors import (
     Conflict,
+    DagFilesRejected,
+    DagOwnershipConflict,
     DatabaseUnavailable,
     LockTimeout,
     NotFound,
@@ -83,6 +86,9 @@ def translate(exc: BaseException) -> ApiError:
         return exc
     if isinstance(exc, ValidationFailed):
         return bad_field(exc.path, exc.problem, status=422)
+    if isinstance(exc, DagFilesRejected):
+        return ApiError(409 if isinstance(exc, DagOwnershipConflict) else 422, str(exc),
+                        details={"errors": exc.problems})
     if isinstance(exc, NotFound):
         return ApiError(404, str(exc))
     if isinstance(exc, Conflict):

@@ -12,6 +12,8 @@ from typing import Any
 
 from leoflow import __version__
 from leoflow.api.endpoint import MAX_LIMIT
+from leoflow.db.dag_sync import ACTIONS
+from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES, SOURCE_RE
 from leoflow.model.states import RUN_STATES, TASK_STATES
 
 JSON = "application/json"
@@ -52,7 +54,9 @@ _RUN = {
 }
 _DAG = {
     "dag_id": _STR, "paused": {"type": "boolean"}, "schedule": _nullable("string"), "version": _nullable("integer"),
-    "next_run_at": _TIME, "created_at": {"type": "string", "format": "date-time"},
+    "next_run_at": _TIME, "source": {**_nullable("string"), "description": "Sync source label owning the DAG "
+                                     "(null: applied by hand)"},
+    "created_at": {"type": "string", "format": "date-time"},
     "updated_at": {"type": "string", "format": "date-time"},
 }
 
@@ -78,6 +82,31 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "DagPatch": _obj({"paused": {"type": "boolean"}}),
+    "DagSyncRequest": _obj({
+        "source": {"type": "string", "pattern": SOURCE_RE.pattern, "maxLength": 63,
+                   "description": "Sync source label: owns the DAGs the files define; prune only deletes its own"},
+        "prune": {"type": "boolean", "default": False,
+                  "description": "Delete live DAGs of this source the files no longer define"},
+        "prune_unlabeled": {"type": "boolean", "default": False,
+                            "description": "With prune, also delete DAGs applied by hand (no source label)"},
+        "dry_run": {"type": "boolean", "default": False, "description": "Plan only; change nothing"},
+        "files": {"type": "array", "maxItems": MAX_FILES, "items": _ref("DagSyncFile")},
+    }, required=["source", "files"]),
+    "DagSyncFile": _obj({"name": {"type": "string", "minLength": 1, "maxLength": MAX_FILE_NAME,
+                                  "description": "File name (relative path), used in problem reports; "
+                                                 "*.json is read as JSON, anything else as YAML"},
+                         "content": {"type": "string", "description": "The file's text (several YAML documents "
+                                                                      "allowed)"}}),
+    "DagSyncResult": _obj({
+        "source": _STR, "prune": {"type": "boolean"}, "prune_unlabeled": {"type": "boolean"},
+        "dry_run": {"type": "boolean"},
+        "dags": {"type": "array", "items": _obj({
+            "dag_id": _STR, "action": {"type": "string", "enum": list(ACTIONS)},
+            "file": _nullable("string"), "document": _nullable("integer"), "version": _nullable("integer"),
+            "adopted": {"type": "boolean"}})},
+        "counts": _obj({a: _INT for a in ACTIONS}),
+        "missing": {"type": "array", "items": _STR},
+    }),
     "RunRequest": _obj({"run_id": _STR, "conf": {"type": "object"}}, required=[]),
     "Run": _obj(_RUN),
     "RunDetail": _obj({**_RUN, "tasks": {"type": "array", "items": _ref("TaskInstance")}}),
@@ -190,6 +219,10 @@ def operations() -> dict[str, dict[str, Any]]:
             "post": _op("Apply DAG", {**_json("200", "DagDetail", "Unchanged"), **_json("201", "DagDetail",
                                                                                         "Created")},
                         body="DagSpec", auth="admin", errors="409"),
+        },
+        "/api/v2/dags:sync": {
+            "post": _op("Sync DAG files", _json("200", "DagSyncResult", "The plan (applied unless dry_run)"),
+                        body="DagSyncRequest", auth="admin", errors="409"),
         },
         "/api/v2/dags/{dag_id}": {
             "get": _op("Get DAG", _json("200", "DagDetail"), errors="404", params=[DAG_ID]),

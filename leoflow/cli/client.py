@@ -15,15 +15,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any, NoReturn
 
 import httpx
-import yaml
 
 from leoflow.errors import LeoflowError
 from leoflow.model.states import TERMINAL_RUN_STATES
-from leoflow.model.yaml_loader import YamlRejected, load_yaml_documents
 from leoflow.settings import Settings
 from leoflow.standalone.discovery import client_settings
 
@@ -37,6 +34,12 @@ STATE_ORDER = ("success", "running", "queued", "up_for_retry", "pending", "faile
 
 class ClientError(LeoflowError):
     """The API refused the request or could not be reached."""
+
+    def __init__(self, message: str | None = None, *, status: int | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        #: The HTTP status and the error envelope's ``details`` when the API answered.
+        self.status = status
+        self.details = details
 
 
 class ApiUnavailable(ClientError):
@@ -72,14 +75,15 @@ class Api:
             raise ApiUnavailable(f"request to {self.base} failed: {exc or type(exc).__name__}") from None
         if answer.status_code in ok:
             return answer
-        message = _error_message(answer)
-        if answer.status_code == 401:
-            raise ClientError(f"unauthorized: {message} (set LEOFLOW_TOKEN to a valid API token)")
-        if answer.status_code == 403:
-            raise ClientError(f"forbidden: {message}")
-        if answer.status_code == 503:
-            raise ApiUnavailable(f"service unavailable: {message}")
-        raise ClientError(message)
+        message, details = _error_message(answer)
+        status = answer.status_code
+        if status == 401:
+            raise ClientError(f"unauthorized: {message} (set LEOFLOW_TOKEN to a valid API token)", status=status)
+        if status == 403:
+            raise ClientError(f"forbidden: {message}", status=status)
+        if status == 503:
+            raise ApiUnavailable(f"service unavailable: {message}", status=status)
+        raise ClientError(message, status=status, details=details)
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         answer = self.request(method, path, **kwargs)
@@ -101,13 +105,14 @@ class Api:
             query["cursor"] = body["next_cursor"]
 
 
-def _error_message(answer: httpx.Response) -> str:
+def _error_message(answer: httpx.Response) -> tuple[str, Any]:
+    """The error envelope's message and details (None when the answer is not one)."""
     try:
         error = answer.json()["error"]
-        return str(error["message"])
-    except (ValueError, KeyError, TypeError):
+        return str(error["message"]), error.get("details")
+    except (ValueError, KeyError, TypeError, AttributeError):
         text = answer.text.strip().splitlines()
-        return f"HTTP {answer.status_code}" + (f": {text[0][:200]}" if text else "")
+        return f"HTTP {answer.status_code}" + (f": {text[0][:200]}" if text else ""), None
 
 
 def _quote(segment: str) -> str:
@@ -119,12 +124,12 @@ def _quote(segment: str) -> str:
 # --------------------------------------------------------------------------- registration
 
 def register(sub: Any) -> None:
-    dags = sub.add_parser("dags", help="apply, list, pause and unpause DAGs (via the HTTP API)")
+    from leoflow.cli import dags_sync  # its verbs use this module's Api: imported here, not at the top
+
+    dags = sub.add_parser("dags", help="apply, sync, list, pause, unpause and delete DAGs (via the HTTP API)")
     dverbs = dags.add_subparsers(dest="dags_command", metavar="VERB", parser_class=type(dags))
     dverbs.required = True
-    apply = dverbs.add_parser("apply", help="create or update DAGs from YAML/JSON files")
-    apply.add_argument("files", nargs="+", metavar="FILE", help="DAG spec files (YAML, several documents allowed)")
-    apply.set_defaults(handler=dags_apply, configure_logging=False)
+    dags_sync.register(dverbs)
     lst = dverbs.add_parser("list", help="list DAGs")
     lst.set_defaults(handler=dags_list, configure_logging=False)
     for verb, paused in (("pause", True), ("unpause", False)):
@@ -175,48 +180,6 @@ def _conf(value: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- dags
-
-def _spec_documents(path: Path) -> list[str]:
-    """The YAML documents of a spec file, each re-serialised on its own (JSON is YAML too)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ClientError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ClientError(f"{path}: not UTF-8 text") from None
-    try:
-        docs = [d.data for d in load_yaml_documents(text)]
-    except YamlRejected as exc:
-        where = f":{exc.line}:{exc.column}" if exc.line is not None else ""
-        raise ClientError(f"{path}{where}: invalid YAML ({exc.problem})") from None
-    if not docs:
-        raise ClientError(f"{path}: contains no DAG spec")
-    return [yaml.safe_dump(d, sort_keys=False) for d in docs]
-
-
-def dags_apply(args: argparse.Namespace, settings: Settings) -> int:
-    api = Api(settings)
-    failed = 0
-    try:
-        for name in args.files:
-            path = Path(name)
-            try:
-                for doc in _spec_documents(path):
-                    answer = api.request("POST", "/api/v2/dags", ok=(200, 201), content=doc.encode(),
-                                         headers={"Content-Type": "application/yaml"})
-                    dag = answer.json()
-                    verb = "applied" if answer.status_code == 201 else "unchanged"
-                    print(f"{dag['dag_id']}: {verb} (version {dag['version']})")
-            except ApiUnavailable:
-                raise
-            except ClientError as exc:
-                failed += 1
-                message = str(exc) if str(exc).startswith(f"{path}:") else f"{path}: {exc}"
-                print(f"leoflow: error: {message}", file=sys.stderr)
-    finally:
-        api.close()
-    return 1 if failed else 0
-
 
 def _table(rows: list[list[str]], header: list[str]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]

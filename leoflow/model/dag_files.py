@@ -46,7 +46,8 @@ class LocatedDag:
 
     spec: DagSpec
     file: str
-    document: int
+    #: Its index among the file's documents (None when it is the file's only one).
+    document: int | None
     #: Where its ``dag_id`` is (None for JSON files).
     location: Location | None = None
 
@@ -96,11 +97,12 @@ def parse_dag_files(files: Sequence[DagFile]) -> DagSet:
             except ValidationFailed as exc:
                 errors.append(document.error(exc.path, exc.problem, several=several))
                 continue
-            located = LocatedDag(spec, file.name, document.index, document.locate("dag_id"))
+            located = LocatedDag(spec, file.name, document.index if several else None, document.locate("dag_id"))
             first = defined.get(spec.dag_id)
             if first is not None:
-                errors.append(document.error("dag_id", f"DAG {spec.dag_id!r} is also defined in {first.file} "
-                                             f"(document {first.document})", several=several))
+                also = first.file if first.document is None else f"{first.file} (document {first.document})"
+                errors.append(document.error("dag_id", f"DAG {spec.dag_id!r} is also defined in {also}",
+                                             several=several))
                 continue
             defined[spec.dag_id] = located
             dags.append(located)

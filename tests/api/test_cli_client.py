@@ -85,7 +85,9 @@ def test_errors_are_one_line_and_exit_1(api_url: str, tmp_path: Path, monkeypatc
     bad.write_text(DAG_YAML.replace("depends_on: [extract]", "depends_on: [extrct]"))
     code, _, err = run_cli(capsys, "dags", "apply", str(bad))
     assert code == 1
-    assert err.strip().splitlines()[0] == f"leoflow: error: {bad}: tasks[1].depends_on[0]: unknown task 'extrct'"
+    # file:line:column of the value, the document (the file holds two), the path, the problem.
+    assert err.strip().splitlines()[0] == \
+        f"leoflow: error: {bad}:10:18: document 0: tasks[1].depends_on[0]: unknown task 'extrct'"
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("dag_id: [unclosed")

@@ -110,13 +110,13 @@ def test_a_set_of_files_reports_every_problem_of_every_file() -> None:
     result = parse_dag_files(files)
     assert not result.ok
     assert [(d.spec.dag_id, d.file, d.document) for d in result.dags] == [
-        ("ok", "b/ok.yaml", 0), ("m1", "d/multi.yaml", 0)]
+        ("ok", "b/ok.yaml", None), ("m1", "d/multi.yaml", 0)]
     assert [describe(e.to_json()) for e in result.errors] == [
         "a/etl.yaml:10:18: tasks[1].depends_on[0]: unknown task 'extrct'",
         "c/broken.yaml:1:14: invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow "
         "sequence)",
         "d/multi.yaml:5:1: document 1: tasks: must contain at least one task",
-        "e/dup.json: dag_id: DAG 'ok' is also defined in b/ok.yaml (document 0)",
+        "e/dup.json: dag_id: DAG 'ok' is also defined in b/ok.yaml",
     ]
     assert result.errors[2].to_json() == {"file": "d/multi.yaml", "document": 1, "path": "tasks",
                                           "problem": "must contain at least one task", "line": 5, "column": 1}

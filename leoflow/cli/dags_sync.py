@@ -1,0 +1,217 @@
+"""DAGs as code on the command line: ``leoflow dags apply|sync|delete`` (via the HTTP API).
+
+- ``dags apply FILE...`` (``-`` reads stdin): each document of each file is applied on its own
+  (``POST /api/v2/dags``); one bad document does not stop the others, and the exit code is 1
+  if any failed.
+- ``dags sync DIR [--prune [--prune-unlabeled]] [--dry-run] [--source NAME]``: every DAG file
+  under DIR (``*.yaml``, ``*.yml``, ``*.json``, subdirectories too, dot-entries skipped — the
+  way the leader reads ``LEOFLOW_DAGS_DIR``) is sent in one ``POST /api/v2/dags:sync``, which
+  applies all of it or nothing. The plan is printed one DAG per line (created / changed /
+  unchanged / deleted). ``--source`` defaults to ``LEOFLOW_DAGS_SOURCE``, so running it where
+  the replicas run does exactly what the leader does.
+- ``dags delete DAG...``: deletes DAGs (their active runs are cancelled; history stays).
+
+Every problem is printed the way compilers print them —
+``dags/etl.yaml:14:9: tasks[1].depends_on[0]: unknown task 'extrct'`` — for syntax errors found
+here and validation errors found by the server alike, and all of them at once: a sync with an
+unreadable file still asks the server (as a dry run) about the others before failing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from leoflow.cli.client import Api, ApiUnavailable, ClientError, _quote, _usage
+from leoflow.errors import ValidationFailed
+from leoflow.housekeeping.dag_directory import DagDirectoryError, read_dag_directory
+from leoflow.model.dag_files import source_label
+from leoflow.model.documents import Document, DocumentError, describe, load_documents
+from leoflow.settings import Settings
+
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+
+
+def register(dverbs: Any) -> None:
+    """Add ``apply``, ``sync`` and ``delete`` to the ``dags`` verb group."""
+    apply = dverbs.add_parser("apply", help="create or update DAGs from YAML/JSON files ('-' reads stdin)")
+    apply.add_argument("files", nargs="+", metavar="FILE",
+                       help="DAG spec files (YAML, several documents allowed; JSON), or - for stdin")
+    apply.set_defaults(handler=dags_apply, configure_logging=False)
+
+    sync = dverbs.add_parser("sync", help="make the DAGs match a directory of DAG files, all or nothing")
+    sync.add_argument("directory", metavar="DIR", help="directory of *.yaml, *.yml and *.json files (or one file)")
+    sync.add_argument("--prune", action="store_true",
+                      help="delete DAGs of this source that no file defines any more")
+    sync.add_argument("--prune-unlabeled", action="store_true",
+                      help="with --prune, also delete DAGs applied by hand (they carry no source label)")
+    sync.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    sync.add_argument("--source", metavar="NAME",
+                      help="sync source label owning these DAGs (default: LEOFLOW_DAGS_SOURCE, else 'default')")
+    sync.set_defaults(handler=dags_sync, configure_logging=False)
+
+    delete = dverbs.add_parser("delete", help="delete DAGs (active runs are cancelled; history is kept)")
+    delete.add_argument("dag_ids", nargs="+", metavar="DAG")
+    delete.set_defaults(handler=dags_delete, configure_logging=False)
+
+
+def _error(message: str) -> None:
+    print(f"leoflow: error: {message}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- apply
+
+def _read(name: str) -> tuple[str, str]:
+    """``(display name, text)`` of a file argument (``-``: stdin)."""
+    if name == STDIN:
+        return STDIN_NAME, sys.stdin.read()
+    path = Path(name)
+    try:
+        return name, path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise DocumentError(name, f"cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise DocumentError(name, "is not UTF-8 text") from None
+
+
+def _apply_document(api: Api, document: Document, several: bool) -> str:
+    body = yaml.safe_dump(document.data, sort_keys=False, allow_unicode=True)
+    try:
+        answer = api.request("POST", "/api/v2/dags", ok=(200, 201), content=body.encode(),
+                             headers={"Content-Type": "application/yaml"})
+    except ApiUnavailable:
+        raise
+    except ClientError as exc:
+        field = exc.details.get("field") if isinstance(exc.details, dict) else None
+        if exc.status == 422 and isinstance(field, str):
+            problem = str(exc).removeprefix(f"{field}: ") if field else str(exc)
+            raise document.error(field, problem, several=several) from None
+        raise DocumentError(document.file, str(exc), document=document.index if several else None,
+                            location=document.start) from None
+    dag = answer.json()
+    verb = "applied" if answer.status_code == 201 else "unchanged"
+    return f"{dag['dag_id']}: {verb} (version {dag['version']})"
+
+
+def dags_apply(args: argparse.Namespace, settings: Settings) -> int:
+    if args.files.count(STDIN) > 1:
+        _usage("'-' (stdin) can be given only once")
+    api = Api(settings)
+    failed = 0
+    try:
+        for name in args.files:
+            try:
+                shown, text = _read(name)
+                documents = load_documents(shown, text)
+                if not documents:
+                    raise DocumentError(shown, "contains no DAG spec")
+            except DocumentError as exc:
+                failed += 1
+                _error(str(exc))
+                continue
+            for document in documents:
+                try:
+                    print(_apply_document(api, document, several=len(documents) > 1))
+                except DocumentError as exc:
+                    failed += 1
+                    _error(str(exc))
+    finally:
+        api.close()
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------- sync
+
+def _source(args: argparse.Namespace, settings: Settings) -> str:
+    try:
+        return source_label(args.source if args.source is not None else settings.dag_files.source, "--source")
+    except ValidationFailed as exc:
+        _usage(str(exc))
+
+
+def dags_sync(args: argparse.Namespace, settings: Settings) -> int:
+    if args.prune_unlabeled and not args.prune:
+        _usage("--prune-unlabeled only applies together with --prune")
+    source = _source(args, settings)
+    try:
+        snapshot = read_dag_directory(Path(args.directory))
+    except DagDirectoryError as exc:
+        raise ClientError(str(exc)) from None
+    if args.prune and not snapshot.files and not snapshot.problems:
+        print(f"leoflow: warning: no DAG files (*.yaml, *.yml, *.json) under {args.directory}: "
+              "every DAG of the source is deleted", file=sys.stderr)
+    local = [p.to_json() for p in snapshot.problems]
+    body = {"source": source, "prune": args.prune, "prune_unlabeled": args.prune_unlabeled,
+            # With unreadable files nothing may change; the server still reports on the others.
+            "dry_run": args.dry_run or bool(local),
+            "files": [{"name": f.name, "content": f.text} for f in snapshot.files]}
+    api = Api(settings)
+    try:
+        plan = api.json("POST", "/api/v2/dags:sync", json=body)
+    except ApiUnavailable:
+        raise
+    except ClientError as exc:
+        remote = exc.details.get("errors") if isinstance(exc.details, dict) else None
+        if not isinstance(remote, list):
+            raise
+        return _report([*local, *remote])
+    finally:
+        api.close()
+    if local:
+        return _report(local)
+    _print_plan(plan)
+    return 0
+
+
+def _report(problems: list[Any]) -> int:
+    for problem in problems:
+        _error(describe(problem) if isinstance(problem, dict) else str(problem))
+    files = {p.get("file") for p in problems if isinstance(p, dict)}
+    _error(f"{len(problems)} problem(s) in {len(files)} file(s); nothing was changed")
+    return 1
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    rows = []
+    for dag in plan["dags"]:
+        version = f"version {dag['version']}" if dag.get("version") is not None else ""
+        where = dag.get("file") or ""
+        if dag.get("document") is not None and where:
+            where += f" (document {dag['document']})"
+        note = " (adopted: was applied by hand)" if dag.get("adopted") else ""
+        rows.append((dag["action"], dag["dag_id"], version, where + note))
+    widths = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, [*widths, 0], strict=True)).rstrip())
+    counts = plan["counts"]
+    summary = ", ".join(f"{counts[a]} {a}" for a in ("created", "changed", "unchanged", "deleted"))
+    prefix = "dry run, nothing was changed; the sync would make: " if plan["dry_run"] else ""
+    print(f"{prefix}{summary} (source {plan['source']!r})")
+    if plan.get("missing"):
+        print(f"not in the files, kept (--prune deletes them): {', '.join(plan['missing'])}")
+
+
+# --------------------------------------------------------------------------- delete
+
+def dags_delete(args: argparse.Namespace, settings: Settings) -> int:
+    api = Api(settings)
+    failed = 0
+    try:
+        for dag_id in args.dag_ids:
+            try:
+                api.request("DELETE", f"/api/v2/dags/{_quote(dag_id)}", ok=(204,))
+            except ApiUnavailable:
+                raise
+            except ClientError as exc:
+                failed += 1
+                _error(f"{dag_id}: {exc}")
+                continue
+            print(f"{dag_id}: deleted")
+    finally:
+        api.close()
+    return 1 if failed else 0
