@@ -1,11 +1,23 @@
-"""``leoflow db upgrade|downgrade|current``: schema migrations."""
+"""``leoflow db upgrade|downgrade|current``: schema migrations; ``leoflow db purge``: one-off clean-ups.
+
+``db purge --before DATE [--dry-run]`` deletes, in the same small batches as the leader's
+retention (``LEOFLOW_RETENTION_DAYS``, :mod:`leoflow.housekeeping.retention`), the history that
+ended before DATE: finished runs with their task instances, tries and logs, DAG versions
+nothing refers to, deleted DAGs without runs. Runs with work still in flight are kept.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
+from leoflow.clock import SystemClock
 from leoflow.db import migrations
+from leoflow.db.database import Database
+from leoflow.db.retention_store import PurgeCounts
+from leoflow.housekeeping.retention import policy_for, purge
 from leoflow.settings import Settings
 
 
@@ -24,6 +36,14 @@ def register(sub: Any) -> None:
 
     cur = verbs.add_parser("current", help="print the schema revision the database is at")
     cur.set_defaults(handler=current, configure_logging=False)
+
+    prg = verbs.add_parser("purge", help="delete history that ended before DATE (finished runs with their "
+                                         "task instances, tries and logs; unused DAG versions)")
+    prg.add_argument("--before", required=True, type=cutoff_arg, metavar="DATE",
+                     help="a date (2026-01-01, midnight UTC) or a time (2026-01-01T12:00:00+01:00; UTC when no "
+                          "offset is given); not in the future")
+    prg.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
+    prg.set_defaults(handler=purge_history, configure_logging=False)
 
 
 def upgrade(args: argparse.Namespace, settings: Settings) -> int:
@@ -50,4 +70,35 @@ def current(args: argparse.Namespace, settings: Settings) -> int:
     head = migrations.head_revision()
     state = "at head" if revision == head else f"head is {head}"
     print(f"{revision or 'base'} ({state})")
+    return 0
+
+
+def cutoff_arg(value: str) -> datetime:
+    """``--before``: an ISO date or date-time, as an aware UTC datetime, not in the future."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--before must be an ISO date or time like 2026-01-01, got {value!r}") \
+            from None
+    cutoff = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if cutoff > datetime.now(UTC):
+        raise argparse.ArgumentTypeError("--before must not be in the future")
+    return cutoff.astimezone(UTC)
+
+
+async def _purge(settings: Settings, cutoff: datetime, dry_run: bool) -> PurgeCounts:
+    db = Database.with_pool(settings.database, application_name="leoflow-purge", pool_size=1)
+    try:
+        return await purge(db, policy_for(cutoff, settings.executor.kind), now=SystemClock().now(), dry_run=dry_run)
+    finally:
+        await db.dispose()
+
+
+def purge_history(args: argparse.Namespace, settings: Settings) -> int:
+    settings.require_database_url()
+    counts = asyncio.run(_purge(settings, args.before, args.dry_run))
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} the history that ended before {args.before.isoformat()}:")
+    for table, rows in counts.items():
+        print(f"  {table:<15} {rows}")
     return 0

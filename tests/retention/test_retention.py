@@ -1,0 +1,305 @@
+"""Retention against a real PostgreSQL: exactly what ended before the cutoff goes, in batches,
+while the scheduler keeps scheduling; running runs and referenced DAG versions stay.
+
+Deletions are audited by triggers installed in the test database (every deleted run and try
+with the state it had at that moment), so "never deleted a live run" is checked row by row,
+not inferred from what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from prometheus_client import REGISTRY
+
+import leoflow.metrics.scheduler  # noqa: F401  (registers the scheduler's counters read below)
+from leoflow.cli.main import main
+from leoflow.clock import FakeClock
+from leoflow.db.database import Database
+from leoflow.db.engine import make_async_engine
+from leoflow.db.retention_store import CLEANUP_GRACE, PurgeCounts, RetentionPolicy
+from leoflow.errors import FencedOut
+from leoflow.executor.memory import MemoryExecutor
+from leoflow.housekeeping.retention import RetentionService, purge
+from leoflow.leadership import LeaderContext
+from leoflow.settings import ExecutorSettings, Settings
+from tests.scheduler.harness import apply, eventually, fast, rows, running_scheduler, set_term, trigger
+
+#: The tests' present: real time (``db purge`` reads the system clock), fixed once per session.
+NOW = datetime.now(UTC).replace(microsecond=0)
+CUTOFF = NOW - timedelta(days=30)
+AUDIT = """
+CREATE TABLE purge_audit (tbl text, row jsonb);
+CREATE FUNCTION audit_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO purge_audit VALUES (TG_TABLE_NAME, to_jsonb(OLD));
+  RETURN OLD;
+END $$;
+CREATE TRIGGER audit_runs BEFORE DELETE ON dag_runs FOR EACH ROW EXECUTE FUNCTION audit_delete();
+CREATE TRIGGER audit_tries BEFORE DELETE ON task_tries FOR EACH ROW EXECUTE FUNCTION audit_delete();
+"""
+
+
+class Seed:
+    """Rows with chosen timestamps, written the way the scheduler and executors would write them."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.runs: dict[str, int] = {}
+        self.versions: dict[str, int] = {}
+
+    def dag(self, dag_id: str, versions: list[datetime], *, deleted_at: datetime | None = None) -> None:
+        self.conn.execute("INSERT INTO dags (dag_id, deleted, updated_at) VALUES (%s, %s, %s)",
+                          (dag_id, deleted_at is not None, deleted_at or NOW))
+        for number, created in enumerate(versions, start=1):
+            self.versions[f"{dag_id}/v{number}"] = self.one(
+                "INSERT INTO dag_versions (dag_id, version, spec, spec_hash, created_at) "
+                "VALUES (%s, %s, '{}'::jsonb, %s, %s) RETURNING id", (dag_id, number, f"h{number}", created))
+        self.conn.execute("UPDATE dags SET current_version_id = %s WHERE dag_id = %s",
+                          (self.versions[f"{dag_id}/v{len(versions)}"], dag_id))
+
+    def run(self, name: str, version: str, state: str, ended: datetime | None,
+            tries: list[dict[str, Any]] | None = None) -> None:
+        dag_id = version.split("/")[0]
+        run_pk = self.runs[name] = self.one(
+            "INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, created_at, ended_at) "
+            "VALUES (%s, %s, %s, 'manual', %s, %s, %s) RETURNING id",
+            # Unfinished runs were created long ago: age alone must never get a live run deleted.
+            (dag_id, name, self.versions[version], state, (ended or CUTOFF - timedelta(days=60)) - timedelta(hours=1),
+             ended))
+        for number, attempt in enumerate([{}] if tries is None else tries, start=1):
+            ti = self.one("INSERT INTO task_instances (run_pk, task_id, state, try_number) "
+                          "VALUES (%s, %s, %s, 1) RETURNING id", (run_pk, f"t{number}", attempt.get("ti", "success")))
+            try_ended = attempt.get("ended", ended)
+            try_pk = self.one(
+                "INSERT INTO task_tries (task_instance_id, try_number, state, term, executor_ref, claimed_by, "
+                "ended_at, logs_shipped_at, resource_deleted_at) VALUES (%s, 1, %s, 1, %s, %s, %s, %s, %s) "
+                "RETURNING id",
+                (ti, attempt.get("state", "success"), f"pod-{name}-{number}", attempt.get("claimed", "default/n1"),
+                 try_ended, attempt.get("shipped", try_ended), attempt.get("collected", try_ended)))
+            self.conn.execute("INSERT INTO task_logs (task_try_id, content) VALUES (%s, 'log')", (try_pk,))
+
+    def one(self, sql: str, params: tuple[Any, ...]) -> int:
+        row = self.conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        return int(row[0])
+
+    def remaining(self, table: str, column: str = "id") -> set[Any]:
+        return {r[0] for r in self.conn.execute(f"SELECT {column} FROM {table}")}  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def seed(database_url: str) -> Iterator[Seed]:
+    """The cases, each named after what must happen to it (purge a cutoff of NOW - 30 days)."""
+    history = Seed(database_url)
+    try:
+        seed_history(history)
+        yield history
+    finally:
+        history.conn.close()
+
+
+def seed_history(seed: Seed) -> None:
+    old, older, recent = CUTOFF - timedelta(seconds=1), CUTOFF - timedelta(days=90), CUTOFF + timedelta(seconds=1)
+    # v1: referenced only by runs that go -> goes; v2: referenced by a kept run -> stays; v3: current.
+    seed.dag("etl", [older, older + timedelta(days=1), older + timedelta(days=2)])
+    seed.run("purge-success", "etl/v1", "success", old, [{}, {}])
+    seed.run("purge-failed", "etl/v1", "failed", older, [{"state": "failed", "ti": "failed"}])
+    seed.run("purge-cancelled", "etl/v3", "cancelled", old, [{"state": "cancelled", "ti": "cancelled"}])
+    seed.run("keep-recent", "etl/v2", "success", recent)
+    seed.run("keep-running", "etl/v3", "running", None, [{"state": "running", "ti": "running", "ended": None}])
+    seed.run("keep-queued", "etl/v3", "queued", None, [])
+    # A cancelled run whose try the executor still has to kill: kept however old.
+    seed.run("keep-cancelling-try", "etl/v3", "cancelled", older,
+             [{"state": "cancelling", "ti": "cancelled", "ended": None, "shipped": None, "collected": None}])
+    # Clean-up pending (logs not shipped, pod not collected) within the grace keeps a run; past it, not.
+    within = NOW - CLEANUP_GRACE + timedelta(hours=1)
+    seed.run("keep-unshipped", "etl/v3", "success", old, [{"ended": within, "shipped": None, "collected": None}])
+    seed.run("keep-pod", "etl/v3", "success", old, [{"ended": within, "collected": None}])
+    seed.run("purge-abandoned-cleanup", "etl/v3", "failed", older,
+             [{"state": "failed", "ti": "failed", "shipped": None, "collected": None}])
+    seed.run("purge-unclaimed", "etl/v3", "success", old, [{"claimed": None, "ended": within, "shipped": None,
+                                                             "collected": None}])
+    # Deleted DAGs: without runs and deleted before the cutoff -> gone with their versions.
+    seed.dag("gone", [older, older], deleted_at=older)
+    seed.dag("gone-recently", [older], deleted_at=recent)
+    seed.dag("deleted-with-runs", [older], deleted_at=older)
+    seed.run("keep-recent-of-deleted", "deleted-with-runs/v1", "success", recent)
+
+
+def as_leader(settings: Settings, body: Callable[[LeaderContext], Awaitable[None]], *,
+              clock: FakeClock | None = None) -> None:
+    async def run() -> None:
+        engine = make_async_engine(settings.database, pool_size=4, application_name="test-retention")
+        try:
+            await set_term(engine, settings.cluster.name, 1)
+            await body(LeaderContext(term=1, settings=settings, db=Database(engine), clock=clock or FakeClock(NOW)))
+        finally:
+            await engine.dispose()
+    asyncio.run(run())
+
+
+def tick_errors() -> float:
+    return REGISTRY.get_sample_value("leoflow_scheduler_tick_errors_total") or 0.0
+
+
+def purged(name: str) -> float:
+    return REGISTRY.get_sample_value("leoflow_retention_purged_rows_total", {"table": name}) or 0.0
+
+
+def test_retention_purges_exactly_what_ended_before_the_cutoff(seed: Seed, settings: Settings) -> None:
+    before = {t: purged(t) for t in ("dag_runs", "task_instances", "task_tries", "task_logs", "dag_versions")}
+    counts: list[PurgeCounts] = []
+
+    async def body(ctx: LeaderContext) -> None:
+        # Three runs per batch: several batches, and the keyset cursor must page past kept runs.
+        service = RetentionService(30, run_batch=3, pause=0)
+        counts.append(await service.purge_once(ctx))
+        counts.append(await service.purge_once(ctx))  # a second round finds nothing more
+
+    as_leader(settings.replace(executor=ExecutorSettings(kind="kubernetes")), body)
+    runs = {name for name, pk in seed.runs.items() if pk in seed.remaining("dag_runs")}
+    assert runs == {name for name in seed.runs if name.startswith("keep-")}
+    assert seed.remaining("dags", "dag_id") == {"etl", "gone-recently", "deleted-with-runs"}
+    versions = {name for name, pk in seed.versions.items() if pk in seed.remaining("dag_versions")}
+    assert versions == {"etl/v2", "etl/v3", "gone-recently/v1", "deleted-with-runs/v1"}
+    first, second = counts
+    assert (first.dag_runs, first.task_instances, first.task_tries, first.task_logs) == (5, 6, 6, 6)
+    assert (first.dag_versions, first.dags) == (3, 1)  # etl/v1 and gone's two versions; the DAG gone
+    assert second.total == 0
+    for table in ("dag_runs", "task_instances", "task_tries", "task_logs", "dag_versions"):
+        assert purged(table) - before[table] == getattr(first, table)
+
+
+def test_without_pods_only_logs_hold_a_run_and_a_dry_run_counts_without_deleting(
+        seed: Seed, settings: Settings) -> None:
+    local = settings.replace(executor=ExecutorSettings(kind="local"))
+
+    async def body(ctx: LeaderContext) -> None:
+        policy = RetentionPolicy(CUTOFF, wait_for_pod_cleanup=False)
+        dry = await purge(ctx.db, policy, now=NOW, dry_run=True, run_batch=2)
+        assert seed.remaining("dag_runs") == set(seed.runs.values())  # nothing deleted
+        real = await purge(ctx.db, policy, now=NOW, run_batch=2)
+        assert real.dag_runs == 6  # keep-pod goes too: no pods to wait for
+        # The dry run counts the runs exactly (versions their deletion frees are counted by the next one).
+        assert dry.items()[:4] == real.items()[:4]
+
+    as_leader(local, body)
+    assert seed.runs["keep-pod"] not in seed.remaining("dag_runs")
+    assert seed.runs["keep-unshipped"] in seed.remaining("dag_runs")
+
+
+def test_retention_under_concurrent_scheduling_never_deletes_live_work(database_url: str, settings: Settings) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(AUDIT)  # type: ignore[arg-type]
+    chain = {"dag_id": "busy", "tasks": [
+        {"id": "a", "image": "x", "command": ["true"]},
+        {"id": "b", "image": "x", "command": ["true"], "depends_on": ["a"]},
+        {"id": "c", "image": "x", "command": ["true"], "depends_on": ["b"]}]}
+    held = {"dag_id": "held", "tasks": [{"id": "forever", "image": "x", "command": ["sleep"]}]}
+    errors_before = tick_errors()
+    # Every try of 'busy' runs 20 ms, so runs are mid-flight while retention deletes around them.
+    executor = MemoryExecutor(delay=lambda launch: 3600.0 if launch.key.dag_id == "held" else 0.02)
+
+    async def run_states(engine: Any) -> dict[str, str]:
+        return {r.run_id: r.state for r in await rows(engine, "SELECT run_id, state FROM dag_runs")}
+
+    async def scenario() -> None:
+        engine = make_async_engine(settings.database, pool_size=6, application_name="test-retention")
+        try:
+            await apply(engine, chain)
+            await apply(engine, held)
+            async with running_scheduler(fast(settings), executor, engine=engine) as scheduler:
+                held_run = await trigger(engine, "held")
+                old = [await trigger(engine, "busy") for _ in range(30)]
+                await eventually(lambda: run_states(engine), lambda s: all(s[r] == "success" for r in old)
+                                 and s[held_run] == "running", timeout=120)
+                await apply(engine, {**chain, "description": "v2"})  # v1 is still referenced by the old runs
+                triggered: list[str] = []
+                stop = asyncio.Event()
+
+                async def keep_triggering() -> None:
+                    while not stop.is_set():
+                        triggered.append(await trigger(engine, "busy"))
+                        await asyncio.sleep(0.02)
+
+                feeder = asyncio.create_task(keep_triggering())
+                # A cutoff in the future: everything finished is fair game, everything live must stay.
+                policy = RetentionPolicy(datetime.now(UTC) + timedelta(days=1), wait_for_pod_cleanup=False)
+                batches: list[PurgeCounts] = []
+                db = Database(engine)
+
+                async def purged_meanwhile() -> int:
+                    """Runs triggered during this phase that finished and were purged while others ran."""
+                    found = await rows(engine, "SELECT row->>'run_id' FROM purge_audit WHERE tbl = 'dag_runs'")
+                    return len({r[0] for r in found} & set(triggered))
+
+                # Rounds of small batches until retention has caught runs that were created, run and
+                # finished while it was working (generous deadline: a loaded 2-core machine).
+                deadline = asyncio.get_running_loop().time() + 120
+                while await purged_meanwhile() < 5:
+                    assert asyncio.get_running_loop().time() < deadline, "retention never overlapped scheduling"
+                    await purge(db, policy, now=datetime.now(UTC), fence=(settings.cluster.name, scheduler.ctx.term),
+                                run_batch=3, pause=0.01, on_batch=batches.append)
+                stop.set()
+                await feeder
+                await eventually(lambda: run_states(engine),
+                                 lambda s: all(s.get(r, "success") == "success" for r in triggered), timeout=120)
+                await purge(db, policy, now=datetime.now(UTC), fence=(settings.cluster.name, 1))
+                assert len(batches) > 10, "retention should have worked in many small batches"
+                assert triggered, "nothing was scheduled while retention ran"
+                assert await run_states(engine) == {held_run: "running"}
+        finally:
+            await engine.dispose()
+
+    asyncio.run(scenario())
+    with psycopg.connect(database_url) as conn:
+        audit = conn.execute("SELECT tbl, row->>'state', row->>'ended_at' FROM purge_audit").fetchall()
+        versions = conn.execute("SELECT version FROM dag_versions v JOIN dags d USING (dag_id) "
+                                "WHERE d.dag_id = 'busy' ORDER BY version").fetchall()
+    deleted_runs = [(state, ended) for tbl, state, ended in audit if tbl == "dag_runs"]
+    assert len(deleted_runs) >= 30
+    assert all(state == "success" and ended is not None for state, ended in deleted_runs), deleted_runs
+    assert all(state in ("success", "failed", "cancelled") for tbl, state, _ in audit if tbl == "task_tries")
+    assert versions == [(2,)]  # v1 went once its last run had gone; the current version stays
+    assert tick_errors() == errors_before
+
+
+def test_the_service_waits_purges_repeatedly_and_stops_when_fenced_out(seed: Seed, settings: Settings) -> None:
+
+    async def body(ctx: LeaderContext) -> None:
+        task = asyncio.create_task(RetentionService(30, interval=0.05, first_delay=0.05).run(ctx))
+        await eventually(lambda: asyncio.to_thread(seed.remaining, "dag_runs"),
+                         lambda left: seed.runs["purge-success"] not in left)
+        await set_term(ctx.db.engine, ctx.cluster, 2)
+        await asyncio.wait_for(task, timeout=30)  # returns: fenced out
+        with pytest.raises(FencedOut):
+            await RetentionService(30).purge_once(ctx)
+
+    as_leader(settings, body)
+
+
+def test_db_purge_from_the_command_line(seed: Seed, database_url: str, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LEOFLOW_DATABASE_URL", database_url)
+    monkeypatch.setenv("LEOFLOW_EXECUTOR", "kubernetes")
+    before = CUTOFF.isoformat()
+    assert main(["db", "purge", "--before", before, "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"would delete the history that ended before {before}:"
+    assert "  dag_runs        " in out[1] and out[1].split()[-1] == "5"
+    assert seed.remaining("dag_runs") == set(seed.runs.values())
+    assert main(["db", "purge", "--before", before]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split() == ["dag_runs", "5"]
+    assert {n for n, pk in seed.runs.items() if pk in seed.remaining("dag_runs")} == {
+        n for n in seed.runs if n.startswith("keep-")}
+    for bad in ("yesterday", "2999-01-01"):
+        with pytest.raises(SystemExit) as exited:
+            main(["db", "purge", "--before", bad])
+        assert exited.value.code == 2
+    assert "--before must" in capsys.readouterr().err
