@@ -5,8 +5,9 @@ Every replica runs the same things:
 - the Starlette app of :func:`leoflow.api.app.create_app` on uvicorn (every replica answers);
 - the :class:`~leoflow.election.elector.Elector` in its own threads (lock session, keepalive,
   lease guard) — it only flips leadership, observed here through ``call_soon_threadsafe``;
-- the :class:`~leoflow.election.supervisor.LeaderSupervisor`, which starts the scheduler, executor
-  and executor singletons on acquire and cancels them on loss;
+- the :class:`~leoflow.election.supervisor.LeaderSupervisor`, which starts the scheduler, executor,
+  executor singletons and housekeeping (DAG directory sync, retention) on acquire and cancels them
+  on loss;
 - membership heartbeats and the executor's ``replica_services`` (e.g. log shipping).
 
 This module is the **composition root**: it alone decides which services a leader runs
@@ -62,7 +63,21 @@ def leader_services(settings: Settings) -> tuple[Stoppable | None, list[LeaderSe
     from leoflow.scheduler.service import SchedulerService
 
     executor = make_executor(settings)
-    return executor, [SchedulerService(executor), *executor_leader_services(settings, executor)]
+    return executor, [SchedulerService(executor), *executor_leader_services(settings, executor),
+                      *housekeeping_services(settings)]
+
+
+def housekeeping_services(settings: Settings) -> list[LeaderService]:
+    """The leader's housekeeping its settings ask for: the DAG directory sync, retention."""
+    from leoflow.housekeeping.directory_sync import DagDirectorySync
+    from leoflow.housekeeping.retention import RetentionService
+
+    services: list[LeaderService] = []
+    if settings.dag_files.directory is not None:
+        services.append(DagDirectorySync(settings.dag_files.directory, settings.dag_files.source))
+    if settings.retention.days > 0:
+        services.append(RetentionService(settings.retention.days))
+    return services
 
 
 def modules_to_preload(settings: Settings) -> list[str]:
@@ -75,7 +90,8 @@ def modules_to_preload(settings: Settings) -> list[str]:
     """
     from leoflow.executor.factory import executor_modules
 
-    return ["leoflow.api.app", "leoflow.scheduler.service", *executor_modules(settings.executor.kind)]
+    return ["leoflow.api.app", "leoflow.scheduler.service", "leoflow.housekeeping.directory_sync",
+            "leoflow.housekeeping.retention", *executor_modules(settings.executor.kind)]
 
 
 def preload(settings: Settings) -> None:

@@ -30,6 +30,8 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
                            "leoflow.replica")),
     ("leoflow.executor", ("leoflow.api", "leoflow.election", "leoflow.scheduler", "leoflow.cli",
                           "leoflow.standalone", "leoflow.replica")),
+    ("leoflow.housekeeping", ("leoflow.api", "leoflow.election", "leoflow.scheduler", "leoflow.executor",
+                              "leoflow.cli", "leoflow.standalone", "leoflow.replica")),
     ("leoflow.settings", ("leoflow.db", "leoflow.scheduler", "leoflow.executor", "leoflow.election",
                           "leoflow.api")),
     ("leoflow.errors", ("leoflow.",)),
