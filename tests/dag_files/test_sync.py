@@ -119,7 +119,7 @@ def test_a_hand_applied_dag_is_adopted_and_another_sources_dag_is_a_conflict(
     write(repo, {"new.yaml": dag("new"), "z.yaml": dag("theirs", "false")})
     code, out, err = cli(capsys, "dags", "sync", str(repo), "--source", "a")
     assert code == 1 and out == []
-    assert err[0] == (f"leoflow: error: z.yaml:1:2: dag_id: DAG 'theirs' belongs to sync source 'b', not 'a'; "
+    assert err[0] == ("leoflow: error: z.yaml:1:2: dag_id: DAG 'theirs' belongs to sync source 'b', not 'a'; "
                       "delete it or sync it from its own source")
     assert err[-1] == "leoflow: error: 1 problem(s) in 1 file(s); nothing was changed"
     assert "new" not in live_dags(api) and live_dags(api)["theirs"]["version"] == 1
