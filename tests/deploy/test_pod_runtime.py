@@ -10,14 +10,20 @@ mapped into a temp dir (we cannot mount), and ``KUBECONFIG`` stands in for the i
 service-account token.
 
 It checks what only a running pod can show: the probes answer 200 on the rendered port, the
-replica elects itself under its pod name, a triggered task becomes a pod in the namespace the
-chart configured — created with only the verbs the chart's Role grants — and SIGTERM ends the
+replica elects itself under its pod name, the leader syncs the DAG files the chart mounts from
+ConfigMaps (``dags.configMaps`` and ``dags.inline``) and follows an update of a ConfigMap
+without a restart, a triggered task of a synced DAG becomes a pod in the namespace the chart
+configured — created with only the verbs the chart's Role grants — and SIGTERM ends the
 replica well inside ``terminationGracePeriodSeconds``.
+
+ConfigMap volumes are written, and updated, the way the kubelet's atomic writer does it
+(``tests/harness/configmap_volume.py``: timestamped directory, ``..data`` symlink swap).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import signal
@@ -33,6 +39,7 @@ import pytest
 
 from leoflow.standalone.embedded import free_port
 from tests.deploy.conftest import MINIMAL, NAMESPACE, Manifest, Render, merged, one
+from tests.harness.configmap_volume import ConfigMapVolume
 from tests.harness.fake_k8s import FakeKubernetes
 
 POD_NAME = "wf-leoflow-5d8c7b9f6d-x7k2p"
@@ -44,16 +51,31 @@ RBAC_OF_REQUEST = {"create": ("pods", "create"), "get": ("pods", "get"), "list":
 
 
 class Kubelet:
-    """Just enough of a kubelet to run one pod of the rendered Deployment on this machine."""
+    """Just enough of a kubelet to run one pod of the rendered Deployment on this machine.
 
-    def __init__(self, docs: list[Manifest], root: Path, extra_env: dict[str, str]) -> None:
+    ``config_maps`` are the ConfigMaps that exist in the cluster besides the rendered ones (what
+    a user or a GitOps tool created); :meth:`update_config_map` changes one the way the kubelet
+    refreshes a mounted ConfigMap after an update.
+    """
+
+    def __init__(self, docs: list[Manifest], root: Path, extra_env: dict[str, str],
+                 config_maps: dict[str, dict[str, str]] | None = None) -> None:
         self.docs = docs
         self.spec: dict[str, Any] = one(docs, "Deployment")["spec"]["template"]["spec"]
         self.root = root
         self.extra_env = extra_env
+        self.config_maps = {**{d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"},
+                            **(config_maps or {})}
         self.mounts: dict[str, Path] = {}
+        self.config_map_volumes: dict[str, ConfigMapVolume] = {}
         for volume in self.spec["volumes"]:
             path = root / "volumes" / volume["name"]
+            if "configMap" in volume:
+                name = volume["configMap"]["name"]
+                self.config_map_volumes[name] = ConfigMapVolume(path)
+                self.config_map_volumes[name].write(self.config_maps[name])  # a missing one: no pod start
+                self.mounts[volume["name"]] = path
+                continue
             path.mkdir(parents=True)
             if "secret" in volume:
                 for key, value in self.secret(volume["secret"]["secretName"]).items():
@@ -61,6 +83,19 @@ class Kubelet:
             else:
                 assert "emptyDir" in volume, f"unsupported volume {volume}"
             self.mounts[volume["name"]] = path
+
+    def update_config_map(self, name: str, data: dict[str, str]) -> None:
+        self.config_map_volumes[name].write(data)
+
+    def rootfs(self, container: dict[str, Any]) -> Path:
+        """The container's view of its mounts: each mountPath under one local root (links to the volumes)."""
+        rootfs = self.root / f"rootfs-{container['name']}"
+        for mount in container.get("volumeMounts", []):
+            target = rootfs / mount["mountPath"].lstrip("/")
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.symlink_to(self.mounts[mount["name"]], target_is_directory=True)
+        return rootfs
 
     def secret(self, name: str) -> dict[str, bytes]:
         secret = next(d for d in self.docs if d["kind"] == "Secret" and d["metadata"]["name"] == name)
@@ -84,6 +119,9 @@ class Kubelet:
             for mount_path, local in mount_map.items():
                 if value == mount_path or value.startswith(mount_path + "/"):
                     value = str(local) + value[len(mount_path):]
+                elif value.startswith("/") and mount_path.startswith(value.rstrip("/") + "/"):
+                    # A directory that holds mounts (LEOFLOW_DAGS_DIR holds one per ConfigMap).
+                    value = str(self.rootfs(container)) + value
             env[entry["name"]] = value
         base = {k: v for k, v in os.environ.items() if not k.startswith(("LEOFLOW_", "KUBERNETES_"))}
         return {**base, **self.extra_env, **env}
@@ -121,14 +159,22 @@ def get(url: str, **kwargs: Any) -> httpx.Response | None:
         return None
 
 
+def dag_file(dag_id: str, command: str = "echo hello") -> str:
+    return (f"dag_id: {dag_id}\ntasks:\n  - id: hello\n    image: busybox:1.36\n"
+            f"    command: [sh, -c, {json.dumps(command)}]\n")
+
+
 @pytest.mark.slow
-def test_rendered_pod_runs_migrates_leads_launches_a_task_and_stops_in_time(
+def test_rendered_pod_runs_migrates_leads_syncs_dags_launches_a_task_and_stops_in_time(
         render: Render, empty_database_url: str, fake_k8s: FakeKubernetes, tmp_path: Path) -> None:
     port = free_port()
     docs = render(merged(MINIMAL, {"database": {"url": empty_database_url}, "containerPort": port,
-                                   "config": {"logFormat": "text"}}))
+                                   "config": {"logFormat": "text"},
+                                   "dags": {"configMaps": ["team-a-dags"],
+                                            "inline": {"deploy-smoke.yaml": dag_file("deploy-smoke")}}}))
     kubeconfig = fake_k8s.write_kubeconfig(tmp_path / "kubeconfig")
-    kubelet = Kubelet(docs, tmp_path, {"KUBECONFIG": str(kubeconfig)})
+    team_a = {"etl.yaml": dag_file("etl"), "report.yaml": dag_file("report")}
+    kubelet = Kubelet(docs, tmp_path, {"KUBECONFIG": str(kubeconfig)}, config_maps={"team-a-dags": team_a})
 
     (init,) = kubelet.spec["initContainers"]
     migrate, migrate_log = kubelet.start(init)
@@ -155,10 +201,22 @@ def test_rendered_pod_runs_migrates_leads_launches_a_task_and_stops_in_time(
 
         wait_for(leads_as_its_pod, timeout=60, what="the replica to lead under its pod name", log=log)
 
-        spec = {"dag_id": "deploy-smoke", "tasks": [
-            {"id": "hello", "image": "busybox:1.36", "command": ["sh", "-c", "echo hello"]}]}
-        created = httpx.post(base + "/api/v2/dags", json=spec, headers=auth, timeout=10)
-        assert created.status_code in (200, 201), created.text
+        def synced_dags() -> dict[str, tuple[str | None, int]]:
+            response = get(base + "/api/v2/dags", headers=auth)
+            assert response is not None and response.status_code == 200, response
+            return {d["dag_id"]: (d["source"], d["version"]) for d in response.json()["items"]}
+
+        # The leader syncs both ConfigMaps (one the user made, one rendered from dags.inline),
+        # labelled with the release name.
+        wanted = {"deploy-smoke": ("wf", 1), "etl": ("wf", 1), "report": ("wf", 1)}
+        wait_for(lambda: synced_dags() == wanted, timeout=60, what="the mounted DAGs to be synced", log=log)
+        # A GitOps tool updates the ConfigMap: etl changes, report's file is gone, daily is new.
+        kubelet.update_config_map("team-a-dags", {"etl.yaml": dag_file("etl", "echo v2"),
+                                                  "daily.yaml": dag_file("daily")})
+        wanted = {"deploy-smoke": ("wf", 1), "etl": ("wf", 2), "daily": ("wf", 1)}
+        wait_for(lambda: synced_dags() == wanted, timeout=60, what="the ConfigMap update to be synced", log=log)
+        assert replica.poll() is None, "the replica restarted instead of syncing"
+
         triggered = httpx.post(base + "/api/v2/dags/deploy-smoke/runs", json={}, headers=auth, timeout=10)
         assert triggered.status_code == 201, triggered.text
 
