@@ -115,8 +115,8 @@ class DagDirectorySync:
         DAG_DIRECTORY_PROBLEMS.set(0)
         DAG_DIRECTORY_SYNCS.labels(outcome="applied" if changed else "unchanged").inc()
         log.info("DAG directory synced" if changed else "DAG directory unchanged",
-                 extra={"directory": str(self.directory), "source": self.source, **counts,
-                        "dags": [f"{c.action} {c.dag_id}" for c in plan.changes if c.action != "unchanged"][:100]})
+                 extra={"directory": str(self.directory), "source": self.source, "counts": counts,
+                        "changes": [f"{c.action} {c.dag_id}" for c in plan.changes if c.action != "unchanged"][:100]})
 
     async def _rejected(self, ctx: LeaderContext, problems: list[dict[str, Any]]) -> None:
         DAG_DIRECTORY_PROBLEMS.set(len(problems))

@@ -152,5 +152,5 @@ class RetentionService:
                              pause=self.pause, on_batch=_count_purged)
         if counts.total:
             log.info("retention purged old history",
-                     extra={"days": self.days, "cutoff": policy.cutoff.isoformat(), **dict(counts.items())})
+                     extra={"days": self.days, "cutoff": policy.cutoff.isoformat(), "rows": dict(counts.items())})
         return counts

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,12 @@ def metric(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
+@pytest.fixture(autouse=True)
+def log_everything(caplog: pytest.LogCaptureFixture) -> None:
+    """INFO and up are emitted, so every log call (and its structured fields) really runs."""
+    caplog.set_level(logging.INFO, logger="leoflow")
+
+
 def as_leader(settings: Settings, body: Callable[[LeaderContext], Awaitable[None]]) -> None:
     """Run ``body`` as the leader of term 1 (no pytest-asyncio here: one event loop per test)."""
     async def main() -> None:
@@ -59,13 +66,15 @@ async def events(ctx: LeaderContext, kind: str) -> list[dict[str, Any]]:
                                                           "ORDER BY id", k=kind)]
 
 
-def test_startup_sync_then_changes_are_synced_and_pruned(settings: Settings, tmp_path: Path) -> None:
+def test_startup_sync_then_changes_are_synced_and_pruned(settings: Settings, tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
     async def body(ctx: LeaderContext) -> None:
         team = ConfigMapVolume(tmp_path / "dags" / "team-a")
         team.write({"etl.yaml": dag("etl"), "report.yaml": dag("report")})
         ConfigMapVolume(tmp_path / "dags" / "wf-leoflow-dags").write({"inline.yaml": dag("inline")})
         service = DagDirectorySync(tmp_path / "dags", "wf")
         applied = metric("leoflow_dag_directory_syncs_total", outcome="applied")
+        failed = metric("leoflow_dag_directory_syncs_total", outcome="failed")
 
         first = await service.sync_once(ctx, None)
         assert await dags(ctx) == {"etl": (False, "wf", 1), "report": (False, "wf", 1), "inline": (False, "wf", 1)}
@@ -80,7 +89,9 @@ def test_startup_sync_then_changes_are_synced_and_pruned(settings: Settings, tmp
         assert (await events(ctx, "dags_synced"))[-1] == {
             "source": "wf", "created": 0, "changed": 1, "unchanged": 1, "deleted": 1}
         assert metric("leoflow_dag_directory_syncs_total", outcome="applied") == applied + 2
+        assert metric("leoflow_dag_directory_syncs_total", outcome="failed") == failed
         assert metric("leoflow_dag_directory_problems") == 0
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
     as_leader(settings, body)
 

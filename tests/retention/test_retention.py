@@ -9,6 +9,7 @@ not inferred from what is left.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -132,6 +133,12 @@ def seed_history(seed: Seed) -> None:
     seed.run("keep-recent-of-deleted", "deleted-with-runs/v1", "success", recent)
 
 
+@pytest.fixture(autouse=True)
+def log_everything(caplog: pytest.LogCaptureFixture) -> None:
+    """INFO and up are emitted, so every log call (and its structured fields) really runs."""
+    caplog.set_level(logging.INFO, logger="leoflow")
+
+
 def as_leader(settings: Settings, body: Callable[[LeaderContext], Awaitable[None]], *,
               clock: FakeClock | None = None) -> None:
     async def run() -> None:
@@ -152,7 +159,8 @@ def purged(name: str) -> float:
     return REGISTRY.get_sample_value("leoflow_retention_purged_rows_total", {"table": name}) or 0.0
 
 
-def test_retention_purges_exactly_what_ended_before_the_cutoff(seed: Seed, settings: Settings) -> None:
+def test_retention_purges_exactly_what_ended_before_the_cutoff(seed: Seed, settings: Settings,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
     before = {t: purged(t) for t in ("dag_runs", "task_instances", "task_tries", "task_logs", "dag_versions")}
     counts: list[PurgeCounts] = []
 
@@ -174,6 +182,8 @@ def test_retention_purges_exactly_what_ended_before_the_cutoff(seed: Seed, setti
     assert second.total == 0
     for table in ("dag_runs", "task_instances", "task_tries", "task_logs", "dag_versions"):
         assert purged(table) - before[table] == getattr(first, table)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("leoflow.housekeeping")] == [
+        "retention purged old history"]
 
 
 def test_without_pods_only_logs_hold_a_run_and_a_dry_run_counts_without_deleting(

@@ -10,7 +10,7 @@ const EVENT_LIMIT = 50;
 
 function eventClass(kind) {
   if (/elected|acquired/.test(kind)) return "ev-good";
-  if (/lost|fenced|stall|down|left|fail/.test(kind)) return "ev-bad";
+  if (/lost|fenced|stall|down|left|fail|rejected/.test(kind)) return "ev-bad";
   return "ev-neutral";
 }
 
