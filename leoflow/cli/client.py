@@ -198,7 +198,8 @@ def dags_list(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         api.close()
     _table([[d["dag_id"], "yes" if d["paused"] else "no", d["schedule"] or "-", str(d["version"]),
-             _short(d["next_run_at"])] for d in dags], ["DAG", "PAUSED", "SCHEDULE", "VERSION", "NEXT RUN"])
+             _short(d["next_run_at"]), d.get("source") or "-"] for d in dags],
+           ["DAG", "PAUSED", "SCHEDULE", "VERSION", "NEXT RUN", "SOURCE"])
     return 0
 
 
