@@ -34,9 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos")
-TITLES = {"failover": "Leader failover (issue 3)", "scheduler": "Scheduler throughput and memory (issue 4)",
-          "executor": "Kubernetes executor (issue 5)", "api": "HTTP API (issue 6)",
-          "chaos": "Chaos soak: exactly-once under faults (issue 9)", "vs_airflow": "Leoflow vs Airflow"}
+#: Page titles name what a benchmark measures (the page is for users, not for the tracker).
+TITLES = {"failover": "Leader failover: handover and resumption after crashes and SIGTERMs",
+          "scheduler": "Scheduler throughput, dependency latency and leader memory",
+          "executor": "Kubernetes executor: pods created and reconciled per second",
+          "api": "HTTP API: requests per second and latency on one replica",
+          "chaos": "Chaos soak: exactly-once under faults", "vs_airflow": "Leoflow vs Airflow"}
 
 
 # --------------------------------------------------------------------------- the machine
