@@ -7,10 +7,14 @@ any more, deleted DAGs without runs (the rules, and what is kept, are in
 :mod:`leoflow.db.retention_store`). ``leoflow db purge --before DATE`` runs the same
 :func:`purge` once, from the command line.
 
-Work is cut into small batches, each its own short transaction (:data:`RUN_BATCH` runs), with
-a pause between them, so retention never holds a lock for long or competes with the scheduler
-for more than a moment; the leader's batches are fenced (a replica that lost its term deletes
-nothing more). Rows deleted are counted in ``leoflow_retention_purged_rows_total{table}``.
+Work is cut into small batches, each its own short transaction (:data:`RUN_BATCH` runs), and
+after each batch retention rests :data:`REST_FACTOR` times as long as the batch took (at least
+``pause``): however large a backlog (the first round after enabling retention, or after
+lowering it), retention keeps the database busy at most a third of the time and never holds a
+lock for long, so the scheduler and the API keep their share. The leader's batches are fenced
+(a replica that lost its term deletes nothing more). Rows deleted are counted in
+``leoflow_retention_purged_rows_total{table}``. ``bench/retention.py`` measures the batches and
+what scheduling notices meanwhile.
 
 Failure semantics: a database error ends the round (logged); the next round starts after
 :data:`RETRY_INTERVAL`. :class:`~leoflow.errors.FencedOut` ends the service.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -33,13 +38,16 @@ from leoflow.metrics.housekeeping import PURGED_ROWS
 
 log = logging.getLogger(__name__)
 
-#: Runs per batch. A run of a 1,000-task DAG brings ~2,000 rows along, so a batch stays in the
-#: tens of thousands of rows: well under a second of deleting.
-RUN_BATCH = 50
+#: Runs per batch: 20 runs of 20 tasks (1,200 rows with their tries and logs) take ~50 ms to
+#: delete on a loaded 2-core machine (bench/retention.py); a 1,000-task DAG's runs bring
+#: ~60,000 rows, still about a second.
+RUN_BATCH = 20
 #: DAG versions / deleted DAGs per batch.
 VERSION_BATCH = 200
-#: Seconds between batches, leaving the database to the scheduler in between.
+#: Least seconds between batches, and how many times a batch's own duration retention rests
+#: after it (2: busy at most a third of the time).
 BATCH_PAUSE = 0.05
+REST_FACTOR = 2.0
 #: Seconds between rounds: retention is counted in days, so an hour late is never noticed.
 ROUND_INTERVAL = 3600.0
 #: Seconds after becoming leader before the first round: a failover's catch-up comes first.
@@ -73,37 +81,43 @@ async def purge(db: Database, policy: RetentionPolicy, *, now: datetime, fence: 
     ``on_batch`` sees each committed batch's counts (the leader's metrics).
     """
     total = PurgeCounts()
+    began = 0.0
 
-    def done(counts: PurgeCounts) -> None:
+    def done(counts: PurgeCounts) -> float:
+        """Account for a committed batch; returns how long to rest before the next one."""
         total.add(counts)
         if on_batch is not None and counts.total:
             on_batch(counts)
+        return max(pause, (time.monotonic() - began) * REST_FACTOR)
 
     after = START
     while True:
+        began = time.monotonic()
         async with _batch(db, fence) as conn:
             runs = await retention_store.purge_runs(conn, policy, after=after, limit=run_batch, now=now,
                                                     dry_run=dry_run)
-        done(runs.counts)
+        rest = done(runs.counts)
         after = runs.after
         if runs.examined < run_batch:
             break
-        await asyncio.sleep(pause)
+        await asyncio.sleep(rest)
     # Dry runs count each kind once: without deleting, the same rows would be found again.
     while True:
+        began = time.monotonic()
         async with _batch(db, fence) as conn:
             versions = await retention_store.purge_versions(conn, policy, limit=version_batch, dry_run=dry_run)
-        done(PurgeCounts(dag_versions=versions))
+        rest = done(PurgeCounts(dag_versions=versions))
         if dry_run or versions < version_batch:
             break
-        await asyncio.sleep(pause)
+        await asyncio.sleep(rest)
     while True:
+        began = time.monotonic()
         async with _batch(db, fence) as conn:
             dags = await retention_store.purge_deleted_dags(conn, policy, limit=version_batch, dry_run=dry_run)
-        done(dags)
+        rest = done(dags)
         if dry_run or dags.dags < version_batch:
             break
-        await asyncio.sleep(pause)
+        await asyncio.sleep(rest)
     return total
 
 
