@@ -62,13 +62,17 @@ class DagDirectorySync:
 
     async def run(self, ctx: LeaderContext) -> None:
         last: str | None = None
-        while True:
-            try:
-                last = await self.sync_once(ctx, last)
-            except FencedOut:
-                log.info("DAG directory sync stops: fenced out", extra={"term": ctx.term})
-                return
-            await asyncio.sleep(self.poll_interval)
+        try:
+            while True:
+                try:
+                    last = await self.sync_once(ctx, last)
+                except FencedOut:
+                    log.info("DAG directory sync stops: fenced out", extra={"term": ctx.term})
+                    return
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            # A follower exports 0: only the leader's gauge says something about the files.
+            DAG_DIRECTORY_PROBLEMS.set(0)
 
     async def sync_once(self, ctx: LeaderContext, last: str | None) -> str | None:
         """Read the directory; sync it if its fingerprint differs from ``last``. Returns the new ``last``."""

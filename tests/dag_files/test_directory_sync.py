@@ -171,10 +171,17 @@ def test_the_service_syncs_at_start_follows_changes_and_stops_when_fenced_out(
             await eventually(lambda: dags(ctx), lambda d: "a" in d)
             volume.write({"a.yaml": dag("a"), "b.yaml": dag("b")})
             await eventually(lambda: dags(ctx), lambda d: "b" in d)
+            volume.write({"a.yaml": dag("a"), "b.yaml": dag("b"), "bad.yaml": "dag_id: [x"})
+
+            async def problems() -> float:
+                return metric("leoflow_dag_directory_problems")
+
+            await eventually(problems, lambda n: n == 1)
             await set_term(ctx.db.engine, ctx.cluster, 2)  # another replica leads now
             volume.write({"c.yaml": dag("c")})
             await asyncio.wait_for(task, timeout=30)  # returns (fenced out) without writing anything
             assert set(await dags(ctx)) == {"a", "b"}
+            assert metric("leoflow_dag_directory_problems") == 0  # a follower says nothing about the files
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
