@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.models import LIVE_TRIES_SQL, TERMINAL_RUNS_SQL
@@ -89,15 +89,18 @@ async def _lower_lock_timeout(conn: AsyncConnection) -> None:
     await conn.execute(text(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}"))
 
 
-def _candidates(lock: bool) -> str:
-    return f"""
-        SELECT r.id, r.ended_at FROM dag_runs r
-        WHERE r.state IN {TERMINAL_RUNS_SQL} AND r.ended_at < :cutoff
-          AND (r.ended_at, r.id) > (:after_ended, :after_id)
-        ORDER BY r.ended_at, r.id
-        LIMIT :limit
-        {"FOR UPDATE OF r SKIP LOCKED" if lock else ""}
-    """
+def _claiming(select: str, alias: str, lock: bool) -> TextClause:
+    """``select``, locking the rows it returns (skipping rows others hold) unless this is a dry run."""
+    return text(f"{select} FOR UPDATE OF {alias} SKIP LOCKED" if lock else select)
+
+
+_CANDIDATES = f"""
+    SELECT r.id, r.ended_at FROM dag_runs r
+    WHERE r.state IN {TERMINAL_RUNS_SQL} AND r.ended_at < :cutoff
+      AND (r.ended_at, r.id) > (:after_ended, :after_id)
+    ORDER BY r.ended_at, r.id
+    LIMIT :limit
+"""
 
 
 _PROTECTED = text(f"""
@@ -134,7 +137,7 @@ async def purge_runs(conn: AsyncConnection, policy: RetentionPolicy, *, after: t
                      now: datetime, dry_run: bool = False) -> RunBatch:
     """Examine up to ``limit`` finished runs after the cursor; delete (or count) the unprotected ones."""
     await _lower_lock_timeout(conn)
-    rows = (await conn.execute(text(_candidates(lock=not dry_run)), {
+    rows = (await conn.execute(_claiming(_CANDIDATES, "r", lock=not dry_run), {
         "cutoff": policy.cutoff, "after_ended": after[0], "after_id": after[1], "limit": limit})).all()
     batch = RunBatch(examined=len(rows), after=(rows[-1].ended_at, rows[-1].id) if rows else after)
     if not rows:
@@ -151,45 +154,45 @@ async def purge_runs(conn: AsyncConnection, policy: RetentionPolicy, *, after: t
     return batch
 
 
-def _old_versions(lock: bool) -> str:
-    return f"""
-        SELECT v.id FROM dag_versions v JOIN dags d ON d.dag_id = v.dag_id
-        WHERE v.created_at < :cutoff AND d.current_version_id IS DISTINCT FROM v.id
-          AND EXISTS (SELECT 1 FROM dag_versions n
-                      WHERE n.dag_id = v.dag_id AND n.version > v.version AND n.created_at < :cutoff)
-          AND NOT EXISTS (SELECT 1 FROM dag_runs r WHERE r.dag_version_id = v.id)
-        ORDER BY v.id LIMIT :limit
-        {"FOR UPDATE OF v SKIP LOCKED" if lock else ""}
-    """
+async def _claim(conn: AsyncConnection, select: str, alias: str, policy: RetentionPolicy, *, limit: int,
+                 dry_run: bool) -> list[object]:
+    """The keys ``select`` finds for ``policy`` (at most ``limit``), locked unless this is a dry run."""
+    await _lower_lock_timeout(conn)
+    return list((await conn.execute(_claiming(select, alias, lock=not dry_run),
+                                    {"cutoff": policy.cutoff, "limit": limit})).scalars())
+
+
+_OLD_VERSIONS = """
+    SELECT v.id FROM dag_versions v JOIN dags d ON d.dag_id = v.dag_id
+    WHERE v.created_at < :cutoff AND d.current_version_id IS DISTINCT FROM v.id
+      AND EXISTS (SELECT 1 FROM dag_versions n
+                  WHERE n.dag_id = v.dag_id AND n.version > v.version AND n.created_at < :cutoff)
+      AND NOT EXISTS (SELECT 1 FROM dag_runs r WHERE r.dag_version_id = v.id)
+    ORDER BY v.id LIMIT :limit
+"""
 
 
 async def purge_versions(conn: AsyncConnection, policy: RetentionPolicy, *, limit: int,
                          dry_run: bool = False) -> int:
     """Delete (or count) up to ``limit`` DAG versions nothing needs any more; returns how many."""
-    await _lower_lock_timeout(conn)
-    ids = list((await conn.execute(text(_old_versions(lock=not dry_run)),
-                                   {"cutoff": policy.cutoff, "limit": limit})).scalars())
+    ids = await _claim(conn, _OLD_VERSIONS, "v", policy, limit=limit, dry_run=dry_run)
     if ids and not dry_run:
         await conn.execute(text("DELETE FROM dag_versions WHERE id = ANY(:ids)"), {"ids": ids})
     return len(ids)
 
 
-def _deleted_dags(lock: bool) -> str:
-    return f"""
-        SELECT d.dag_id FROM dags d
-        WHERE d.deleted AND d.updated_at < :cutoff
-          AND NOT EXISTS (SELECT 1 FROM dag_runs r WHERE r.dag_id = d.dag_id)
-        ORDER BY d.dag_id LIMIT :limit
-        {"FOR UPDATE OF d SKIP LOCKED" if lock else ""}
-    """
+_DELETED_DAGS = """
+    SELECT d.dag_id FROM dags d
+    WHERE d.deleted AND d.updated_at < :cutoff
+      AND NOT EXISTS (SELECT 1 FROM dag_runs r WHERE r.dag_id = d.dag_id)
+    ORDER BY d.dag_id LIMIT :limit
+"""
 
 
 async def purge_deleted_dags(conn: AsyncConnection, policy: RetentionPolicy, *, limit: int,
                              dry_run: bool = False) -> PurgeCounts:
     """Remove (or count) up to ``limit`` deleted DAGs without runs, and their versions."""
-    await _lower_lock_timeout(conn)
-    dag_ids = list((await conn.execute(text(_deleted_dags(lock=not dry_run)),
-                                       {"cutoff": policy.cutoff, "limit": limit})).scalars())
+    dag_ids = await _claim(conn, _DELETED_DAGS, "d", policy, limit=limit, dry_run=dry_run)
     counts = PurgeCounts(dags=len(dag_ids))
     if not dag_ids:
         return counts

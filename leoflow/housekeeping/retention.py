@@ -81,45 +81,36 @@ async def purge(db: Database, policy: RetentionPolicy, *, now: datetime, fence: 
     ``on_batch`` sees each committed batch's counts (the leader's metrics).
     """
     total = PurgeCounts()
-    began = 0.0
-
-    def done(counts: PurgeCounts) -> float:
-        """Account for a committed batch; returns how long to rest before the next one."""
-        total.add(counts)
-        if on_batch is not None and counts.total:
-            on_batch(counts)
-        return max(pause, (time.monotonic() - began) * REST_FACTOR)
-
     after = START
-    while True:
-        began = time.monotonic()
-        async with _batch(db, fence) as conn:
-            runs = await retention_store.purge_runs(conn, policy, after=after, limit=run_batch, now=now,
-                                                    dry_run=dry_run)
-        rest = done(runs.counts)
-        after = runs.after
-        if runs.examined < run_batch:
-            break
-        await asyncio.sleep(rest)
-    # Dry runs count each kind once: without deleting, the same rows would be found again.
-    while True:
-        began = time.monotonic()
-        async with _batch(db, fence) as conn:
-            versions = await retention_store.purge_versions(conn, policy, limit=version_batch, dry_run=dry_run)
-        rest = done(PurgeCounts(dag_versions=versions))
-        if dry_run or versions < version_batch:
-            break
-        await asyncio.sleep(rest)
-    while True:
-        began = time.monotonic()
-        async with _batch(db, fence) as conn:
-            dags = await retention_store.purge_deleted_dags(conn, policy, limit=version_batch, dry_run=dry_run)
-        rest = done(dags)
-        if dry_run or dags.dags < version_batch:
-            break
-        await asyncio.sleep(rest)
-    return total
 
+    async def runs(conn: Connection) -> tuple[PurgeCounts, bool]:
+        nonlocal after
+        batch = await retention_store.purge_runs(conn, policy, after=after, limit=run_batch, now=now, dry_run=dry_run)
+        after = batch.after
+        return batch.counts, batch.examined == run_batch
+
+    async def versions(conn: Connection) -> tuple[PurgeCounts, bool]:
+        deleted = await retention_store.purge_versions(conn, policy, limit=version_batch, dry_run=dry_run)
+        # Dry runs count each kind once: without deleting, the same rows would be found again.
+        return PurgeCounts(dag_versions=deleted), not dry_run and deleted == version_batch
+
+    async def deleted_dags(conn: Connection) -> tuple[PurgeCounts, bool]:
+        counts = await retention_store.purge_deleted_dags(conn, policy, limit=version_batch, dry_run=dry_run)
+        return counts, not dry_run and counts.dags == version_batch
+
+    for step in (runs, versions, deleted_dags):
+        while True:
+            began = time.monotonic()
+            async with _batch(db, fence) as conn:
+                counts, more = await step(conn)
+            # Counted once committed: the transaction is over here.
+            total.add(counts)
+            if on_batch is not None and counts.total:
+                on_batch(counts)
+            if not more:
+                break
+            await asyncio.sleep(max(pause, (time.monotonic() - began) * REST_FACTOR))
+    return total
 
 def _count_purged(counts: PurgeCounts) -> None:
     for table, rows in counts.items():
