@@ -33,11 +33,9 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from array import array
 from collections import Counter, deque
@@ -49,13 +47,13 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.private_database import benchmark_database  # noqa: E402
 from leoflow.clock import SystemClock  # noqa: E402
 from leoflow.db.database import Database  # noqa: E402
 from leoflow.executor.base import Report  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey  # noqa: E402
 from leoflow.settings import declared  # noqa: E402
-from leoflow.standalone.embedded import EmbeddedPostgres  # noqa: E402
 
 DAG_ID = "bench-fan"
 
@@ -355,19 +353,7 @@ def main() -> None:
         asyncio.run(leader_main(args))
         return
 
-    from leoflow.db import migrations
-
-    workdir = Path(tempfile.mkdtemp(prefix="leoflow-bench-sched-"))
-    workdir.chmod(0o755)
-    pg: EmbeddedPostgres | None = None
-    try:
-        url = args.database_url
-        if url is None:
-            pg = EmbeddedPostgres(workdir / "data", fast_unsafe=True, socket_dir=workdir / "sock")
-            pg.start()
-            pg.wait_ready()
-            url = pg.create_database("bench")
-        migrations.upgrade(url)
+    with benchmark_database(args.database_url, prefix="leoflow-bench-sched-") as url:
         apply_spec(url, args.tasks, args.max_active_runs)
         result: dict[str, Any] = {"benchmark": "scheduler", "cpus": os.cpu_count(),
                                   "throughput": phase_throughput(url, args)}
@@ -381,10 +367,6 @@ def main() -> None:
         plot(result, args.png)
         result["png"] = str(args.png)
         print(json.dumps(result))
-    finally:
-        if pg is not None:
-            pg.stop("immediate")
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
