@@ -7,17 +7,11 @@ whether it is a YAML syntax error or a validation error found later by
 document's node tree next to its data, and :meth:`Document.locate` maps a validation path
 back to the line and column it came from.
 
-Parsing must not be a way to exhaust a server (files arrive through the API and from mounted
-directories), so the loader is bounded while it composes, before anything is built:
-
-- nesting deeper than :data:`MAX_DEPTH` is refused (PyYAML composes recursively, and its C
-  extension crashes the process on deep nesting, so only the pure-Python loader is used);
-- at most :data:`MAX_NODES` values per file, counting every alias as the values it stands
-  for, so an alias bomb (a few hundred bytes that expand to gigabytes) fails at the budget;
-- duplicate keys in one mapping are an error (YAML would silently keep the last one).
-
-Every failure is a :class:`DocumentError`; nothing else escapes :func:`load_documents`.
-Line and column numbers are 1-based, document indexes 0-based (like ``tasks[0]``).
+YAML is read by Leoflow's one bounded loader (:mod:`leoflow.model.yaml_loader`: depth,
+values with aliases expanded, duplicate keys), JSON by the standard library and then held to
+the same :data:`~leoflow.model.limits.DOCUMENT` budget. Every failure is a
+:class:`DocumentError`; nothing else escapes :func:`load_documents`. Line and column numbers
+are 1-based, document indexes 0-based (like ``tasks[0]``).
 """
 
 from __future__ import annotations
@@ -29,13 +23,11 @@ from typing import Any
 
 import yaml
 
-from leoflow.errors import LeoflowError
+from leoflow.errors import LeoflowError, ValidationFailed
+from leoflow.model.bounds import check_document_shape
+from leoflow.model.limits import DOCUMENT
+from leoflow.model.yaml_loader import YamlRejected, load_yaml_documents
 
-#: Deepest nesting of lists and mappings accepted in a DAG file (a spec needs four levels).
-MAX_DEPTH = 64
-#: Most values one file may hold, aliases counted as what they expand to: a 10,000-task DAG,
-#: the spec's maximum, needs about 200,000.
-MAX_NODES = 500_000
 JSON_SUFFIXES = (".json",)
 
 
@@ -152,56 +144,6 @@ def _step(node: yaml.Node, rest: str) -> tuple[yaml.Node, str] | None:
     return (key, "") if not left else (value, left.removeprefix("."))
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with a depth limit, a value budget and duplicate-key detection."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._values = 0
-        #: Values each anchored node stands for (by id), to charge an alias what it expands to.
-        self._sizes: dict[int, int] = {}
-
-    def _charge(self, count: int, mark: Any) -> None:  # a pure-Python or a libyaml Mark
-        self._values += count
-        if self._values > MAX_NODES:
-            raise _Refused(f"more than {MAX_NODES} values (aliases count as what they expand to)", mark)
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        if isinstance(event, yaml.AliasEvent):
-            anchored = self.anchors.get(event.anchor)
-            if anchored is not None:
-                self._charge(self._sizes.get(id(anchored), 1), event.start_mark)
-            return super().compose_node(parent, index)
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise _Refused(f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
-        before = self._values
-        self._charge(1, event.start_mark)
-        try:
-            node = super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-        if getattr(event, "anchor", None):
-            self._sizes[id(node)] = self._values - before
-        return node
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[object] = set()
-        for key, _value in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
-                if key.value in seen:
-                    raise _Refused(f"duplicate key {key.value!r}", key.start_mark)
-                seen.add(key.value)
-        return super().construct_mapping(node, deep=deep)
-
-
-class _Refused(yaml.MarkedYAMLError):
-    def __init__(self, problem: str, mark: yaml.Mark | None) -> None:
-        super().__init__(problem=problem, problem_mark=mark)
-
-
 def load_documents(file: str, text: str) -> list[Document]:
     """The documents of one file (JSON when ``file`` ends in ``.json``, else YAML); empty ones skipped.
 
@@ -209,34 +151,12 @@ def load_documents(file: str, text: str) -> list[Document]:
     """
     if file.lower().endswith(JSON_SUFFIXES):
         return _load_json(file, text)
-    documents: list[Document] = []
-    loader: _BoundedLoader | None = None
     try:
-        loader = _BoundedLoader(text)
-        index = 0
-        while loader.check_node():
-            node = loader.get_node()
-            data = loader.construct_document(node)
-            if data is not None:
-                documents.append(Document(file, index, data, node))
-            index += 1
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or "invalid YAML"
-        if exc.context:
-            problem += f" ({exc.context})"
-        raise DocumentError(file, f"invalid YAML: {problem}", location=_location(mark) if mark else None) from None
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, other controls)
-        before = text[:exc.position]
-        where = Location(before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1)
-        raise DocumentError(file, f"invalid YAML: character U+{exc.character:04X} is not allowed",
-                            location=where) from None
-    except yaml.YAMLError as exc:
-        raise DocumentError(file, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else 'unreadable'}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return documents
+        loaded = load_yaml_documents(text)
+    except YamlRejected as exc:
+        where = Location(exc.line, exc.column or 1) if exc.line is not None else None
+        raise DocumentError(file, f"invalid YAML: {exc.problem}", location=where) from None
+    return [Document(file, d.index, d.data, d.node) for d in loaded]
 
 
 def _reject_constant(name: str) -> Any:
@@ -246,9 +166,11 @@ def _reject_constant(name: str) -> Any:
 def _load_json(file: str, text: str) -> list[Document]:
     try:
         data = json.loads(text, parse_constant=_reject_constant)
+        check_document_shape(data, "", DOCUMENT)
     except json.JSONDecodeError as exc:
         raise DocumentError(file, f"invalid JSON: {exc.msg}", location=Location(exc.lineno, exc.colno)) from None
-    except (ValueError, RecursionError) as exc:
-        raise DocumentError(file, f"invalid JSON: {exc if isinstance(exc, ValueError) else 'nested too deeply'}") \
-            from None
+    except (ValueError, ValidationFailed) as exc:
+        raise DocumentError(file, f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise DocumentError(file, f"invalid JSON: nested more than {DOCUMENT.max_depth} levels deep") from None
     return [] if data is None else [Document(file, 0, data)]

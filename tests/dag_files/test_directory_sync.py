@@ -112,8 +112,8 @@ def test_bad_files_change_nothing_are_reported_once_and_a_fix_applies(
         assert metric("leoflow_dag_directory_problems") == 2
         (event,) = await events(ctx, "dags_sync_rejected")
         assert event["count"] == 2 and event["problems"] == [
-            "dags/bad.yaml:3:1: invalid YAML: expected the node content, but found '<stream end>' "
-            "(while parsing a flow node)",
+            "dags/bad.yaml:3:1: invalid YAML: did not find expected node content (while parsing a "
+            "flow node)",
             "dags/worse.yaml:2:9: tasks[0].image: is required (or set kind: empty)"]
         assert await service.sync_once(ctx, rejected) == rejected  # the same bad content is not retried
         assert len(await events(ctx, "dags_sync_rejected")) == 1

@@ -140,8 +140,8 @@ def test_one_bad_file_among_many_changes_nothing_and_every_problem_is_reported(
     assert err == [
         "leoflow: error: bad/latin1.yaml:2:17: is not UTF-8 text",
         "leoflow: error: bad/multi.yaml:5:5: document 1: tasks[0].image: is required (or set kind: empty)",
-        "leoflow: error: bad/syntax.yaml:3:1: invalid YAML: expected the node content, but found '<stream end>' "
-        "(while parsing a flow node)",
+        "leoflow: error: bad/syntax.yaml:3:1: invalid YAML: did not find expected node content (while parsing a "
+        "flow node)",
         "leoflow: error: good-07.yaml:1:2: dag_id: DAG 'good-07' is also defined in bad/dup.yaml",
         "leoflow: error: 4 problem(s) in 4 file(s); nothing was changed",
     ]
@@ -149,7 +149,7 @@ def test_one_bad_file_among_many_changes_nothing_and_every_problem_is_reported(
     assert len(dags) == 30 and {d["version"] for d in dags.values()} == {1} and "fine" not in dags
 
     # The API answers with every problem as data, too.
-    body = {"source": "ci", "files": [{"name": "a.yaml", "content": "dag_id: [x"},
+    body = {"source": "ci", "files": [{"name": "a.yaml", "content": "dag_id: [x\n"},
                                       {"name": "b.yaml", "content": dag("ok")},
                                       {"name": "c.json", "content": '{"dag_id": "c", "tasks": 3}'}]}
     answer = api.post("/api/v2/dags:sync", json=body, headers=ADMIN)
@@ -157,8 +157,8 @@ def test_one_bad_file_among_many_changes_nothing_and_every_problem_is_reported(
     error = answer.json()["error"]
     assert error["message"] == "2 problem(s) in 2 file(s); nothing was applied"
     assert error["details"]["errors"] == [
-        {"file": "a.yaml", "document": None, "path": "", "line": 1, "column": 11,
-         "problem": "invalid YAML: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence)"},
+        {"file": "a.yaml", "document": None, "path": "", "line": 2, "column": 1,
+         "problem": "invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence)"},
         {"file": "c.json", "document": None, "path": "tasks", "line": None, "column": None,
          "problem": "must be a list of tasks, got an integer"}]
     assert "ok" not in live_dags(api)

@@ -79,7 +79,7 @@ def test_cli_apply_names_file_line_and_column(database_url: str, tmp_path: Path,
     lines = err.strip().splitlines()
     assert len(lines) == 2 and "Traceback" not in err
     assert lines[0].startswith(f"leoflow: error: {bomb}:") and "aliases count as what they expand to" in lines[0]
-    assert lines[1] == f"leoflow: error: {duplicate}:3:1: invalid YAML (duplicate key 'dag_id')"
+    assert lines[1] == f"leoflow: error: {duplicate}:3:1: invalid YAML: duplicate key 'dag_id'"
 
 
 def _large_yaml_body(size: int) -> bytes:
