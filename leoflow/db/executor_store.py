@@ -50,11 +50,22 @@ class TryRecord:
     claimed_at: datetime | None
     ended_at: datetime | None
     term: int
+    started_at: datetime | None = None
+
+    @property
+    def seen_running(self) -> bool:
+        """Evidence that the try's pod/process existed: a leader recorded it running (or over)."""
+        return was_seen_running(self.state, self.started_at is not None)
+
+
+def was_seen_running(state: str, started: bool) -> bool:
+    """A try that a leader recorded as started, or in any state past ``queued``, really ran."""
+    return started or state not in ("queued", "cancelling")
 
 
 _TRY_COLUMNS = """
     tt.id AS task_try_id, dr.dag_id, dr.run_id, ti.task_id, tt.try_number, tt.state,
-    tt.executor_ref, tt.claimed_by, tt.claimed_at, tt.ended_at, tt.term
+    tt.executor_ref, tt.claimed_by, tt.claimed_at, tt.ended_at, tt.term, tt.started_at
 """
 _TRY_FROM = """
     FROM task_tries tt
@@ -68,7 +79,8 @@ def _record(row: object) -> TryRecord:
     return TryRecord(task_try_id=m["task_try_id"],
                      key=TryKey(m["dag_id"], m["run_id"], m["task_id"], m["try_number"]),
                      state=m["state"], executor_ref=m["executor_ref"], claimed_by=m["claimed_by"],
-                     claimed_at=m["claimed_at"], ended_at=m["ended_at"], term=m["term"])
+                     claimed_at=m["claimed_at"], ended_at=m["ended_at"], term=m["term"],
+                     started_at=m["started_at"])
 
 
 _CLAIM = text("""
@@ -90,24 +102,37 @@ async def claim_try(conn: AsyncConnection, *, cluster: str, term: int, task_try_
     return row is not None
 
 
+@dataclass(frozen=True)
+class LaunchClaim:
+    """What the database knew of a try when its launch was recorded."""
+
+    #: An earlier executor (this leader's or an earlier one's) had already claimed it.
+    was_claimed: bool
+    #: The try's state before this launch (``cancelling`` when the run was cancelled meanwhile).
+    state: str
+    #: Evidence that its pod existed: a leader recorded the try running (``started_at``).
+    seen_running: bool
+
+
 _RECORD_REFS = text("""
     WITH input AS (
         SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:refs AS text[])) AS i(id, ref)
     ), before AS (
-        SELECT tt.id, tt.claimed_at FROM task_tries tt JOIN input ON input.id = tt.id
+        SELECT tt.id, tt.claimed_at, tt.state, tt.started_at FROM task_tries tt JOIN input ON input.id = tt.id
         ORDER BY tt.id FOR UPDATE OF tt
     )
     UPDATE task_tries tt
     SET executor_ref = input.ref, claimed_by = :by, claimed_at = coalesce(tt.claimed_at, clock_timestamp())
     FROM input JOIN before ON before.id = input.id
     WHERE tt.id = input.id
-    RETURNING tt.id, before.claimed_at IS NOT NULL AS was_claimed
+    RETURNING tt.id, before.claimed_at IS NOT NULL AS was_claimed, before.state,
+              before.started_at IS NOT NULL AS started
 """)
 
 
 async def record_launches(conn: AsyncConnection, *, cluster: str, term: int, node_id: str,
-                          launches: Sequence[tuple[int, str]]) -> dict[int, bool]:
-    """Fenced: note the pods about to be created: ``(task_try_id, executor_ref)`` pairs → was-claimed by id.
+                          launches: Sequence[tuple[int, str]]) -> dict[int, LaunchClaim]:
+    """Fenced: note the pods about to be created: ``(task_try_id, executor_ref)`` pairs → claim by id.
 
     Ids that do not exist are absent from the result. One transaction for the whole batch, so
     a leader launching thousands of pods pays one fence check per batch, not per pod.
@@ -117,7 +142,9 @@ async def record_launches(conn: AsyncConnection, *, cluster: str, term: int, nod
         return {}
     rows = await conn.execute(_RECORD_REFS, {"ids": [i for i, _ in launches], "refs": [r for _, r in launches],
                                              "by": claimant(cluster, node_id)})
-    return {row[0]: bool(row[1]) for row in rows}
+    return {row[0]: LaunchClaim(was_claimed=bool(row[1]), state=str(row[2]),
+                                seen_running=was_seen_running(str(row[2]), bool(row[3])))
+            for row in rows}
 
 
 _UNFINISHED_CLAIMS = text(f"""

@@ -12,7 +12,9 @@ executors or the API (docs/adr/0008-layers.md).
 On acquire: ``factory(settings)`` → ``(executor, services)``; each service (plus any extra the
 caller passes) runs in a named, guarded task (:mod:`leoflow.aiotasks`). On loss: every task is
 cancelled *at once*, awaited for at most ``LEOFLOW_SHUTDOWN_GRACE`` seconds, then
-``await executor.stop()``.
+``await executor.stop()`` (which waits for the term's calls in flight, at most
+``LEOFLOW_SHUTDOWN_GRACE`` + ``LEOFLOW_LEADER_LEASE`` seconds), and only then is leadership
+released.
 
 Watchdogs: a service that returns or dies, or the scheduler making no ``ctx.progress()`` for
 ``LEOFLOW_SCHEDULER_STALL_TIMEOUT`` seconds, makes the replica step down (the elector releases
@@ -154,7 +156,11 @@ class LeaderSupervisor:
         await cancel_and_wait(tasks, timeout=max(self.settings.election.shutdown_grace, 0.01))
         if executor is not None:
             try:
-                await asyncio.wait_for(executor.stop(), timeout=max(self.settings.election.shutdown_grace, 1.0))
+                # An executor's stop waits for its calls in flight (bounded by half the lease):
+                # this timeout only guards against a broken one.
+                election = self.settings.election
+                limit = max(election.shutdown_grace, 1.0) + election.leader_lease
+                await asyncio.wait_for(executor.stop(), timeout=limit)
             except Exception:  # boundary: a broken executor must not keep the next term from starting
                 log.exception("executor did not stop cleanly", extra={"term": term})
         log.info("leader services stopped", extra={"term": term, "why": why})

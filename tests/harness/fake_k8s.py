@@ -15,8 +15,10 @@ create / get / list / watch / delete / log, namespaced and (list/watch) across n
   (409 quota conflict, 429 with Retry-After, 500, 403, 422, ...), delay them, or drop the
   connection before or *after* doing the work (a create whose response is lost); drop all open
   watches; compact the history;
-- a request log (:attr:`FakeKubernetes.requests`): every request with its verb, pod name,
-  outcome, and for creates the pod's ``leoflow.io/term`` and ``leoflow.io/cluster`` labels.
+- a request log (:attr:`FakeKubernetes.requests`): every request, logged on arrival, with its
+  verb, pod name, outcome (``code`` None while in flight), arrival ``time`` and ``done`` time
+  (absent while in flight), and for creates the pod's ``leoflow.io/term`` and
+  ``leoflow.io/cluster`` labels and the moment the pod was stored (``created``).
 
 In-process use: ``with FakeKubernetes() as k8s: k8s.write_kubeconfig(path)``. As a separate
 process (for chaos/election tests): ``python -m tests.harness.fake_k8s --port N --kubeconfig F``;
@@ -224,7 +226,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._authorize()
             self._route(method, segments, query, body, entry)
         except _DroppedConnection:
-            entry.setdefault("code", 0)
+            if entry.get("code") is None:
+                entry["code"] = 0
             entry["outcome"] = "dropped"
             self._drop()
         except ApiError as err:
@@ -235,6 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             self._log_entry()
+            entry["done"] = time.time()  # answered (or dropped); an entry without it is in flight
 
     def _route(self, method: str, seg: list[str], query: dict[str, str], body: bytes,
                entry: dict[str, Any]) -> None:
@@ -271,6 +275,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _apply_fault(self, verb: str, name: str | None, entry: dict[str, Any]) -> Fault | None:
         entry["verb"], entry["name"] = verb, name
+        entry.setdefault("code", None)
+        self._log_entry()  # logged on arrival: a request being delayed is visible as in flight
         fault = self.fake.take_fault(verb, name)
         if fault is None:
             return None
@@ -294,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
                       "cluster": labels.get("leoflow.io/cluster")})
         fault = self._apply_fault("create", meta.get("name"), entry)
         created = self.fake.store.create(ns, pod)
-        entry["code"] = 201
+        entry["code"], entry["created"] = 201, time.time()
         if fault is not None and fault.drop == "after":
             raise _DroppedConnection()
         self._json(201, created)

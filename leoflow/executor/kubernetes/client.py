@@ -12,6 +12,19 @@ already exists, gone, throttled, server error, unreachable, refused), each keepi
 code, ``Status.reason``, message and ``Retry-After``; "no response" (connection refused/reset,
 timeouts) is code 0. Each failed call counts in ``leoflow_pod_api_errors_total{code}``.
 
+**Creates and deletes are the calls that change the world**, and a leader must make them only
+while its fencing term is the newest (see :mod:`.windows`). They therefore differ from reads:
+
+- each has a *total* deadline (:attr:`KubernetesApi.call_deadline`, a quarter of
+  ``LEOFLOW_LEADER_LEASE``, at most 30 s), so no such call outlives its term by more than that;
+- each may carry ``send_by`` (a monotonic time): a call whose worker thread only gets to it
+  later is not sent at all (:class:`~.errors.CallNotSent`) — a queue in the thread pool can
+  never delay a create past its window;
+- a caller cancelled while its call is in flight still waits for the call to return (bounded by
+  the deadline): the fenced transaction around it must not end before the API server answered;
+- after :meth:`KubernetesApi.begin_closing` no new one starts, and :meth:`KubernetesApi.drain`
+  waits for those in flight — the executor's ``stop`` does both before the term is handed over.
+
 Configuration: the in-cluster service account when running in a pod, else ``KUBECONFIG`` /
 ``~/.kube/config``. The namespace is ``LEOFLOW_K8S_NAMESPACE``, else the pod's own namespace,
 else the kubeconfig context's, else ``default``.
@@ -24,6 +37,7 @@ import json
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,7 +49,13 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from leoflow.errors import SettingsError
-from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, WatchExpired, error_for
+from leoflow.executor.kubernetes.errors import (
+    CallNotSent,
+    KubernetesError,
+    ObjectNotFound,
+    WatchExpired,
+    error_for,
+)
 from leoflow.metrics.executor import POD_API_ERRORS
 from leoflow.settings import Settings
 
@@ -44,6 +64,13 @@ T = TypeVar("T")
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 #: Per-request timeout (connect, read) in seconds for ordinary calls; watches use their own.
 REQUEST_TIMEOUT = (5.0, 30.0)
+#: Upper bound of a create/delete call's total deadline, whatever the lease.
+MAX_CALL_DEADLINE = 30.0
+
+
+def call_deadline_for(leader_lease: float) -> float:
+    """Total deadline of one create/delete: a quarter of the lease (see :mod:`.windows`)."""
+    return min(MAX_CALL_DEADLINE, leader_lease / 4)
 
 
 def translate(exc: Exception) -> KubernetesError:
@@ -89,24 +116,53 @@ def _load_client(concurrency: int) -> tuple[client.ApiClient, str | None]:
 class KubernetesApi:
     """Pods of one namespace through the official client, awaitable."""
 
-    def __init__(self, settings: Settings, *, concurrency: int = 16) -> None:
+    def __init__(self, settings: Settings, *, concurrency: int = 16, call_deadline: float | None = None) -> None:
         api_client, context_namespace = _load_client(concurrency)
         self.core = client.CoreV1Api(api_client)
         self.namespace = settings.executor.kubernetes.namespace or context_namespace or "default"
+        #: Total seconds a create or delete may take (see the module docstring).
+        self.call_deadline = call_deadline or call_deadline_for(settings.election.leader_lease)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="leoflow-k8s")
         self._watch_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leoflow-k8s-watch")
         self._watch_response: Any = None
+        self._closing = False
+        self._in_flight: set[asyncio.Future[Any]] = set()
 
     async def _call(self, fn: Callable[[], T]) -> T:
-        def guarded() -> T:
-            try:
-                return fn()
-            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-                error = translate(exc)
-                POD_API_ERRORS.labels(code=str(error.code)).inc()
-                raise error from None
+        return await asyncio.get_running_loop().run_in_executor(self._pool, _translated(fn))
 
-        return await asyncio.get_running_loop().run_in_executor(self._pool, guarded)
+    async def _mutate(self, fn: Callable[[float], T], send_by: float | None) -> T:
+        """Run a create/delete (``fn(total_timeout)``) under the rules of the module docstring."""
+        if self._closing:
+            raise CallNotSent("the executor is stopping; no new create or delete starts")
+        deadline = self.call_deadline
+
+        def send() -> T:
+            if send_by is not None and time.monotonic() > send_by:
+                raise CallNotSent("its fenced window closed before a worker thread was free")
+            return fn(deadline)
+
+        future = asyncio.get_running_loop().run_in_executor(self._pool, _translated(send))
+        self._in_flight.add(future)
+        future.add_done_callback(self._in_flight.discard)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The caller's fenced window must outlive the call: wait for it (bounded by its deadline).
+            await asyncio.wait({future})
+            raise
+
+    def begin_closing(self) -> None:
+        """Refuse every create/delete from now on (they fail with :class:`~.errors.CallNotSent`)."""
+        self._closing = True
+
+    async def drain(self, timeout: float) -> int:
+        """Wait up to ``timeout`` s for the creates/deletes in flight; returns how many are still running."""
+        pending = set(self._in_flight)
+        if not pending:
+            return 0
+        _, still = await asyncio.wait(pending, timeout=timeout)
+        return len(still)
 
     @staticmethod
     def _json(response: Any) -> Any:
@@ -117,9 +173,9 @@ class KubernetesApi:
 
     # ------------------------------------------------------------------ pods
 
-    async def create_pod(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(lambda: self._json(self.core.create_namespaced_pod(
-            self.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))  # type: ignore[arg-type]
+    async def create_pod(self, body: dict[str, Any], *, send_by: float | None = None) -> dict[str, Any]:
+        return await self._mutate(lambda timeout: self._json(self.core.create_namespaced_pod(
+            self.namespace, body, _preload_content=False, _request_timeout=timeout)), send_by)  # type: ignore[arg-type]
 
     async def get_pod(self, name: str) -> dict[str, Any] | None:
         try:
@@ -128,15 +184,16 @@ class KubernetesApi:
         except ObjectNotFound:
             return None
 
-    async def delete_pod(self, name: str, *, grace_seconds: int = 30, uid: str | None = None) -> bool:
+    async def delete_pod(self, name: str, *, grace_seconds: int = 30, uid: str | None = None,
+                         send_by: float | None = None) -> bool:
         """Delete (with a uid precondition when given); False if it was already gone."""
         body: dict[str, Any] = {"gracePeriodSeconds": grace_seconds}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            await self._call(lambda: self._json(self.core.delete_namespaced_pod(
+            await self._mutate(lambda timeout: self._json(self.core.delete_namespaced_pod(
                 name, self.namespace, body=body,  # type: ignore[arg-type]
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
+                _preload_content=False, _request_timeout=timeout)), send_by)
         except ObjectNotFound:
             return False
         return True
@@ -231,6 +288,19 @@ class KubernetesApi:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._watch_pool.shutdown(wait=False, cancel_futures=True)
         self.core.api_client.close()
+
+
+def _translated(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` for a worker thread, raising only :mod:`.errors` types (each failure counted)."""
+    def guarded() -> T:
+        try:
+            return fn()
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            error = translate(exc)
+            POD_API_ERRORS.labels(code=str(error.code)).inc()
+            raise error from None
+
+    return guarded
 
 
 def _shutdown(response: Any) -> None:

@@ -15,6 +15,7 @@ type                          when                                   retryable
 :class:`ApiServerError`       5xx                                    yes
 :class:`ApiUnreachable`       no HTTP answer (refused, reset, timeout) yes
 :class:`RequestRefused`       any other 4xx (400, 403, 422)          no
+:class:`CallNotSent`          never sent: its fenced window closed   yes
 ============================  =====================================  =========
 
 Every one keeps ``code`` (0 for no answer), ``reason`` (the API's ``Status.reason``),
@@ -74,6 +75,18 @@ class ApiUnreachable(KubernetesError):
 
 class RequestRefused(KubernetesError):
     """The API server refused the request itself (400, 403, 422, ...): retrying cannot help."""
+
+
+class CallNotSent(KubernetesError):
+    """A create or delete was not sent: its fenced window (or the term) ended before it could start.
+
+    Nothing reached the API server, so trying again in the next window is always safe.
+    """
+
+    retryable = True
+
+    def __init__(self, why: str) -> None:
+        super().__init__(0, "NotSent", why)
 
 
 def error_for(code: int, reason: str, message: str, retry_after: float | None = None) -> KubernetesError:

@@ -5,16 +5,20 @@ Runs only on the leader, for one fencing term (``start`` … ``stop``). Promises
 - **Never two pods for one try.** The pod name is a pure function of (cluster, DAG, run, task,
   try) (:mod:`.naming`). A create answered 409 ``AlreadyExists`` GETs the pod and adopts it when
   its labels name the same try of the same cluster (``leoflow_pod_create_conflicts_total``);
-  any other owner fails the try with a clear reason. A try that an earlier leader already
-  launched and whose pod is gone is reported failed, never launched again.
-- **Fenced.** Before every create attempt the term is checked in the same transaction that
-  records the pod names on the tries (:func:`leoflow.db.executor_store.record_launches`); an
-  ex-leader creates nothing. A pod an ex-leader still manages to create in the instant between
-  its check and a new term is found by the new leader's watch and deleted if its try is over.
+  any other owner fails the try with a clear reason.
+- **A try fails on evidence, never on absence.** A try an earlier leader claimed whose pod does
+  not exist is created by this one (same name: a late create of the old term is a 409, adopted);
+  only a try a leader recorded *running* whose pod is gone, or a pod deleted by someone else
+  while we watch, is reported failed (see :mod:`.create`).
+- **Fenced, also in flight.** Every create and delete is made inside a fenced window
+  (:mod:`.windows`): the API server has answered before any newer term can commit, an ex-leader
+  sends nothing, and :meth:`stop` lets no new call start and waits for those in flight (each
+  bounded by a quarter of the lease) before the replica hands leadership over.
 - **Reconcile first.** :meth:`start` lists the cluster's pods by label, fresh from the API
   server, before anything is submitted: pods of live tries are adopted and reported, live pods
-  of finished tries (or of tries the database does not know) are deleted, and tries claimed
-  earlier whose pods are gone are reported failed.
+  of finished tries (or of tries the database does not know) are deleted, and claimed tries a
+  leader saw running whose pods are gone are reported failed. Claimed tries never seen running
+  are left to the scheduler, which resubmits them (they are still ``queued``).
 - **Status** comes from a watch (label selector, resourceVersion, bookmarks; 410 Gone → relist)
   plus a periodic full resync, both fresh from the server. Succeeded → success; Failed → failed
   with exit code and reason; image-pull/config errors longer than ``LEOFLOW_K8S_PENDING_TIMEOUT``
@@ -22,6 +26,10 @@ Runs only on the leader, for one fencing term (``start`` … ``stop``). Promises
 - **Create errors**: 403/422/other 4xx → failed with the API's message; 409 (not
   AlreadyExists), 429 (honouring Retry-After), 5xx and no response → retried with capped
   exponential backoff for up to ``create_deadline`` seconds, then failed.
+- **Kills** (cancel, timeout, stuck image) run at most ``kill_concurrency`` at once, beside the
+  event loop: the log tail is read with no transaction open, stored in a short one, then the pod
+  is deleted in a fenced window. Cancelling a run of hundreds of pods therefore neither starves
+  the leader's few database connections nor the API client's threads.
 - Timeouts use ``activeDeadlineSeconds``; a try still unfinished ``deadline_slack`` seconds past its
   timeout (e.g. stuck before the kubelet started it) is deleted by the executor.
 - Status updates are reported at least once per transition; duplicates are harmless.
@@ -35,15 +43,16 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from leoflow.aiotasks import Registry, start_guarded
+from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import executor_store
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.base import Report
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.create import PodCreation, Tracked
-from leoflow.executor.kubernetes.errors import KubernetesError, WatchExpired
-from leoflow.executor.kubernetes.logs import ship_pod_logs
+from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, WatchExpired
+from leoflow.executor.kubernetes.logs import fetch_pod_logs, store_pod_logs
+from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import PODS_DELETED
@@ -61,7 +70,7 @@ class KubernetesExecutor(PodCreation):
 
     def __init__(self, settings: Settings, *, api: KubernetesApi | None = None, concurrency: int = 16,
                  resync_interval: float = 30.0, watch_timeout: int = 60, create_deadline: float = 120.0,
-                 delete_grace: int = 10, deadline_slack: float = 60.0) -> None:
+                 delete_grace: int = 10, deadline_slack: float = 60.0, kill_concurrency: int = 8) -> None:
         self.settings = settings
         self.k8s = settings.executor.kubernetes
         self.api = api or KubernetesApi(settings, concurrency=concurrency)
@@ -73,7 +82,11 @@ class KubernetesExecutor(PodCreation):
         self.deadline_slack = deadline_slack
         self.selector = pods.cluster_selector(settings.cluster.name)
         self._max_log_bytes = settings.executor.task_log_max_bytes
-        self._slots = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
+        # Kills read logs through the same worker threads as creates: fewer kills than threads
+        # keeps creates (other runs' work) moving while a big run is cancelled.
+        self._kill_slots = asyncio.Semaphore(max(1, min(kill_concurrency, concurrency // 2)))
+        self._calls: FencedCalls | None = None
         self._tracked: dict[str, Tracked] = {}
         self._tasks: Registry = set()
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
@@ -86,6 +99,9 @@ class KubernetesExecutor(PodCreation):
 
     async def start(self, ctx: LeaderContext, report: Report) -> None:
         self._ctx, self._report = ctx, report
+        # One fenced window at a time, starting calls for a quarter of the lease (see .windows).
+        self._calls = FencedCalls(ctx, budget=self.api.call_deadline, concurrency=self._concurrency)
+        self._spawn(self._calls.run(), "k8s-fenced-calls")
         deadline = time.monotonic() + self.create_deadline
         attempt = 0
         while True:  # an API server blip at failover should not cost the leadership
@@ -135,7 +151,9 @@ class KubernetesExecutor(PodCreation):
         if tracked.created_at is None:
             tracked.cancel_requested = True  # _create kills it once it exists
             return
-        await self._kill(tracked, "cancelled")
+        if not tracked.killing:
+            tracked.killing = True
+            await self._kill(tracked, "cancelled")
 
     async def logs(self, key: TryKey) -> str | None:
         ctx = self._require_ctx()
@@ -146,11 +164,17 @@ class KubernetesExecutor(PodCreation):
         return tail.decode("utf-8", errors="replace")
 
     async def stop(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
+        """End the term's work: no new create/delete starts; those in flight are awaited, then closed.
+
+        Returns within about twice :attr:`KubernetesApi.call_deadline`: the replica releases
+        leadership only after this, so no call of this term reaches the API server later.
+        """
+        self.api.begin_closing()
+        await cancel_and_wait(list(self._tasks), timeout=2 * self.api.call_deadline + 1)
+        still = await self.api.drain(timeout=self.api.call_deadline + 1)
+        if still:
+            log.error("pod API calls still in flight after their deadline", extra={"calls": still})
         self.api.close()
-        await asyncio.gather(*tasks, return_exceptions=True)
         self._report = None
 
     # ------------------------------------------------------------------ creating
@@ -159,7 +183,7 @@ class KubernetesExecutor(PodCreation):
         if t.created_at is None:
             t.created_at = time.monotonic()
         if t.cancel_requested and not t.final:
-            await self._kill(t, "cancelled")
+            self._start_kill(t, "cancelled")
             return
         await self._apply(t, pod, "MODIFIED")
 
@@ -191,7 +215,7 @@ class KubernetesExecutor(PodCreation):
             now = time.monotonic()
             t.stuck_since = t.stuck_since or now
             if now - t.stuck_since > self.k8s.pending_timeout:
-                await self._kill(t, f"{outcome.stuck} (pending longer than {self.k8s.pending_timeout:g}s)")
+                self._start_kill(t, f"{outcome.stuck} (pending longer than {self.k8s.pending_timeout:g}s)")
         else:
             t.stuck_since = None
 
@@ -211,7 +235,7 @@ class KubernetesExecutor(PodCreation):
                 await self._delete(t, pod)
             return
         if record is not None and record.state == "cancelling":
-            await self._kill(t, "cancelled")
+            self._start_kill(t, "cancelled")
             return
         await self._apply(t, pod, "MODIFIED")
 
@@ -236,40 +260,77 @@ class KubernetesExecutor(PodCreation):
                 age = time.monotonic() - (t.created_at or time.monotonic())
                 overdue = t.timeout is not None and age > t.timeout + self.deadline_slack
                 if overdue and not t.final and not t.killing:
-                    await self._kill(t, f"timed out after {t.timeout:g}s")
+                    self._start_kill(t, f"timed out after {t.timeout:g}s")
             elif t.created_at is not None and t.created_at < listed_at:
                 await self._apply(t, {"metadata": {"name": name}, "status": {}}, "DELETED")
         for claim in claims:
-            if claim.executor_ref not in by_name and claim.executor_ref not in self._tracked:
+            absent = claim.executor_ref not in by_name and claim.executor_ref not in self._tracked
+            # Only evidence fails a try: a leader saw its pod running. A claimed try never seen
+            # running may never have got its pod; the scheduler resubmits it and it is created
+            # (or, if the old term's create did land, adopted on 409).
+            if absent and claim.seen_running:
                 lost = Tracked(claim.key, claim.executor_ref or "", claim.task_try_id)
-                await self._finish(lost, "failed", None, "the pod of this try is gone (deleted while no leader "
-                                   "watched); not launching it twice")
+                await self._finish(lost, "failed", None, "the pod of this try ran (a leader saw it running) and is "
+                                   "gone: deleted while no leader watched; not launching it twice")
         return rv
 
     # ------------------------------------------------------------------ killing
 
-    async def _kill(self, t: Tracked, reason: str) -> None:
-        """Fenced: save what logs there are, delete the pod, report the try failed with ``reason``."""
-        ctx = self._require_ctx()
-        t.killing = True
-        try:
-            async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
-                if t.task_try_id is not None:
-                    await ship_pod_logs(conn, self.api, t.task_try_id, t.name, self._max_log_bytes)
-        except FencedOut:
-            log.warning("not deleting pod: fenced out", extra={"pod": t.name})
+    def _start_kill(self, t: Tracked, reason: str) -> None:
+        """Kill beside the event loop (a kill reads logs and waits for a window): never inline."""
+        if t.killing or t.final:
             return
-        await self._delete(t, None)
+        t.killing = True
+        self._spawn(self._kill(t, reason), f"k8s-kill:{t.name}", may_return=True)
+
+    async def _kill(self, t: Tracked, reason: str) -> None:
+        """Save what logs there are, delete the pod (fenced), report the try failed with ``reason``.
+
+        At most ``kill_concurrency`` at once; no transaction is open while the log is read.
+        """
+        t.killing = True
+        async with self._kill_slots:
+            if t.task_try_id is not None:
+                await self._save_logs(t.task_try_id, t.name)
+            try:
+                await self._delete(t, None)
+            except FencedOut:
+                log.warning("not deleting pod: fenced out", extra={"pod": t.name})
+                return
+            except CallNotSent:  # the executor is stopping; the next leader kills it
+                return
         await self._finish(t, "failed", None, reason)
 
+    async def _save_logs(self, task_try_id: int, pod_name: str) -> None:
+        """Best effort: the log tail of a pod about to be deleted (the shipper skips shipped tries)."""
+        try:
+            logs = await fetch_pod_logs(self.api, pod_name, self._max_log_bytes)
+            await store_pod_logs(self._require_ctx().db, task_try_id, logs)
+        except (KubernetesError, DatabaseError) as exc:
+            log.warning("could not save the logs of a pod being deleted", extra={"pod": pod_name,
+                                                                                   "error": str(exc)[:300]})
+
     async def _delete(self, t: Tracked, pod: dict[str, Any] | None) -> None:
+        """Delete the try's pod in a fenced window; API errors are logged (the next resync retries)."""
         t.killing = True
         uid = (pod or {}).get("metadata", {}).get("uid")
         try:
-            if await self.api.delete_pod(t.name, grace_seconds=self.delete_grace, uid=uid):
-                PODS_DELETED.inc()
-        except KubernetesError as err:
-            log.warning("could not delete pod", extra={"pod": t.name, "code": err.code, "error": err.message})
+            await self.delete_pod_fenced(t.name, uid=uid, grace_seconds=self.delete_grace)
+        except CallNotSent:
+            raise
+        except (KubernetesError, DatabaseError) as err:
+            log.warning("could not delete pod", extra={"pod": t.name, "error": str(err)[:300]})
+
+    async def delete_pod_fenced(self, name: str, *, uid: str | None, grace_seconds: int) -> bool:
+        """Delete a pod inside a fenced window of this term; False if it was already gone.
+
+        Raises FencedOut (a newer term exists: nothing was sent) and the API's errors.
+        """
+        deleted = await self._require_calls().call(
+            lambda send_by: self.api.delete_pod(name, grace_seconds=grace_seconds, uid=uid, send_by=send_by))
+        if deleted:
+            PODS_DELETED.inc()
+        return deleted
 
     # ------------------------------------------------------------------ reporting and loops
 
@@ -344,3 +405,8 @@ class KubernetesExecutor(PodCreation):
         if self._ctx is None:
             raise RuntimeError("KubernetesExecutor used before start()")
         return self._ctx
+
+    def _require_calls(self) -> FencedCalls:
+        if self._calls is None:
+            raise RuntimeError("KubernetesExecutor used before start()")
+        return self._calls

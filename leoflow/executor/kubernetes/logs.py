@@ -22,32 +22,46 @@ from leoflow.db.database import Connection, Database
 from leoflow.errors import DatabaseError
 from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
-from leoflow.executor.output import cap_tail
+from leoflow.executor.output import CappedOutput, cap_tail
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+async def fetch_pod_logs(api: KubernetesApi, pod_name: str, max_bytes: int) -> CappedOutput:
+    """The capped tail of the pod's log, or a one-line note when it will never have one.
+
+    Raises :class:`~.errors.KubernetesError` when the read failed for a reason that may pass
+    (5xx, no answer, 403 while RBAC is being fixed). Network only: call it outside transactions.
+    """
+    try:
+        tail, size = await api.read_log_tail(pod_name, max_bytes)
+    except ObjectNotFound:
+        return CappedOutput(f"[leoflow] no logs: pod {pod_name} no longer exists\n", False, 0)
+    except RequestRefused as err:
+        if err.code != 400:  # 403 (no pods/log access) and the like: may be fixed, try again later
+            raise
+        return CappedOutput(f"[leoflow] no logs: the container never started ({err.message})\n", False, 0)
+    capped = cap_tail(tail, max_bytes)
+    return CappedOutput(capped.text, size > max_bytes, size)
+
+
+async def store_pod_logs(db: Database, task_try_id: int, logs: CappedOutput) -> None:
+    """Store a try's final logs (and mark them shipped) in one short transaction."""
+    async with db.transaction() as conn:
+        await executor_store.store_logs(conn, task_try_id, logs.text, truncated=logs.truncated,
+                                        size_bytes=logs.size_bytes)
 
 
 async def ship_pod_logs(conn: Connection, api: KubernetesApi, task_try_id: int, pod_name: str,
                         max_bytes: int) -> bool:
     """Store the capped tail of the pod's log (or why there is none); False on a transient error."""
     try:
-        tail, size = await api.read_log_tail(pod_name, max_bytes)
-    except ObjectNotFound:
-        note = f"[leoflow] no logs: pod {pod_name} no longer exists\n"
-    except RequestRefused as err:
-        if err.code != 400:  # 403 (no pods/log access) and the like: try again next round
-            log.warning("could not read pod logs", extra={"pod": pod_name, "code": err.code, "error": err.message})
-            return False
-        note = f"[leoflow] no logs: the container never started ({err.message})\n"
+        logs = await fetch_pod_logs(api, pod_name, max_bytes)
     except KubernetesError as err:
         log.warning("could not read pod logs", extra={"pod": pod_name, "code": err.code, "error": err.message})
         return False
-    else:
-        capped = cap_tail(tail, max_bytes)
-        await executor_store.store_logs(conn, task_try_id, capped.text, truncated=size > max_bytes, size_bytes=size)
-        return True
-    await executor_store.store_logs(conn, task_try_id, note, truncated=False, size_bytes=0)
+    await executor_store.store_logs(conn, task_try_id, logs.text, truncated=logs.truncated, size_bytes=logs.size_bytes)
     return True
 
 
