@@ -117,7 +117,7 @@ SCHEMAS: dict[str, Any] = {
         "try_number": _INT, "state": _STR, "executor_ref": _nullable("string"), "term": _INT,
         "queued_at": {"type": "string", "format": "date-time"}, "started_at": _TIME, "ended_at": _TIME,
         "exit_code": _nullable("integer"), "reason": _nullable("string"), "logs_shipped_at": _TIME,
-        "has_logs": {"type": "boolean"}}),
+        "logs_unavailable": _nullable("string"), "has_logs": {"type": "boolean"}}),
     "TaskDetail": _obj({**_TASK_INSTANCE, "tries": {"type": "array", "items": _ref("TaskTry")}}),
     "Leader": _obj({"node_id": _STR, "term": _INT, "since": _TIME, "api_url": _nullable("string")}),
     "Node": _obj({"node_id": _STR, "api_url": _nullable("string"), "version": _nullable("string"),

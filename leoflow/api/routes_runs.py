@@ -3,7 +3,10 @@
 Task logs are served from what the executor stored in ``task_logs`` (the API is stateless and
 asks nothing of the leader). For a try that is still running, the stored content may be partial
 or absent; the answer then says so in a trailing note and in ``X-Leoflow-Log-Complete: false``,
-and clients poll again.
+and clients poll again. When the executor gave up collecting a try's output (the pod's log could
+not be read within its attempt budget, or the local executor adopted a try whose files are on
+another host) the answer ends with ``[leoflow: logs unavailable: <reason>]``, the try's JSON
+carries the reason in ``logs_unavailable``, and the log counts as complete (nothing more will come).
 """
 
 from __future__ import annotations
@@ -172,9 +175,12 @@ async def get_task_logs(request: Request) -> Response:
         # size_bytes is the try's full output size; the stored content is its capped tail.
         text = (f"[leoflow: log truncated: the try wrote {entry['size_bytes']} bytes, "
                 f"only the last {len(text.encode())} are kept]\n") + text
-    if not complete:
-        if text and not text.endswith("\n"):
-            text += "\n"
+    if text and not text.endswith("\n") and (not complete or entry["logs_unavailable"]):
+        text += "\n"
+    if entry["logs_unavailable"]:
+        # The executor gave up collecting the output (what is above, if anything, is all there is).
+        text += f"[leoflow: logs unavailable: {entry['logs_unavailable']}]\n"
+    elif not complete:
         state = "running" if not finished else "finished, logs not collected yet"
         text += f"[leoflow: try {entry['try_number']} is {state}; this log is incomplete, fetch again later]\n"
     headers = {"X-Leoflow-Try": str(entry["try_number"]), "X-Leoflow-Log-Complete": str(complete).lower()}

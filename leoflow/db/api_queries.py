@@ -150,7 +150,7 @@ async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) ->
     ti = _row(row)
     query = (select(tries.c.try_number, tries.c.state, tries.c.executor_ref, tries.c.term, tries.c.queued_at,
                     tries.c.started_at, tries.c.ended_at, tries.c.exit_code, tries.c.reason,
-                    tries.c.logs_shipped_at, (logs.c.id.is_not(None)).label("has_logs"))
+                    tries.c.logs_shipped_at, tries.c.logs_unavailable, (logs.c.id.is_not(None)).label("has_logs"))
              .select_from(tries.outerjoin(logs, logs.c.task_try_id == tries.c.id))
              .where(tries.c.task_instance_id == ti["id"]).order_by(tries.c.try_number))
     ti["tries"] = [_row(r) for r in await conn.execute(query)]
@@ -161,7 +161,8 @@ async def get_task_log(conn: AsyncConnection, task_instance_id: int,
                        try_number: int | None) -> dict[str, Any] | None:
     """One try (the newest when ``try_number`` is None) with its stored log, if any."""
     query = (select(tries.c.try_number, tries.c.state, tries.c.ended_at, tries.c.logs_shipped_at,
-                    logs.c.content, logs.c.truncated, logs.c.size_bytes, logs.c.updated_at.label("log_updated_at"))
+                    tries.c.logs_unavailable, logs.c.content, logs.c.truncated, logs.c.size_bytes,
+                    logs.c.updated_at.label("log_updated_at"))
              .select_from(tries.outerjoin(logs, logs.c.task_try_id == tries.c.id))
              .where(tries.c.task_instance_id == task_instance_id))
     if try_number is None:

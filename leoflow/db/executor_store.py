@@ -9,7 +9,12 @@ record facts about the outside world on ``task_tries``:
   ``claimed_by`` is ``"<cluster>/<node_id>"``: two clusters sharing one database recognise
   their own tries by that prefix and never touch each other's.
 - ``logs_shipped_at`` + a ``task_logs`` row: the try's output is safe in the database (not
-  fenced: any replica may ship, concurrency is handled with ``FOR UPDATE SKIP LOCKED``).
+  fenced: any replica may ship; a replica claims a try for a while, with ``FOR UPDATE SKIP
+  LOCKED``, in a transaction of its own — never one held while the log is read). Each try has
+  its own attempt count and next attempt time (``log_attempts``, ``log_next_attempt_at``, on
+  the database's clock); when the budget is spent, ``logs_unavailable`` says why, and the logs
+  count as settled (``logs_shipped_at``) so garbage collection proceeds. Stored output is
+  never replaced by less of it.
 - ``resource_deleted_at``: the pod was garbage-collected (fenced: GC is a leader service).
 
 Every function takes an ``AsyncConnection`` inside a transaction the caller owns.
@@ -190,12 +195,15 @@ async def tries_by_key(conn: AsyncConnection, keys: Sequence[TryKey]) -> dict[Tr
     return {r.key: r for r in records}
 
 
+# ``size_bytes`` is the try's whole output so far: it only grows. A store with less (an adopting
+# executor that sees no file, a re-read of a shorter source) never replaces what is kept.
 _STORE_LOG = text("""
     INSERT INTO task_logs (task_try_id, content, truncated, size_bytes)
     VALUES (:id, :content, :truncated, :size)
     ON CONFLICT (task_try_id) DO UPDATE
     SET content = EXCLUDED.content, truncated = EXCLUDED.truncated, size_bytes = EXCLUDED.size_bytes,
         updated_at = now()
+    WHERE task_logs.size_bytes <= EXCLUDED.size_bytes
 """)
 _MARK_SHIPPED = text("UPDATE task_tries SET logs_shipped_at = clock_timestamp() WHERE id = :id")
 
@@ -213,9 +221,26 @@ async def store_partial_logs(conn: AsyncConnection, task_try_id: int, content: s
 
 async def store_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
                      size_bytes: int) -> None:
-    """Save a try's (already size-capped) final output and mark its logs shipped."""
+    """Save a try's (already size-capped) final output and mark its logs shipped.
+
+    If more of the output is stored already, that is kept (and marked complete).
+    """
     await store_partial_logs(conn, task_try_id, content, truncated=truncated, size_bytes=size_bytes)
     await conn.execute(_MARK_SHIPPED, {"id": task_try_id})
+
+
+_UNAVAILABLE = text("""
+    UPDATE task_tries SET logs_unavailable = :reason, logs_shipped_at = coalesce(logs_shipped_at, clock_timestamp())
+    WHERE id = :id
+""")
+
+
+async def mark_logs_unavailable(conn: AsyncConnection, task_try_id: int, reason: str) -> None:
+    """Final: the try's output cannot be collected, for ``reason``; whatever was stored stays.
+
+    The logs count as settled (``logs_shipped_at``), so garbage collection may delete the pod.
+    """
+    await conn.execute(_UNAVAILABLE, {"id": task_try_id, "reason": reason[:1000]})
 
 
 _LOGS = text("SELECT content FROM task_logs WHERE task_try_id = :id")
@@ -225,39 +250,74 @@ async def stored_logs(conn: AsyncConnection, task_try_id: int) -> str | None:
     return (await conn.execute(_LOGS, {"id": task_try_id})).scalar()
 
 
-_LOCK_UNSHIPPED = text(f"""
-    SELECT {_TRY_COLUMNS} {_TRY_FROM}
-    WHERE tt.ended_at IS NOT NULL AND tt.logs_shipped_at IS NULL AND tt.executor_ref IS NOT NULL
-      AND tt.resource_deleted_at IS NULL AND left(tt.claimed_by, length(:prefix)) = :prefix
-    ORDER BY tt.ended_at
-    LIMIT :limit
-    FOR UPDATE OF tt SKIP LOCKED
+@dataclass(frozen=True)
+class ShippingClaim:
+    """A finished try whose logs this replica may ship now (its ``attempt``-th try, from 1)."""
+
+    record: TryRecord
+    attempt: int
+
+
+_CLAIM_UNSHIPPED = text(f"""
+    WITH due AS (
+        SELECT tt.id FROM task_tries tt
+        WHERE tt.ended_at IS NOT NULL AND tt.logs_shipped_at IS NULL AND tt.executor_ref IS NOT NULL
+          AND tt.resource_deleted_at IS NULL AND left(tt.claimed_by, length(:prefix)) = :prefix
+          AND (tt.log_next_attempt_at IS NULL OR tt.log_next_attempt_at <= now())
+        ORDER BY tt.log_attempts, tt.ended_at
+        LIMIT :limit
+        FOR UPDATE OF tt SKIP LOCKED
+    ), claimed AS (
+        UPDATE task_tries tt
+        SET log_attempts = tt.log_attempts + 1,
+            log_next_attempt_at = now() + make_interval(secs => :claim_for)
+        FROM due WHERE tt.id = due.id
+        RETURNING tt.id, tt.log_attempts
+    )
+    SELECT {_TRY_COLUMNS}, claimed.log_attempts {_TRY_FROM} JOIN claimed ON claimed.id = tt.id
+    ORDER BY claimed.log_attempts, tt.ended_at
 """)
 
 
-async def lock_unshipped(conn: AsyncConnection, cluster: str, limit: int) -> list[TryRecord]:
-    """Finished tries of ``cluster`` whose logs are not shipped yet, row-locked for this transaction.
+async def claim_unshipped(conn: AsyncConnection, cluster: str, *, limit: int,
+                          claim_for: float) -> list[ShippingClaim]:
+    """Claim up to ``limit`` finished tries of ``cluster`` whose logs are due, for ``claim_for`` seconds.
 
-    ``SKIP LOCKED``: tries another replica is shipping right now are skipped, not waited for.
+    Commit at once, then read the logs: the claim (the next attempt time pushed ahead, the
+    attempt counted) keeps other replicas off the try without a transaction held open across the
+    read; if this replica dies, the try is due again when the claim expires. Tries another
+    replica is claiming right now are skipped (``SKIP LOCKED``), tries backing off are not due,
+    and tries never attempted come first (failing ones cannot crowd out the rest).
     """
-    rows = await conn.execute(_LOCK_UNSHIPPED, {"prefix": _prefix(cluster), "limit": limit})
-    return [_record(r) for r in rows]
+    rows = await conn.execute(_CLAIM_UNSHIPPED, {"prefix": _prefix(cluster), "limit": limit,
+                                                 "claim_for": claim_for})
+    return [ShippingClaim(_record(r), int(r._mapping["log_attempts"])) for r in rows]
+
+
+_RETRY_SHIPPING = text("""
+    UPDATE task_tries SET log_next_attempt_at = now() + make_interval(secs => :delay)
+    WHERE id = :id AND logs_shipped_at IS NULL
+""")
+
+
+async def retry_shipping_later(conn: AsyncConnection, task_try_id: int, *, delay: float) -> None:
+    """This attempt failed for a reason that may pass: the try is due again in ``delay`` s (database clock)."""
+    await conn.execute(_RETRY_SHIPPING, {"id": task_try_id, "delay": delay})
 
 
 _GC_CANDIDATES = text(f"""
     SELECT {_TRY_COLUMNS} {_TRY_FROM}
     WHERE tt.logs_shipped_at IS NOT NULL AND tt.resource_deleted_at IS NULL
-      AND tt.executor_ref IS NOT NULL AND tt.ended_at < :cutoff
+      AND tt.executor_ref IS NOT NULL AND tt.ended_at < now() - make_interval(secs => :retention)
       AND left(tt.claimed_by, length(:prefix)) = :prefix
     ORDER BY tt.ended_at
     LIMIT :limit
 """)
 
 
-async def gc_candidates(conn: AsyncConnection, cluster: str, *, ended_before: datetime,
-                        limit: int) -> list[TryRecord]:
-    """Finished tries of ``cluster`` with shipped logs whose resource may now be deleted."""
-    rows = await conn.execute(_GC_CANDIDATES, {"prefix": _prefix(cluster), "cutoff": ended_before,
+async def gc_candidates(conn: AsyncConnection, cluster: str, *, retention: float, limit: int) -> list[TryRecord]:
+    """Finished tries of ``cluster`` with settled logs, ended over ``retention`` s ago (database clock)."""
+    rows = await conn.execute(_GC_CANDIDATES, {"prefix": _prefix(cluster), "retention": retention,
                                                "limit": limit})
     return [_record(r) for r in rows]
 

@@ -212,6 +212,10 @@ class TaskTry(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(253))
     logs_shipped_at: Mapped[datetime | None]
     resource_deleted_at: Mapped[datetime | None]
+    # Log shipping's own backoff per try, and why its output could not be collected (if so).
+    log_attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    log_next_attempt_at: Mapped[datetime | None]
+    logs_unavailable: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         UniqueConstraint("task_instance_id", "try_number"),

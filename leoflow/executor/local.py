@@ -23,7 +23,9 @@ Failure semantics:
   :data:`LIVE_LOG_INTERVAL` seconds when it grew (the API and the dashboard show it, marked
   incomplete); when the process ends the whole output is stored (tail kept, capped at
   ``LEOFLOW_TASK_LOG_MAX_BYTES``) and marked complete *before* the final status is reported.
-  A failed partial store is only logged: it never affects the task.
+  A failed partial store is only logged: it never affects the task. Stored output is never
+  replaced by less: adopting a try whose files are not on this host keeps what was stored and
+  marks the logs "output unavailable on this host" instead.
 - Processes survive :meth:`stop` (leadership lost but process alive): they keep running, and
   a later executor in the same process adopts them through a process-wide registry.
 """
@@ -51,6 +53,7 @@ from leoflow.executor.local_process import (
 from leoflow.executor.naming import try_name
 from leoflow.executor.output import read_tail
 from leoflow.leadership import LeaderContext
+from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings
 
@@ -273,8 +276,22 @@ class LocalExecutor:
                 outcome = Outcome("failed", None, "process vanished (the executor crashed or restarted)")
             if files.root.exists():
                 files.write_outcome(outcome)
-        await self._store_output(task_try_id, files, final=True)
+        await self._store_adopted_output(task_try_id, files)
         await self._emit(key, outcome.state, outcome.exit_code, outcome.reason, name)
+
+    async def _store_adopted_output(self, task_try_id: int, files: TryFiles) -> None:
+        """The final output of an adopted try, from this host's file — or, when the file is not
+        here (the try ran on another host), keep what is stored and say so: stored output is never
+        replaced by less."""
+        if files.log.exists():
+            await self._store_output(task_try_id, files, final=True)
+            return
+        ctx = self._require_started()
+        reason = (f"output unavailable on this host ({ctx.node_id}): {files.log} does not exist here; "
+                  "what was stored while the try ran is kept")
+        async with ctx.db.transaction() as conn:
+            await executor_store.mark_logs_unavailable(conn, task_try_id, reason)
+        TASK_LOGS_UNAVAILABLE.inc()
 
     async def _store_partial_logs(self, running: _Running, stored_size: int) -> int:
         """Store the output so far if it grew since ``stored_size``; the size now stored."""

@@ -97,6 +97,7 @@ class ExecutorSettings:
     kind: ExecutorKind = v.EXECUTOR.default  # type: ignore[assignment]
     local_parallelism: int = field(default_factory=default_local_parallelism)
     task_log_max_bytes: int = v.TASK_LOG_MAX_BYTES.default
+    log_ship_attempts: int = v.LOG_SHIP_ATTEMPTS.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
 

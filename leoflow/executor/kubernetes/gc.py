@@ -1,7 +1,8 @@
 """Garbage collection of finished task pods (a leader-only singleton service).
 
-A finished try's pod is deleted once its logs are in the database (``logs_shipped_at``) and
-``LEOFLOW_K8S_POD_RETENTION`` has passed since the try ended. Only tries claimed by this
+A finished try's pod is deleted once its logs are settled (``logs_shipped_at``: shipped, or marked
+unavailable by the shipper) and ``LEOFLOW_K8S_POD_RETENTION`` has passed since the try ended
+(measured on the database's clock, so a leader whose clock is off collects nothing early). Only tries claimed by this
 cluster are candidates, and before deleting, the pod itself is read back: it is deleted only if
 its labels name this cluster and this try (and with a uid precondition, so a pod re-created
 under the same name in between is not touched). Another cluster's pods in the same namespace
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
 
 from leoflow.db import executor_store
 from leoflow.errors import DatabaseError, FencedOut
@@ -56,9 +56,8 @@ class PodGarbageCollector:
     async def collect_once(self, ctx: LeaderContext) -> int:
         """Delete one batch of due pods; returns how many tries were collected."""
         retention = ctx.settings.executor.kubernetes.pod_retention
-        cutoff = ctx.clock.now() - timedelta(seconds=retention)
         async with ctx.db.connect() as conn:
-            due = await executor_store.gc_candidates(conn, ctx.cluster, ended_before=cutoff, limit=self.batch)
+            due = await executor_store.gc_candidates(conn, ctx.cluster, retention=retention, limit=self.batch)
         # Side by side (bounded), so the deletes share fenced windows instead of one window each.
         gate = asyncio.Semaphore(GC_CONCURRENCY)
 

@@ -1,31 +1,51 @@
 """Pod logs into the database before the pods go away: the log shipper (runs on every replica).
 
 A finished try's pod keeps its logs only as long as the pod exists; garbage collection deletes
-it once ``logs_shipped_at`` is set and the retention has passed. The shipper therefore copies
-the log tail (``LEOFLOW_TASK_LOG_MAX_BYTES``) of every finished, unshipped try of this cluster
-into ``task_logs``. Any replica may ship: each batch is claimed with ``FOR UPDATE SKIP LOCKED``
-inside one transaction, so two replicas never ship the same try and a replica that dies
-mid-batch simply releases its rows (its transaction aborts) for another to take.
+it once its logs are settled (``logs_shipped_at``) and the retention has passed. The shipper
+therefore copies the log tail (``LEOFLOW_TASK_LOG_MAX_BYTES``) of every finished, unshipped try
+of this cluster into ``task_logs``. Any replica may ship.
 
-Failure semantics: a pod that no longer exists (404) or whose container never started (400) is
-recorded with a one-line note instead of logs, so the try does not block GC forever; any other
-API error leaves the try unshipped for the next round.
+Logs never block each other:
+
+- **each try has its own backoff and attempt budget**: a replica claims due tries in a short
+  transaction of its own (:func:`leoflow.db.executor_store.claim_unshipped`: the attempt is
+  counted and the try is pushed :data:`CLAIM_SECONDS` ahead, so no other replica takes it
+  meanwhile), commits, and only then reads the logs — no transaction is ever held across a call
+  to the API server. A read that fails for a reason that may pass (a ``NotReady`` node answering
+  500, no answer, 403) makes that try due again after its own backoff (``backoff_base`` doubling
+  up to ``backoff_cap`` seconds, on the database's clock); the other tries are shipped meanwhile;
+- **reads run side by side** (``concurrency`` at once, new tries claimed as slots free), so one
+  slow read does not hold up the rest;
+- **after** ``LEOFLOW_LOG_SHIP_ATTEMPTS`` **failed attempts** the try's logs are marked
+  unavailable with the reason (``task_tries.logs_unavailable``; the API shows it) and count as
+  settled, so garbage collection proceeds instead of waiting forever while pods pile up.
+
+A pod that no longer exists (404) or whose container never started (400) is settled at once with
+a one-line note instead of logs. A replica that dies mid-read simply lets its claim expire.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
+from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import executor_store
 from leoflow.db.database import Connection, Database
+from leoflow.db.executor_store import ShippingClaim
 from leoflow.errors import DatabaseError
 from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
 from leoflow.executor.output import CappedOutput, cap_tail
+from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: Seconds a claimed try is kept from other replicas: longer than a log read may take (connect
+#: 5 s + reads of up to 120 s), so two replicas never read the same log at once.
+CLAIM_SECONDS = 300.0
 
 
 async def fetch_pod_logs(api: KubernetesApi, pod_name: str, max_bytes: int) -> CappedOutput:
@@ -53,50 +73,96 @@ async def store_pod_logs(db: Database, task_try_id: int, logs: CappedOutput) -> 
                                         size_bytes=logs.size_bytes)
 
 
-async def ship_pod_logs(conn: Connection, api: KubernetesApi, task_try_id: int, pod_name: str,
-                        max_bytes: int) -> bool:
-    """Store the capped tail of the pod's log (or why there is none); False on a transient error."""
-    try:
-        logs = await fetch_pod_logs(api, pod_name, max_bytes)
-    except KubernetesError as err:
-        log.warning("could not read pod logs", extra={"pod": pod_name, "code": err.code, "error": err.message})
-        return False
-    await executor_store.store_logs(conn, task_try_id, logs.text, truncated=logs.truncated, size_bytes=logs.size_bytes)
-    return True
-
-
 class PodLogShipper:
-    """ReplicaService: ships finished pods' logs into ``task_logs``."""
+    """ReplicaService: ships finished pods' logs into ``task_logs`` (see the module docstring)."""
 
     name = "pod-log-shipper"
 
-    def __init__(self, *, interval: float = 2.0, batch: int = 20, api: KubernetesApi | None = None) -> None:
+    def __init__(self, *, interval: float = 2.0, batch: int = 20, concurrency: int = 4,
+                 api: KubernetesApi | None = None, backoff_base: float = 2.0, backoff_cap: float = 60.0) -> None:
         self.interval = interval
         self.batch = batch
+        self.concurrency = concurrency
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
         self._api = api
 
     async def run(self, settings: Settings, db: Database) -> None:
-        api = self._api or KubernetesApi(settings, concurrency=4)
+        api = self._api or KubernetesApi(settings, concurrency=self.concurrency)
+        readers: Registry = set()
         try:
             while True:
-                try:
-                    shipped = await self.ship_once(settings, db, api)
-                except DatabaseError as exc:  # try again next round
-                    log.warning("log shipping round failed", extra={"error": str(exc)})
-                    shipped = 0
-                if shipped < self.batch:
+                free = self.concurrency - len(readers)
+                claimed: list[ShippingClaim] = []
+                if free > 0:
+                    try:
+                        claimed = await self._claim(settings, db, free)
+                    except DatabaseError as exc:  # try again next round
+                        log.warning("claiming logs to ship failed", extra={"error": str(exc)[:300]})
+                for claim in claimed:
+                    start_guarded(self.ship(settings, db, api, claim), f"ship-logs:{claim.record.task_try_id}",
+                                  may_return=True, registry=readers)
+                if readers:  # wake when a read ends (a slot is free) or after the interval
+                    await asyncio.wait(set(readers), timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
+                else:
                     await asyncio.sleep(self.interval)
         finally:
+            await cancel_and_wait(readers)
             if self._api is None:
                 api.close()
 
     async def ship_once(self, settings: Settings, db: Database, api: KubernetesApi) -> int:
-        """Ship one batch; returns how many tries were shipped."""
-        max_bytes = settings.executor.task_log_max_bytes
-        shipped = 0
+        """Claim one batch and ship it (reads side by side); returns how many tries were settled."""
+        claimed = await self._claim(settings, db, self.batch)
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(claim: ShippingClaim) -> bool:
+            async with gate:
+                return await self.ship(settings, db, api, claim)
+
+        return sum(await asyncio.gather(*(one(c) for c in claimed)))
+
+    async def _claim(self, settings: Settings, db: Database, limit: int) -> list[ShippingClaim]:
         async with db.transaction() as conn:
-            for record in await executor_store.lock_unshipped(conn, settings.cluster.name, self.batch):
-                assert record.executor_ref is not None
-                if await ship_pod_logs(conn, api, record.task_try_id, record.executor_ref, max_bytes):
-                    shipped += 1
-        return shipped
+            return await executor_store.claim_unshipped(conn, settings.cluster.name, limit=limit,
+                                                        claim_for=CLAIM_SECONDS)
+
+    async def ship(self, settings: Settings, db: Database, api: KubernetesApi, claim: ShippingClaim) -> bool:
+        """Read one claimed try's log (no transaction open) and settle it; True once settled."""
+        record = claim.record
+        assert record.executor_ref is not None
+        try:
+            logs = await fetch_pod_logs(api, record.executor_ref, settings.executor.task_log_max_bytes)
+        except KubernetesError as err:
+            return await self._failed(settings, db, claim, err)
+        try:
+            await store_pod_logs(db, record.task_try_id, logs)
+        except DatabaseError as exc:  # the claim expires and the next attempt reads it again
+            log.warning("could not store shipped logs", extra={"pod": record.executor_ref, "error": str(exc)[:300]})
+            return False
+        return True
+
+    async def _failed(self, settings: Settings, db: Database, claim: ShippingClaim, err: KubernetesError) -> bool:
+        record, budget = claim.record, settings.executor.log_ship_attempts
+        extra = {"pod": record.executor_ref, "code": err.code, "error": err.message[:300], "attempt": claim.attempt}
+        try:
+            if claim.attempt >= budget:
+                reason = (f"the pod's log could not be read in {claim.attempt} attempts; last error: "
+                          f"{err.code} {err.reason}: {err.message}")
+                log.warning("pod logs unavailable; giving up", extra=extra)
+                TASK_LOGS_UNAVAILABLE.inc()
+                await _in_transaction(db, lambda conn: executor_store.mark_logs_unavailable(
+                    conn, record.task_try_id, reason))
+                return True
+            delay = min(self.backoff_cap, self.backoff_base * 2 ** (claim.attempt - 1))
+            log.warning("could not read pod logs; will retry", extra={**extra, "retry_in": delay})
+            await _in_transaction(db, lambda conn: executor_store.retry_shipping_later(
+                conn, record.task_try_id, delay=delay))
+        except DatabaseError as exc:  # the claim expires; the attempt was counted
+            log.warning("could not record a log shipping failure", extra={**extra, "db_error": str(exc)[:300]})
+        return False
+
+
+async def _in_transaction(db: Database, write: Callable[[Connection], Awaitable[None]]) -> None:
+    async with db.transaction() as conn:
+        await write(conn)
