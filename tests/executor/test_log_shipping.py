@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -22,10 +23,13 @@ from leoflow.api.app import create_app
 from leoflow.db import executor_store
 from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
+from leoflow.errors import DatabaseUnavailable
+from leoflow.executor.kubernetes import logs as logs_module
 from leoflow.executor.kubernetes.gc import PodGarbageCollector
 from leoflow.executor.kubernetes.logs import PodLogShipper
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.naming import try_name
+from leoflow.executor.output import CappedOutput
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
 from tests.api.live import client_for
@@ -135,6 +139,40 @@ def test_no_transaction_is_held_while_a_log_is_read(settings: Settings, fake_k8s
         await ex.stop()
         logs = await log_row(engine, t.task_try_id)
         assert logs is not None and logs["content"] == "slow node\n"
+
+    run(s, body)
+
+
+def test_logs_read_while_the_database_is_away_are_stored_when_it_returns(
+        settings: Settings, fake_k8s: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store that fails (a restart, a partition) is retried; it used to wait out the 300 s claim."""
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        [t] = await seed_tries(engine, 1)
+        rec = Recorder(engine)
+        rec.track([t])
+        ex = await started(s, engine, 1, rec)
+        await ex.submit(t.launch(["sh", "-c", "echo read before the outage"], term=1))
+        await rec.wait_final(t.key)
+        real_store, failures = logs_module.store_pod_logs, []
+
+        async def store_after_an_outage(db: Database, task_try_id: int, logs: CappedOutput) -> None:
+            if len(failures) < 2:
+                failures.append(task_try_id)
+                raise DatabaseUnavailable("connection refused (injected)")
+            await real_store(db, task_try_id, logs)
+
+        monkeypatch.setattr(logs_module, "store_pod_logs", store_after_an_outage)
+        shipper = PodLogShipper(store_retry_base=0.01)
+        assert await shipper.ship_once(s, Database(engine), ex.api) == 1
+        await ex.stop()
+        assert failures == [t.task_try_id, t.task_try_id]
+        assert sum(r["verb"] == "log" for r in fake_k8s.requests) == 1  # stored what was read, no second read
+        logs = await log_row(engine, t.task_try_id)
+        assert logs is not None and logs["content"] == "read before the outage\n"
+        row = await try_row(engine, t.task_try_id)
+        assert row["logs_shipped_at"] is not None and row["logs_unavailable"] is None
 
     run(s, body)
 

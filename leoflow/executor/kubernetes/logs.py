@@ -21,7 +21,8 @@ Logs never block each other:
   settled, so garbage collection proceeds instead of waiting forever while pods pile up.
 
 A pod that no longer exists (404) or whose container never started (400) is settled at once with
-a one-line note instead of logs. A replica that dies mid-read simply lets its claim expire.
+a one-line note instead of logs. Logs read while the database is away (a restart, a partition)
+are kept and their store retried; a replica that dies mid-read simply lets its claim expire.
 """
 
 from __future__ import annotations
@@ -79,8 +80,10 @@ class PodLogShipper:
     name = "pod-log-shipper"
 
     def __init__(self, *, interval: float = 2.0, batch: int = 20, concurrency: int = 4,
-                 api: KubernetesApi | None = None, backoff_base: float = 2.0, backoff_cap: float = 60.0) -> None:
+                 api: KubernetesApi | None = None, backoff_base: float = 2.0, backoff_cap: float = 60.0,
+                 store_retry_base: float = 0.5) -> None:
         self.interval = interval
+        self.store_retry_base = store_retry_base
         self.batch = batch
         self.concurrency = concurrency
         self.backoff_base = backoff_base
@@ -135,12 +138,32 @@ class PodLogShipper:
             logs = await fetch_pod_logs(api, record.executor_ref, settings.executor.task_log_max_bytes)
         except KubernetesError as err:
             return await self._failed(settings, db, claim, err)
-        try:
-            await store_pod_logs(db, record.task_try_id, logs)
-        except DatabaseError as exc:  # the claim expires and the next attempt reads it again
-            log.warning("could not store shipped logs", extra={"pod": record.executor_ref, "error": str(exc)[:300]})
-            return False
-        return True
+        return await self._store(db, claim, logs)
+
+    async def _store(self, db: Database, claim: ShippingClaim, logs: CappedOutput) -> bool:
+        """Store logs already read, retrying while the database is away (a restart, a partition).
+
+        The read succeeded and our claim keeps every other replica off this try for
+        :data:`CLAIM_SECONDS`; giving up at the first database error would leave the logs
+        unshipped for that long. So the store is retried with backoff for half the claim; only
+        then is the claim left to expire, and the next attempt reads the log again.
+        """
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + CLAIM_SECONDS / 2
+        delay = self.store_retry_base
+        while True:
+            try:
+                await store_pod_logs(db, claim.record.task_try_id, logs)
+                return True
+            except DatabaseError as exc:
+                extra = {"pod": claim.record.executor_ref, "error": str(exc)[:300]}
+                if loop.time() + delay > give_up_at:
+                    log.warning("could not store shipped logs; the claim will expire and they are read again",
+                                extra=extra)
+                    return False
+                log.warning("could not store shipped logs; will retry", extra={**extra, "retry_in": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.backoff_cap)
 
     async def _failed(self, settings: Settings, db: Database, claim: ShippingClaim, err: KubernetesError) -> bool:
         record, budget = claim.record, settings.executor.log_ship_attempts
