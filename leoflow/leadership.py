@@ -14,13 +14,18 @@ must:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from leoflow.clock import Clock, SystemClock
 from leoflow.db.database import Database
+from leoflow.errors import DatabaseError, FencedOut
 from leoflow.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -54,3 +59,41 @@ class LeaderService(Protocol):
     async def run(self, ctx: LeaderContext) -> None:
         """Do the work until cancelled; return only on an unrecoverable condition."""
         ...
+
+
+#: Longest pause between retries of a periodic leader service whose step keeps failing.
+MAX_STEP_BACKOFF = 30.0
+
+
+async def run_periodically(ctx: LeaderContext, name: str, step: Callable[[LeaderContext], Awaitable[bool]], *,
+                           interval: float) -> None:
+    """Run ``step`` until cancelled: again at once while it reports more work, else after ``interval``.
+
+    For leader services that are not the scheduler (backfills, notifications). A
+    :class:`~leoflow.errors.FencedOut` ends the service (a newer term exists: it must not write
+    again); a :class:`~leoflow.errors.DatabaseError` fails one step, logged, retried after a
+    growing pause (capped at :data:`MAX_STEP_BACKOFF`). Any other exception is a bug of the
+    service: it is logged with its traceback and retried the same way — never allowed to end the
+    service, because a service that dies gives up the term, and the next leader would hit the
+    same bug: one broken notification must not stop scheduling.
+    """
+    failures = 0
+    while True:
+        try:
+            busy = await step(ctx)
+        except FencedOut:
+            log.info("leader service stops: fenced out", extra={"service": name, "term": ctx.term})
+            return
+        except DatabaseError as exc:
+            failures += 1
+            log.warning("leader service step failed; retrying", extra={
+                "service": name, "error": str(exc)[:300], "failures": failures})
+            await asyncio.sleep(min(MAX_STEP_BACKOFF, interval * 2 ** min(failures, 8)))
+            continue
+        except Exception:  # boundary: a bug in this service must not cost the term (see the docstring)
+            failures += 1
+            log.exception("leader service step raised; retrying", extra={"service": name, "failures": failures})
+            await asyncio.sleep(min(MAX_STEP_BACKOFF, interval * 2 ** min(failures, 8)))
+            continue
+        failures = 0
+        await asyncio.sleep(0 if busy else interval)

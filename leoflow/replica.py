@@ -58,13 +58,17 @@ log = logging.getLogger(__name__)
 
 
 def leader_services(settings: Settings) -> tuple[Stoppable | None, list[LeaderService]]:
-    """The production wiring of one term: a fresh executor, the scheduler, the executor's singletons."""
+    """The production wiring of one term: a fresh executor, the scheduler, the executor's singletons,
+    the day-2 services (backfills, the outcome observer, the webhook deliverer) and the housekeeping."""
+    from leoflow.backfill.service import BackfillService
     from leoflow.executor.factory import executor_leader_services, make_executor
+    from leoflow.notify.deliverer import WebhookDeliverer
+    from leoflow.notify.observer import OutcomeObserver
     from leoflow.scheduler.service import SchedulerService
 
     executor = make_executor(settings)
     return executor, [SchedulerService(executor), *executor_leader_services(settings, executor),
-                      *housekeeping_services(settings)]
+                      BackfillService(), OutcomeObserver(), WebhookDeliverer(), *housekeeping_services(settings)]
 
 
 def housekeeping_services(settings: Settings) -> list[LeaderService]:
@@ -90,8 +94,9 @@ def modules_to_preload(settings: Settings) -> list[str]:
     """
     from leoflow.executor.factory import executor_modules
 
-    return ["leoflow.api.app", "leoflow.scheduler.service", "leoflow.housekeeping.directory_sync",
-            "leoflow.housekeeping.retention", *executor_modules(settings.executor.kind)]
+    return ["leoflow.api.app", "leoflow.scheduler.service", "leoflow.backfill.service", "leoflow.notify.observer",
+            "leoflow.notify.deliverer", "leoflow.housekeeping.directory_sync", "leoflow.housekeeping.retention",
+            *executor_modules(settings.executor.kind)]
 
 
 def preload(settings: Settings) -> None:

@@ -28,6 +28,13 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
                      "leoflow.standalone", "leoflow.cli")),
     ("leoflow.scheduler", ("leoflow.api", "leoflow.election", "leoflow.cli", "leoflow.standalone",
                            "leoflow.replica")),
+    # The day-2 leader services stand beside the scheduler and know nothing of it.
+    ("leoflow.notify", ("leoflow.api", "leoflow.election", "leoflow.cli", "leoflow.standalone", "leoflow.replica",
+                        "leoflow.scheduler", "leoflow.executor", "leoflow.backfill")),
+    ("leoflow.backfill", ("leoflow.api", "leoflow.election", "leoflow.cli", "leoflow.standalone", "leoflow.replica",
+                          "leoflow.scheduler", "leoflow.executor", "leoflow.notify")),
+    ("leoflow.model", ("leoflow.db", "leoflow.settings", "leoflow.metrics", "leoflow.api", "leoflow.scheduler",
+                       "leoflow.executor", "leoflow.election", "leoflow.cli", "leoflow.replica", "leoflow.leadership")),
     ("leoflow.executor", ("leoflow.api", "leoflow.election", "leoflow.scheduler", "leoflow.cli",
                           "leoflow.standalone", "leoflow.replica")),
     ("leoflow.housekeeping", ("leoflow.api", "leoflow.election", "leoflow.scheduler", "leoflow.executor",

@@ -28,12 +28,22 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from leoflow.api import routes_cluster, routes_dag_sync, routes_dags, routes_runs, routes_system
+from leoflow.api import (
+    routes_backfills,
+    routes_cluster,
+    routes_dag_sync,
+    routes_dags,
+    routes_notifications,
+    routes_runs,
+    routes_system,
+    routes_versions,
+)
 from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
 from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import RequestMetrics
+from leoflow.api.run_waits import Waiters
 from leoflow.db.budget import ConnectionBudget
 from leoflow.db.pool import PooledDatabase
 from leoflow.logs import redact_url
@@ -59,6 +69,7 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
     dag = "/api/v2/dags/{dag_id}"
     run = dag + "/runs/{run_id}"
     task = run + "/tasks/{task_id}"
+    backfill = dag + "/backfills/{backfill_id}"
     return (
         # Starlette tries routes in order, so the hottest reads come first (no two templates
         # overlap, so the order changes nothing else).
@@ -83,6 +94,16 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
         ApiRoute("PUT", dag, routes_dags.put_dag, "admin"),
         ApiRoute("PATCH", dag, routes_dags.patch_dag, "admin"),
         ApiRoute("DELETE", dag, routes_dags.delete_dag, "admin"),
+        ApiRoute("GET", dag + "/versions", routes_versions.list_versions, "read"),
+        ApiRoute("GET", dag + "/versions/{version}", routes_versions.get_version, "read"),
+        ApiRoute("POST", dag + "/backfill", routes_backfills.create_backfill, "admin"),
+        ApiRoute("GET", dag + "/backfills", routes_backfills.list_backfills, "read"),
+        ApiRoute("GET", backfill, routes_backfills.get_backfill, "read"),
+        ApiRoute("POST", backfill + "/cancel", routes_backfills.cancel_backfill, "admin"),
+        ApiRoute("GET", "/api/v2/notifications", routes_notifications.list_notifications, "read"),
+        ApiRoute("POST", "/api/v2/notifications/{notification_id}/retry", routes_notifications.retry_notification,
+                 "admin"),
+        ApiRoute("GET", "/api/v2/audit", routes_notifications.list_audit, "admin"),
     )
 
 
@@ -117,6 +138,7 @@ def create_app(settings: Settings) -> Starlette:
         app.state.api = ApiState(settings=settings, db=db, auth=auth,
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK)
         app.state.work_gauges = routes_system.WorkGauges()
+        app.state.run_waiters = Waiters()
         logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,
                                           "api_connections": size})
         try:

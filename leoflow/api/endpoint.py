@@ -4,7 +4,9 @@ A route handler is a plain ``async def handler(request) -> Response``; :func:`en
 it so that the token is checked first (scope per route), the handler runs under a deadline
 (a wedged database never pins a request forever), and every exception becomes the JSON error
 envelope via :func:`leoflow.api.errors.translate`. Handlers therefore raise, never build
-error responses themselves.
+error responses themselves. Writes (``admin`` routes other than GET) are audited
+(:mod:`leoflow.api.audit`): in the route's own transaction when it uses
+:func:`~leoflow.api.audit.audited_transaction`, otherwise here once the answer is decided.
 
 Parsing helpers raise :class:`~leoflow.api.errors.ApiError` naming the field: request bodies
 (JSON, or YAML with ``Content-Type: application/yaml``) are read with a byte limit
@@ -30,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from leoflow.api.audit import record_outcome
 from leoflow.api.auth import Authenticator, Scope
 from leoflow.api.errors import ApiError, bad_field, error_response, translate
 from leoflow.db.pool import PooledDatabase
@@ -81,9 +84,12 @@ def endpoint(handler: Handler, needed: Scope) -> Handler:
             state = api_state(request)
             request.state.principal = state.auth.require(request.headers.get("authorization"), needed)
             async with asyncio.timeout(state.request_timeout):
-                return await handler(request)
+                response = await handler(request)
         except Exception as exc:  # the one boundary where every failure becomes an answer
-            return error_response(translate(exc))
+            response = error_response(translate(exc))
+        if needed == "admin" and request.method not in ("GET", "HEAD"):
+            await record_outcome(request, response.status_code)
+        return response
 
     wrapped.__name__ = handler.__name__
     wrapped.__doc__ = handler.__doc__

@@ -50,7 +50,7 @@ _RUN = {
     "dag_id": _STR, "run_id": _STR, "run_type": _STR, "state": {"type": "string", "enum": list(RUN_STATES)},
     "logical_date": _TIME, "conf": {"type": "object"}, "created_at": {"type": "string", "format": "date-time"},
     "started_at": _TIME, "ended_at": _TIME, "updated_at": {"type": "string", "format": "date-time"},
-    "dag_version": _INT,
+    "dag_version": _INT, "reason": _nullable("string"), "backfill_id": _nullable("integer"),
 }
 _DAG = {
     "dag_id": _STR, "paused": {"type": "boolean"}, "schedule": _nullable("string"), "version": _nullable("integer"),
@@ -72,7 +72,14 @@ SCHEMAS: dict[str, Any] = {
             "dag_id": {"type": "string", "pattern": "^[a-z0-9-]{1,50}$"},
             "schedule": _nullable("string"), "timezone": _STR, "catchup": {"type": "boolean"},
             "start_date": _nullable("string"), "max_active_runs": _INT, "paused": {"type": "boolean"},
-            "default_retries": _INT,
+            "default_retries": _INT, "description": _STR,
+            "notify": {"type": "array", "description": "Webhook rules (see the README, Notifications).",
+                       "items": {"type": "object", "required": ["on", "webhook"], "properties": {
+                           "on": {"type": "array", "items": {"type": "string",
+                                                             "enum": ["failure", "success", "retry", "deadline"]}},
+                           "webhook": {"type": "object", "required": ["url"], "properties": {
+                               "url": _STR, "secret": {"type": "object"}, "header_from_env": {"type": "object"}}}}}},
+            "params": {"type": "object", "description": "JSON Schema (draft 2020-12) of the runs' conf."},
             "tasks": {"type": "array", "items": {"type": "object", "required": ["id"], "properties": {
                 "id": {"type": "string", "pattern": "^[a-z0-9-]{1,50}$"}, "image": _STR,
                 "command": {"type": "array", "items": _STR}, "args": {"type": "array", "items": _STR},
@@ -200,6 +207,18 @@ _TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}}}
 _RUN_PATH = [DAG_ID, RUN_ID]
 
 
+def _get_run() -> dict[str, Any]:
+    """The hot read, with its long poll (leoflow.api.run_waits)."""
+    op = _op("Get run", _json("200", "RunDetail"), errors="400 404", params=[
+        *_RUN_PATH,
+        _param("wait", "query", {"type": "number", "minimum": 0, "maximum": 30},
+               "With If-None-Match: seconds to wait for the run to change (304 if it does not)"),
+        _param("If-None-Match", "header", {"type": "string"}, "The ETag of the document the client has")])
+    op["responses"]["200"]["headers"] = {"ETag": {"schema": _STR}}
+    op["responses"]["304"] = {"description": "Unchanged (after waiting)", "headers": {"ETag": {"schema": _STR}}}
+    return op
+
+
 def operations() -> dict[str, dict[str, Any]]:
     """``{path: {method: operation}}`` for every route of the app."""
     return {
@@ -239,8 +258,7 @@ def operations() -> dict[str, dict[str, Any]]:
             "post": _op("Trigger run", _json("201", "RunDetail", "Created"), body="RunRequest", body_required=False,
                         auth="admin", errors="404 409", params=[DAG_ID]),
         },
-        "/api/v2/dags/{dag_id}/runs/{run_id}": {
-            "get": _op("Get run", _json("200", "RunDetail"), errors="404", params=_RUN_PATH)},
+        "/api/v2/dags/{dag_id}/runs/{run_id}": {"get": _get_run()},
         "/api/v2/dags/{dag_id}/runs/{run_id}/cancel": {
             "post": _op("Cancel run", _json("200", "RunDetail"), auth="admin", errors="404 409", params=_RUN_PATH)},
         "/api/v2/dags/{dag_id}/runs/{run_id}/tasks": {
@@ -258,12 +276,14 @@ def operations() -> dict[str, dict[str, Any]]:
 
 @cache
 def openapi_document() -> dict[str, Any]:
+    from leoflow.api import openapi_day2
+
     return {
         "openapi": "3.1.0",
         "info": {"title": "Leoflow API", "version": __version__,
                  "description": "The stateless HTTP API served by every Leoflow replica."},
-        "paths": operations(),
-        "components": {"schemas": SCHEMAS, "responses": RESPONSES,
+        "paths": {**operations(), **openapi_day2.operations()},
+        "components": {"schemas": {**SCHEMAS, **openapi_day2.SCHEMAS}, "responses": RESPONSES,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
     }

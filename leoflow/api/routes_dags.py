@@ -14,6 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import (
     DAG_ID,
     api_state,
@@ -56,9 +57,11 @@ async def list_dags(request: Request) -> Response:
 
 async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]:
     spec = parse_dag_spec(document)
-    async with api_state(request).db.transaction() as conn:
-        result = await dag_store.apply_dag(conn, spec, clock=SystemClock())
-        dag = await api_queries.get_dag(conn, result.dag_id)
+    async with audited_transaction(request, dag_id=spec.dag_id) as write:
+        result = await dag_store.apply_dag(write.conn, spec, clock=SystemClock())
+        dag = await api_queries.get_dag(write.conn, result.dag_id)
+        write.status = 201 if result.changed else 200
+        write.details.update(version=result.version, changed=result.changed)
     assert dag is not None
     return dag, result.changed
 
@@ -98,9 +101,10 @@ async def patch_dag(request: Request) -> Response:
         raise bad_field(unknown[0], "unknown field (only 'paused' can be changed)", status=422)
     if not isinstance(document.get("paused"), bool):
         raise bad_field("paused", "must be true or false", status=422)
-    async with api_state(request).db.transaction() as conn:
-        await dag_store.set_paused(conn, dag_id, document["paused"])
-        dag = await api_queries.get_dag(conn, dag_id)
+    async with audited_transaction(request) as write:
+        write.details["paused"] = document["paused"]
+        await dag_store.set_paused(write.conn, dag_id, document["paused"])
+        dag = await api_queries.get_dag(write.conn, dag_id)
     if dag is None:
         raise not_found(dag_id)
     return JsonResponse(dag)
@@ -108,6 +112,6 @@ async def patch_dag(request: Request) -> Response:
 
 async def delete_dag(request: Request) -> Response:
     dag_id = path_dag_id(request)
-    async with api_state(request).db.transaction() as conn:
-        await dag_store.delete_dag(conn, dag_id)
+    async with audited_transaction(request, status=204) as write:
+        await dag_store.delete_dag(write.conn, dag_id)
     return Response(status_code=204)

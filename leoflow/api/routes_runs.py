@@ -11,11 +11,15 @@ carries the reason in ``logs_unavailable``, and the log counts as complete (noth
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import (
     TASK_ID,
     api_state,
@@ -31,13 +35,15 @@ from leoflow.api.endpoint import (
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse, RenderedJsonResponse
 from leoflow.api.routes_dags import not_found, path_dag_id
+from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock
-from leoflow.db import api_documents, api_queries, dag_store
+from leoflow.db import api_documents, api_queries, dag_store, version_queries
+from leoflow.model.params import validate_conf
 from leoflow.model.run_ids import RUN_ID_RE, RUN_ID_RULE
-from leoflow.model.states import RUN_STATES, TASK_STATES
+from leoflow.model.states import RUN_STATES, TASK_STATES, TERMINAL_RUN_STATES
 
 _PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
-               "ended_at", "updated_at", "dag_version")
+               "ended_at", "updated_at", "dag_version", "reason", "backfill_id")
 
 
 def _run(row: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +76,7 @@ async def _run_or_404(request: Request, conn: Any, *, with_tasks: bool) -> dict[
 
 
 async def trigger_run(request: Request) -> Response:
+    """Queue a manual run; its conf is checked against (and completed from) the DAG's ``params``."""
     dag_id = path_dag_id(request)
     document = await read_document(request)
     body = require_object({} if document is None else document)
@@ -85,11 +92,32 @@ async def trigger_run(request: Request) -> Response:
     if not isinstance(conf, dict):
         raise bad_field("conf", "must be an object", status=422)
     ensure_json_value(conf, "conf")
-    async with api_state(request).db.transaction() as conn:
-        created = await dag_store.trigger_run(conn, dag_id, run_id=run_id, conf=conf, clock=SystemClock())
-        run = await api_queries.get_run(conn, dag_id, created)
+    async with audited_transaction(request, status=201) as write:
+        target = await version_queries.trigger_target(write.conn, dag_id, lock=True)
+        if target is None:
+            raise not_found(dag_id)
+        if target.params is not None:
+            conf = await checked_conf(target.params, conf)
+        created = await dag_store.trigger_run(write.conn, dag_id, run_id=run_id, conf=conf, clock=SystemClock())
+        write.details["run_id"] = created
+        run = await api_queries.get_run(write.conn, dag_id, created)
     assert run is not None
     return JsonResponse(_run(run), status_code=201)
+
+
+#: Seconds a conf may take to validate against ``params`` (a pattern that backtracks must not
+#: hold a request, or the event loop, for longer).
+PARAMS_CHECK_TIMEOUT = 2.0
+
+
+async def checked_conf(params: dict[str, Any], conf: dict[str, Any]) -> dict[str, Any]:
+    """``conf`` completed with defaults and validated, off the event loop and within a deadline."""
+    try:
+        async with asyncio.timeout(PARAMS_CHECK_TIMEOUT):
+            return await asyncio.to_thread(validate_conf, params, conf)
+    except TimeoutError:
+        raise bad_field("conf", f"could not be checked against the DAG's params within {PARAMS_CHECK_TIMEOUT:g} s "
+                        "(a pattern in params may backtrack); simplify the schema", status=422) from None
 
 
 async def list_runs(request: Request) -> Response:
@@ -107,24 +135,50 @@ async def list_runs(request: Request) -> Response:
 
 
 async def get_run(request: Request) -> Response:
-    """The hot read: PostgreSQL renders the document, the bytes pass through."""
+    """The hot read: PostgreSQL renders the document, the bytes pass through.
+
+    With ``wait`` and ``If-None-Match``, a long poll (:mod:`leoflow.api.run_waits`).
+    """
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
-    async with api_state(request).db.raw() as conn:
-        document = await api_documents.run_with_tasks(conn, dag_id, run_id)
-        if document is None and not await api_documents.dag_exists(conn, dag_id):
-            raise not_found(dag_id)
-    if document is None:
-        raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
-    return RenderedJsonResponse(document)
+    state = api_state(request)
+    wait = parse_wait(request.query_params.get("wait"), state.request_timeout)
+    known = request.headers.get("if-none-match")
+    waiters: Waiters = request.app.state.run_waiters
+    admitted = wait > 0 and known is not None and waiters.admit()
+    try:
+        deadline = time.monotonic() + wait
+        checks = 0
+        while True:
+            async with state.db.raw() as conn:
+                document = await api_documents.run_with_tasks(conn, dag_id, run_id)
+                if document is None and not await api_documents.dag_exists(conn, dag_id):
+                    raise not_found(dag_id)
+            if document is None:
+                raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
+            etag = etag_of(document)
+            if etag != known:
+                return RenderedJsonResponse(document, headers={"ETag": etag})
+            if not admitted or time.monotonic() >= deadline or _ended(document):
+                return Response(status_code=304, headers={"ETag": etag})
+            await pause(checks)
+            checks += 1
+    finally:
+        if admitted:
+            waiters.leave()
+
+
+def _ended(document: str) -> bool:
+    """Whether the rendered run is in a terminal state (it will not change by itself)."""
+    return json.loads(document).get("state") in TERMINAL_RUN_STATES
 
 
 async def cancel_run(request: Request) -> Response:
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
-    async with api_state(request).db.transaction() as conn:
-        await dag_store.cancel_run(conn, dag_id, run_id)
-        run = await api_queries.get_run(conn, dag_id, run_id)
+    async with audited_transaction(request) as write:
+        await dag_store.cancel_run(write.conn, dag_id, run_id)
+        run = await api_queries.get_run(write.conn, dag_id, run_id)
     assert run is not None
     return JsonResponse(_run(run))
 

@@ -23,9 +23,10 @@ from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, error_response
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import openapi_document
-from leoflow.db import api_queries
+from leoflow.db import api_queries, dag_metrics_store
 from leoflow.db.migrations import head_revision
 from leoflow.errors import DatabaseError
+from leoflow.metrics.dags import DAG_METRICS, RunStatsRow
 from leoflow.metrics.http import STATE_GAUGE_TTL, set_work_gauges
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ async def readyz(request: Request) -> Response:
 
 
 class WorkGauges:
-    """Refreshes ``leoflow_task_instances`` / ``leoflow_dag_runs`` at most once per TTL."""
+    """Refreshes the work gauges and the per-DAG metrics (leoflow.metrics.dags) at most once per TTL."""
 
     def __init__(self) -> None:
         self._refreshed = float("-inf")
@@ -78,14 +79,20 @@ class WorkGauges:
             if time.monotonic() - self._refreshed < STATE_GAUGE_TTL:
                 return
             self._refreshed = time.monotonic()
+            limits = api_state(request).settings.notify
             try:
                 async with asyncio.timeout(GAUGE_QUERY_TIMEOUT), api_state(request).db.connect() as conn:
                     task_counts = await api_queries.count_task_instances_by_state(conn)
                     run_counts = await api_queries.count_runs_by_state(conn)
+                    run_stats = await dag_metrics_store.folded_run_stats(conn, limits.metrics_max_dags)
+                    failures = await dag_metrics_store.folded_task_failures(conn, limits.metrics_max_dags,
+                                                                            limits.metrics_max_tasks)
             except (DatabaseError, TimeoutError) as exc:  # stale gauges beat a failed scrape
                 logger.warning("work gauges not refreshed", extra={"error": str(exc)[:200] or type(exc).__name__})
                 return
             set_work_gauges(task_counts, run_counts)
+            DAG_METRICS.update([RunStatsRow(r.dag_id, r.state, r.duration_sum, r.bins, r.last_ended_at)
+                                for r in run_stats], failures)
 
 
 async def metrics(request: Request) -> Response:

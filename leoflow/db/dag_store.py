@@ -39,6 +39,7 @@ from leoflow.clock import Clock
 from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.wakeup import notify_wakeup
 from leoflow.errors import Conflict, NotFound, ValidationFailed
+from leoflow.model.params import default_conf
 from leoflow.model.run_ids import RUN_ID_RE, RUN_ID_RULE, manual_run_id
 from leoflow.model.spec import DagSpec
 from leoflow.model.timetable import first_scheduled_run
@@ -74,10 +75,10 @@ async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> Ap
         "SELECT coalesce(max(version), 0) + 1 FROM dag_versions WHERE dag_id = :dag_id"),
         {"dag_id": spec.dag_id})).scalar_one())
     version_id = (await conn.execute(text("""
-        INSERT INTO dag_versions (dag_id, version, spec, spec_hash, created_at)
-        VALUES (:dag_id, :version, CAST(:spec AS jsonb), :hash, :now) RETURNING id
+        INSERT INTO dag_versions (dag_id, version, spec, spec_hash, default_conf, created_at)
+        VALUES (:dag_id, :version, CAST(:spec AS jsonb), :hash, CAST(:default_conf AS jsonb), :now) RETURNING id
     """), {"dag_id": spec.dag_id, "version": version, "spec": json.dumps(spec.to_canonical()),
-           "hash": digest, "now": now})).scalar_one()
+           "hash": digest, "default_conf": json.dumps(default_conf(spec.params)), "now": now})).scalar_one()
 
     replan = created or dag["deleted"] or dag["spec"] is None or _schedule_changed(dag["spec"], spec)
     params: dict[str, Any] = {"dag_id": spec.dag_id, "vid": version_id, "schedule": spec.schedule, "now": now}
@@ -118,7 +119,7 @@ async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
     run_pks = list((await conn.execute(text(
         f"SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN {ACTIVE_RUNS_SQL} ORDER BY id FOR UPDATE"),
         {"dag_id": dag_id})).scalars())
-    await _cancel_runs(conn, run_pks)
+    await cancel_runs(conn, run_pks, reason="DAG deleted")
     await notify_wakeup(conn, dag_id)
 
 
@@ -166,26 +167,26 @@ async def cancel_run(conn: AsyncConnection, dag_id: str, run_id: str) -> None:
         raise NotFound(f"run {run_id!r} of DAG {dag_id!r} not found")
     if row.state not in ("queued", "running"):
         raise Conflict(f"run {run_id!r} of DAG {dag_id!r} already ended ({row.state})")
-    await _cancel_runs(conn, [row.id])
+    await cancel_runs(conn, [row.id])
     await notify_wakeup(conn, dag_id)
 
 
-async def _cancel_runs(conn: AsyncConnection, run_pks: list[int]) -> None:
+async def cancel_runs(conn: AsyncConnection, run_pks: list[int], *, reason: str = "run cancelled") -> None:
     """Cancel runs, their unfinished task instances, and flag their live tries for the executor."""
     if not run_pks:
         return
     await conn.execute(text(f"""
-        UPDATE dag_runs SET state = 'cancelled', ended_at = now(), updated_at = now()
+        UPDATE dag_runs SET state = 'cancelled', ended_at = now(), updated_at = now(), reason = :reason
         WHERE id = ANY(:ids) AND state IN {ACTIVE_RUNS_SQL}
-    """), {"ids": run_pks})
+    """), {"ids": run_pks, "reason": reason})
     await conn.execute(text(f"""
         WITH cancelled AS (
             UPDATE task_instances SET state = 'cancelled', ended_at = now(), updated_at = now(),
-                   reason = 'run cancelled', next_try_at = NULL, timeout_at = NULL
+                   reason = :reason, next_try_at = NULL, timeout_at = NULL
             WHERE run_pk = ANY(:ids) AND state IN {ACTIVE_TASKS_SQL}
             RETURNING id
         )
-        UPDATE task_tries tt SET state = 'cancelling', reason = 'run cancelled'
+        UPDATE task_tries tt SET state = 'cancelling', reason = :reason
         FROM cancelled c
         WHERE tt.task_instance_id = c.id AND tt.state IN ('queued', 'running')
-    """), {"ids": run_pks})
+    """), {"ids": run_pks, "reason": reason})

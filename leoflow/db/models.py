@@ -17,6 +17,14 @@ Design choices (see docs/adr for the long form):
   committed. ``leader_terms`` is the append-only history (one row per term).
 - Timestamps are ``timestamptz``; defaults use ``clock_timestamp()`` where the moment matters
   inside a long transaction (terms, events).
+- **Observed endings** (``dag_runs.observed_at``, ``task_tries.observed_at``): the leader's
+  outcome observer (:mod:`leoflow.notify.observer`) turns every run that ended and every try
+  that failed into notification outbox rows and per-DAG metric counters exactly once, by a
+  compare-and-set of ``observed_at`` in the same fenced transaction. A run counts as unobserved
+  while ``observed_at`` is NULL or older than its ``ended_at``, so a run that is reopened (a
+  backfill's rerun, a clear) and ends again is observed again; code that reopens a run should
+  still set ``observed_at`` to NULL. Rows that ended before this column existed carry
+  ``infinity`` (never re-announced after an upgrade).
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -82,6 +92,18 @@ ACTIVE_RUNS_SQL = sql_list(ACTIVE_RUN_STATES)
 TERMINAL_RUNS_SQL = sql_list(TERMINAL_RUN_STATES)
 
 
+def unobserved_runs_sql(alias: str = "") -> str:
+    """Runs the outcome observer has not announced yet (the predicate of their partial index)."""
+    p = f"{alias}." if alias else ""
+    return f"{p}ended_at IS NOT NULL AND ({p}observed_at IS NULL OR {p}observed_at < {p}ended_at)"
+
+
+def unobserved_tries_sql(alias: str = "") -> str:
+    """Failed tries the outcome observer has not counted yet (the predicate of their partial index)."""
+    p = f"{alias}." if alias else ""
+    return f"{p}state = 'failed' AND {p}observed_at IS NULL"
+
+
 # --------------------------------------------------------------------------- DAG definitions
 
 class Dag(Base):
@@ -119,6 +141,9 @@ class DagVersion(Base):
     spec: Mapped[dict[str, Any]]
     spec_hash: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    # The run conf a run gets when nobody passes one (scheduled and backfill runs): the defaults
+    # of the spec's ``params`` JSON Schema, computed once when the version is applied.
+    default_conf: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
 
     __table_args__ = (UniqueConstraint("dag_id", "version"),)
 
@@ -142,6 +167,12 @@ class DagRun(Base):
     updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
     # The fencing term of the last scheduler write (None for API-created, untouched runs).
     term: Mapped[int | None] = mapped_column(BigInteger)
+    # Why the run ended as it did (e.g. ``run deadline exceeded``); None when nothing to say.
+    reason: Mapped[str | None] = mapped_column(Text)
+    # The backfill that created (or re-ran) this run, if any.
+    backfill_id: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("backfills.id", ondelete="SET NULL"))
+    # The ``ended_at`` the outcome observer last announced (see the module docstring).
+    observed_at: Mapped[datetime | None]
 
     __table_args__ = (
         UniqueConstraint("dag_id", "run_id"),
@@ -154,6 +185,9 @@ class DagRun(Base):
               postgresql_where=text(f"state IN {sql_list(TERMINAL_RUN_STATES)}")),
         # Which runs still reference a DAG version (retention keeps those versions).
         Index("ix_dag_runs_dag_version_id", "dag_version_id"),
+        Index("ix_dag_runs_backfill", "backfill_id", "id", postgresql_where=text("backfill_id IS NOT NULL")),
+        # Runs the outcome observer has yet to announce: only the endings in flight.
+        Index("ix_dag_runs_unobserved", "id", postgresql_where=text(unobserved_runs_sql())),
     )
 
 
@@ -216,9 +250,12 @@ class TaskTry(Base):
     log_attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     log_next_attempt_at: Mapped[datetime | None]
     logs_unavailable: Mapped[str | None] = mapped_column(Text)
+    # When the outcome observer counted this try's failure (only failed tries are observed).
+    observed_at: Mapped[datetime | None]
 
     __table_args__ = (
         UniqueConstraint("task_instance_id", "try_number"),
+        Index("ix_task_tries_unobserved_failures", "id", postgresql_where=text(unobserved_tries_sql())),
         Index("ix_task_tries_unshipped", "ended_at",
               postgresql_where=text("ended_at IS NOT NULL AND logs_shipped_at IS NULL")),
         # Tries the executor may still be running (resubmitted on failover, killed when cancelling).
@@ -300,3 +337,135 @@ class ClusterEvent(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
 
     __table_args__ = (Index("ix_cluster_events_cluster_id", "cluster", "id"),)
+
+
+# --------------------------------------------------------------------------- day-2 operations
+
+class Backfill(Base):
+    """A request to run a DAG's cron slots in ``[start_at, end_at)``, driven by the leader.
+
+    The leader's backfill service creates (or, with ``rerun_failed``, re-runs) the runs one slot
+    at a time, keeping at most ``max_active_runs`` of this backfill's runs unfinished;
+    ``next_logical_date`` is its cursor (None once every slot was handled). At most one backfill
+    per DAG is ``running`` (a partial unique index).
+    """
+
+    __tablename__ = "backfills"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    dag_id: Mapped[str] = mapped_column(String(50), ForeignKey("dags.dag_id", ondelete="CASCADE"))
+    start_at: Mapped[datetime]
+    end_at: Mapped[datetime]
+    max_active_runs: Mapped[int] = mapped_column(Integer)
+    rerun_failed: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    state: Mapped[str] = mapped_column(String(20), server_default=text("'running'"))  # running|completed|cancelled
+    next_logical_date: Mapped[datetime | None]
+    slots_total: Mapped[int] = mapped_column(Integer)
+    runs_created: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    runs_rerun: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # Slots whose run already existed and was left alone (not failed, or rerun_failed off).
+    slots_skipped: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    completed_at: Mapped[datetime | None]
+    term: Mapped[int | None] = mapped_column(BigInteger)
+
+    __table_args__ = (
+        Index("uq_backfills_running_dag", "dag_id", unique=True, postgresql_where=text("state = 'running'")),
+        Index("ix_backfills_dag_id_id", "dag_id", "id"),
+    )
+
+
+class Notification(Base):
+    """The outbox: one webhook delivery of one event, retried with backoff until delivered.
+
+    ``target`` is ``dag`` (a ``notify`` entry of the DAG; ``webhook`` holds its URL and secret
+    *references*) or ``default`` (``LEOFLOW_NOTIFY_WEBHOOK``, whose URL is a secret and is never
+    stored). Secret values are resolved at delivery time and never written here.
+    """
+
+    __tablename__ = "notifications"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    run_pk: Mapped[int] = mapped_column(BigInteger, ForeignKey("dag_runs.id", ondelete="CASCADE"))
+    dag_id: Mapped[str] = mapped_column(String(50))
+    run_id: Mapped[str] = mapped_column(String(250))
+    task_id: Mapped[str | None] = mapped_column(String(50))
+    try_number: Mapped[int | None] = mapped_column(Integer)
+    event: Mapped[str] = mapped_column(String(20))  # failure | success | retry | deadline
+    target: Mapped[str] = mapped_column(String(20))  # dag | default
+    webhook: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    payload: Mapped[dict[str, Any]]
+    state: Mapped[str] = mapped_column(String(20), server_default=text("'pending'"))  # pending|delivered|failed
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    next_attempt_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    last_attempt_at: Mapped[datetime | None]
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    delivered_at: Mapped[datetime | None]
+    # Past this moment a failed attempt is the last one (state ``failed``); a manual retry
+    # moves it.
+    give_up_at: Mapped[datetime]
+
+    __table_args__ = (
+        Index("ix_notifications_due", "next_attempt_at", postgresql_where=text("state = 'pending'")),
+        Index("ix_notifications_run_pk", "run_pk"),
+        Index("ix_notifications_dag_id_id", "dag_id", "id"),
+    )
+
+
+class AuditEvent(Base):
+    """Who (token name) did what (method, route, target), when, from where, with which outcome."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    ts: Mapped[datetime] = mapped_column(server_default=_CLOCK)
+    actor: Mapped[str] = mapped_column(String(100))
+    scope: Mapped[str] = mapped_column(String(10))
+    method: Mapped[str] = mapped_column(String(10))
+    route: Mapped[str] = mapped_column(String(200))
+    path: Mapped[str] = mapped_column(String(1000))
+    status: Mapped[int] = mapped_column(Integer)
+    remote_addr: Mapped[str | None] = mapped_column(String(100))
+    forwarded_for: Mapped[str | None] = mapped_column(String(300))
+    user_agent: Mapped[str | None] = mapped_column(String(300))
+    dag_id: Mapped[str | None] = mapped_column(String(50))
+    run_id: Mapped[str | None] = mapped_column(String(250))
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+
+    __table_args__ = (
+        Index("ix_audit_events_dag_id_id", "dag_id", "id"),
+        Index("ix_audit_events_actor_id", "actor", "id"),
+    )
+
+
+class DagRunStats(Base):
+    """Finished runs per (DAG, final state): count, duration sum and histogram bins, last end.
+
+    Maintained by the outcome observer (one increment per run ending) and read by every replica
+    for ``leoflow_dag_run_duration_seconds`` / ``leoflow_dag_last_success_timestamp_seconds``.
+    ``bins[i]`` counts durations in ``(bounds[i-1], bounds[i]]`` of
+    :data:`leoflow.model.dag_metrics.DURATION_BUCKETS`; the last bin is above the last bound.
+    """
+
+    __tablename__ = "dag_run_stats"
+
+    dag_id: Mapped[str] = mapped_column(String(50), ForeignKey("dags.dag_id", ondelete="CASCADE"), primary_key=True)
+    state: Mapped[str] = mapped_column(String(20), primary_key=True)
+    runs: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    duration_sum: Mapped[float] = mapped_column(Float, server_default=text("0"))
+    bins: Mapped[list[int]] = mapped_column(ARRAY(BigInteger))
+    last_ended_at: Mapped[datetime | None]
+
+
+class TaskFailureCount(Base):
+    """Failed tries per (DAG, task), for ``leoflow_task_failures_total``."""
+
+    __tablename__ = "task_failure_counts"
+
+    dag_id: Mapped[str] = mapped_column(String(50), ForeignKey("dags.dag_id", ondelete="CASCADE"), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(50), primary_key=True)
+    failures: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))

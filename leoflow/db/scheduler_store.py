@@ -149,12 +149,16 @@ async def due_dags(conn: AsyncConnection, now: datetime, limit: int) -> list[Due
 
 async def create_scheduled_runs(conn: AsyncConnection, dag: DueDag, run_ids: Sequence[str],
                                 logical_dates: Sequence[datetime], now: datetime, term: int) -> int:
-    """Insert scheduled runs; an existing (dag, logical date) or run id is skipped. Returns inserts."""
+    """Insert scheduled runs; an existing (dag, logical date) or run id is skipped. Returns inserts.
+
+    Their conf is the version's ``default_conf`` (the defaults of the DAG's ``params``).
+    """
     result = await conn.execute(text("""
-        INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state,
+        INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf,
                               created_at, updated_at, term)
-        SELECT :dag_id, x.run_id, :vid, 'scheduled', x.logical_date, 'queued', :now, :now, :term
+        SELECT :dag_id, x.run_id, :vid, 'scheduled', x.logical_date, 'queued', v.default_conf, :now, :now, :term
         FROM unnest(CAST(:run_ids AS text[]), CAST(:dates AS timestamptz[])) AS x(run_id, logical_date)
+        JOIN dag_versions v ON v.id = :vid
         ON CONFLICT DO NOTHING
         RETURNING id
     """), {"dag_id": dag.dag_id, "vid": dag.version_id, "run_ids": list(run_ids), "dates": list(logical_dates),

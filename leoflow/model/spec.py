@@ -52,6 +52,8 @@ from leoflow.model.fields import (
     timezone_field,
     type_name,
 )
+from leoflow.model.notify import NotifyRule, parse_notify
+from leoflow.model.params import check_scheduled_defaults, parse_params
 
 MAX_TASKS = 10_000
 MAX_ACTIVE_RUNS_LIMIT = 100_000
@@ -62,7 +64,7 @@ DEFAULT_RETRY_DELAY = 30.0
 TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
-               "paused", "default_retries", "tasks"}
+               "paused", "default_retries", "tasks", "notify", "params"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on"}
 
@@ -122,6 +124,10 @@ class DagSpec:
     paused: bool = False
     default_retries: int = 0
     description: str | None = None
+    #: Webhook rules (leoflow.model.notify); None: the cluster default applies, (): none at all.
+    notify: tuple[NotifyRule, ...] | None = None
+    #: JSON Schema of the runs' conf (leoflow.model.params); None: any object.
+    params: Mapping[str, Any] | None = None
 
     @property
     def tz(self) -> tzinfo:
@@ -145,6 +151,10 @@ class DagSpec:
         }
         if self.description is not None:
             out["description"] = self.description
+        if self.notify is not None:
+            out["notify"] = [rule.to_canonical() for rule in self.notify]
+        if self.params is not None:
+            out["params"] = plain_mapping(self.params)
         return out
 
     def spec_hash(self) -> str:
@@ -183,9 +193,13 @@ def parse_dag_spec(data: object) -> DagSpec:
         raise ValidationFailed("tasks", f"has {len(raw_tasks)} tasks; at most {MAX_TASKS} are allowed")
     tasks = tuple(_task(raw, f"tasks[{i}]", default_retries) for i, raw in enumerate(raw_tasks))
     _check_graph(tasks)
+    notify = parse_notify(doc.get("notify"))
+    params = parse_params(doc.get("params"))
+    if schedule is not None:
+        check_scheduled_defaults(params)
     return DagSpec(dag_id=dag_id, tasks=tasks, schedule=schedule, timezone=timezone, catchup=catchup,
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
-                   default_retries=default_retries, description=description)
+                   default_retries=default_retries, description=description, notify=notify, params=params)
 
 
 def _task(raw: object, path: str, default_retries: int) -> TaskSpec:

@@ -22,6 +22,7 @@ from leoflow.settings.groups import (
     KubernetesSettings,
     LogFormat,
     LoggingSettings,
+    NotifySettings,
     RetentionSettings,
     SchedulerSettings,
     Settings,
@@ -31,6 +32,6 @@ from leoflow.settings.loader import EnvironmentReader, load_settings, parse_api_
 __all__ = [
     "ENV_PREFIX", "MINIMUM_POOL_SIZE", "VARIABLES", "ApiSettings", "ApiToken", "ClientSettings", "ClusterSettings",
     "DagFilesSettings", "DatabaseSettings", "ElectionSettings", "EnvironmentReader", "ExecutorKind",
-    "ExecutorSettings", "KubernetesSettings", "LogFormat", "LoggingSettings", "RetentionSettings",
+    "ExecutorSettings", "KubernetesSettings", "LogFormat", "LoggingSettings", "NotifySettings", "RetentionSettings",
     "SchedulerSettings", "Settings", "Variable", "load_settings", "parse_api_tokens", "validate_database_url",
 ]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from leoflow.model.dag_files import SOURCE_RE, SOURCE_RULE
+from leoflow.model.notify import EVENTS
 
 T = TypeVar("T")
 
@@ -130,6 +131,30 @@ def sync_source(value: str) -> str:
     return value
 
 
+def events(value: str) -> tuple[str, ...]:
+    """A comma-separated list of notification events (leoflow.model.notify)."""
+    found = names(value)
+    for event in found:
+        if event not in EVENTS:
+            raise ValueError(f"{event!r} is not an event; use {', '.join(EVENTS)}")
+    return found
+
+
+def family(value: str) -> tuple[tuple[str, str], ...]:
+    """A family of variables (``PREFIX_*``) is read by prefix (EnvironmentReader.prefixed), never by name."""
+    raise ValueError("is a family of variables; set PREFIX_<NAME> variables instead")
+
+
+def http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL")
+    return value
+
+
+def optional_http_url(value: str) -> str | None:
+    return http_url(value)
+
+
 def cluster_name(value: str) -> str:
     if len(value) > 63:
         raise ValueError("must be at most 63 characters")
@@ -230,6 +255,33 @@ RETENTION_DAYS = Variable(
     "LEOFLOW_RETENTION_DAYS", 30, integer(maximum=36500, positive=False),
     "Days finished runs are kept; the leader then deletes them with their task instances, tries and logs "
     "(0 keeps everything forever).")
+NOTIFY_WEBHOOK = Variable[str | None](
+    "LEOFLOW_NOTIFY_WEBHOOK", None, optional_http_url,
+    "Webhook URL (e.g. a Slack incoming webhook) notified for DAGs without their own `notify` rules; a secret.",
+    secret=True)
+NOTIFY_EVENTS = Variable[tuple[str, ...]](
+    "LEOFLOW_NOTIFY_EVENTS", ("failure", "deadline"), events,
+    "Events sent to `LEOFLOW_NOTIFY_WEBHOOK` (comma-separated: failure, success, retry, deadline).")
+NOTIFY_SECRETS_DIR = Variable(
+    "LEOFLOW_NOTIFY_SECRETS_DIR", "/etc/leoflow/notify-secrets", text,
+    "Where a `notify` rule's `secret: {name, key}` is read from: the file `<dir>/<name>/<key>` "
+    "(a Kubernetes Secret mounted at `<dir>/<name>`).")
+NOTIFY_HEADERS = Variable[tuple[tuple[str, str], ...]](
+    "LEOFLOW_NOTIFY_HEADER_*", (), family,
+    "Values a `notify` rule's `header_from_env` may send (only variables with this prefix); secrets.",
+    shown_default="(none)", secret=True)
+NOTIFY_RETRY_DELAY = Variable(
+    "LEOFLOW_NOTIFY_RETRY_DELAY", 5.0, number(),
+    "Seconds before a failed webhook delivery is retried; doubled per attempt, at most 10 minutes, for 24 h.")
+DASHBOARD_URL = Variable[str | None](
+    "LEOFLOW_DASHBOARD_URL", None, optional_http_url,
+    "Public URL of the dashboard, for links in notifications.", shown_default="(the leader's LEOFLOW_API_URL)")
+METRICS_MAX_DAGS = Variable(
+    "LEOFLOW_METRICS_MAX_DAGS", 200, integer(),
+    "DAGs with their own `dag_id` series in the per-DAG metrics (by id); the rest are summed as `_other`.")
+METRICS_MAX_TASKS = Variable(
+    "LEOFLOW_METRICS_MAX_TASKS", 1000, integer(),
+    "(DAG, task) pairs with their own series in `leoflow_task_failures_total`; the rest are summed as `_other`.")
 
 #: Every environment variable Leoflow reads, in documentation order.
 VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
@@ -238,7 +290,8 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
     TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
-    K8S_PENDING_TIMEOUT, K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
+    K8S_PENDING_TIMEOUT, K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS,
+    NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS, METRICS_MAX_TASKS,
 )
 
 #: The leader-election and scheduling timings a production replica runs with (benchmarks start

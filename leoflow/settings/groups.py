@@ -122,6 +122,24 @@ class LoggingSettings:
     level: str = v.LOG_LEVEL.default.upper()
 
 
+@dataclass(frozen=True)
+class NotifySettings:
+    """Webhook notifications (leoflow.notify) and the per-DAG metrics' cardinality bounds."""
+
+    webhook: str | None = field(default=v.NOTIFY_WEBHOOK.default, repr=False)
+    events: tuple[str, ...] = v.NOTIFY_EVENTS.default
+    secrets_dir: Path = Path(v.NOTIFY_SECRETS_DIR.default)
+    #: ``LEOFLOW_NOTIFY_HEADER_*`` variables as (name, value) pairs; values are secrets.
+    header_values: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    retry_delay: float = v.NOTIFY_RETRY_DELAY.default
+    dashboard_url: str | None = v.DASHBOARD_URL.default
+    metrics_max_dags: int = v.METRICS_MAX_DAGS.default
+    metrics_max_tasks: int = v.METRICS_MAX_TASKS.default
+
+    def header_value(self, env: str) -> str | None:
+        return dict(self.header_values).get(env)
+
+
 def default_home() -> Path:
     return Path(v.HOME.default).expanduser()
 
@@ -140,12 +158,18 @@ class Settings:
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     dag_files: DagFilesSettings = field(default_factory=DagFilesSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
     home: Path = field(default_factory=default_home)
 
     @property
     def api_url(self) -> str:
         """The URL this replica advertises to the cluster."""
         return self.api.public_url or f"http://{self.cluster.node_id}:{self.api.port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        """Where notifications link to: LEOFLOW_DASHBOARD_URL, else this replica's API URL."""
+        return self.notify.dashboard_url or self.api_url
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some groups swapped; used for CLI flag overrides and tests."""

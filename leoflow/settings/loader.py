@@ -34,6 +34,7 @@ from leoflow.settings.groups import (
     ExecutorSettings,
     KubernetesSettings,
     LoggingSettings,
+    NotifySettings,
     RetentionSettings,
     SchedulerSettings,
     Settings,
@@ -56,6 +57,13 @@ class EnvironmentReader:
         if value is None or value.strip() == "":
             return None
         return value.strip()
+
+    def prefixed(self, family: v.Variable[object]) -> tuple[tuple[str, str], ...]:
+        """Every non-blank ``PREFIX_<NAME>`` variable of a declared family (name ``PREFIX_*``)."""
+        self.read.add(family.name)
+        prefix = family.name.rstrip("*")
+        return tuple(sorted((k, val) for k, val in self.env.items()
+                            if k.startswith(prefix) and len(k) > len(prefix) and val.strip()))
 
     def get(self, variable: v.Variable[T]) -> T:
         """The parsed value, or the declared default when unset or blank."""
@@ -188,5 +196,15 @@ def load_settings(env: Mapping[str, str] | None = None, *,
         logging=LoggingSettings(format=log_format, level=r.get(v.LOG_LEVEL).upper()),  # type: ignore[arg-type]
         dag_files=DagFilesSettings(directory=_optional_path(r.get(v.DAGS_DIR)), source=r.get(v.DAGS_SOURCE)),
         retention=RetentionSettings(days=r.get(v.RETENTION_DAYS)),
+        notify=NotifySettings(
+            webhook=r.get(v.NOTIFY_WEBHOOK),
+            events=r.get(v.NOTIFY_EVENTS),
+            secrets_dir=Path(r.get(v.NOTIFY_SECRETS_DIR)).expanduser(),
+            header_values=r.prefixed(v.NOTIFY_HEADERS),  # type: ignore[arg-type]
+            retry_delay=r.get(v.NOTIFY_RETRY_DELAY),
+            dashboard_url=r.get(v.DASHBOARD_URL),
+            metrics_max_dags=r.get(v.METRICS_MAX_DAGS),
+            metrics_max_tasks=r.get(v.METRICS_MAX_TASKS),
+        ),
         home=Path(r.get(v.HOME)).expanduser(),
     )

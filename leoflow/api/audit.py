@@ -1,0 +1,102 @@
+"""The audit log of API writes: every ``admin`` route call by a known token leaves one row.
+
+Two ways a row is written (:mod:`leoflow.db.audit_store`), so that no write goes unrecorded:
+
+- **with the change**: a write route opens its transaction with :func:`audited_transaction`,
+  which inserts the audit row in that same transaction — the change and its record commit
+  together or not at all;
+- **after the answer**: for every other outcome of an ``admin`` route — refused (403, 4xx),
+  failed (503), or a route that writes through another path — :func:`record_outcome`, called by
+  the endpoint wrapper once the answer is decided, writes the row in a short transaction of its
+  own. If the database is down at that moment the row is lost (the write itself was not made,
+  or was recorded in its transaction) and the failure is logged.
+
+Who: the token's *name* (never the token). From where: the peer address of the connection
+and, as given (untrusted, clipped), ``X-Forwarded-For`` and ``User-Agent``. Requests without a
+valid token are not recorded (they changed nothing, and recording them would let anyone fill
+the table); they are counted in ``leoflow_http_requests_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from leoflow.api.auth import Principal
+from leoflow.db import audit_store
+from leoflow.db.audit_store import AuditRecord
+from leoflow.db.database import Connection
+from leoflow.db.pool import PooledDatabase
+from leoflow.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+#: Seconds the after-the-answer record may take: the client is waiting for its (decided) answer.
+RECORD_TIMEOUT = 5.0
+
+
+def _db(request: Request) -> PooledDatabase:
+    db: PooledDatabase = request.app.state.api.db
+    return db
+
+
+def _entry(request: Request, status: int, *, dag_id: str | None = None, run_id: str | None = None,
+           details: dict[str, Any] | None = None) -> AuditRecord | None:
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:
+        return None
+    route = request.scope.get("route")
+    params = request.path_params
+    return AuditRecord(
+        actor=principal.name, scope=principal.scope, method=request.method,
+        route=getattr(route, "path", None) or request.url.path, path=request.url.path, status=status,
+        remote_addr=request.client.host if request.client else None,
+        forwarded_for=request.headers.get("x-forwarded-for"), user_agent=request.headers.get("user-agent"),
+        dag_id=dag_id or params.get("dag_id"), run_id=run_id or params.get("run_id"), details=details or {})
+
+
+@dataclass
+class AuditedWrite:
+    """The open transaction of a write and what its audit row will say (settable by the route)."""
+
+    conn: Connection
+    status: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def audited_transaction(request: Request, *, status: int = 200, dag_id: str | None = None,
+                              run_id: str | None = None) -> AsyncIterator[AuditedWrite]:
+    """A write transaction that records its audit row in itself, just before it commits.
+
+    ``status`` is the answer the route gives on success; the block may change it and add
+    ``details`` (ids and counts, never bodies) through the yielded :class:`AuditedWrite`.
+    """
+    async with _db(request).transaction() as conn:
+        write = AuditedWrite(conn=conn, status=status)
+        yield write
+        entry = _entry(request, write.status, dag_id=dag_id, run_id=run_id, details=write.details)
+        if entry is not None:
+            await audit_store.record(conn, entry)
+            request.state.audited = True
+
+
+async def record_outcome(request: Request, status: int) -> None:
+    """The row for a write whose transaction did not record one (see the module docstring)."""
+    if getattr(request.state, "audited", False) and 200 <= status < 300:
+        return
+    entry = _entry(request, status)
+    if entry is None:
+        return
+    try:
+        async with asyncio.timeout(RECORD_TIMEOUT), _db(request).transaction() as conn:
+            await audit_store.record(conn, entry)
+    except (DatabaseError, TimeoutError) as exc:
+        log.error("audit event not recorded", extra={"actor": entry.actor, "route": entry.route,
+                                                     "status": status, "error": str(exc)[:200]})

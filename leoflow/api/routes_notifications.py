@@ -1,0 +1,75 @@
+"""Notification and audit routes: the outbox's delivery state, a manual retry, the audit log.
+
+``GET /api/v2/notifications`` (read) lists deliveries newest first with their state
+(``pending``, ``delivered``, ``failed``), attempts, last HTTP status and error; filters
+``dag_id``, ``run_id``, ``state``. The cluster default webhook's URL is never shown (it is a
+secret); a DAG rule's URL is (it is in the DAG's spec already). ``POST
+/api/v2/notifications/{id}/retry`` (admin) makes a pending or failed delivery due now, with a
+fresh 24 h of retries. ``GET /api/v2/audit`` (admin) lists API writes, newest first, filters
+``actor`` and ``dag_id``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leoflow.api.audit import audited_transaction
+from leoflow.api.endpoint import DAG_ID, api_state, page, query_cursor, query_limit, query_state
+from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.jsonresp import JsonResponse
+from leoflow.clock import SystemClock
+from leoflow.db import audit_store, notification_store
+from leoflow.db.notification_store import NOTIFICATION_STATES
+from leoflow.model.run_ids import RUN_ID_RE
+
+#: A manual retry gives a notification this long again (as much as a new one gets).
+RETRY_WINDOW = timedelta(hours=24)
+
+
+def _query_id(request: Request, name: str, pattern: re.Pattern[str]) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not pattern.match(raw):
+        raise bad_field(name, "is not a valid id")
+    return raw
+
+
+async def list_notifications(request: Request) -> Response:
+    limit = query_limit(request)
+    state = query_state(request, NOTIFICATION_STATES)
+    before = query_cursor(request, "notifications", int)
+    dag_id = _query_id(request, "dag_id", DAG_ID)
+    run_id = _query_id(request, "run_id", RUN_ID_RE)
+    async with api_state(request).db.connect() as conn:
+        rows = await notification_store.list_notifications(conn, dag_id=dag_id, run_id=run_id, state=state,
+                                                           before_id=before, limit=limit)
+    return JsonResponse(page(rows, limit, lambda r: r["id"], "notifications"))
+
+
+async def retry_notification(request: Request) -> Response:
+    raw: str = request.path_params["notification_id"]
+    if not raw.isdigit() or len(raw) > 18:
+        raise ApiError(404, f"notification {raw[:30]!r} not found")
+    async with audited_transaction(request) as write:
+        write.details["notification_id"] = int(raw)
+        await notification_store.retry_notification(write.conn, int(raw), SystemClock().now() + RETRY_WINDOW)
+        row = await notification_store.get_notification(write.conn, int(raw))
+    assert row is not None
+    return JsonResponse(row)
+
+
+async def list_audit(request: Request) -> Response:
+    limit = query_limit(request)
+    before = query_cursor(request, "audit", int)
+    actor = request.query_params.get("actor") or None
+    if actor is not None and len(actor) > 100:
+        raise bad_field("actor", "must be at most 100 characters")
+    dag_id = _query_id(request, "dag_id", DAG_ID)
+    async with api_state(request).db.connect() as conn:
+        rows = await audit_store.list_events(conn, before_id=before, limit=limit, actor=actor, dag_id=dag_id)
+    return JsonResponse(page(rows, limit, lambda r: r["id"], "audit"))

@@ -1,0 +1,66 @@
+"""The audit log: one row per API write (who, what, when, from where, with which outcome).
+
+Rows are written by the API (:mod:`leoflow.api.audit`): inside the write's own transaction when
+the route commits one (the record and the change commit together, or neither does), else in a
+short transaction of its own right after the answer is decided (refused writes: 4xx, a 503).
+Nothing here holds request bodies: ``details`` carries ids and counts chosen by the route,
+never a run's ``conf`` or a spec (they may hold data the reader of the audit log should not
+see).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    actor: str
+    scope: str
+    method: str
+    route: str
+    path: str
+    status: int
+    remote_addr: str | None = None
+    forwarded_for: str | None = None
+    user_agent: str | None = None
+    dag_id: str | None = None
+    run_id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _clip(value: str | None, size: int) -> str | None:
+    return None if value is None else value[:size]
+
+
+async def record(conn: AsyncConnection, entry: AuditRecord) -> None:
+    await conn.execute(text("""
+        INSERT INTO audit_events (actor, scope, method, route, path, status, remote_addr, forwarded_for, user_agent,
+                                  dag_id, run_id, details)
+        VALUES (:actor, :scope, :method, :route, :path, :status, :remote_addr, :forwarded_for, :user_agent,
+                :dag_id, :run_id, CAST(:details AS jsonb))
+    """), {"actor": entry.actor[:100], "scope": entry.scope[:10], "method": entry.method[:10],
+           "route": entry.route[:200], "path": entry.path[:1000], "status": entry.status,
+           "remote_addr": _clip(entry.remote_addr, 100), "forwarded_for": _clip(entry.forwarded_for, 300),
+           "user_agent": _clip(entry.user_agent, 300), "dag_id": _clip(entry.dag_id, 50),
+           "run_id": _clip(entry.run_id, 250), "details": json.dumps(entry.details, default=str)})
+
+
+async def list_events(conn: AsyncConnection, *, before_id: int | None, limit: int, actor: str | None,
+                      dag_id: str | None) -> list[dict[str, Any]]:
+    """Newest first, up to ``limit + 1`` older than ``before_id``."""
+    rows = await conn.execute(text("""
+        SELECT id, ts, actor, scope, method, route, path, status, remote_addr, forwarded_for, user_agent, dag_id,
+               run_id, details
+        FROM audit_events
+        WHERE (CAST(:before AS bigint) IS NULL OR id < :before)
+          AND (CAST(:actor AS text) IS NULL OR actor = :actor)
+          AND (CAST(:dag_id AS text) IS NULL OR dag_id = :dag_id)
+        ORDER BY id DESC LIMIT :limit
+    """), {"before": before_id, "limit": limit + 1, "actor": actor, "dag_id": dag_id})
+    return [dict(r._mapping) for r in rows]

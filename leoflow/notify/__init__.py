@@ -1,0 +1,1 @@
+"""Webhook notifications: the leader's outcome observer and its deliverer (see their modules)."""

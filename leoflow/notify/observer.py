@@ -1,0 +1,127 @@
+"""The outcome observer: run endings and failed tries become notifications and per-DAG counts.
+
+A leader service. Every ``interval`` (and at once while there is a backlog) it reads a batch of
+endings nobody has observed yet and, in one fenced transaction (:mod:`leoflow.db.outcome_store`):
+
+- marks them observed (a compare-and-set: each ending is handled exactly once per term);
+- adds to the outbox one row per webhook that wants the event (:mod:`leoflow.model.notify`):
+  the DAG's own ``notify`` rules, or, for a DAG without any, ``LEOFLOW_NOTIFY_WEBHOOK`` for the
+  events of ``LEOFLOW_NOTIFY_EVENTS``;
+- adds the run's duration to ``dag_run_stats`` and each failed try to ``task_failure_counts``
+  (what every replica exports as the per-DAG metrics).
+
+It never touches a task instance or a run's state, so it cannot delay or change scheduling;
+the scheduler does not know it exists. One ending whose notification cannot be built (a bug,
+a rule stored by an older version) is logged and still counted, never retried forever.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+from leoflow.db import outcome_store
+from leoflow.db.outcome_store import FailedTry, OutboxRow, RunEnding, RunStatsDelta
+from leoflow.leadership import LeaderContext, run_periodically
+from leoflow.model.dag_metrics import DURATION_BUCKETS, bin_index
+from leoflow.model.notify import EventFacts, NotifyRule, event_of_run, payload, rule_from_canonical
+
+log = logging.getLogger(__name__)
+
+#: How long the deliverer keeps retrying one notification before marking it failed.
+GIVE_UP_AFTER = timedelta(hours=24)
+
+
+class OutcomeObserver:
+    """LeaderService: see the module docstring."""
+
+    name = "outcome-observer"
+
+    def __init__(self, *, batch: int = 500, interval: float = 1.0) -> None:
+        self.batch = batch
+        self.interval = interval
+
+    async def run(self, ctx: LeaderContext) -> None:
+        await run_periodically(ctx, self.name, self.observe_once, interval=self.interval)
+
+    async def observe_once(self, ctx: LeaderContext) -> bool:
+        """Handle one batch; True when more may be waiting."""
+        async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
+            endings = await outcome_store.lock_run_endings(conn, self.batch)
+            tries = await outcome_store.lock_failed_tries(conn, self.batch)
+            if not endings and not tries:
+                return False
+            now = ctx.clock.now()
+            outbox = [row for e in endings for row in _guarded(ctx, e)] + \
+                     [row for t in tries if t.retried for row in _guarded(ctx, t)]
+            failures: dict[tuple[str, str], int] = defaultdict(int)
+            for t in tries:
+                failures[(t.dag_id, t.task_id)] += 1
+            await outcome_store.mark_runs_observed(conn, [e.run_pk for e in endings])
+            await outcome_store.mark_tries_observed(conn, [t.try_pk for t in tries], now)
+            await outcome_store.add_run_stats(conn, run_stats(endings))
+            await outcome_store.add_task_failures(conn, failures)
+            await outcome_store.add_to_outbox(conn, outbox, now, GIVE_UP_AFTER)
+        if outbox:
+            log.info("notifications queued", extra={"notifications": len(outbox), "term": ctx.term})
+        return len(endings) == self.batch or len(tries) == self.batch
+
+
+def run_stats(endings: list[RunEnding]) -> list[RunStatsDelta]:
+    """The endings summed per (DAG, state), with their histogram bins."""
+    grouped: dict[tuple[str, str], list[RunEnding]] = defaultdict(list)
+    for e in endings:
+        grouped[(e.dag_id, e.state)].append(e)
+    deltas = []
+    for (dag_id, state), group in sorted(grouped.items()):
+        bins = [0] * (len(DURATION_BUCKETS) + 1)
+        for e in group:
+            bins[bin_index(e.duration_seconds)] += 1
+        deltas.append(RunStatsDelta(dag_id=dag_id, state=state, runs=len(group),
+                                    duration_sum=sum(e.duration_seconds for e in group), bins=bins,
+                                    last_ended_at=max(e.ended_at for e in group)))
+    return deltas
+
+
+def _guarded(ctx: LeaderContext, ending: RunEnding | FailedTry) -> list[OutboxRow]:
+    try:
+        return outbox_rows(ctx, ending)
+    except Exception:  # boundary: one ending's notification, never the batch (see the module docstring)
+        log.exception("cannot build the notification of an ending; it is counted but not notified",
+                      extra={"dag_id": ending.dag_id, "run_id": ending.run_id})
+        return []
+
+
+def outbox_rows(ctx: LeaderContext, ending: RunEnding | FailedTry) -> list[OutboxRow]:
+    """One row per webhook that wants this ending's event (none for a cancelled run)."""
+    if isinstance(ending, RunEnding):
+        event = event_of_run(ending.state, ending.reason)
+        if event is None:
+            return []
+        facts = EventFacts(event=event, dag_id=ending.dag_id, run_id=ending.run_id, state=ending.state,
+                           logical_date=_iso(ending.logical_date), task_id=ending.failed_task_id,
+                           try_number=ending.failed_try_number, reason=ending.reason or ending.failed_reason,
+                           duration_seconds=round(ending.duration_seconds, 3))
+    else:
+        reason = ending.reason or (f"exit code {ending.exit_code}" if ending.exit_code is not None else None)
+        facts = EventFacts(event="retry", dag_id=ending.dag_id, run_id=ending.run_id, state="up_for_retry",
+                           logical_date=_iso(ending.logical_date), task_id=ending.task_id,
+                           try_number=ending.try_number, reason=reason)
+    body = payload(facts, cluster=ctx.cluster, dashboard_url=ctx.settings.dashboard_url)
+
+    def row(target: str, webhook: dict[str, Any]) -> OutboxRow:
+        return OutboxRow(run_pk=ending.run_pk, dag_id=ending.dag_id, run_id=ending.run_id, task_id=facts.task_id,
+                         try_number=facts.try_number, event=facts.event, target=target, webhook=webhook, payload=body)
+
+    if ending.notify is None:
+        defaults = ctx.settings.notify
+        wanted = facts.event in defaults.events or (facts.event == "deadline" and "failure" in defaults.events)
+        return [row("default", {})] if defaults.webhook and wanted else []
+    rules: list[NotifyRule] = [rule_from_canonical(doc) for doc in ending.notify]
+    return [row("dag", rule.webhook.to_canonical()) for rule in rules if rule.wants(facts.event)]
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
