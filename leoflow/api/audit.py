@@ -49,6 +49,8 @@ def _db(request: Request) -> PooledDatabase:
 def _entry(request: Request, status: int, *, dag_id: str | None = None, run_id: str | None = None,
            details: dict[str, Any] | None = None) -> AuditRecord | None:
     principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:  # refused before it was set: a valid token with the wrong scope is still known
+        principal = request.app.state.api.auth.identify(request.headers.get("authorization"))
     if principal is None:
         return None
     route = request.scope.get("route")
@@ -68,6 +70,8 @@ class AuditedWrite:
     conn: Connection
     status: int
     details: dict[str, Any] = field(default_factory=dict)
+    #: The run the write created or touched, when the path does not name it (a trigger).
+    run_id: str | None = None
 
 
 @asynccontextmanager
@@ -79,9 +83,9 @@ async def audited_transaction(request: Request, *, status: int = 200, dag_id: st
     ``details`` (ids and counts, never bodies) through the yielded :class:`AuditedWrite`.
     """
     async with _db(request).transaction() as conn:
-        write = AuditedWrite(conn=conn, status=status)
+        write = AuditedWrite(conn=conn, status=status, run_id=run_id)
         yield write
-        entry = _entry(request, write.status, dag_id=dag_id, run_id=run_id, details=write.details)
+        entry = _entry(request, write.status, dag_id=dag_id, run_id=write.run_id, details=write.details)
         if entry is not None:
             await audit_store.record(conn, entry)
             request.state.audited = True

@@ -99,7 +99,7 @@ async def trigger_run(request: Request) -> Response:
         if target.params is not None:
             conf = await checked_conf(target.params, conf)
         created = await dag_store.trigger_run(write.conn, dag_id, run_id=run_id, conf=conf, clock=SystemClock())
-        write.details["run_id"] = created
+        write.details["run_id"] = write.run_id = created
         run = await api_queries.get_run(write.conn, dag_id, created)
     assert run is not None
     return JsonResponse(_run(run), status_code=201)

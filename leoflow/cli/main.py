@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "configure_logging", True):
             configure_logging(fmt=settings.logging.format, level=settings.logging.level,
                               node_id=settings.cluster.node_id,
-                              secrets=[t.token for t in settings.api.tokens])
+                              secrets=[t.token for t in settings.api.tokens] + settings.notify.secrets())
         result = args.handler(args, settings)
         return int(result or 0)
     except SettingsError as exc:

@@ -139,6 +139,10 @@ class NotifySettings:
     def header_value(self, env: str) -> str | None:
         return dict(self.header_values).get(env)
 
+    def secrets(self) -> list[str]:
+        """Values logs must never show (the default webhook URL carries its credential)."""
+        return [v for v in (self.webhook, *(value for _, value in self.header_values)) if v]
+
 
 def default_home() -> Path:
     return Path(v.HOME.default).expanduser()

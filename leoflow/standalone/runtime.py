@@ -164,7 +164,8 @@ def run_standalone(settings: Settings, options: StandaloneOptions, *,
         if admin is not None:  # the generated token must never reach a log line either
             configure_logging(fmt=settings.logging.format, level=settings.logging.level,
                               node_id=settings.cluster.node_id,
-                              secrets=[admin.token, *(t.token for t in settings.api.tokens)])
+                              secrets=[admin.token, *(t.token for t in settings.api.tokens),
+                                       *settings.notify.secrets()])
         effective = standalone_settings(settings, database_url=database_url, host=options.host,
                                         port=options.port, admin_token=admin)
         example_run = None

@@ -27,8 +27,9 @@ def free_port() -> int:
 def serve(app: Starlette) -> Iterator[str]:
     """Run ``app`` until the block ends; yields its base URL."""
     port = free_port()
+    # proxy_headers off, as `leoflow serve` runs (X-Forwarded-For is data, never the peer).
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                            access_log=False)
+                            access_log=False, proxy_headers=False)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()
