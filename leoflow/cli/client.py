@@ -4,9 +4,11 @@ Every verb is one or a few HTTP calls to ``/api/v2`` on whichever replica ``LEOF
 (any replica answers; none needs to be the leader). Failures end in one line on stderr and
 exit 1, never a traceback: the server's error message is shown as is (it names the offending
 field), and transport problems are explained (connection refused, timeout, 401 → set
-LEOFLOW_TOKEN). ``runs trigger --wait`` polls the run until it ends, drawing a live summary of
-its task states; it rides out short outages (a failover, a restarting database) and exits 0 on
-success, 1 on failure or cancellation.
+LEOFLOW_TOKEN). Read verbs take ``--output json`` (the API's answer, for scripts).
+
+This module holds the first verbs (list, pause, trigger, list and show runs, logs);
+the others live beside it by subject (:mod:`.dags`, :mod:`.runs`, :mod:`.backfill`,
+:mod:`.operations`, :mod:`.dags_sync` for apply/sync/delete), all built on :mod:`leoflow.cli.api`.
 """
 
 from __future__ import annotations
@@ -14,157 +16,63 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from typing import Any, NoReturn
+from typing import Any
 
-import httpx
-
-from leoflow.errors import LeoflowError
-from leoflow.model.states import TERMINAL_RUN_STATES
+from leoflow.cli.api import (
+    Api,
+    ApiUnavailable,
+    ClientError,
+    dag_path,
+    group,
+    print_json,
+    q,
+    run_path,
+    short,
+    table,
+    usage,
+    verb,
+    wants_json,
+)
 from leoflow.settings import Settings
-from leoflow.standalone.discovery import client_settings
 
-#: Seconds between polls of ``runs trigger --wait``: the scheduler reacts within a tick (1 s).
-WAIT_POLL_INTERVAL = 0.5
-#: How long ``--wait`` keeps retrying while the API is unreachable before giving up.
-WAIT_OUTAGE_TOLERANCE = 120.0
-STATE_ORDER = ("success", "running", "queued", "up_for_retry", "pending", "failed", "upstream_failed",
-               "cancelled")
+__all__ = ["Api", "ApiUnavailable", "ClientError", "register"]
 
-
-class ClientError(LeoflowError):
-    """The API refused the request or could not be reached."""
-
-    def __init__(self, message: str | None = None, *, status: int | None = None, details: Any = None) -> None:
-        super().__init__(message)
-        #: The HTTP status and the error envelope's ``details`` when the API answered.
-        self.status = status
-        self.details = details
-
-
-class ApiUnavailable(ClientError):
-    """The API could not be reached or answered 503 (retryable)."""
-
-
-class Api:
-    """A small synchronous client of the Leoflow HTTP API."""
-
-    def __init__(self, settings: Settings, *, timeout: float = 30.0) -> None:
-        # With no LEOFLOW_TOKEN, a live local standalone serving exactly LEOFLOW_URL lends its
-        # stored admin token (never sent to any other server).
-        client = client_settings(settings)
-        self.base = client.url.rstrip("/")
-        headers = {"User-Agent": "leoflow-cli"}
-        if client.token:
-            headers["Authorization"] = f"Bearer {client.token}"
-        self._http = httpx.Client(base_url=self.base, headers=headers, timeout=timeout)
-
-    def close(self) -> None:
-        self._http.close()
-
-    def request(self, method: str, path: str, *, ok: tuple[int, ...] = (200,), **kwargs: Any) -> httpx.Response:
-        try:
-            answer = self._http.request(method, path, **kwargs)
-        except httpx.ConnectError as exc:
-            reason = "connection refused" if "refused" in str(exc).lower() else str(exc) or type(exc).__name__
-            raise ApiUnavailable(f"cannot reach the Leoflow API at {self.base} ({reason}); "
-                                 "check LEOFLOW_URL") from None
-        except httpx.TimeoutException:
-            raise ApiUnavailable(f"the Leoflow API at {self.base} did not answer in time") from None
-        except httpx.HTTPError as exc:
-            raise ApiUnavailable(f"request to {self.base} failed: {exc or type(exc).__name__}") from None
-        if answer.status_code in ok:
-            return answer
-        message, details = _error_message(answer)
-        status = answer.status_code
-        if status == 401:
-            raise ClientError(f"unauthorized: {message} (set LEOFLOW_TOKEN to a valid API token)", status=status)
-        if status == 403:
-            raise ClientError(f"forbidden: {message}", status=status)
-        if status == 503:
-            raise ApiUnavailable(f"service unavailable: {message}", status=status)
-        raise ClientError(message, status=status, details=details)
-
-    def json(self, method: str, path: str, **kwargs: Any) -> Any:
-        answer = self.request(method, path, **kwargs)
-        try:
-            return answer.json()
-        except ValueError:
-            raise ClientError(f"{self.base}{path} did not answer with JSON; is LEOFLOW_URL a Leoflow API?") from None
-
-    def pages(self, path: str, params: dict[str, Any] | None = None, *, limit: int | None = None) -> list[Any]:
-        """Items of a paginated list, following cursors (up to ``limit`` items)."""
-        items: list[Any] = []
-        query = dict(params or {})
-        while True:
-            query["limit"] = min(500, limit - len(items)) if limit else 500
-            body = self.json("GET", path, params=query)
-            items += body["items"]
-            if not body.get("next_cursor") or (limit and len(items) >= limit):
-                return items
-            query["cursor"] = body["next_cursor"]
-
-
-def _error_message(answer: httpx.Response) -> tuple[str, Any]:
-    """The error envelope's message and details (None when the answer is not one)."""
-    try:
-        error = answer.json()["error"]
-        return str(error["message"]), error.get("details")
-    except (ValueError, KeyError, TypeError, AttributeError):
-        text = answer.text.strip().splitlines()
-        return f"HTTP {answer.status_code}" + (f": {text[0][:200]}" if text else ""), None
-
-
-def _quote(segment: str) -> str:
-    from urllib.parse import quote
-
-    return quote(segment, safe="")
-
-
-# --------------------------------------------------------------------------- registration
 
 def register(sub: Any) -> None:
-    from leoflow.cli import dags_sync  # its verbs use this module's Api: imported here, not at the top
+    from leoflow.cli import dags_sync
 
-    dags = sub.add_parser("dags", help="apply, sync, list, pause, unpause and delete DAGs (via the HTTP API)")
-    dverbs = dags.add_subparsers(dest="dags_command", metavar="VERB", parser_class=type(dags))
-    dverbs.required = True
-    dags_sync.register(dverbs)
-    lst = dverbs.add_parser("list", help="list DAGs")
-    lst.set_defaults(handler=dags_list, configure_logging=False)
-    for verb, paused in (("pause", True), ("unpause", False)):
-        p = dverbs.add_parser(verb, help=f"{verb} a DAG" + (" (no new scheduled runs)" if paused else ""))
+    dags = group(sub, "dags", "apply, sync, list, show, pause, delete DAGs; backfill them (via the HTTP API)")
+    dags_sync.register(dags)
+    verb(dags, "list", "list DAGs", dags_list, "GET /api/v2/dags", read=True)
+    for name, paused in (("pause", True), ("unpause", False)):
+        p = verb(dags, name, f"{name} a DAG" + (" (no new scheduled runs)" if paused else ""), dags_pause,
+                 "PATCH /api/v2/dags/{dag_id}", paused=paused)
         p.add_argument("dag_id", metavar="DAG")
-        p.set_defaults(handler=dags_pause, paused=paused, configure_logging=False)
 
-    runs = sub.add_parser("runs", help="trigger, list and show DAG runs (via the HTTP API)")
-    rverbs = runs.add_subparsers(dest="runs_command", metavar="VERB", parser_class=type(runs))
-    rverbs.required = True
-    trig = rverbs.add_parser("trigger", help="start a manual run")
+    runs = group(sub, "runs", "trigger, list, show, cancel and follow DAG runs (via the HTTP API)")
+    trig = verb(runs, "trigger", "start a manual run", runs_trigger, "POST /api/v2/dags/{dag_id}/runs",
+                "GET /api/v2/dags/{dag_id}/runs/{run_id}")
     trig.add_argument("dag_id", metavar="DAG")
     trig.add_argument("--run-id", help="run id (default: generated)")
     trig.add_argument("--conf", type=_conf, default=None, help="run configuration as a JSON object")
     trig.add_argument("--wait", action="store_true", help="follow the run until it ends; exit 0 on success")
-    trig.set_defaults(handler=runs_trigger, configure_logging=False)
-    rl = rverbs.add_parser("list", help="list a DAG's runs, newest first")
+    rl = verb(runs, "list", "list a DAG's runs, newest first", runs_list, "GET /api/v2/dags/{dag_id}/runs",
+              read=True)
     rl.add_argument("dag_id", metavar="DAG")
     rl.add_argument("--state", help="only runs in this state")
     rl.add_argument("--limit", type=int, default=50, help="most runs to show (default 50)")
-    rl.set_defaults(handler=runs_list, configure_logging=False)
-    show = rverbs.add_parser("show", help="show a run and its task instances")
+    show = verb(runs, "show", "show a run and its task instances", runs_show, "GET /api/v2/dags/{dag_id}/runs/{run_id}",
+                read=True)
     show.add_argument("dag_id", metavar="DAG")
     show.add_argument("run_id", metavar="RUN")
-    show.set_defaults(handler=runs_show, configure_logging=False)
 
-    tasks = sub.add_parser("tasks", help="task logs (via the HTTP API)")
-    tverbs = tasks.add_subparsers(dest="tasks_command", metavar="VERB", parser_class=type(tasks))
-    tverbs.required = True
-    logs = tverbs.add_parser("logs", help="print a task's log (latest try unless --try)")
+    tasks = group(sub, "tasks", "task instances and their logs (via the HTTP API)")
+    logs = verb(tasks, "logs", "print a task's log (latest try unless --try)", tasks_logs,
+                "GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs", read=True)
     logs.add_argument("dag_id", metavar="DAG")
     logs.add_argument("run_id", metavar="RUN")
     logs.add_argument("task_id", metavar="TASK")
     logs.add_argument("--try", dest="try_number", type=int, help="try number (default: the latest)")
-    logs.set_defaults(handler=tasks_logs, configure_logging=False)
 
 
 def _conf(value: str) -> dict[str, Any]:
@@ -181,34 +89,21 @@ def _conf(value: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- dags
 
-def _table(rows: list[list[str]], header: list[str]) -> None:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
-    for row in [header, *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
-
-
-def _short(ts: str | None) -> str:
-    return "-" if not ts else ts.replace("T", " ")[:19]
-
-
 def dags_list(args: argparse.Namespace, settings: Settings) -> int:
-    api = Api(settings)
-    try:
+    with Api(settings) as api:
         dags = api.pages("/api/v2/dags")
-    finally:
-        api.close()
-    _table([[d["dag_id"], "yes" if d["paused"] else "no", d["schedule"] or "-", str(d["version"]),
-             _short(d["next_run_at"]), d.get("source") or "-"] for d in dags],
-           ["DAG", "PAUSED", "SCHEDULE", "VERSION", "NEXT RUN", "SOURCE"])
+    if wants_json(args):
+        print_json(dags)
+        return 0
+    table([[d["dag_id"], "yes" if d["paused"] else "no", d["schedule"] or "-", str(d["version"]),
+            short(d["next_run_at"]), d.get("source") or "-"] for d in dags],
+          ["DAG", "PAUSED", "SCHEDULE", "VERSION", "NEXT RUN", "SOURCE"])
     return 0
 
 
 def dags_pause(args: argparse.Namespace, settings: Settings) -> int:
-    api = Api(settings)
-    try:
-        dag = api.json("PATCH", f"/api/v2/dags/{_quote(args.dag_id)}", json={"paused": args.paused})
-    finally:
-        api.close()
+    with Api(settings) as api:
+        dag = api.json("PATCH", dag_path(args.dag_id), json={"paused": args.paused})
     print(f"{dag['dag_id']}: {'paused' if dag['paused'] else 'unpaused'}")
     return 0
 
@@ -216,113 +111,64 @@ def dags_pause(args: argparse.Namespace, settings: Settings) -> int:
 # --------------------------------------------------------------------------- runs
 
 def runs_trigger(args: argparse.Namespace, settings: Settings) -> int:
-    api = Api(settings)
-    try:
+    from leoflow.cli.runs import follow
+
+    with Api(settings) as api:
         body: dict[str, Any] = {"conf": args.conf or {}}
         if args.run_id:
             body["run_id"] = args.run_id
-        run = api.request("POST", f"/api/v2/dags/{_quote(args.dag_id)}/runs", ok=(201,), json=body).json()
-        print(f"{run['dag_id']}: triggered run {run['run_id']}")
+        run = api.request("POST", f"{dag_path(args.dag_id)}/runs", ok=(201,), json=body).json()
+        print(f"{run['dag_id']}: triggered run {run['run_id']}", flush=True)
         if not args.wait:
             return 0
-        return _follow(api, run["dag_id"], run["run_id"])
-    finally:
-        api.close()
-
-
-def _summary(run: dict[str, Any]) -> str:
-    counts: dict[str, int] = {}
-    for task in run.get("tasks", []):
-        counts[task["state"]] = counts.get(task["state"], 0) + 1
-    total = sum(counts.values())
-    parts = [f"{counts[s]} {s}" for s in STATE_ORDER if counts.get(s)]
-    tasks = f"{total} tasks: " + ", ".join(parts) if total else "no tasks started yet"
-    return f"run {run['run_id']}: {run['state']} ({tasks})"
-
-
-def _follow(api: Api, dag_id: str, run_id: str) -> int:
-    """Poll the run until it ends, redrawing one status line on a TTY (a line per change otherwise)."""
-    tty = sys.stdout.isatty()
-    path = f"/api/v2/dags/{_quote(dag_id)}/runs/{_quote(run_id)}"
-    last = ""
-    outage_since: float | None = None
-    while True:
-        try:
-            run = api.json("GET", path)
-            outage_since = None
-        except ApiUnavailable as exc:
-            outage_since = outage_since or time.monotonic()
-            if time.monotonic() - outage_since > WAIT_OUTAGE_TOLERANCE:
-                raise ClientError(f"gave up waiting for run {run_id}: {exc}") from None
-            time.sleep(1.0)
-            continue
-        line = _summary(run)
-        if line != last:
-            if tty:
-                print("\r\033[K" + line, end="", flush=True)
-            else:
-                print(line, flush=True)
-            last = line
-        if run["state"] in TERMINAL_RUN_STATES:
-            if tty:
-                print()
-            failed = [t["task_id"] for t in run.get("tasks", []) if t["state"] in ("failed", "upstream_failed")]
-            if run["state"] != "success":
-                detail = f"; failed tasks: {', '.join(failed)}" if failed else ""
-                print(f"leoflow: run {run_id} {run['state']}{detail}", file=sys.stderr)
-                return 1
-            return 0
-        time.sleep(WAIT_POLL_INTERVAL)
+        return follow(api, run["dag_id"], run["run_id"])
 
 
 def runs_list(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
-        _usage("--limit must be at least 1")
-    api = Api(settings)
-    try:
+        usage("--limit must be at least 1")
+    with Api(settings) as api:
         params = {"state": args.state} if args.state else {}
-        runs = api.pages(f"/api/v2/dags/{_quote(args.dag_id)}/runs", params, limit=args.limit)
-    finally:
-        api.close()
-    _table([[r["run_id"], r["state"], r["run_type"], _short(r["created_at"]), _short(r["ended_at"])]
-            for r in runs], ["RUN", "STATE", "TYPE", "CREATED", "ENDED"])
+        runs = api.pages(f"{dag_path(args.dag_id)}/runs", params, limit=args.limit)
+    if wants_json(args):
+        print_json(runs)
+        return 0
+    table([[r["run_id"], r["state"], r["run_type"], short(r["created_at"]), short(r["ended_at"])]
+           for r in runs], ["RUN", "STATE", "TYPE", "CREATED", "ENDED"])
     return 0
 
 
 def runs_show(args: argparse.Namespace, settings: Settings) -> int:
-    api = Api(settings)
-    try:
-        run = api.json("GET", f"/api/v2/dags/{_quote(args.dag_id)}/runs/{_quote(args.run_id)}")
-    finally:
-        api.close()
+    with Api(settings) as api:
+        run = api.json("GET", run_path(args.dag_id, args.run_id))
+    if wants_json(args):
+        print_json(run)
+        return 0
     print(f"dag:      {run['dag_id']} (version {run['dag_version']})")
     print(f"run:      {run['run_id']} ({run['run_type']})")
-    print(f"state:    {run['state']}")
-    print(f"created:  {_short(run['created_at'])}   started: {_short(run['started_at'])}   "
-          f"ended: {_short(run['ended_at'])}")
+    print(f"state:    {run['state']}" + (f" ({run['reason']})" if run.get("reason") else ""))
+    print(f"created:  {short(run['created_at'])}   started: {short(run['started_at'])}   "
+          f"ended: {short(run['ended_at'])}")
     if run["conf"]:
         print(f"conf:     {json.dumps(run['conf'])}")
     print()
-    _table([[t["task_id"], t["state"], f"{t['try_number']}/{t['max_tries']}", _short(t["started_at"]),
-             _short(t["ended_at"]), t["reason"] or ""] for t in run["tasks"]],
-           ["TASK", "STATE", "TRIES", "STARTED", "ENDED", "REASON"])
+    table([[t["task_id"], t["state"], f"{t['try_number']}/{t['max_tries']}", short(t["started_at"]),
+            short(t["ended_at"]), t["reason"] or ""] for t in run["tasks"]],
+          ["TASK", "STATE", "TRIES", "STARTED", "ENDED", "REASON"])
     return 0
 
 
 def tasks_logs(args: argparse.Namespace, settings: Settings) -> int:
     if args.try_number is not None and args.try_number < 1:
-        _usage("--try must be at least 1")
-    api = Api(settings)
-    try:
+        usage("--try must be at least 1")
+    with Api(settings) as api:
         params = {"try": args.try_number} if args.try_number else {}
-        answer = api.request("GET", f"/api/v2/dags/{_quote(args.dag_id)}/runs/{_quote(args.run_id)}"
-                             f"/tasks/{_quote(args.task_id)}/logs", params=params)
-    finally:
-        api.close()
+        answer = api.request("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/logs",
+                             params=params)
+    if wants_json(args):
+        print_json({"try_number": int(answer.headers.get("x-leoflow-try", "0")),
+                    "complete": answer.headers.get("x-leoflow-log-complete") == "true", "content": answer.text})
+        return 0
     sys.stdout.write(answer.text)
     return 0
 
-
-def _usage(message: str) -> NoReturn:
-    print(f"leoflow: error: {message}", file=sys.stderr)
-    raise SystemExit(2)

@@ -22,16 +22,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from leoflow.cli.client import Api, ApiUnavailable, ClientError, _quote, _usage
+from leoflow.cli.api import Api, ApiUnavailable, ClientError, dag_path, usage, verb
 from leoflow.errors import ValidationFailed
-from leoflow.housekeeping.dag_directory import DagDirectoryError, read_dag_directory
-from leoflow.model.dag_files import source_label
-from leoflow.model.documents import Document, DocumentError, describe, load_documents
 from leoflow.settings import Settings
+
+if TYPE_CHECKING:  # yaml and the DAG model load when apply/sync run, not when any verb parses
+    from leoflow.model.documents import Document
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -39,12 +37,13 @@ STDIN_NAME = "<stdin>"
 
 def register(dverbs: Any) -> None:
     """Add ``apply``, ``sync`` and ``delete`` to the ``dags`` verb group."""
-    apply = dverbs.add_parser("apply", help="create or update DAGs from YAML/JSON files ('-' reads stdin)")
+    apply = verb(dverbs, "apply", "create or update DAGs from YAML/JSON files ('-' reads stdin)", dags_apply,
+                 "POST /api/v2/dags")
     apply.add_argument("files", nargs="+", metavar="FILE",
                        help="DAG spec files (YAML, several documents allowed; JSON), or - for stdin")
-    apply.set_defaults(handler=dags_apply, configure_logging=False)
 
-    sync = dverbs.add_parser("sync", help="make the DAGs match a directory of DAG files, all or nothing")
+    sync = verb(dverbs, "sync", "make the DAGs match a directory of DAG files, all or nothing", dags_sync,
+                "POST /api/v2/dags:sync")
     sync.add_argument("directory", metavar="DIR", help="directory of *.yaml, *.yml and *.json files (or one file)")
     sync.add_argument("--prune", action="store_true",
                       help="delete DAGs of this source that no file defines any more")
@@ -53,11 +52,10 @@ def register(dverbs: Any) -> None:
     sync.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     sync.add_argument("--source", metavar="NAME",
                       help="sync source label owning these DAGs (default: LEOFLOW_DAGS_SOURCE, else 'default')")
-    sync.set_defaults(handler=dags_sync, configure_logging=False)
 
-    delete = dverbs.add_parser("delete", help="delete DAGs (active runs are cancelled; history is kept)")
+    delete = verb(dverbs, "delete", "delete DAGs (active runs are cancelled; history is kept)", dags_delete,
+                  "DELETE /api/v2/dags/{dag_id}")
     delete.add_argument("dag_ids", nargs="+", metavar="DAG")
-    delete.set_defaults(handler=dags_delete, configure_logging=False)
 
 
 def _error(message: str) -> None:
@@ -68,6 +66,8 @@ def _error(message: str) -> None:
 
 def _read(name: str) -> tuple[str, str]:
     """``(display name, text)`` of a file argument (``-``: stdin)."""
+    from leoflow.model.documents import DocumentError
+
     if name == STDIN:
         return STDIN_NAME, sys.stdin.read()
     path = Path(name)
@@ -80,6 +80,10 @@ def _read(name: str) -> tuple[str, str]:
 
 
 def _apply_document(api: Api, document: Document, several: bool) -> str:
+    import yaml
+
+    from leoflow.model.documents import DocumentError
+
     body = yaml.safe_dump(document.data, sort_keys=False, allow_unicode=True)
     try:
         answer = api.request("POST", "/api/v2/dags", ok=(200, 201), content=body.encode(),
@@ -99,8 +103,10 @@ def _apply_document(api: Api, document: Document, several: bool) -> str:
 
 
 def dags_apply(args: argparse.Namespace, settings: Settings) -> int:
+    from leoflow.model.documents import DocumentError, load_documents
+
     if args.files.count(STDIN) > 1:
-        _usage("'-' (stdin) can be given only once")
+        usage("'-' (stdin) can be given only once")
     api = Api(settings)
     failed = 0
     try:
@@ -128,15 +134,19 @@ def dags_apply(args: argparse.Namespace, settings: Settings) -> int:
 # --------------------------------------------------------------------------- sync
 
 def _source(args: argparse.Namespace, settings: Settings) -> str:
+    from leoflow.model.dag_files import source_label
+
     try:
         return source_label(args.source if args.source is not None else settings.dag_files.source, "--source")
     except ValidationFailed as exc:
-        _usage(str(exc))
+        usage(str(exc))
 
 
 def dags_sync(args: argparse.Namespace, settings: Settings) -> int:
+    from leoflow.housekeeping.dag_directory import DagDirectoryError, read_dag_directory
+
     if args.prune_unlabeled and not args.prune:
-        _usage("--prune-unlabeled only applies together with --prune")
+        usage("--prune-unlabeled only applies together with --prune")
     source = _source(args, settings)
     try:
         snapshot = read_dag_directory(Path(args.directory))
@@ -169,6 +179,8 @@ def dags_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _report(problems: list[Any]) -> int:
+    from leoflow.model.documents import describe
+
     for problem in problems:
         _error(describe(problem) if isinstance(problem, dict) else str(problem))
     files = {p.get("file") for p in problems if isinstance(p, dict)}
@@ -204,7 +216,7 @@ def dags_delete(args: argparse.Namespace, settings: Settings) -> int:
     try:
         for dag_id in args.dag_ids:
             try:
-                api.request("DELETE", f"/api/v2/dags/{_quote(dag_id)}", ok=(204,))
+                api.request("DELETE", dag_path(dag_id), ok=(204,))
             except ApiUnavailable:
                 raise
             except ClientError as exc:

@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from leoflow.clock import SystemClock
-from leoflow.db import migrations
-from leoflow.db.database import Database
-from leoflow.db.retention_store import PurgeCounts
-from leoflow.housekeeping.retention import policy_for, purge
 from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.db.retention_store import PurgeCounts
 
 
 def register(sub: Any) -> None:
@@ -47,6 +45,8 @@ def register(sub: Any) -> None:
 
 
 def upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from leoflow.db import migrations  # imported by the verb: client verbs never load alembic
+
     url = settings.require_database_url()
     migrations.upgrade(url, args.revision)
     print(f"schema at {_current(settings) or 'base'} (head {migrations.head_revision()})")
@@ -54,6 +54,8 @@ def upgrade(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def downgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from leoflow.db import migrations
+
     url = settings.require_database_url()
     migrations.downgrade(url, args.revision)
     print(f"schema at {_current(settings) or 'base'}")
@@ -61,10 +63,14 @@ def downgrade(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _current(settings: Settings) -> str | None:
+    from leoflow.db import migrations
+
     return migrations.current_revision(settings.require_database_url())
 
 
 def current(args: argparse.Namespace, settings: Settings) -> int:
+    from leoflow.db import migrations
+
     settings.require_database_url()
     revision = _current(settings)
     head = migrations.head_revision()
@@ -87,6 +93,11 @@ def cutoff_arg(value: str) -> datetime:
 
 
 async def _purge(settings: Settings, cutoff: datetime, dry_run: bool) -> PurgeCounts:
+    # Imported by the verb: parsing any command line (client verbs too) loads no database code.
+    from leoflow.clock import SystemClock
+    from leoflow.db.database import Database
+    from leoflow.housekeeping.retention import policy_for, purge
+
     db = Database.with_pool(settings.database, application_name="leoflow-purge", pool_size=1)
     try:
         return await purge(db, policy_for(cutoff, settings.executor.kind), now=SystemClock().now(), dry_run=dry_run)

@@ -24,6 +24,10 @@ COMMAND_MODULES = (
     "leoflow.cli.standalone",
     "leoflow.cli.serve",
     "leoflow.cli.client",
+    "leoflow.cli.dags",
+    "leoflow.cli.backfill",
+    "leoflow.cli.runs",
+    "leoflow.cli.operations",
 )
 
 

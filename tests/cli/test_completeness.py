@@ -1,0 +1,163 @@
+"""Every API operation has a CLI verb, and every verb calls exactly the operations it declares.
+
+The first test walks the OpenAPI document (the same one the API serves, kept equal to the route
+table by tests/api) and the CLI's parser tree: each operation must be named by some verb's
+``operations``. The second runs *every* verb against a live API and records which operations
+the server saw for each, so a declaration cannot claim a call the verb does not make.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from starlette.types import Receive, Scope, Send
+
+from leoflow.api.app import create_app
+from leoflow.api.openapi import openapi_document
+from leoflow.cli.main import build_parser, main
+from tests.api.conftest import ADMIN_TOKEN, api_settings, seed_task
+from tests.api.live import serve
+
+#: Verbs that read but print no table, so take no --output: Prometheus text, a JSON document
+#: already, a live follower.
+NO_OUTPUT_FLAG = {"api metrics", "api openapi", "runs wait"}
+
+
+def leaf_verbs(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from leaf_verbs(child, f"{prefix} {name}".strip())
+            return
+    yield prefix, parser
+
+
+def client_verbs() -> dict[str, argparse.ArgumentParser]:
+    return {name: p for name, p in leaf_verbs(build_parser()) if p.get_default("operations") is not None}
+
+
+def api_operations() -> set[str]:
+    return {f"{method.upper()} {path}" for path, ops in openapi_document()["paths"].items() for method in ops}
+
+
+def test_every_api_operation_has_a_cli_verb() -> None:
+    declared = {op for p in client_verbs().values() for op in p.get_default("operations")}
+    missing = api_operations() - declared
+    assert not missing, f"API operations without a CLI verb: {sorted(missing)}"
+    assert declared <= api_operations(), f"verbs name operations the API lacks: {sorted(declared - api_operations())}"
+
+
+def test_every_read_verb_takes_output_json() -> None:
+    for name, parser in client_verbs().items():
+        reads_only = all(op.startswith("GET ") for op in parser.get_default("operations"))
+        has_output = any(a.dest == "output" for a in parser._actions)
+        if reads_only and name not in NO_OUTPUT_FLAG:
+            assert has_output, f"`leoflow {name}` reads but has no --output json"
+
+
+def test_the_walk_would_notice_a_missing_verb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards the first test: an operation no verb declares is reported."""
+    document = openapi_document()
+    extra = {**document, "paths": {**document["paths"], "/api/v2/imaginary": {"get": {}}}}
+    monkeypatch.setattr("tests.cli.test_completeness.openapi_document", lambda: extra)
+    with pytest.raises(AssertionError, match="imaginary"):
+        test_every_api_operation_has_a_cli_verb()
+
+
+class SeenOperations:
+    """ASGI wrapper recording ``METHOD /route/template`` of every request the app routed."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.seen: list[str] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+        if scope["type"] == "http":
+            route = scope.get("route")
+            self.seen.append(f"{scope['method']} {getattr(route, 'path', scope['path'])}")
+
+
+#: One invocation per verb, in an order that leaves the objects each next one needs.
+INVOCATIONS: list[tuple[str, list[str]]] = [
+    ("api health", []), ("api ready", []), ("api metrics", []), ("api openapi", []),
+    ("dags apply", ["{spec}"]), ("dags replace", ["etl", "{spec}"]), ("dags list", []), ("dags show", ["etl"]),
+    ("dags show", ["etl", "--version", "1"]),  # its second operation
+    ("dags versions", ["etl"]), ("dags pause", ["etl"]), ("dags unpause", ["etl"]),
+    ("runs trigger", ["etl", "--run-id", "r2"]), ("runs trigger", ["etl", "--run-id", "r3", "--wait"]),
+    ("runs list", ["etl"]), ("runs show", ["etl", "r1"]),
+    ("runs wait", ["etl", "r1"]), ("runs cancel", ["etl", "r2"]),
+    ("tasks list", ["etl", "r1"]), ("tasks show", ["etl", "r1", "extract"]), ("tasks logs", ["etl", "r1", "extract"]),
+    ("dags backfill", ["etl", "--start", "2026-03-01", "--end", "2026-03-01T03:00:00Z"]),
+    ("backfills list", ["etl"]), ("backfills show", ["etl", "1"]), ("backfills cancel", ["etl", "1"]),
+    ("dags backfill", ["etl", "--start", "2026-03-02", "--end", "2026-03-02T03:00:00Z", "--wait"]),
+    ("cluster leader", []), ("cluster nodes", []), ("cluster events", []),
+    ("notifications list", []), ("notifications retry", ["1"]), ("audit list", []),
+    ("dags delete", ["etl"]),
+]
+
+
+#: What stands in for the leader while a verb follows something: the first statement that
+#: changes a row ends what is followed.
+ENDINGS = {
+    "dags backfill": "UPDATE backfills SET state = 'cancelled' WHERE state = 'running' RETURNING id",
+    "runs trigger": "UPDATE dag_runs SET state = 'success', ended_at = now() WHERE run_id = 'r3' "
+                    "AND state = 'queued' RETURNING id",
+}
+
+
+def _end_soon(url: str, statement: str) -> None:
+    deadline = time.monotonic() + 30
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            if conn.execute(statement).fetchall():
+                return
+            time.sleep(0.05)
+
+
+def _seed(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type) "
+                     "SELECT dag_id, 'r1', current_version_id, 'manual' FROM dags WHERE dag_id = 'etl'")
+    seed_task(url, "etl", "r1", "extract", state="success", tries=[{"log": "hello\n"}])
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE dag_runs SET state = 'success', ended_at = now() WHERE run_id = 'r1'")
+        conn.execute("INSERT INTO notifications (run_pk, dag_id, run_id, event, target, payload, give_up_at) "
+                     "SELECT id, dag_id, run_id, 'success', 'default', '{}', now() FROM dag_runs WHERE run_id = 'r1'")
+
+
+def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    verbs = client_verbs()
+    assert sorted({name for name, _ in INVOCATIONS}) == sorted(verbs), "add the new verb to INVOCATIONS"
+    spec = tmp_path / "etl.yaml"
+    spec.write_text("dag_id: etl\nschedule: '0 * * * *'\nstart_date: 2026-01-01T00:00:00Z\npaused: true\n"
+                    "tasks:\n  - {id: extract, image: busybox, command: ['true']}\n")
+    recorder = SeenOperations(create_app(api_settings(database_url)))
+    with serve(recorder) as url:  # type: ignore[arg-type]
+        monkeypatch.setenv("LEOFLOW_URL", url)
+        monkeypatch.setenv("LEOFLOW_TOKEN", ADMIN_TOKEN)
+        seen_by: dict[str, set[str]] = {}
+        for name, args in INVOCATIONS:
+            argv = [*name.split(), *(str(spec) if a == "{spec}" else a for a in args)]
+            if argv == ["runs", "trigger", "etl", "--run-id", "r2"]:
+                _seed(database_url)
+            recorder.seen.clear()
+            if "--wait" in argv:  # no leader here: end it from the side, the follower then returns
+                threading.Thread(target=_end_soon, args=(database_url, ENDINGS[name]), daemon=True).start()
+            code = main(argv)
+            out, err = capsys.readouterr()
+            # No elector holds the lock here: the leader route answers its 503, the verb exits 1.
+            # The followed backfill is cancelled: exit 1, as for a failed backfill.
+            failing = name == "cluster leader" or (name == "dags backfill" and "--wait" in argv)
+            assert code == (1 if failing else 0), (argv, out, err)
+            seen_by.setdefault(name, set()).update(recorder.seen)
+    for name, parser in verbs.items():
+        declared = set(parser.get_default("operations"))
+        assert seen_by[name] == declared, f"`leoflow {name}` declares {sorted(declared)}, calls {sorted(seen_by[name])}"
