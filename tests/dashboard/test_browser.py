@@ -57,6 +57,18 @@ TAIL_DAG = {
     "tasks": [{"id": "work", "image": "busybox:1.36",
                "command": ["sh", "-c", "echo started; sleep 6; echo finished-ok"]}],
 }
+PARAMS_DAG = {
+    "dag_id": "dash-params",
+    "schedule": "0 * * * *",
+    "start_date": "2026-01-01T00:00:00Z",
+    "paused": True,
+    "params": {"type": "object", "required": ["day"], "properties": {
+        "day": {"type": "string", "format": "date", "description": "Which day to load", "default": "2026-01-01"},
+        "limit": {"type": "integer", "minimum": 1, "default": 10},
+        "mode": {"type": "string", "enum": ["full", "delta"], "default": "delta"},
+        "dry_run": {"type": "boolean", "default": False}}},
+    "tasks": [{"id": "only", "image": "busybox:1.36", "command": ["true"]}],
+}
 PAUSE_DAG = {
     "dag_id": "dash-pause",
     "schedule": "0 3 * * *",
@@ -78,7 +90,7 @@ def retry_dag(marker: Path) -> dict[str, Any]:
 def server(live_server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     marker = tmp_path_factory.mktemp("retry") / "first-try-done"
     with live_server.client() as client:
-        for spec in (FLOW_DAG, SLOW_DAG, TAIL_DAG, PAUSE_DAG, retry_dag(marker)):
+        for spec in (FLOW_DAG, SLOW_DAG, TAIL_DAG, PAUSE_DAG, PARAMS_DAG, retry_dag(marker)):
             response = client.post("/api/v2/dags", json=spec)
             assert response.status_code in (200, 201), response.text
     yield live_server
@@ -364,6 +376,7 @@ def test_every_page_renders_usable_at(viewport: dict[str, int], server: LiveServ
         ("dag", "#/dags/dash-flow", "task-graph"),
         ("run", f"#/dags/dash-flow/runs/{run_id}", "ti-table"),
         ("logs", f"#/dags/dash-flow/runs/{run_id}/tasks/extract", "log"),
+        ("audit", "#/audit", "audit-table"),
     ]
     for name, fragment, landmark in pages:
         page.goto(f"{server.url}/{fragment}")
@@ -374,3 +387,94 @@ def test_every_page_renders_usable_at(viewport: dict[str, int], server: LiveServ
             assert box is not None and box["x"] + box["width"] <= viewport["width"], f"{link} nav off-screen on {name}"
         no_page_overflow(browse)
         browse.screenshot(f"page-{name}")
+
+
+# --------------------------------------------------------------------------- day-2 verbs
+
+def test_the_trigger_form_is_generated_from_params(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    browse.problems.tolerate("422", "/api/v2/dags/dash-params/runs")  # provoked below, on purpose
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags/dash-params")
+    page.get_by_test_id("trigger-button").click()
+    expect(page.get_by_test_id("params-form")).to_be_visible()
+    expect(page.get_by_test_id("trigger-conf")).to_be_hidden()  # no raw JSON when the schema has fields
+    expect(page.get_by_test_id("param-limit")).to_have_value("10")
+    expect(page.get_by_test_id("param-day")).to_have_attribute("type", "date")
+    expect(page.get_by_test_id("param-day")).to_have_value("2026-01-01")
+    # The server's 422 names the field.
+    page.get_by_test_id("param-limit").fill("0")
+    page.get_by_test_id("trigger-submit").click()
+    expect(page.get_by_test_id("trigger-form")).to_contain_text("conf.limit:")
+    page.get_by_test_id("param-limit").fill("10")
+    page.get_by_test_id("param-day").fill("2026-11-20")
+    page.get_by_test_id("param-mode").select_option(label="full")
+    page.get_by_test_id("param-dry_run").check()
+    page.get_by_test_id("trigger-run-id").fill("params-1")
+    page.get_by_test_id("trigger-submit").click()
+    expect(page).to_have_url(f"{server.url}/#/dags/dash-params/runs/params-1")
+    conf = api_get(server, "/dags/dash-params/runs/params-1")["conf"]
+    assert conf == {"day": "2026-11-20", "limit": 10, "mode": "full", "dry_run": True}
+    browse.screenshot("trigger-params")
+
+
+def test_backfill_from_the_dag_page_shows_progress_and_cancels(server: LiveServer,
+                                                               open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags/dash-params")
+    page.get_by_test_id("backfill-button").click()
+    page.get_by_test_id("backfill-start").fill("2026-03-01")
+    page.get_by_test_id("backfill-end").fill("2026-03-03")
+    page.get_by_test_id("backfill-max").fill("1")
+    page.get_by_test_id("backfill-submit").click()
+    rows = page.get_by_test_id("backfills-table").locator("tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("/48")
+    backfill_id = rows.first.get_attribute("data-backfill")
+    page.get_by_test_id(f"cancel-backfill-{backfill_id}").click()
+    page.get_by_test_id(f"cancel-backfill-{backfill_id}-confirm").click()
+    expect(rows.first).to_have_attribute("data-state", "cancelled")
+    assert api_get(server, f"/dags/dash-params/backfills/{backfill_id}")["state"] == "cancelled"
+    browse.screenshot("backfill")
+
+
+def test_the_audit_page_lists_writes_and_read_tokens_do_not_see_it(server: LiveServer,
+                                                                   open_page: Callable[..., Browse]) -> None:
+    trigger(server, "dash-flow", run_id="audited-1")
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/audit")
+    table = page.get_by_test_id("audit-table")
+    expect(table).to_contain_text("/api/v2/dags/dash-flow/runs")
+    expect(table.locator("tr[data-actor=dash-admin]").first).to_be_visible()
+    page.get_by_test_id("audit-actor").fill("nobody")
+    page.get_by_test_id("audit-actor").press("Enter")
+    expect(page.get_by_test_id("audit-table-empty")).to_be_visible()
+    browse.screenshot("audit")
+
+    reader = open_page(DESKTOP)
+    reader.problems.tolerate("403", "/api/v2/audit")
+    sign_in(reader, server, token=READ_TOKEN, fragment="#/audit")
+    expect(reader.page.get_by_test_id("audit-forbidden")).to_be_visible()
+    nav = reader.page.get_by_role("navigation", name="Main").get_by_role("link", name="Audit")
+    expect(nav).to_be_hidden()
+
+
+def test_the_run_page_shows_its_notifications(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    from tests.day2.harness import WebhookReceiver
+
+    require_runs_execute(server)
+    with WebhookReceiver().serving() as receiver, server.client() as client:
+        spec = {"dag_id": "dash-notify", "schedule": None, "notify": [
+            {"on": ["success"], "webhook": {"url": receiver.url}}],
+            "tasks": [{"id": "only", "image": "busybox:1.36", "command": ["true"]}]}
+        assert client.post("/api/v2/dags", json=spec).status_code in (200, 201)
+        run_id = trigger(server, "dash-notify", run_id="notified-1")
+        browse = open_page(DESKTOP)
+        sign_in(browse, server, fragment=f"#/dags/dash-notify/runs/{run_id}")
+        row = browse.page.get_by_test_id("notifications-table").locator("tbody tr")
+        expect(row).to_have_attribute("data-state", "delivered", timeout=RUN_TIMEOUT_MS)
+        expect(row).to_contain_text("success")
+        assert receiver.accepted()[0].json["run_id"] == "notified-1"
+        browse.screenshot("run-notifications")

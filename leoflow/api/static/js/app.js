@@ -2,6 +2,7 @@
 
 import { api, ApiError, detectScope, getToken, onUnauthorized, setToken } from "./api.js";
 import { fill, h } from "./dom.js";
+import auditPage from "./pages/audit.js";
 import clusterPage from "./pages/cluster.js";
 import dagPage from "./pages/dag.js";
 import dagsPage from "./pages/dags.js";
@@ -16,6 +17,7 @@ const ROUTES = [
   [/^\/?$/, clusterPage, "cluster"],
   [/^\/cluster$/, clusterPage, "cluster"],
   [/^\/dags$/, dagsPage, "dags"],
+  [/^\/audit$/, auditPage, "audit"],
   [/^\/dags\/([^/]+)$/, dagPage, "dags", ["dagId"]],
   [/^\/dags\/([^/]+)\/runs\/([^/]+)$/, runPage, "dags", ["dagId", "runId"]],
   [/^\/dags\/([^/]+)\/runs\/([^/]+)\/tasks\/([^/]+)$/, logsPage, "dags", ["dagId", "runId", "taskId"]],

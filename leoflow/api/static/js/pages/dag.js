@@ -5,6 +5,8 @@ import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, fmtDuration, fmtTime, secondsBetween, TERMINAL_RUN_STATES, timeEl } from "../format.js";
 import { dependsOn, preferVertical, taskGraph, taskId, topoOrder } from "../graph.js";
+import { backfillForm, backfillsTable } from "../backfill.js";
+import { paramsForm } from "../params.js";
 import { changeGate, crumbs, fact, notice, section, table } from "../ui.js";
 import { pausedControl } from "./dags.js";
 
@@ -27,11 +29,17 @@ function triggerForm(dagId, ctx, errors) {
   const runId = h("input", { type: "text", name: "run_id", placeholder: "optional — generated when empty",
     spellcheck: "false", "data-testid": "trigger-run-id" });
   const conf = h("textarea", { name: "conf", rows: 4, spellcheck: "false", "data-testid": "trigger-conf" }, "{}");
+  const confLabel = h("label", {}, "Conf (JSON object)", conf);
+  const paramsSlot = h("div", {});
+  let params = null; // the form generated from the DAG's params schema, when it has one
+  let paramsKey = "";
   const message = notice();
   const submit = h("button", { type: "submit", class: "primary", "data-testid": "trigger-submit" }, "Trigger");
-  const form = h("form", { class: "trigger-form", hidden: true, "data-testid": "trigger-form" },
+  // novalidate: the server checks the conf against params and names the path in its 422.
+  const form = h("form", { class: "trigger-form", hidden: true, novalidate: true, "data-testid": "trigger-form" },
     h("label", {}, "Run id", runId),
-    h("label", {}, "Conf (JSON object)", conf),
+    paramsSlot,
+    confLabel,
     message.el,
     h("div", { class: "actions" }, submit,
       h("button", { type: "button", class: "secondary", onclick: () => (form.hidden = true) }, "Close")));
@@ -39,10 +47,14 @@ function triggerForm(dagId, ctx, errors) {
     event.preventDefault();
     let parsed;
     try {
-      parsed = JSON.parse(conf.value || "{}");
-      if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("conf must be a JSON object");
+      if (params) {
+        parsed = params.value();
+      } else {
+        parsed = JSON.parse(conf.value || "{}");
+        if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("conf must be a JSON object");
+      }
     } catch (err) {
-      message.set(`conf: ${err.message}`);
+      message.set(err.message.startsWith("conf") ? err.message : `conf: ${err.message}`);
       return;
     }
     const body = { conf: parsed };
@@ -60,8 +72,17 @@ function triggerForm(dagId, ctx, errors) {
     }
   });
   const button = h("button", { type: "button", class: "primary", "data-testid": "trigger-button",
-    onclick: () => { form.hidden = !form.hidden; if (!form.hidden) conf.focus(); } }, "Trigger run");
-  return { button, form };
+    onclick: () => { form.hidden = !form.hidden; if (!form.hidden && !params) conf.focus(); } }, "Trigger run");
+  /** Rebuild the fields when the DAG's params schema changes (a new version was applied). */
+  const setSchema = (schema) => {
+    const key = JSON.stringify(schema || null);
+    if (key === paramsKey) return;
+    paramsKey = key;
+    params = schema ? paramsForm(schema) : null;
+    fill(paramsSlot, params ? params.el : null);
+    confLabel.hidden = Boolean(params);
+  };
+  return { button, form, setSchema };
 }
 
 function runsGrid(dagId, order, runs, details) {
@@ -95,14 +116,18 @@ export default {
     const facts = h("div", { class: "facts-row", "data-testid": "dag-facts" });
     const controls = h("div", { class: "page-actions" });
     const trigger = ctx.canWrite ? triggerForm(dagId, ctx, errors) : null;
+    const backfill = ctx.canWrite ? backfillForm(dagId, ctx, () => errors.set("Backfill started.", "info")) : null;
     const graph = section("Task graph", { testid: "graph" });
     const grid = section("Recent runs", { testid: "grid" });
     const runsSection = section("Runs", { testid: "runs" });
+    const backfills = section("Backfills", { testid: "backfills" });
+    backfills.el.hidden = true;
     const runsTable = runsSection.body;
     fill(root,
       crumbs(["DAGs", "#/dags"], dagId),
       h("div", { class: "page-head" }, h("h1", { class: "mono" }, dagId), controls),
-      errors.el, trigger ? trigger.form : null, facts, graph.el, grid.el, runsSection.el);
+      errors.el, trigger ? trigger.form : null, backfill ? backfill.form : null, facts, graph.el, grid.el,
+      backfills.el, runsSection.el);
     const details = new Map(); // run_id -> Map(task_id -> instance); terminal runs are cached
     let graphKey = "";
     const headChanged = changeGate();
@@ -127,8 +152,14 @@ export default {
         }));
         if (!ctx.isCurrent()) return;
 
+        const backfillList = await backfillsTable(dagId, ctx, errors.set);
+        if (!ctx.isCurrent()) return;
+        backfills.el.hidden = !backfillList;
+        fill(backfills.body, backfillList);
         if (headChanged(dag)) {
-          fill(controls, pausedControl(dag, ctx, errors.set), trigger ? trigger.button : null);
+          if (trigger) trigger.setSchema(dag.spec?.params);
+          fill(controls, pausedControl(dag, ctx, errors.set), trigger ? trigger.button : null,
+            backfill && dag.schedule ? backfill.button : null);
           fill(facts,
             fact("Schedule", dag.schedule ? h("code", {}, dag.schedule) : "manual only"),
             fact("Next run", dag.paused ? "paused" : timeEl(dag.next_run_at)),

@@ -1,7 +1,7 @@
 // One run: its task instances (state, tries, durations), a Gantt-style bar per task, and the
 // cancel button (admins, active runs only).
 
-import { api, enc } from "../api.js";
+import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, fmtDuration, fmtTime, parseTime, secondsBetween, TERMINAL_RUN_STATES, timeEl } from "../format.js";
 import { topoOrder } from "../graph.js";
@@ -43,6 +43,27 @@ function ganttChart(dagId, runId, order, instances, run) {
     }));
 }
 
+/** The webhook deliveries of this run: event, where to, state, attempts; admins may retry. */
+function notificationsTable(sent, ctx, onError) {
+  const retry = (n) => async () => {
+    try {
+      await api(`/notifications/${n.id}/retry`, { method: "POST" });
+    } catch (err) {
+      onError(`Could not retry: ${err.message}`);
+    }
+    await ctx.refresh();
+  };
+  return table([
+    { title: "Event", cell: (n) => n.event + (n.task_id ? ` · ${n.task_id}` : "") },
+    { title: "To", class: "opt", cell: (n) => (n.target === "default" ? "default webhook" : (n.url || "—")) },
+    { title: "State", cell: (n) => badge(n.state === "delivered" ? "success" : n.state === "failed" ? "failed" : "queued") },
+    { title: "Attempts", cell: (n) => String(n.attempts) },
+    { title: "Last error", class: "opt", cell: (n) => n.last_error || "" },
+    { title: "", cell: (n) => (ctx.canWrite && n.state !== "delivered"
+      ? confirmButton("Retry", "Send now", retry(n), { testid: `retry-notification-${n.id}`, danger: false }) : "") },
+  ], sent, { testid: "notifications-table", rowAttrs: (n) => ({ "data-event": n.event, "data-state": n.state }) });
+}
+
 export default {
   title: ({ runId }) => runId,
   mount(root, { dagId, runId }, ctx) {
@@ -51,10 +72,12 @@ export default {
     const facts = h("div", { class: "facts-row", "data-testid": "run-facts" });
     const tasks = section("Task instances", { testid: "task-instances" });
     const gantt = section("Timeline", { testid: "timeline-section" });
+    const notes = section("Notifications", { testid: "notifications" });
+    notes.el.hidden = true;
     fill(root,
       crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], runId),
       h("div", { class: "page-head" }, h("h1", { class: "mono wrap" }, runId), head),
-      errors.el, facts, tasks.el, gantt.el);
+      errors.el, facts, tasks.el, gantt.el, notes.el);
     let order = null;
 
     const cancel = async () => {
@@ -90,6 +113,8 @@ export default {
         fill(facts,
           h("div", { class: "fact" }, h("span", { class: "fact-label" }, "State"), h("span", { "data-testid": "run-state" }, badge(run.state))),
           fact("Type", run.run_type || "—"),
+          run.reason ? h("div", { class: "fact" }, h("span", { class: "fact-label" }, "Reason"),
+            h("span", { class: "reason", "data-testid": "run-reason" }, run.reason)) : null,
           fact("Logical date", fmtTime(run.logical_date)),
           fact("Started", timeEl(run.started_at)),
           fact("Duration", run.started_at ? fmtDuration(secondsBetween(run.started_at, run.ended_at)) : "—"),
@@ -105,6 +130,10 @@ export default {
           { title: "Reason", class: "opt", cell: (ti) => ti.reason ? h("span", { class: "reason" }, ti.reason) : "" },
         ], rows, { empty: "This run has no task instances yet.", testid: "ti-table", rowAttrs: (ti) => ({ "data-task": ti.task_id, "data-state": ti.state }) }));
         fill(gantt.body, ganttChart(dagId, runId, ids, instances, run));
+        const sent = items(await api("/notifications", { query: { dag_id: dagId, run_id: runId, limit: 50 } }));
+        if (!ctx.isCurrent()) return;
+        notes.el.hidden = !sent.length;
+        fill(notes.body, notificationsTable(sent, ctx, errors.set));
       },
       pollMs: () => (TERMINAL_RUN_STATES.has(lastState) ? 5000 : 1500),
     };
