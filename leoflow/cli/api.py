@@ -20,9 +20,8 @@ from urllib.parse import quote
 
 from leoflow.errors import LeoflowError
 from leoflow.settings import Settings
-from leoflow.standalone.discovery import client_settings
 
-if TYPE_CHECKING:  # http.client costs tens of milliseconds: loaded when a verb makes a request
+if TYPE_CHECKING:  # http.client and the standalone lookup cost tens of milliseconds: loaded by a request
     from leoflow.cli.http import HttpAnswer
 
 
@@ -45,6 +44,7 @@ class Api:
 
     def __init__(self, settings: Settings, *, timeout: float = 30.0) -> None:
         from leoflow.cli.http import HttpClient, TransportError
+        from leoflow.standalone.discovery import client_settings
 
         # With no LEOFLOW_TOKEN, a live local standalone serving exactly LEOFLOW_URL lends its
         # stored admin token (never sent to any other server).
