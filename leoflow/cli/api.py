@@ -158,6 +158,14 @@ def wants_json(args: argparse.Namespace) -> bool:
     return getattr(args, "output", "table") == "json"
 
 
+def emitted_json(args: argparse.Namespace, value: Any) -> bool:
+    """Print ``value`` as JSON when the verb was asked ``--output json``; whether it did."""
+    if wants_json(args):
+        print_json(value)
+        return True
+    return False
+
+
 def usage(message: str) -> NoReturn:
     print(f"leoflow: error: {message}", file=sys.stderr)
     raise SystemExit(2)

@@ -18,12 +18,11 @@ from leoflow.cli.api import (
     ApiUnavailable,
     ClientError,
     dag_path,
+    emitted_json,
     group,
-    print_json,
     short,
     table,
     verb,
-    wants_json,
 )
 from leoflow.settings import Settings
 
@@ -114,8 +113,7 @@ def _follow(api: Api, b: dict[str, Any]) -> int:
 def backfills_list(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         items = api.pages(f"{dag_path(args.dag_id)}/backfills")
-    if wants_json(args):
-        print_json(items)
+    if emitted_json(args, items):
         return 0
     table([[str(b["id"]), b["state"], short(b["start"]), short(b["end"]), str(b["slots_total"]),
             ", ".join(f"{n} {s}" for s, n in sorted(b["runs"].items())) or "-", b["created_by"]] for b in items],
@@ -126,8 +124,7 @@ def backfills_list(args: argparse.Namespace, settings: Settings) -> int:
 def backfills_show(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         b = api.json("GET", f"{dag_path(args.dag_id)}/backfills/{args.backfill_id}")
-    if wants_json(args):
-        print_json(b)
+    if emitted_json(args, b):
         return 0
     print(progress(b))
     print(f"range:    [{short(b['start'])}, {short(b['end'])})   next slot: {short(b['next_logical_date'])}")

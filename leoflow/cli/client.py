@@ -23,6 +23,7 @@ from leoflow.cli.api import (
     ApiUnavailable,
     ClientError,
     dag_path,
+    emitted_json,
     group,
     print_json,
     q,
@@ -92,8 +93,7 @@ def _conf(value: str) -> dict[str, Any]:
 def dags_list(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         dags = api.pages("/api/v2/dags")
-    if wants_json(args):
-        print_json(dags)
+    if emitted_json(args, dags):
         return 0
     table([[d["dag_id"], "yes" if d["paused"] else "no", d["schedule"] or "-", str(d["version"]),
             short(d["next_run_at"]), d.get("source") or "-"] for d in dags],
@@ -130,8 +130,7 @@ def runs_list(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         params = {"state": args.state} if args.state else {}
         runs = api.pages(f"{dag_path(args.dag_id)}/runs", params, limit=args.limit)
-    if wants_json(args):
-        print_json(runs)
+    if emitted_json(args, runs):
         return 0
     table([[r["run_id"], r["state"], r["run_type"], short(r["created_at"]), short(r["ended_at"])]
            for r in runs], ["RUN", "STATE", "TYPE", "CREATED", "ENDED"])
@@ -141,8 +140,7 @@ def runs_list(args: argparse.Namespace, settings: Settings) -> int:
 def runs_show(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         run = api.json("GET", run_path(args.dag_id, args.run_id))
-    if wants_json(args):
-        print_json(run)
+    if emitted_json(args, run):
         return 0
     print(f"dag:      {run['dag_id']} (version {run['dag_version']})")
     print(f"run:      {run['run_id']} ({run['run_type']})")

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from leoflow.cli.api import Api, ClientError, dag_path, group, print_json, short, table, verb, wants_json
+from leoflow.cli.api import Api, ClientError, dag_path, emitted_json, group, short, table, verb
 from leoflow.settings import Settings
 
 
@@ -33,8 +33,7 @@ def dags_show(args: argparse.Namespace, settings: Settings) -> int:
         version = None
         if args.version is not None:
             version = api.json("GET", f"{dag_path(args.dag_id)}/versions/{args.version}")
-    if wants_json(args):
-        print_json(version if version is not None else dag)
+    if emitted_json(args, version if version is not None else dag):
         return 0
     spec = version["spec"] if version is not None else dag["spec"]
     print(f"dag:      {dag['dag_id']}" + (" (paused)" if dag["paused"] else ""))
@@ -49,8 +48,7 @@ def dags_show(args: argparse.Namespace, settings: Settings) -> int:
 def dags_versions(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         items = api.pages(f"{dag_path(args.dag_id)}/versions")
-    if wants_json(args):
-        print_json(items)
+    if emitted_json(args, items):
         return 0
     table([[str(v["version"]) + (" *" if v["current"] else ""), short(v["created_at"]), str(v["runs"]),
             v["spec_hash"][:12]] for v in items], ["VERSION", "CREATED", "RUNS", "HASH"])

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from leoflow.cli.api import Api, group, print_json, short, table, usage, verb, wants_json
+from leoflow.cli.api import Api, emitted_json, group, print_json, short, table, usage, verb
 from leoflow.settings import Settings
 
 
@@ -56,9 +56,7 @@ def _limit(value: int) -> int:
 def cluster_leader(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         leader = api.json("GET", "/api/v2/cluster/leader")
-    if wants_json(args):
-        print_json(leader)
-    else:
+    if not emitted_json(args, leader):
         print(f"leader:   {leader['node_id']} (term {leader['term']}, since {short(leader['since'])})")
         if leader.get("api_url"):
             print(f"api:      {leader['api_url']}")
@@ -68,9 +66,7 @@ def cluster_leader(args: argparse.Namespace, settings: Settings) -> int:
 def cluster_nodes(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         nodes = api.json("GET", "/api/v2/cluster/nodes")["items"]
-    if wants_json(args):
-        print_json(nodes)
-    else:
+    if not emitted_json(args, nodes):
         table([[n["node_id"], n["state"], "yes" if n["is_leader"] else "", n["version"] or "-", short(n["last_seen"]),
                 n["api_url"] or "-"] for n in nodes], ["NODE", "STATE", "LEADER", "VERSION", "LAST SEEN", "API"])
     return 0
@@ -79,9 +75,7 @@ def cluster_nodes(args: argparse.Namespace, settings: Settings) -> int:
 def cluster_events(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         events = api.pages("/api/v2/cluster/events", limit=_limit(args.limit))
-    if wants_json(args):
-        print_json(events)
-    else:
+    if not emitted_json(args, events):
         table([[short(e["ts"]), e["kind"], e["node_id"] or "-", "-" if e["term"] is None else str(e["term"]),
                 json.dumps(e["details"]) if e["details"] else ""] for e in events],
               ["TIME", "EVENT", "NODE", "TERM", "DETAILS"])
@@ -92,9 +86,7 @@ def notifications_list(args: argparse.Namespace, settings: Settings) -> int:
     params = {"dag_id": args.dag_id, "run_id": args.run_id, "state": args.state}
     with Api(settings) as api:
         items = api.pages("/api/v2/notifications", {k: v for k, v in params.items() if v}, limit=_limit(args.limit))
-    if wants_json(args):
-        print_json(items)
-    else:
+    if not emitted_json(args, items):
         table([[str(n["id"]), short(n["created_at"]), n["event"], f"{n['dag_id']}/{n['run_id']}", n["target"],
                 n["state"], str(n["attempts"]), n["last_error"] or ""] for n in items],
               ["ID", "CREATED", "EVENT", "RUN", "TO", "STATE", "TRIES", "LAST ERROR"])
@@ -112,9 +104,7 @@ def audit_list(args: argparse.Namespace, settings: Settings) -> int:
     params = {"actor": args.actor, "dag_id": args.dag_id}
     with Api(settings) as api:
         items = api.pages("/api/v2/audit", {k: v for k, v in params.items() if v}, limit=_limit(args.limit))
-    if wants_json(args):
-        print_json(items)
-    else:
+    if not emitted_json(args, items):
         table([[short(e["ts"]), e["actor"], e["method"], e["path"], str(e["status"]), e["remote_addr"] or "-"]
                for e in items], ["TIME", "WHO", "METHOD", "PATH", "STATUS", "FROM"])
     return 0
@@ -124,9 +114,7 @@ def api_get(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         answer = api.request("GET", args.path, ok=(200, 503))
     body = answer.json()
-    if wants_json(args):
-        print_json(body)
-    else:
+    if not emitted_json(args, body):
         status = body.get("status") or body.get("error", {}).get("message", "")
         print(f"{args.path.strip('/')}: {status}")
     return 0 if answer.status_code == 200 else 1

@@ -21,14 +21,13 @@ from leoflow.cli.api import (
     Api,
     ApiUnavailable,
     ClientError,
+    emitted_json,
     group,
-    print_json,
     q,
     run_path,
     short,
     table,
     verb,
-    wants_json,
 )
 from leoflow.model.states import TERMINAL_RUN_STATES
 from leoflow.settings import Settings
@@ -144,8 +143,7 @@ def tasks_list(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         params = {"state": args.state} if args.state else {}
         items = api.pages(f"{run_path(args.dag_id, args.run_id)}/tasks", params)
-    if wants_json(args):
-        print_json(items)
+    if emitted_json(args, items):
         return 0
     table([[t["task_id"], t["state"], f"{t['try_number']}/{t['max_tries']}", short(t["started_at"]),
             short(t["ended_at"]), t["reason"] or ""] for t in items],
@@ -156,8 +154,7 @@ def tasks_list(args: argparse.Namespace, settings: Settings) -> int:
 def tasks_show(args: argparse.Namespace, settings: Settings) -> int:
     with Api(settings) as api:
         ti = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}")
-    if wants_json(args):
-        print_json(ti)
+    if emitted_json(args, ti):
         return 0
     print(f"task:     {ti['task_id']}")
     print(f"state:    {ti['state']}" + (f" ({ti['reason']})" if ti.get("reason") else ""))

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from leoflow.db import backfill_store
 from leoflow.db.backfill_store import NewBackfill
@@ -21,17 +18,11 @@ from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import NotifySettings, Settings
 from tests.day2.harness import WebhookReceiver, leader, wait_for
-from tests.executor.conftest import NAMESPACE, k8s_settings
+from tests.executor.conftest import fake_k8s, k8s_settings
 from tests.harness.fake_k8s import FakeKubernetes
 from tests.scheduler.harness import apply, fast, rows
 
-
-@pytest.fixture
-def fake_k8s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKubernetes]:
-    with FakeKubernetes(startup_delay=0.01, bookmark_interval=0.5) as fake:
-        monkeypatch.setenv("KUBECONFIG", str(fake.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)))
-        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-        yield fake
+__all__ = ["fake_k8s"]  # the executor tests' fixture: a fake API server behind a kubeconfig
 
 
 def _spec(url: str) -> dict[str, Any]:
