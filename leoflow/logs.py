@@ -112,8 +112,10 @@ def configure_logging(*, fmt: str, level: str, node_id: str, secrets: Iterable[s
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    # Third-party chatter that would drown our lines at INFO.
-    for noisy in ("kubernetes", "urllib3", "httpx", "httpcore", "alembic.runtime.migration"):
+    # Third-party chatter that would drown our lines at INFO. All of alembic: since 1.16 it logs
+    # "setup plugin ..." at INFO when first imported, which the CLI now does after this point
+    # (db verbs and standalone import alembic lazily), so a one-line CLI error stayed one line.
+    for noisy in ("kubernetes", "urllib3", "httpx", "httpcore", "alembic"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     # uvicorn installs its own handlers; route them through ours.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):

@@ -13,7 +13,8 @@ from typing import Any
 from leoflow import __version__
 from leoflow.api.endpoint import MAX_LIMIT
 from leoflow.db.dag_sync import ACTIONS
-from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES, SOURCE_RE
+from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES
+from leoflow.model.source_labels import SOURCE_RE
 from leoflow.model.states import RUN_STATES, TASK_STATES
 
 JSON = "application/json"

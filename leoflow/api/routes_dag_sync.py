@@ -29,7 +29,8 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.clock import SystemClock
 from leoflow.db import dag_sync
 from leoflow.errors import DagFilesInvalid
-from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES, DagFile, parse_dag_files, source_label
+from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES, DagFile, parse_dag_files
+from leoflow.model.source_labels import source_label
 
 _FIELDS = {"source", "prune", "prune_unlabeled", "dry_run", "files"}
 _FILE_FIELDS = {"name", "content"}

@@ -134,7 +134,7 @@ def dags_apply(args: argparse.Namespace, settings: Settings) -> int:
 # --------------------------------------------------------------------------- sync
 
 def _source(args: argparse.Namespace, settings: Settings) -> str:
-    from leoflow.model.dag_files import source_label
+    from leoflow.model.source_labels import source_label
 
     try:
         return source_label(args.source if args.source is not None else settings.dag_files.source, "--source")

@@ -9,7 +9,6 @@ nothing refers to, deleted DAGs without runs. Runs with work still in flight are
 from __future__ import annotations
 
 import argparse
-import asyncio
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +105,8 @@ async def _purge(settings: Settings, cutoff: datetime, dry_run: bool) -> PurgeCo
 
 
 def purge_history(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio  # tens of milliseconds: loaded by the verb, not by every command line
+
     settings.require_database_url()
     counts = asyncio.run(_purge(settings, args.before, args.dry_run))
     verb = "would delete" if args.dry_run else "deleted"

@@ -8,12 +8,12 @@ file, document, path, line and column. Callers apply the DAGs only when that lis
 
 File names are labels for messages (a path relative to the synced directory); nothing here
 touches a file system. A source label (``LEOFLOW_DAGS_SOURCE``, ``dags sync --source``) names
-who owns the DAGs a sync creates: pruning only ever deletes DAGs carrying the sync's own label.
+who owns the DAGs a sync creates: pruning only ever deletes DAGs carrying the sync's own label
+(:mod:`.source_labels`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,8 +28,6 @@ MAX_FILES = 10_000
 MAX_FILE_NAME = 1024
 #: Most DAGs one sync may define.
 MAX_DAGS = 10_000
-SOURCE_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
-SOURCE_RULE = "must be 1-63 characters of letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
 
 
 @dataclass(frozen=True)
@@ -70,13 +68,6 @@ class DagSet:
 
 def is_dag_file(name: str) -> bool:
     return name.lower().endswith(DAG_FILE_SUFFIXES)
-
-
-def source_label(value: object, field: str = "source") -> str:
-    """A valid source label, else ValidationFailed naming ``field``."""
-    if not isinstance(value, str) or not SOURCE_RE.match(value):
-        raise ValidationFailed(field, SOURCE_RULE)
-    return value
 
 
 def parse_dag_files(files: Sequence[DagFile]) -> DagSet:

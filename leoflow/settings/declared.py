@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from leoflow.model.dag_files import SOURCE_RE, SOURCE_RULE
 from leoflow.model.notify import EVENTS
+from leoflow.model.source_labels import SOURCE_RE, SOURCE_RULE
 
 T = TypeVar("T")
 

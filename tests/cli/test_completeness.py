@@ -87,7 +87,8 @@ class SeenOperations:
 #: One invocation per verb, in an order that leaves the objects each next one needs.
 INVOCATIONS: list[tuple[str, list[str]]] = [
     ("api health", []), ("api ready", []), ("api metrics", []), ("api openapi", []),
-    ("dags apply", ["{spec}"]), ("dags replace", ["etl", "{spec}"]), ("dags list", []), ("dags show", ["etl"]),
+    ("dags apply", ["{spec}"]), ("dags sync", ["{dir}"]), ("dags replace", ["etl", "{spec}"]), ("dags list", []),
+    ("dags show", ["etl"]),
     ("dags show", ["etl", "--version", "1"]),  # its second operation
     ("dags versions", ["etl"]), ("dags pause", ["etl"]), ("dags unpause", ["etl"]),
     ("runs trigger", ["etl", "--run-id", "r2"]), ("runs trigger", ["etl", "--run-id", "r3", "--wait"]),
@@ -139,13 +140,16 @@ def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, mon
     spec = tmp_path / "etl.yaml"
     spec.write_text("dag_id: etl\nschedule: '0 * * * *'\nstart_date: 2026-01-01T00:00:00Z\npaused: true\n"
                     "tasks:\n  - {id: extract, image: busybox, command: ['true']}\n")
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "dags" / "etl.yaml").write_text(spec.read_text())
     recorder = SeenOperations(create_app(api_settings(database_url)))
     with serve(recorder) as url:  # type: ignore[arg-type]
         monkeypatch.setenv("LEOFLOW_URL", url)
         monkeypatch.setenv("LEOFLOW_TOKEN", ADMIN_TOKEN)
         seen_by: dict[str, set[str]] = {}
         for name, args in INVOCATIONS:
-            argv = [*name.split(), *(str(spec) if a == "{spec}" else a for a in args)]
+            files = {"{spec}": str(spec), "{dir}": str(tmp_path / "dags")}
+            argv = [*name.split(), *(files.get(a, a) for a in args)]
             if argv == ["runs", "trigger", "etl", "--run-id", "r2"]:
                 _seed(database_url)
             recorder.seen.clear()

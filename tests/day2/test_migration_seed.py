@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_migrations_bucket_copy_is_the_codes() -> None:
-    path = ROOT / "alembic/versions/0002_day2_operations.py"
-    spec = importlib.util.spec_from_file_location("m0002", path)
+    path = ROOT / "alembic/versions/0004_day2_operations.py"
+    spec = importlib.util.spec_from_file_location("m0004", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
