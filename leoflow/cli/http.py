@@ -31,10 +31,26 @@ class TransportError(Exception):
         self.timeout = timeout
 
 
+class Headers(dict[str, str]):
+    """Response headers, looked up case-insensitively (``answer.headers.get("ETag")``)."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        super().__init__((k.lower(), v) for k, v in pairs)
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key.lower() if isinstance(key, str) else key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+
 @dataclass(frozen=True)
 class HttpAnswer:
     status_code: int
-    headers: dict[str, str]
+    headers: Headers
     content: bytes
 
     @property
@@ -100,7 +116,7 @@ class HttpClient:
                 conn.request(method, target, body=body, headers=sent)
                 response = conn.getresponse()
                 data = response.read()
-                answer = HttpAnswer(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+                answer = HttpAnswer(response.status, Headers(response.getheaders()), data)
                 if response.will_close:
                     self.close()
                 return answer
