@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from leoflow.api.app import create_app
 from leoflow.api.openapi import openapi_document
@@ -78,10 +78,19 @@ class SeenOperations:
         self.seen: list[str] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)
-        if scope["type"] == "http":
-            route = scope.get("route")
-            self.seen.append(f"{scope['method']} {getattr(route, 'path', scope['path'])}")
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def recording_send(message: Message) -> None:
+            # Recorded before the answer leaves: the CLI cannot have it (and the test cannot have
+            # moved on to the next verb) while this request is still unrecorded.
+            if message["type"] == "http.response.start":
+                route = scope.get("route")
+                self.seen.append(f"{scope['method']} {getattr(route, 'path', scope['path'])}")
+            await send(message)
+
+        await self.app(scope, receive, recording_send)
 
 
 #: One invocation per verb, in an order that leaves the objects each next one needs.
