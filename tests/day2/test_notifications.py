@@ -212,7 +212,8 @@ async def _states(engine: Any, state: str) -> bool:
 
 
 async def _states_all(engine: Any, state: str) -> bool:
-    return bool(await rows(engine, "SELECT bool_and(state = :s) FROM notifications", s=state))
+    # bool_and is NULL without rows: only a table of rows all in `state` counts.
+    return (await rows(engine, "SELECT bool_and(state = :s) FROM notifications", s=state))[0][0] is True
 
 
 async def _run_done(engine: Any, run_id: str) -> bool:
