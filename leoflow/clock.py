@@ -32,6 +32,24 @@ class SystemClock:
         return time.monotonic()
 
 
+class SkewedClock:
+    """The real clock, ``offset`` seconds off on the wall (a host whose NTP is broken).
+
+    Monotonic time is untouched: only wall-clock readings are skewed. Used to prove that no
+    deadline compares one leader's wall clock with another's (tests, ``bench/chaos.py``).
+    """
+
+    def __init__(self, offset: float, base: Clock | None = None) -> None:
+        self.offset = timedelta(seconds=offset)
+        self._base = base or SystemClock()
+
+    def now(self) -> datetime:
+        return self._base.now() + self.offset
+
+    def monotonic(self) -> float:
+        return self._base.monotonic()
+
+
 class FakeClock:
     """A clock that only moves when told to (tests)."""
 

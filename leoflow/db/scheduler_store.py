@@ -83,7 +83,11 @@ class LiveTaskInstance(TaskInstanceRow):
 
 @dataclass(frozen=True)
 class Transition:
-    """One compare-and-set on ``task_instances``: from (expected, try_number) to new_state."""
+    """One compare-and-set on ``task_instances``: from (expected, try_number) to new_state.
+
+    Deadlines are durations (seconds from now): the database sets ``timeout_at`` /
+    ``next_try_at`` on its own clock, so no leader's wall clock is compared with another's.
+    """
 
     ti_id: int
     expected: str
@@ -91,8 +95,8 @@ class Transition:
     new_state: str
     started_at: datetime | None = None
     ended_at: datetime | None = None
-    timeout_at: datetime | None = None
-    next_try_at: datetime | None = None
+    timeout_after: float | None = None
+    retry_after: float | None = None
     reason: str | None = None
 
 
@@ -229,8 +233,8 @@ async def count_slots_in_use(conn: AsyncConnection) -> int:
         f"SELECT count(*) FROM task_instances WHERE state IN {SLOT_TASKS_SQL}"))).scalar_one())
 
 
-async def ready_task_instances(conn: AsyncConnection, now: datetime, limit: int) -> list[ReadyTask]:
-    """Pending tasks with every upstream succeeded, and retries whose delay is over; oldest first."""
+async def ready_task_instances(conn: AsyncConnection, limit: int) -> list[ReadyTask]:
+    """Pending tasks with every upstream succeeded, and retries whose delay is over (database clock)."""
     rows = await conn.execute(text("""
         SELECT * FROM (
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
@@ -242,10 +246,10 @@ async def ready_task_instances(conn: AsyncConnection, now: datetime, limit: int)
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
                     r.dag_id, r.run_id, r.dag_version_id AS version_id
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
-             WHERE ti.state = 'up_for_retry' AND ti.next_try_at <= :now
+             WHERE ti.state = 'up_for_retry' AND ti.next_try_at <= now()
              ORDER BY ti.id LIMIT :limit)
         ) AS ready ORDER BY id LIMIT :limit
-    """), {"now": now, "limit": limit})
+    """), {"limit": limit})
     return [ReadyTask(**r._mapping) for r in rows]
 
 
@@ -368,13 +372,14 @@ async def lock_task_instances_by_id(conn: AsyncConnection, ids: Sequence[int]) -
 _TRANSITIONS = """
     UPDATE task_instances ti
     SET state = c.new_state, started_at = coalesce(c.started_at, ti.started_at), ended_at = c.ended_at,
-        timeout_at = c.timeout_at, next_try_at = c.next_try_at, reason = c.reason,
+        timeout_at = now() + make_interval(secs => c.timeout_after),
+        next_try_at = now() + make_interval(secs => c.retry_after), reason = c.reason,
         updated_at = :now, term = :term
     FROM unnest(CAST(:ids AS bigint[]), CAST(:expected AS text[]), CAST(:tries AS int[]),
                 CAST(:states AS text[]), CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]),
-                CAST(:timeouts AS timestamptz[]), CAST(:next_tries AS timestamptz[]),
+                CAST(:timeouts AS float8[]), CAST(:next_tries AS float8[]),
                 CAST(:reasons AS text[]))
-         AS c(id, expected, try_number, new_state, started_at, ended_at, timeout_at, next_try_at, reason)
+         AS c(id, expected, try_number, new_state, started_at, ended_at, timeout_after, retry_after, reason)
     WHERE ti.id = c.id AND ti.state = c.expected AND ti.try_number = c.try_number
     RETURNING ti.id
 """
@@ -401,7 +406,7 @@ def _transition_params(transitions: Sequence[Transition], now: datetime, term: i
         "ids": [t.ti_id for t in transitions], "expected": [t.expected for t in transitions],
         "tries": [t.try_number for t in transitions], "states": [t.new_state for t in transitions],
         "started": [t.started_at for t in transitions], "ended": [t.ended_at for t in transitions],
-        "timeouts": [t.timeout_at for t in transitions], "next_tries": [t.next_try_at for t in transitions],
+        "timeouts": [t.timeout_after for t in transitions], "next_tries": [t.retry_after for t in transitions],
         "reasons": [t.reason for t in transitions], "now": now, "term": term,
     }
 
@@ -436,10 +441,11 @@ async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transit
     return {int(r.id) for r in rows}
 
 
-async def timed_out_task_instances(conn: AsyncConnection, now: datetime, limit: int) -> list[int]:
+async def timed_out_task_instances(conn: AsyncConnection, limit: int) -> list[int]:
+    """Running tasks past their ``timeout_at`` — on the database's clock, which set it."""
     rows = await conn.execute(text("""
-        SELECT id FROM task_instances WHERE state = 'running' AND timeout_at <= :now ORDER BY id LIMIT :limit
-    """), {"now": now, "limit": limit})
+        SELECT id FROM task_instances WHERE state = 'running' AND timeout_at <= now() ORDER BY id LIMIT :limit
+    """), {"limit": limit})
     return [int(r.id) for r in rows]
 
 

@@ -296,7 +296,7 @@ class SchedulerCore:
         Returns (empty tasks succeeded, launches to submit after the commit).
         """
         free = max(0, self.parallelism - await store.count_slots_in_use(conn))
-        ready = await store.ready_task_instances(conn, now, self.batch_size)
+        ready = await store.ready_task_instances(conn, self.batch_size)
         if not ready:
             return 0, []
         graphs = await self._graphs(conn, {r.version_id for r in ready})
@@ -365,7 +365,7 @@ class SchedulerCore:
     async def apply_timeouts(self) -> bool:
         now = self.now()
         async with self.fenced() as conn:
-            ids = await store.timed_out_task_instances(conn, now, self.batch_size)
+            ids = await store.timed_out_task_instances(conn, self.batch_size)
             if not ids:
                 return False
             rows = await store.lock_task_instances_by_id(conn, ids)

@@ -11,25 +11,30 @@ Pure functions (no I/O, no clock) so every edge is unit-tested directly::
 Reports are about one *try*; a report whose try number is not the task instance's current one
 (a late report of an earlier try) never touches the task instance. Reports are folded in order,
 so ``running`` then ``success`` in one batch becomes one compare-and-set from ``queued``.
+
+Deadlines are **durations**, never a leader's wall-clock instants: a transition says "time out
+in ``timeout_after`` seconds" / "retry in ``retry_after`` seconds", and the database turns that
+into ``timeout_at`` / ``next_try_at`` on its own clock, the same clock every later leader's
+comparisons use (:mod:`leoflow.db.scheduler_store`). A leader whose clock is a minute off can
+therefore neither time a task out early nor hold a retry back (issue 17).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from leoflow.db.scheduler_store import LiveTaskInstance, Transition
 from leoflow.model.spec import TaskSpec
 from leoflow.model.tries import StatusUpdate
 
 
-def failure(try_number: int, max_tries: int, *, at: datetime, task: TaskSpec | None,
-            max_retry_delay: float) -> tuple[str, datetime | None]:
-    """The state after try ``try_number`` failed: ``up_for_retry`` (with when) or final ``failed``."""
+def failure(try_number: int, max_tries: int, *, task: TaskSpec | None,
+            max_retry_delay: float) -> tuple[str, float | None]:
+    """The state after try ``try_number`` failed: ``up_for_retry`` (in how many seconds) or final ``failed``."""
     if task is not None and try_number < max_tries:
-        delay = task.retry_delay(try_number, max_retry_delay)
-        return "up_for_retry", at + timedelta(seconds=delay)
+        return "up_for_retry", task.retry_delay(try_number, max_retry_delay)
     return "failed", None
 
 
@@ -39,8 +44,8 @@ def fold_reports(row: LiveTaskInstance, updates: Sequence[StatusUpdate], task: T
     state = row.state
     started_at: datetime | None = None
     ended_at: datetime | None = None
-    timeout_at: datetime | None = None
-    next_try_at: datetime | None = None
+    timeout_after: float | None = None
+    retry_after: float | None = None
     reason: str | None = None
     for update in updates:
         if update.key.try_number != row.try_number:
@@ -48,22 +53,21 @@ def fold_reports(row: LiveTaskInstance, updates: Sequence[StatusUpdate], task: T
         if update.state == "running" and state == "queued":
             state, started_at = "running", update.at
             if task is not None and task.timeout_seconds is not None:
-                timeout_at = update.at + timedelta(seconds=task.timeout_seconds)
+                timeout_after = task.timeout_seconds
         elif update.state == "success" and state in ("queued", "running"):
-            state, ended_at, timeout_at = "success", update.at, None
+            state, ended_at, timeout_after = "success", update.at, None
             started_at = started_at or row.started_at or update.at
             reason = None
         elif update.state == "failed" and state in ("queued", "running"):
-            state, next_try_at = failure(row.try_number, row.max_tries, at=update.at, task=task,
-                                         max_retry_delay=max_retry_delay)
-            ended_at, timeout_at = update.at, None
+            state, retry_after = failure(row.try_number, row.max_tries, task=task, max_retry_delay=max_retry_delay)
+            ended_at, timeout_after = update.at, None
             started_at = started_at or row.started_at or update.at
             reason = update.reason or (f"exit code {update.exit_code}" if update.exit_code is not None else "failed")
     if state == row.state:
         return None
     return Transition(ti_id=row.id, expected=row.state, try_number=row.try_number, new_state=state,
-                      started_at=started_at, ended_at=ended_at, timeout_at=timeout_at, next_try_at=next_try_at,
-                      reason=reason)
+                      started_at=started_at, ended_at=ended_at, timeout_after=timeout_after,
+                      retry_after=retry_after, reason=reason)
 
 
 def timeout_transition(row: LiveTaskInstance, task: TaskSpec | None, *, now: datetime,
@@ -73,9 +77,9 @@ def timeout_transition(row: LiveTaskInstance, task: TaskSpec | None, *, now: dat
         return None
     seconds = task.timeout_seconds if task is not None else None
     reason = f"timed out after {seconds:g}s" if seconds is not None else "timed out"
-    state, next_try_at = failure(row.try_number, row.max_tries, at=now, task=task, max_retry_delay=max_retry_delay)
+    state, retry_after = failure(row.try_number, row.max_tries, task=task, max_retry_delay=max_retry_delay)
     return Transition(ti_id=row.id, expected=row.state, try_number=row.try_number, new_state=state,
-                      ended_at=now, next_try_at=next_try_at, reason=reason)
+                      ended_at=now, retry_after=retry_after, reason=reason)
 
 
 @dataclass
