@@ -386,7 +386,10 @@ _TRANSITIONS = """
 
 _TRY_CHANGES = f"""
     UPDATE task_tries tt
-    SET state = CASE WHEN tt.state = 'cancelling' AND c.state = 'running' THEN 'cancelling' ELSE c.state END,
+    SET state = CASE WHEN tt.state = 'cancelling' AND c.state = 'running' THEN 'cancelling'
+                     -- the kill's own report may arrive before the scheduler marks the try killed
+                     WHEN tt.state = 'cancelling' AND c.state = 'failed' THEN 'cancelled'
+                     ELSE c.state END,
         started_at = coalesce(tt.started_at, c.started_at),
         ended_at = coalesce(tt.ended_at, c.ended_at),
         exit_code = coalesce(c.exit_code, tt.exit_code),

@@ -13,8 +13,9 @@ performs the steps of a tick in short fenced transactions:
 - once per interval or after a NOTIFY: create due scheduled runs (:mod:`.timetable`; unique ids,
   so racing leaders cannot duplicate), start queued runs that ``max_active_runs`` allows (also
   after a run finished), time out running tasks past ``timeout_at``, ask the executor to kill
-  tries flagged ``cancelling`` (cancelled runs, timeouts), and page a slow keyset sweep of
-  running runs for completion (a crash-safety net).
+  tries flagged ``cancelling`` (cancelled runs, timeouts; at most :data:`KILL_CONCURRENCY` at
+  once, beside the loop), and page a slow keyset sweep of running runs for completion (a
+  crash-safety net).
 
 Failure semantics: every write transaction starts with the fencing check, so a stale leader's
 step raises :class:`~leoflow.errors.FencedOut` and writes nothing; the service stops on it. A
@@ -60,6 +61,10 @@ CATCHUP_RUNS_PER_TICK = 50
 DUE_DAGS_PER_TICK = 100
 #: Seconds between pages of the completion sweep (a safety net; touched runs finish at once).
 SWEEP_INTERVAL = 10.0
+#: Tries being killed at once. Cancelling a run of hundreds of running tries must not start
+#: hundreds of kills (each reads logs and calls the API server); the rest wait their turn,
+#: holding nothing (no database connection is held while an executor kills).
+KILL_CONCURRENCY = 16
 
 
 class SchedulerCore:
@@ -79,6 +84,7 @@ class SchedulerCore:
         self.inflight: dict[TryKey, InFlightTry] = {}
         self._killing: dict[int, asyncio.Task[None]] = {}
         self._kill_tasks: Registry = set()
+        self._kill_slots = asyncio.Semaphore(KILL_CONCURRENCY)
         self._sweep_after = 0
         self._next_sweep = 0.0
         self._next_periodic = 0.0
@@ -397,9 +403,14 @@ class SchedulerCore:
                     may_return=True, registry=self._kill_tasks)
 
     async def _kill(self, task_try_id: int, key: TryKey) -> None:
-        """Executor cancels may wait for a grace period; they run beside the loop, not in it."""
+        """Executor cancels may wait for a grace period; they run beside the loop, not in it.
+
+        At most :data:`KILL_CONCURRENCY` at once; the cancel (network) happens with no
+        transaction open, the "killed" mark is a short fenced write after it.
+        """
         try:
-            await self.executor.cancel(key)
+            async with self._kill_slots:
+                await self.executor.cancel(key)
             async with self.fenced() as conn:
                 await store.mark_tries_killed(conn, [task_try_id], self.now())
         except asyncio.CancelledError:
