@@ -129,9 +129,28 @@ def check_database(verdict: Verdict, conn: psycopg.Connection[Any], workload: Wo
     verdict.add("flaky_tasks_retried", bool(flaky_success) and not first_try,
                 {"flaky_succeeded": len(flaky_success), "succeeded_on_first_try": first_try[:20]})
 
+    check_failures(verdict, conn)
+
     stale = audit.stale_writes(conn)
     verdict.add("no_write_from_stale_term", not stale,
                 {"audited_writes": audit.audited_writes(conn), "stale": stale[:20]})
+
+
+def check_failures(verdict: Verdict, conn: psycopg.Connection[Any]) -> None:
+    """No try failed for any reason but its own command (issue 17): every try succeeded, or its
+    container exited non-zero, or its run was cancelled. A try Leoflow failed itself ("the pod is
+    gone", "timed out" — no task runs near its timeout here —, a kill of a run not cancelled) is
+    work a fault cost the user."""
+    rows = conn.execute("""
+        SELECT r.run_id, ti.task_id, tt.try_number, tt.state, tt.exit_code, coalesce(tt.reason, ti.reason)
+        FROM task_tries tt JOIN task_instances ti ON ti.id = tt.task_instance_id JOIN dag_runs r ON r.id = ti.run_pk
+        WHERE NOT (tt.state = 'success'
+                   OR (tt.state = 'failed' AND coalesce(tt.exit_code, 0) <> 0)
+                   OR (r.state = 'cancelled' AND tt.state <> 'failed'))
+        ORDER BY tt.id""").fetchall()
+    bad = [{"try": f"{r[0]}.{r[1]}#{r[2]}", "state": r[3], "exit_code": r[4], "reason": r[5]} for r in rows]
+    verdict.add("no_try_failed_but_by_its_command", not bad,
+                {"failed": len(bad), "reasons": dict(Counter(str(b["reason"]) for b in bad)), "tries": bad[:20]})
 
 
 def check_terms(verdict: Verdict, conn: psycopg.Connection[Any], clock: TermClock,

@@ -30,6 +30,7 @@ from tests.harness import netns
 
 log = logging.getLogger(__name__)
 
+ROOT = Path(__file__).resolve().parents[2]
 LOCK_PREFIX = "leoflow-lock:"
 API_PORT = 8080
 DB_NAME = "leoflow"
@@ -75,6 +76,7 @@ class Replica:
     stopped: bool = False  # SIGSTOPped right now
     expected_exit: bool = False  # we signalled it; an exit is not a crash
     unexpected_exits: list[int] = field(default_factory=list)
+    clock_offset: float = 0.0  # seconds its wall clock is off (``clock_skew``), kept across restarts
 
     @property
     def api_url(self) -> str:
@@ -84,11 +86,17 @@ class Replica:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
+    def command(self) -> list[str]:
+        if self.clock_offset:
+            return [sys.executable, "-m", "bench.chaos.skewed", f"{self.clock_offset:g}", "serve"]
+        return [sys.executable, "-m", "leoflow", "serve"]
+
     def start(self) -> None:
         with self.log_path.open("ab") as out:
-            out.write(f"\n===== start {self.starts + 1} at {time.time():.3f}\n".encode())
+            out.write(f"\n===== start {self.starts + 1} at {time.time():.3f}"
+                      f" (clock offset {self.clock_offset:g}s)\n".encode())
             out.flush()
-            self.proc = self.ns.popen([sys.executable, "-m", "leoflow", "serve"], env=self.env,
+            self.proc = self.ns.popen(self.command(), env=self.env,
                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                       start_new_session=True)
         self.starts += 1
@@ -119,18 +127,36 @@ class Replica:
             self.unexpected_exits.append(code)
         return code
 
-    def stop(self, timeout: float = 10) -> None:
+    def stop(self, timeout: float = 10) -> int | None:
+        """SIGTERM and wait (SIGKILL after ``timeout``); the exit code, None if it was not running."""
         if self.proc is None or self.proc.poll() is not None:
-            return
+            return None
         self.expected_exit = True
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.proc.pid, signal.SIGCONT)
             os.kill(self.proc.pid, signal.SIGTERM)
         try:
-            self.proc.wait(timeout)
+            return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait(10)
+            return self.proc.wait(10)
+
+    def healthy(self) -> bool:
+        import httpx
+
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(self.api_url + "/healthz", timeout=2).status_code == 200
+        return False
+
+    def wait_healthy(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.healthy():
+                return
+            if not self.running():
+                raise RuntimeError(f"{self.node_id} exited at start-up (see {self.log_path})")
+            time.sleep(0.3)
+        raise RuntimeError(f"{self.node_id} not healthy after {timeout}s (see {self.log_path})")
 
 
 class Cluster:
@@ -183,6 +209,8 @@ class Cluster:
             node_id = f"replica-{i + 1}"
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LEOFLOW_", "PG", "KUBE"))}
             env.update(self.timings.env())
+            # ``python -m bench.chaos.skewed`` (clock_skew) must import bench from any cwd.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
             env.update({
                 "LEOFLOW_DATABASE_URL": self.pg.url_from(ns, DB_NAME),
                 "LEOFLOW_CLUSTER": self.cluster_name,
@@ -238,16 +266,12 @@ class Cluster:
 
     def wait_ready(self, timeout: float = 90) -> None:
         """Every replica answers /healthz and somebody holds the lock."""
-        import httpx
-
         deadline = time.monotonic() + timeout
         pending = {r.node_id for r in self.replicas}
         while pending and time.monotonic() < deadline:
             for r in self.replicas:
-                if r.node_id in pending:
-                    with contextlib.suppress(httpx.HTTPError):
-                        if httpx.get(r.api_url + "/healthz", timeout=2).status_code == 200:
-                            pending.discard(r.node_id)
+                if r.node_id in pending and r.healthy():
+                    pending.discard(r.node_id)
                 if not r.running():
                     raise RuntimeError(f"{r.node_id} exited at start-up (see {r.log_path})")
             time.sleep(0.3)

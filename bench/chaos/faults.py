@@ -10,6 +10,15 @@ Kinds (each one a real fault, no mocks):
 - ``pg_restart``: stop PostgreSQL (fast or immediate) and start it again.
 - ``partition``: iptables DROP between the leader's namespace and PostgreSQL's port, both ways,
   for twice the lease plus slack, then heal. The leader still reaches Kubernetes.
+- ``rolling_restart``: a deploy rolls every replica, leader first: SIGTERM, wait for its exit,
+  start it again, wait until it answers ``/healthz``, then the next one (issue 17 §1: nothing
+  may fail). In place, one replica down at a time, as a StatefulSet rolls (a Deployment starts
+  the replacement first; ``tests/executor/test_rolling_deploy.py`` does that one).
+- ``log_api_errors``: the API server answers every pod log read with 500 (a ``NotReady`` node)
+  for twice the lease plus slack, then heals: logs must still all be shipped, late (issue 17 §3).
+- ``clock_skew``: restart the leader with its wall clock 60 s off (ahead or behind; a replica
+  already off flips to the other side), kept across its later restarts
+  (:mod:`bench.chaos.skewed`): no task may time out or be retried early (issue 17 §6).
 
 :class:`LeaderWatch` samples the lock holder from ``pg_locks`` every 0.25 s for the timeline.
 Every fault is recorded with its wall-clock time, target, and the term that led at the time.
@@ -28,11 +37,15 @@ from typing import Any
 
 import psycopg
 
-from bench.chaos.cluster import Cluster
+from bench.chaos.cluster import Cluster, Replica
+from tests.harness.fake_k8s import FakeKubernetes, Fault
 
 log = logging.getLogger(__name__)
 
-KINDS = ("sigkill", "sigterm", "sigstop", "terminate_lock", "pg_restart", "partition")
+KINDS = ("sigkill", "sigterm", "sigstop", "terminate_lock", "pg_restart", "partition", "rolling_restart",
+         "log_api_errors", "clock_skew")
+#: Seconds a ``clock_skew`` replica's wall clock is off (the issue's test value).
+SKEW = 60.0
 
 
 @dataclass
@@ -91,8 +104,10 @@ class LeaderWatch:
 class Injector:
     """Picks faults (seeded; every kind once per shuffled round) and applies them to the leader."""
 
-    def __init__(self, cluster: Cluster, rng: random.Random, kinds: tuple[str, ...] = KINDS) -> None:
+    def __init__(self, cluster: Cluster, rng: random.Random, kinds: tuple[str, ...] = KINDS, *,
+                 kubernetes: FakeKubernetes | None = None) -> None:
         self.cluster = cluster
+        self.kubernetes = kubernetes
         self.rng = rng
         self.kinds = kinds
         self.records: list[FaultRecord] = []
@@ -133,6 +148,18 @@ class Injector:
             pg.wait_ready()
             record.ended, record.note = time.time(), mode
             return record
+        if kind == "log_api_errors":
+            assert self.kubernetes is not None, "log_api_errors needs the fake API server"
+            record = FaultRecord(kind, time.time(), "kubernetes", self._current_term())
+            self.records.append(record)
+            self.kubernetes.inject(Fault("log", code=500, reason="InternalError", times=1_000_000,
+                                         message="the node is NotReady (injected)"))
+            try:
+                time.sleep(hold)
+            finally:
+                self.kubernetes.clear_faults()
+            record.ended = time.time()
+            return record
         leader = self._leader()
         if leader is None:
             record = FaultRecord(kind, time.time(), None, None, time.time(), "skipped: nobody leads")
@@ -160,10 +187,24 @@ class Injector:
                 time.sleep(hold)
             finally:
                 replica.ns.heal()
+        elif kind == "rolling_restart":
+            others = [r for r in self.cluster.replicas if r is not replica]
+            record.note = " ".join(f"{r.node_id}:{self._restart(r)}" for r in [replica, *others])
+        elif kind == "clock_skew":
+            replica.clock_offset = -replica.clock_offset if replica.clock_offset else self.rng.choice((SKEW, -SKEW))
+            record.note = f"{replica.node_id} clock {replica.clock_offset:+g}s; exit {self._restart(replica)}"
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         record.ended = time.time()
         return record
+
+    def _restart(self, replica: Replica) -> str:
+        """SIGTERM, wait for the graceful exit, start again, wait until healthy; how it exited."""
+        grace = self.cluster.timings.shutdown_grace + self.cluster.timings.leader_lease
+        code = replica.stop(timeout=grace + 20)
+        replica.start()
+        replica.wait_healthy()
+        return "not running" if code is None else str(code)
 
     def _current_term(self) -> int | None:
         with contextlib.suppress(psycopg.Error), self.cluster.connect() as conn:

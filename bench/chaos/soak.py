@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds between the end of one fault and the next (uniform; default 3 8)")
     p.add_argument("--drain-timeout", type=float, default=None, help="seconds to wait for the workload after "
                    "the faults stop (default max(240, duration))")
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS, metavar="KIND",
+                   help=f"fault kinds to inject, each once per shuffled round (default all: {' '.join(KINDS)})")
     p.add_argument("--executor", default="kubernetes", choices=("kubernetes", "memory"),
                    help="LEOFLOW_EXECUTOR of the replicas (memory: harness smoke test only; pod checks fail)")
     p.add_argument("--workdir", type=Path, default=None)
@@ -76,7 +78,7 @@ class Soak:
         self.cluster = Cluster(self.workdir, timings=Timings(), executor=args.executor)
         self.k8s = ChaosKubernetes(self.workdir)
         self.watch = LeaderWatch(self.cluster)
-        self.injector = Injector(self.cluster, self.rng, KINDS)
+        self.injector = Injector(self.cluster, self.rng, tuple(args.kinds), kubernetes=self.k8s.fake)
         self.workload = Workload.plan(runs=args.runs, tasks=args.tasks, spread=args.duration * 0.5, seed=args.seed)
         self.restarts = 0
         self.api: Api | None = None
@@ -236,6 +238,8 @@ class Soak:
             "runs_by_state": d.get("no_run_lost", {}).get("runs_by_state"),
             "task_states": d.get("all_tasks_terminal", {}).get("task_states"),
             "flaky_retried": d.get("flaky_tasks_retried", {}).get("flaky_succeeded"),
+            "tries_failed_not_by_their_command": d.get("no_try_failed_but_by_its_command", {}).get("failed"),
+            "clock_offsets": {r.node_id: r.clock_offset for r in self.cluster.replicas if r.clock_offset},
             "replica_restarts": self.restarts,
             "unexpected_exits": {r.node_id: r.unexpected_exits for r in self.cluster.replicas if r.unexpected_exits},
             "api_retries": self.api.retries if self.api else None,

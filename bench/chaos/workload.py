@@ -1,7 +1,8 @@
 """The soak's workload: layered DAGs with flaky tasks, triggered and cancelled over the HTTP API.
 
 Each DAG has ``tasks`` container tasks in layers of eight; a task depends on one to three tasks
-of the layer above. A few tasks per DAG are *flaky by design*: their command carries
+of the layer above, plus one ``slow`` task (6 s, timeout 40 s) with no dependencies. A few
+tasks per DAG are *flaky by design*: their command carries
 :data:`FLAKY_MARKER`, which the soak's kubelet hook turns into ``exit 1`` on try 1 — so try 1
 fails and try 2 (after a 1 s retry delay) succeeds. A few runs are cancelled shortly after
 their trigger.
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 
 FLAKY_MARKER = "chaos-fail-first-try"
 LAYER_WIDTH = 8
+#: Timeout of each DAG's ``slow`` task (it runs 6 s): well under the 60 s clock skew injected.
+SLOW_TIMEOUT = 40
 
 
 def dag_spec(dag_id: str, tasks: int, rng: random.Random, *, flaky: int = 3) -> dict[str, Any]:
@@ -45,6 +48,10 @@ def dag_spec(dag_id: str, tasks: int, rng: random.Random, *, flaky: int = 3) -> 
         if above:
             spec["depends_on"] = sorted(rng.sample(above, rng.randint(1, min(3, len(above)))))
         specs.append(spec)
+    # One task long enough to be running at a failover, with a timeout shorter than the clock
+    # skew the soak injects: a leader whose clock is ahead must not time it out early.
+    specs.append({"id": "slow", "image": "busybox:1.36", "command": ["sh", "-c", f"echo {dag_id} slow; sleep 6"],
+                  "timeout_seconds": SLOW_TIMEOUT, "retries": 3, "retry_delay_seconds": 1})
     return {"dag_id": dag_id, "description": "chaos soak workload", "schedule": None,
             "max_active_runs": 1000, "tasks": specs}
 

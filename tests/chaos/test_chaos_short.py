@@ -4,8 +4,10 @@ Runs ``bench/chaos.py`` exactly as a user would (its own process: PostgreSQL, th
 Kubernetes API server, three ``leoflow serve`` replicas in network namespaces) with a small
 workload, and requires every check of the soak to hold: one pod per try, no pod or scheduling
 write from a stale term, no overlapping leadership, no run lost, all tasks terminal, logs
-shipped, flaky tasks retried. One round of faults covers every kind (SIGKILL, SIGTERM,
-SIGSTOP past the lease, pg_terminate_backend, PostgreSQL restart, partition).
+shipped, flaky tasks retried, no try failed but by its own command. Faults are drawn from every
+kind but ``rolling_restart`` (SIGKILL, SIGTERM, SIGSTOP past the lease, pg_terminate_backend,
+PostgreSQL restart, partition, log-API errors, a leader restarted with its clock 60 s off); a
+rolling restart takes ~30 s on its own and has its own test (tests/executor/test_rolling_deploy.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.chaos.faults import KINDS
 from tests.harness import netns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +31,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow,
 def test_short_soak_holds_every_check(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "bench" / "chaos.py"), "--duration", "35", "--seed", "7",
            "--runs", "6", "--tasks", "16", "--fault-gap", "1.0", "2.5", "--drain-timeout", "90",
-           "--workdir", str(tmp_path / "soak")]
+           "--kinds", *[k for k in KINDS if k != "rolling_restart"], "--workdir", str(tmp_path / "soak")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         stdout, stderr = proc.communicate(timeout=270)
@@ -44,7 +47,7 @@ def test_short_soak_holds_every_check(tmp_path: Path) -> None:
         f"stderr tail:\n{stderr[-2000:]}")
     assert set(summary["checks"]) >= {"one_pod_per_try", "no_pod_from_stale_term", "no_write_from_stale_term",
                                       "leadership_never_overlaps", "no_run_lost", "all_tasks_terminal",
-                                      "logs_for_finished_tries"}
+                                      "logs_for_finished_tries", "no_try_failed_but_by_its_command"}
     assert summary["duplicates"] == 0 and summary["lost"] == 0
     assert len(summary["faults_injected"]) >= 4, summary["faults_injected"]
     assert summary["failovers"] >= 3

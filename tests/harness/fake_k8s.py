@@ -124,7 +124,8 @@ class FakeKubernetes:
 
     def stop(self) -> None:
         self.drop_watches()
-        self.server.shutdown()
+        if self._thread.is_alive():  # shutdown() waits forever for a serve_forever() never started
+            self.server.shutdown()
         self.server.server_close()
         self.kubelet.stop()
 

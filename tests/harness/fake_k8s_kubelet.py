@@ -108,7 +108,8 @@ class Kubelet:
         with self._wake:
             self._stopped = True
             self._wake.notify_all()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=5)
 
     def logs(self, uid: str) -> str | None:
         return self._logs.get(uid)
