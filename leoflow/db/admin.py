@@ -13,8 +13,8 @@ import time
 import psycopg
 from psycopg import sql
 
-from leoflow.db.engine import libpq_url
 from leoflow.db.errors import translated
+from leoflow.db.session import connect_sync
 from leoflow.errors import DatabaseUnavailable
 
 
@@ -23,7 +23,7 @@ def wait_until_accepting(url: str, *, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with psycopg.connect(libpq_url(url), connect_timeout=2):
+            with connect_sync(url, None, application_name="leoflow-admin", connect_timeout=2):
                 return
         except psycopg.OperationalError as exc:
             if time.monotonic() > deadline:
@@ -36,7 +36,7 @@ def create_database(admin_url: str, name: str, *, template: str | None = None) -
     query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template:
         query = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
-    with translated(), psycopg.connect(libpq_url(admin_url), autocommit=True) as conn:
+    with translated(), connect_sync(admin_url, None, application_name="leoflow-admin") as conn:
         try:
             conn.execute(query)
         except psycopg.errors.DuplicateDatabase:
