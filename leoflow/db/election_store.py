@@ -118,16 +118,6 @@ def session_identity(conn: psycopg.Connection[Any]) -> tuple[int, str | None]:
     return int(row[0]), row[1]
 
 
-def probe_backend_in_transaction(conn: psycopg.Connection[Any]) -> tuple[int, str | None]:
-    """:func:`session_identity` as seen by a *second* client while it holds a transaction open.
-
-    Used to detect transaction pooling: through such a pooler the idle lock session's backend is
-    handed to the next client, which then sees the lock session's pid and token.
-    """
-    with conn.transaction():
-        return session_identity(conn)
-
-
 def wait_lock(conn: psycopg.Connection[Any], cluster: str, token: str) -> bool:
     """Block in ``pg_advisory_lock`` for at most the session's ``lock_timeout``; True once granted.
 

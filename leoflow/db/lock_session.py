@@ -118,19 +118,27 @@ class LockSession:
             return store.timeline(self._conn)
 
     def backend_shared_with_new_session(self, url: str, *, application_name: str) -> bool:
-        """Is a second client, holding a transaction open, handed this session's backend?
+        """Does this session lose its backend to a second client, or hop to another one?
 
-        Through a transaction-mode pooler the idle lock session's backend goes back to the pool:
-        the next client is given it (and sees this session's pid and token), or this session is
-        moved to another backend meanwhile (and no longer sees its token).
+        Through a transaction-mode pooler the idle lock session's backend goes back to the pool.
+        A short-lived probe client opens a transaction (so it holds one backend) and looks at
+        the pid and token it sees; meanwhile, and again after the probe released its backend,
+        this session checks it still runs on its own backend. PgBouncer hands out the most
+        recently released backend first, so in transaction mode the probe gets this session's
+        backend (the one just released) or, failing that, this session gets the probe's: a
+        transaction-mode pooler escapes all three checks only if other clients' traffic lands
+        between the steps exactly so. Each session statement proves its backend anyway.
         """
         with _translated():
-            first, _ = store.session_identity(self._conn)
+            mine, token = store.session_identity(self._conn)
+            seen = [(mine, token)]
             with psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=None,
-                                 **connect_kwargs(application_name)) as probe:
-                probe_pid, probe_token = store.probe_backend_in_transaction(probe)
-            again, token = store.session_identity(self._conn)
-            return probe_pid == first or probe_token == self._token or again != first or token != self._token
+                                 **connect_kwargs(application_name)) as probe, probe.transaction():
+                probe_pid, probe_token = store.session_identity(probe)
+                seen.append(store.session_identity(self._conn))
+            seen.append(store.session_identity(self._conn))
+            shared = probe_pid == mine or probe_token == self._token
+            return shared or any(pid != mine or found != self._token for pid, found in seen)
 
     def claim_installation(self, cluster: str, node_id: str) -> installation.Ownership:
         """Claim the database for ``cluster`` or learn that it belongs to another (ADR 0009)."""

@@ -48,7 +48,7 @@ from typing import Protocol
 from leoflow.clock import Clock, SystemClock
 from leoflow.db.lock_session import LockSession
 from leoflow.election.health import ElectionHealth
-from leoflow.election.session import POOLER_PROBLEM, open_lock_session, vet_session
+from leoflow.election.session import POOLER_PROBLEM, open_lock_session, recheck_pooler, vet_session
 from leoflow.errors import (
     DatabaseError,
     LeoflowError,
@@ -110,6 +110,7 @@ class Elector:
         self._unrecorded: list[tuple[int, str, str, datetime]] = []
         self._gate = gate
         self.health = health or ElectionHealth()
+        self._probed_at = float("-inf")
         self._thread = threading.Thread(target=self._main, name=f"elector-{self._cluster}", daemon=True)
         self._guard = threading.Thread(target=self._guard_main, name="elector-lease-guard", daemon=True)
 
@@ -243,6 +244,7 @@ class Elector:
                     self._blocking = False
             if not granted:
                 self._evict_stale_holder(conn)
+                self._recheck_pooler(conn)
                 continue
             if self._stopping.is_set():
                 conn.unlock(self._cluster)
@@ -262,6 +264,14 @@ class Elector:
             if self._stepping_down is not None:
                 self._stepping_down = None
                 self._sleep(poll)  # let another replica take over before contending again
+
+    def _recheck_pooler(self, conn: LockSession) -> None:
+        """Every poll interval, behind a pooler: has it started sharing this session's backend?"""
+        now = self.clock.monotonic()
+        if not conn.behind_pooler or now - self._probed_at < self._election.poll_interval:
+            return
+        self._probed_at = now
+        recheck_pooler(conn, self.settings)
 
     def _evict_stale_holder(self, conn: LockSession) -> None:
         pid = conn.stale_holder(self._cluster, 2 * self._election.leader_lease)
@@ -341,6 +351,7 @@ class Elector:
                 if self._term != term:
                     raise _LockLost("fenced by the lease guard")
                 self._lease_deadline = sent + self._election.leader_lease
+            self._recheck_pooler(conn)
 
     def _release_term(self, conn: LockSession, term: int, reason: str) -> None:
         """Stop acting first, then record the end and unlock (so the event precedes the next term)."""
@@ -359,6 +370,9 @@ class Elector:
         with self._mutex:
             term, self._term = self._term, None
             self._keepalive_since = None
+            if kind == "lost":
+                # A step-down asked for by the term that just ended must not end the next one.
+                self._stepping_down = None
             if term is not None and record:
                 self._unrecorded.append((term, kind, reason, datetime.now(UTC)))
         if term is None:

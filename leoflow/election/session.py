@@ -23,8 +23,8 @@ from leoflow.db.lock_session import POOLER_PROBLEM, LockSession, SessionTimeouts
 from leoflow.errors import UnsafeDatabaseSetup
 from leoflow.settings import Settings
 
-__all__ = ["POOLER_PROBLEM", "STANDBY_PROBLEM", "open_lock_session", "report_claim", "session_timeouts",
-           "vet_session"]
+__all__ = ["POOLER_PROBLEM", "STANDBY_PROBLEM", "open_lock_session", "recheck_pooler", "report_claim",
+           "session_timeouts", "vet_session"]
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +70,16 @@ def vet_session(session: LockSession, settings: Settings) -> None:
     """
     if session.in_recovery():
         raise UnsafeDatabaseSetup(STANDBY_PROBLEM)
+    recheck_pooler(session, settings)
+    report_claim(session.claim_installation(settings.cluster.name, settings.cluster.node_id))
+
+
+def recheck_pooler(session: LockSession, settings: Settings) -> None:
+    """Behind a protocol-level pooler: refuse a session whose backend is not its own (at connect,
+    and every poll interval after — a pooler can be switched to transaction mode at run time)."""
     if session.behind_pooler and session.backend_shared_with_new_session(
             settings.require_database_url(), application_name=f"leoflow-probe:{settings.cluster.node_id}"):
         raise UnsafeDatabaseSetup(POOLER_PROBLEM)
-    report_claim(session.claim_installation(settings.cluster.name, settings.cluster.node_id))
 
 
 def report_claim(ownership: Ownership) -> None:

@@ -185,6 +185,13 @@ class EmbeddedPostgres:
         if result.returncode != 0 and self.running_pid() is not None:
             self.kill()
 
+    def promote(self, *, timeout: float = 60) -> None:
+        """End recovery of a standby (``pg_ctl promote``): it becomes a primary on a new timeline."""
+        result = self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-w", "-t", str(int(timeout)),
+                            "promote"], timeout=timeout + 10)
+        if result.returncode != 0:
+            raise EmbeddedPostgresError(f"promotion failed: {result.stderr.strip()[-500:]} {self.log_tail()}")
+
     def kill(self) -> None:
         pid = self.running_pid()
         if pid is None:

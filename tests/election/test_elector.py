@@ -152,48 +152,23 @@ def test_a_second_cluster_is_refused_and_leads_in_a_schema_of_its_own(
     assert rt.kinds() == [] and ra.kinds() == ["acquired"]
 
 
-def test_hot_standby_is_refused_with_one_clear_line(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
-    import os
-    import pwd
-    import shutil
-    import subprocess
+def test_hot_standby_is_refused_with_one_clear_line(caplog: pytest.LogCaptureFixture) -> None:
+    from tests.harness.replication import streaming_pair
 
-    from leoflow.db import migrations
-    from leoflow.standalone.embedded import EmbeddedPostgres, find_bin_dir
-    from tests.harness.postgres import private_server
-
-    with private_server() as primary:
-        url = primary.create_database("leoflow")
-        migrations.upgrade(url)
-        base = tmp_path / "standby"
-        base.mkdir()
-        base.chmod(0o755)
-        subprocess.run([str(find_bin_dir() / "pg_basebackup"), "-h", primary.host, "-p", str(primary.port),
-                        "-U", "postgres", "-D", str(base / "data"), "-R", "-X", "stream", "-c", "fast"], check=True,
-                       capture_output=True, timeout=120)
-        if os.geteuid() == 0:
-            user = pwd.getpwnam("leoflow-pg")
-            for root, dirs, files in os.walk(base):
-                for name in [*dirs, *files]:
-                    os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid)
-        standby = EmbeddedPostgres(base / "data", socket_dir=base / "sock")
-        standby.start()
-        try:
-            standby.wait_ready()
-            rec = Recorder()
-            elector = Elector(node_settings(standby.url("leoflow"), "s1"), rec)
-            with caplog.at_level("ERROR", logger="leoflow.election.elector"):
-                elector.start()
-                wait_for(lambda: any("hot standby" in r.getMessage() for r in caplog.records), 30,
-                         "the refusal")
-                time.sleep(1.5)  # another poll: still refused, logged once
-                elector.release_and_join(5)
-            lines = [r.getMessage() for r in caplog.records if "refusing" in r.getMessage()]
-            assert len(lines) == 1 and "LEOFLOW_DATABASE_URL" in lines[0] and "primary" in lines[0]
-            assert rec.kinds() == []
-        finally:
-            standby.stop("immediate")
-            shutil.rmtree(base, ignore_errors=True)
+    with streaming_pair() as pair:
+        migrations.upgrade(pair.primary.url("leoflow"))
+        pair.wait_caught_up()
+        rec = Recorder()
+        elector = Elector(node_settings(pair.standby.url("leoflow"), "s1"), rec)
+        with caplog.at_level("ERROR", logger="leoflow.election.elector"):
+            elector.start()
+            wait_for(lambda: any("hot standby" in r.getMessage() for r in caplog.records), 30, "the refusal")
+            time.sleep(1.5)  # another poll: still refused, logged once
+            elector.release_and_join(5)
+        lines = [r.getMessage() for r in caplog.records if "refusing" in r.getMessage()]
+        assert len(lines) == 1 and "LEOFLOW_DATABASE_URL" in lines[0] and "primary" in lines[0]
+        assert "target_session_attrs=read-write" in lines[0] and elector.health.problem == lines[0].split(": ", 1)[1]
+        assert rec.kinds() == []
 
 
 @pytest.mark.parametrize("lease", [1.0, 2.0, 2.5, 10.0, 37.0])
