@@ -99,3 +99,10 @@ def claim_at_start(database_url: str, cluster: str, node_id: str) -> Ownership:
     """:func:`claim` on a short connection of its own (a process starting); Leoflow errors only."""
     with translated(), connect_sync(database_url, None, application_name=f"leoflow-start:{node_id}") as conn:
         return claim(conn, cluster, node_id)
+
+
+def owner_of(database_url: str) -> Ownership | None:
+    """:func:`owner` on a short connection of its own (``leoflow db current``); Leoflow errors only."""
+    with translated(), connect_sync(database_url, None, application_name="leoflow-cli") as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        return owner(conn)

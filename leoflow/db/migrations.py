@@ -101,6 +101,17 @@ def downgrade(database_url: str, revision: str) -> None:
         command.downgrade(alembic_config(database_url), revision)
 
 
+def drops_everything(database_url: str, revision: str) -> bool:
+    """Would downgrading to ``revision`` (``base``, ``-N``) drop every table?"""
+    if revision == "base":
+        return True
+    if revision.startswith("-") and revision[1:].isdigit():
+        current = current_revision(database_url)
+        depth = len(list(_scripts().walk_revisions(base="base", head=current))) if current else 0
+        return int(revision[1:]) >= depth
+    return False
+
+
 def prepare(conn: Connection, database_url: str) -> None:
     """First statements of every migration transaction (``alembic/env.py``).
 
@@ -162,13 +173,11 @@ async def schema_state(conn: AsyncConnection) -> SchemaState:
 def readiness_problem(state: SchemaState, head: str | None = None) -> str | None:
     """Why code at ``head`` (this build's) must not serve this schema; None when it may."""
     head = head or head_revision()
-    if state.revision == head:
+    if state.revision == head or head in state.compatible_code:
         return None
     if state.revision is None:
         return f"the database has no schema (head is {head}); run `leoflow db upgrade`"
     if state.revision not in known_revisions():
-        if head in state.compatible_code:
-            return None
         return (f"database schema is at {state.revision}, newer than this build's head {head} and not "
                 f"declared compatible with it; upgrade this replica")
     return f"database schema is at {state.revision}, head is {head}; run `leoflow db upgrade`"
