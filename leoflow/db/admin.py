@@ -1,7 +1,8 @@
 """Server administration statements for the embedded PostgreSQL and test harnesses.
 
-Starting a private server (standalone mode, tests, benchmarks) needs two things of SQL: wait
-until the server accepts connections, and create a database. They live here so that every
+Starting a private server (standalone mode, tests, benchmarks) needs a few things of SQL: wait
+until the server accepts connections, create a database, and (standalone) the statement that
+sets the superuser's password in single-user mode. They live here so that every
 statement Leoflow runs stays in the data layer (docs/adr/0008-layers.md); driver errors leave
 as Leoflow errors.
 """
@@ -42,3 +43,13 @@ def create_database(admin_url: str, name: str, *, template: str | None = None) -
         except psycopg.errors.DuplicateDatabase:
             return False
     return True
+
+
+def set_password_script(role: str, password: str) -> str:
+    """The statement setting ``role``'s password, for a server in single-user mode (no connection to run it on).
+
+    ``password`` must be URL-safe base64 (what standalone generates): it is quoted as a literal.
+    """
+    if not password.replace("-", "").replace("_", "").isalnum() or not role.isidentifier():
+        raise ValueError("role must be an identifier and password URL-safe base64")
+    return f"ALTER ROLE {role} PASSWORD '{password}';\n"
