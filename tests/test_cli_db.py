@@ -8,6 +8,8 @@ import sys
 
 import psycopg
 
+from leoflow.db import migrations
+
 
 def leoflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
@@ -49,7 +51,8 @@ def test_db_downgrade_and_current(empty_database_url: str) -> None:
 def test_downgrade_to_base_needs_yes_off_a_terminal(empty_database_url: str) -> None:
     env = {"LEOFLOW_DATABASE_URL": empty_database_url}
     assert leoflow("db", "upgrade", env=env).returncode == 0
-    for target in ("base", "-2", "-5"):
+    depth = len(migrations.known_revisions())
+    for target in ("base", f"-{depth}", f"-{depth + 2}"):
         refused = leoflow("db", "downgrade", target, env=env)
         assert refused.returncode == 2, refused.stderr
         lines = refused.stderr.strip().splitlines()
@@ -57,7 +60,7 @@ def test_downgrade_to_base_needs_yes_off_a_terminal(empty_database_url: str) -> 
         assert "at head" in leoflow("db", "current", env=env).stdout  # nothing was dropped
     # One step back keeps the tables: no confirmation needed.
     assert leoflow("db", "downgrade", "-1", env=env).returncode == 0
-    assert leoflow("db", "current", env=env).stdout.startswith("0001")
+    assert leoflow("db", "current", env=env).stdout.startswith(f"{depth - 1:04d} (head is")
 
 
 def test_downgrade_to_base_asks_on_a_terminal(empty_database_url: str) -> None:
@@ -66,7 +69,7 @@ def test_downgrade_to_base_asks_on_a_terminal(empty_database_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
     env["LEOFLOW_DATABASE_URL"] = empty_database_url
     assert leoflow("db", "upgrade", env=env).returncode == 0
-    for answer, code, at in ((b"no\n", 2, "0002"), (b"yes\n", 0, "base")):
+    for answer, code, at in ((b"no\n", 2, migrations.head_revision()), (b"yes\n", 0, "base")):
         leader, follower = pty.openpty()
         proc = subprocess.Popen([sys.executable, "-m", "leoflow", "db", "downgrade", "base"], env=env,
                                 stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

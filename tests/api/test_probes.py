@@ -81,12 +81,14 @@ def test_readyz_accepts_a_newer_schema_that_declares_this_build_compatible(datab
 def test_migrations_record_what_each_revision_declared(empty_database_url: str) -> None:
     migrations.upgrade(empty_database_url)
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        assert conn.execute("SELECT revision, compatible_code FROM schema_compatibility").fetchall() == [
-            ("0002", ["0001"])]
-    # So a replica of the 0001 build stays ready on it; one of this build on 0001 is told to upgrade.
-    state = migrations.SchemaState("0002", ("0001",))
-    assert migrations.readiness_problem(state, head="0001") is None
-    migrations.downgrade(empty_database_url, "0001")
+        rows = conn.execute("SELECT revision, compatible_code FROM schema_compatibility").fetchall()
+    head = migrations.head_revision()
+    declared = migrations.declared_compatible_code(head)
+    assert declared and rows == [(head, list(declared))]
+    # So a replica of the previous build stays ready on it; one of this build there is told to upgrade.
+    previous = declared[0]
+    assert migrations.readiness_problem(migrations.SchemaState(head, declared), head=previous) is None
+    migrations.downgrade(empty_database_url, previous)
     with client_for(create_app(api_settings(empty_database_url))) as client:
         ready = client.get("/readyz")
         assert ready.status_code == 503 and "run `leoflow db upgrade`" in ready.json()["error"]["message"]

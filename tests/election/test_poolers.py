@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from leoflow.db import migrations
 from tests.election.cluster import Cluster, ReplicaProcess, wait_for
 from tests.harness.pgbouncer import PGBOUNCER, PgBouncer
 from tests.harness.postgres import PostgresServer
@@ -72,7 +73,7 @@ def test_session_pooler_works_and_transaction_mode_is_refused(
         pooled = bouncer.url(cluster.database_url)
         # Migrations through the stock pooler apply, and the command says so with exit 0.
         upgrade = leoflow("db", "upgrade", url=pooled)
-        assert upgrade.returncode == 0 and "schema at 0002" in upgrade.stdout, upgrade.stderr
+        assert upgrade.returncode == 0 and f"schema at {migrations.head_revision()}" in upgrade.stdout, upgrade.stderr
         replicas = [cluster.start(node, database_url=pooled, wait=False) for node in ("a", "b")]
         for r in replicas:
             cluster.wait_healthy(r)

@@ -1,7 +1,7 @@
 """one cluster per database, term timelines, try outcomes, schema compatibility
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-11-24 09:00:00
 
 - ``installation``: the one cluster this database belongs to (ADR 0009). An existing database
@@ -15,7 +15,7 @@ Create Date: 2026-11-24 09:00:00
 - ``try_outcomes``: outcomes of local processes reported by the replica that ran them.
 - ``schema_compatibility``: the current revision's declaration, read by ``/readyz`` (ADR 0006).
 
-Expand-only: code at 0001 ignores all of it, hence ``compatible_code``.
+Expand-only: code at 0004 ignores all of it, hence ``compatible_code``.
 """
 
 from collections.abc import Sequence
@@ -25,14 +25,14 @@ from sqlalchemy.dialects import postgresql
 
 from alembic import op
 
-revision: str = '0002'
-down_revision: str | Sequence[str] | None = '0001'
+revision: str = '0005'
+down_revision: str | Sequence[str] | None = '0004'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-#: Code at these heads runs correctly on this schema (ADR 0006): a rolling upgrade from 0001
+#: Code at these heads runs correctly on this schema (ADR 0006): a rolling upgrade from 0004
 #: keeps the old replicas ready.
-compatible_code = ("0001",)
+compatible_code = ("0004",)
 
 _KNOWN_CLUSTERS = """
 SELECT cluster FROM cluster_leadership UNION SELECT cluster FROM leader_terms
@@ -72,7 +72,7 @@ def upgrade() -> None:
     clusters = [row[0] for row in op.get_bind().execute(sa.text(_KNOWN_CLUSTERS))]
     if len(clusters) == 1:
         op.get_bind().execute(sa.text(
-            "INSERT INTO installation (id, cluster, claimed_by) VALUES (1, :cluster, 'migration 0002')"),
+            "INSERT INTO installation (id, cluster, claimed_by) VALUES (1, :cluster, 'migration 0005')"),
             {"cluster": clusters[0]})
 
 
