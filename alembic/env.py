@@ -1,8 +1,12 @@
 """Alembic environment for Leoflow.
 
 The URL comes from the config (set by ``leoflow db ...``) or ``LEOFLOW_DATABASE_URL`` (plain
-``alembic`` from a checkout). Migrations run under a transaction-level advisory lock so that
-replicas or hook Jobs upgrading at the same moment apply each revision exactly once.
+``alembic`` from a checkout); it goes to libpq unchanged (multi-host lists, sockets, a schema in
+``options=-csearch_path%3D...``), see ``leoflow.db.session``. Migrations run under a
+transaction-level advisory lock so that replicas or hook Jobs upgrading at the same moment apply
+each revision exactly once; a schema named by the URL's ``search_path`` is created first if it
+does not exist; and the current revision's compatibility declaration is recorded for
+``/readyz`` (``leoflow.db.migrations``).
 """
 
 from __future__ import annotations
@@ -10,11 +14,11 @@ from __future__ import annotations
 import os
 from logging.config import fileConfig
 
-from sqlalchemy import Connection, create_engine, pool, text
+from sqlalchemy import Connection
 
 from alembic import context
-from leoflow.db.engine import sqlalchemy_url
-from leoflow.db.migrations import MIGRATION_LOCK
+from leoflow.db import migrations
+from leoflow.db.engine import make_sync_engine
 from leoflow.db.models import Base
 
 config = context.config
@@ -25,14 +29,15 @@ target_metadata = Base.metadata
 
 
 def _url() -> str:
-    url = config.get_main_option("sqlalchemy.url") or os.environ.get("LEOFLOW_DATABASE_URL")
+    url = (config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url")
+           or os.environ.get("LEOFLOW_DATABASE_URL"))
     if not url:
         raise SystemExit("LEOFLOW_DATABASE_URL: is not set (expected postgresql://...)")
-    return sqlalchemy_url(url)
+    return str(url)
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True,
+    context.configure(url="postgresql+psycopg://", target_metadata=target_metadata, literal_binds=True,
                       compare_type=True)
     with context.begin_transaction():
         context.run_migrations()
@@ -43,8 +48,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    engine = create_engine(_url(), poolclass=pool.NullPool,
-                           connect_args={"application_name": "leoflow-migrate", "connect_timeout": 10})
+    engine = make_sync_engine(_url(), application_name="leoflow-migrate")
     with engine.connect() as conn:
         _run(conn)
     engine.dispose()
@@ -54,9 +58,9 @@ def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
                       transaction_per_migration=False)
     with context.begin_transaction():
-        context.execute(text("SELECT pg_advisory_xact_lock(:a, :b)").bindparams(
-            a=MIGRATION_LOCK[0], b=MIGRATION_LOCK[1]))
+        migrations.prepare(connection, _url())
         context.run_migrations()
+        migrations.record_compatibility(connection, context.get_context().get_current_revision())
 
 
 if context.is_offline_mode():

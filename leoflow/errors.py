@@ -25,6 +25,30 @@ class SettingsError(LeoflowError):
         super().__init__(f"{variable}: {problem}")
 
 
+class ClusterMismatch(SettingsError):
+    """This database (or schema) belongs to another Leoflow cluster (ADR 0009)."""
+
+    def __init__(self, cluster: str, owner: str, *, schema: str | None = None) -> None:
+        self.cluster = cluster
+        self.owner = owner
+        where = f"schema {schema!r} of this database" if schema and schema != "public" else "this database"
+        super().__init__("LEOFLOW_CLUSTER", (
+            f"is {cluster!r}, but {where} belongs to cluster {owner!r}; one database (or schema) holds one "
+            f"Leoflow cluster: point LEOFLOW_DATABASE_URL at another database, or at another schema with "
+            f"?options=-csearch_path%3D<schema>, or set LEOFLOW_CLUSTER={owner} to join that cluster"))
+
+
+class ClusterNameInUse(SettingsError):
+    """Another schema of this database holds a cluster of the same name (ADR 0009)."""
+
+    def __init__(self, cluster: str, schema: str) -> None:
+        self.cluster = cluster
+        super().__init__("LEOFLOW_CLUSTER", (
+            f"is {cluster!r}, a name already used by the Leoflow cluster in schema {schema!r} of this database; "
+            "clusters sharing a database in different schemas need different LEOFLOW_CLUSTER names (the "
+            "election lock and the task pods' names are per cluster name)"))
+
+
 class DatabaseError(LeoflowError):
     """The database refused or failed a statement (translated from the driver in leoflow.db)."""
 

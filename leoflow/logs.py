@@ -16,7 +16,8 @@ import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+
+from leoflow.settings.database_url import redact_database_url
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=`` and is context.
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {
@@ -27,16 +28,8 @@ _KV_PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
-    """``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``; safe to log."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "")
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
+    """``postgresql://u:secret@h/db`` → ``postgresql://u:***@h/db``; safe to log (every libpq URL form)."""
+    return redact_database_url(url)
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:

@@ -27,7 +27,10 @@ within milliseconds — then leave the membership, stop the HTTP server, exit 0.
 
 Failure semantics: PostgreSQL being down never stops the process (liveness stays green, the
 elector reconnects with jittered backoff, readiness fails). The process exits non-zero only
-when the HTTP server cannot run (e.g. the port is taken).
+when the HTTP server cannot run (e.g. the port is taken), or at start when the database belongs
+to another cluster (:func:`run` claims it or refuses with one line, exit 2; ADR 0009) — if the
+database is unreachable at start, the elector makes the same check once it connects and the
+replica stays unready with the reason.
 """
 
 from __future__ import annotations
@@ -44,12 +47,15 @@ import uvicorn
 
 from leoflow.aiotasks import Registry, cancel_and_wait, restarting, start_guarded
 from leoflow.clock import Clock, SystemClock
+from leoflow.db import installation
 from leoflow.db.budget import ConnectionBudget
 from leoflow.db.database import Database
 from leoflow.election import membership
-from leoflow.election.elector import Elector
+from leoflow.election.elector import Elector, LeadershipGate
+from leoflow.election.health import ElectionHealth
+from leoflow.election.session import report_claim
 from leoflow.election.supervisor import LeaderSupervisor, ServicesFactory, Stoppable
-from leoflow.errors import LeoflowError
+from leoflow.errors import DatabaseError, LeoflowError, SchemaNotCurrent
 from leoflow.executor.base import ReplicaService
 from leoflow.leadership import LeaderService
 from leoflow.settings import Settings
@@ -156,7 +162,9 @@ class Replica:
         elector: Elector | None = None
         supervisor = LeaderSupervisor(settings, db, self.clock, step_down=lambda r: elector_step_down(r),
                                       factory=self._services, extra=self._extra)
-        elector = Elector(settings, _Bridge(loop, supervisor), clock=self.clock)
+        health = ElectionHealth()
+        elector = Elector(settings, _Bridge(loop, supervisor), clock=self.clock, health=health,
+                          gate=pools_gate(loop, db, timeout=max(1.0, settings.election.leader_lease / 2)))
 
         def elector_step_down(reason: str) -> None:
             assert elector is not None
@@ -164,7 +172,8 @@ class Replica:
 
         # proxy_headers off: nothing here uses the client address, and X-Forwarded-* headers
         # are only as trustworthy as the proxy chain, which a replica cannot know.
-        server = _Server(uvicorn.Config(create_app(settings), host=settings.api.host, port=settings.api.port,
+        app = create_app(settings, election_health=health)
+        server = _Server(uvicorn.Config(app, host=settings.api.host, port=settings.api.port,
                                         log_config=None, access_log=False, lifespan="on",
                                         proxy_headers=False, server_header=False,
                                         timeout_graceful_shutdown=max(1, int(settings.election.shutdown_grace))))
@@ -226,6 +235,43 @@ def _bind(service: ReplicaService, settings: Settings, db: Database) -> Callable
     return run
 
 
+def pools_gate(loop: asyncio.AbstractEventLoop, db: Database, *, timeout: float) -> LeadershipGate:
+    """The elector's gate: can this replica's leader pool open a connection and run a statement?
+
+    Called from the elector's thread; the check itself runs on the event loop, where the pool
+    lives. A replica whose pools cannot work (a pooler refusing them, wrong credentials for
+    them) must never be elected: it would take terms only to have its scheduler die.
+    """
+    def gate() -> str | None:
+        future = asyncio.run_coroutine_threadsafe(db.check(), loop)
+        try:
+            future.result(timeout)
+        except DatabaseError as exc:
+            return str(exc)
+        except TimeoutError:
+            future.cancel()
+            return f"a connection did not work within {timeout:g}s"
+        return None
+    return gate
+
+
+def claim_database(settings: Settings) -> None:
+    """Claim the database for this cluster at start, or refuse it (``ClusterMismatch``, ADR 0009).
+
+    An unreachable or unmigrated database is not a reason to refuse: the elector makes the same
+    check on every session it opens, and readiness says what is wrong meanwhile.
+    """
+    try:
+        report_claim(installation.claim_at_start(settings.require_database_url(), settings.cluster.name,
+                                                 settings.cluster.node_id))
+    except SchemaNotCurrent:
+        log.warning("the database schema is not migrated yet; the cluster is checked once it is",
+                    extra={"cluster": settings.cluster.name})
+    except DatabaseError as exc:
+        log.warning("cannot check which cluster the database belongs to yet: %s", exc,
+                    extra={"cluster": settings.cluster.name})
+
+
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop when installed (it comes with ``uvicorn[standard]``), else asyncio's own loop.
 
@@ -242,5 +288,6 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def run(settings: Settings, *, extra_leader_services: Sequence[LeaderService] = ()) -> int:
     """Run a replica until SIGTERM/SIGINT; the exit code (0 after a clean handover)."""
+    claim_database(settings)
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         return runner.run(Replica(settings, extra_leader_services=extra_leader_services).serve())

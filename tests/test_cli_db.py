@@ -8,12 +8,14 @@ import sys
 
 import psycopg
 
+from leoflow.db import migrations
+
 
 def leoflow(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "leoflow", *args], capture_output=True, text=True,
-                          env=full_env, timeout=60, check=False)
+                          env=full_env, timeout=60, check=False, stdin=subprocess.DEVNULL)
 
 
 def test_help_lists_subcommands() -> None:
@@ -40,9 +42,50 @@ def test_db_upgrade_creates_schema_and_is_a_noop_the_second_time(empty_database_
 def test_db_downgrade_and_current(empty_database_url: str) -> None:
     env = {"LEOFLOW_DATABASE_URL": empty_database_url}
     assert leoflow("db", "upgrade", env=env).returncode == 0
-    down = leoflow("db", "downgrade", "base", env=env)
+    assert "not claimed by any cluster yet" in leoflow("db", "current", env=env).stdout
+    down = leoflow("db", "downgrade", "base", "--yes", env=env)
     assert down.returncode == 0, down.stderr
     assert leoflow("db", "current", env=env).stdout.startswith("base")
+
+
+def test_downgrade_to_base_needs_yes_off_a_terminal(empty_database_url: str) -> None:
+    env = {"LEOFLOW_DATABASE_URL": empty_database_url}
+    assert leoflow("db", "upgrade", env=env).returncode == 0
+    depth = len(migrations.known_revisions())
+    for target in ("base", f"-{depth}", f"-{depth + 2}"):
+        refused = leoflow("db", "downgrade", target, env=env)
+        assert refused.returncode == 2, refused.stderr
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--yes" in lines[0] and "drops every Leoflow table" in lines[0]
+        assert "at head" in leoflow("db", "current", env=env).stdout  # nothing was dropped
+    # One step back keeps the tables: no confirmation needed.
+    assert leoflow("db", "downgrade", "-1", env=env).returncode == 0
+    assert leoflow("db", "current", env=env).stdout.startswith(f"{depth - 1:04d} (head is")
+
+
+def test_downgrade_to_base_asks_on_a_terminal(empty_database_url: str) -> None:
+    import pty
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
+    env["LEOFLOW_DATABASE_URL"] = empty_database_url
+    assert leoflow("db", "upgrade", env=env).returncode == 0
+    for answer, code, at in ((b"no\n", 2, migrations.head_revision()), (b"yes\n", 0, "base")):
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "leoflow", "db", "downgrade", "base"], env=env,
+                                stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.close(follower)
+        os.write(leader, answer)
+        _, err = proc.communicate(timeout=60)
+        os.close(leader)
+        assert proc.returncode == code, err
+        assert leoflow("db", "current", env=env).stdout.startswith(at)
+
+
+def test_current_names_the_cluster_that_owns_the_database(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO installation (cluster, claimed_by) VALUES ('blue', 'node-1')")
+    current = leoflow("db", "current", env={"LEOFLOW_DATABASE_URL": database_url})
+    assert current.returncode == 0 and "cluster blue" in current.stdout and "node-1" in current.stdout
 
 
 def test_bad_database_url_is_one_line_and_exit_2() -> None:

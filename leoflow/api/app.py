@@ -46,6 +46,7 @@ from leoflow.api.middleware import RequestMetrics
 from leoflow.api.run_waits import Waiters
 from leoflow.db.budget import ConnectionBudget
 from leoflow.db.pool import PooledDatabase
+from leoflow.election.health import ElectionHealth
 from leoflow.logs import redact_url
 from leoflow.settings import Settings
 
@@ -121,8 +122,11 @@ def _starlette_routes(settings: Settings) -> list[BaseRoute]:
     return routes
 
 
-def create_app(settings: Settings) -> Starlette:
-    """The API app for ``settings``; raises SettingsError when auth is enabled without tokens."""
+def create_app(settings: Settings, *, election_health: ElectionHealth | None = None) -> Starlette:
+    """The API app for ``settings``; raises SettingsError when auth is enabled without tokens.
+
+    ``election_health`` is the replica's elector's: ``/readyz`` reports its refusals.
+    """
     ensure_auth_configured(settings)
     url = settings.require_database_url()
     auth = Authenticator(settings.api)
@@ -136,7 +140,8 @@ def create_app(settings: Settings) -> Starlette:
         # database is down; requests answer 503 until it is back.
         await db.open()
         app.state.api = ApiState(settings=settings, db=db, auth=auth,
-                                 request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK)
+                                 request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK,
+                                 election_health=election_health)
         app.state.work_gauges = routes_system.WorkGauges()
         app.state.run_waiters = Waiters()
         logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,

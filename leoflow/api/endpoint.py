@@ -36,6 +36,7 @@ from leoflow.api.audit import record_outcome
 from leoflow.api.auth import Authenticator, Scope
 from leoflow.api.errors import ApiError, bad_field, error_response, translate
 from leoflow.db.pool import PooledDatabase
+from leoflow.election.health import ElectionHealth
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_document_shape
 from leoflow.model.fields import NAME_RE
@@ -69,6 +70,8 @@ class ApiState:
     auth: Authenticator
     #: Deadline for one request's database work: the statement timeout plus connect slack.
     request_timeout: float
+    #: Why this replica's elector refuses to contend, if it does (None outside a replica).
+    election_health: ElectionHealth | None = None
 
 
 def api_state(request: Request) -> ApiState:

@@ -136,7 +136,7 @@ SCHEMAS: dict[str, Any] = {
                    "term": _nullable("integer"), "details": {"type": "object"}}, extra=True),
     "EventPage": _page("Event"),
     "Health": _obj({"status": _STR}),
-    "Ready": _obj({"status": _STR, "schema": _STR}),
+    "Ready": _obj({"status": _STR, "schema": _STR, "pooler": {"type": "boolean"}}),
 }
 
 _RETRY_AFTER = {"Retry-After": {"schema": {"type": "string"}, "description": "Seconds to wait."}}

@@ -2,9 +2,11 @@
 
 - ``/healthz`` (liveness) answers from the event loop alone. It never touches the database or
   leadership: a database outage must make replicas *unready*, not get them restarted.
-- ``/readyz`` (readiness) is 200 when the database answers within a few seconds and its
-  schema is at the head migration; otherwise 503 with the reason. Followers are ready: every
-  replica serves the API.
+- ``/readyz`` (readiness) is 200 when the database answers within a few seconds, its schema is
+  at this build's head or at a revision that declared this build compatible (ADR 0006), and the
+  replica's elector refuses nothing (a hot standby, a transaction-mode pooler, a database of
+  another cluster, pools that cannot connect); otherwise 503 with the reason — the server's own
+  words when connecting fails. Followers are ready: every replica serves the API.
 - ``/metrics`` renders the default Prometheus registry after refreshing the work gauges (at
   most every few seconds, with a short deadline; stale values on failure).
 """
@@ -23,8 +25,7 @@ from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, error_response
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import openapi_document
-from leoflow.db import api_queries, dag_metrics_store
-from leoflow.db.migrations import head_revision
+from leoflow.db import api_queries, dag_metrics_store, migrations
 from leoflow.errors import DatabaseError
 from leoflow.metrics.dags import DAG_METRICS, RunStatsRow
 from leoflow.metrics.http import STATE_GAUGE_TTL, set_work_gauges
@@ -47,22 +48,32 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Readiness: the database answers and the schema is at head."""
+    """Readiness: the database answers, the schema suits this build, and the elector refuses nothing."""
     state = api_state(request)
-    head = head_revision()
     try:
         async with asyncio.timeout(READY_CHECK_TIMEOUT), state.db.connect() as conn:
-            revision = await api_queries.schema_revision(conn)
+            schema = await migrations.schema_state(conn)
     except (DatabaseError, TimeoutError) as exc:
-        reason = "database did not answer in time" if isinstance(exc, TimeoutError) else str(exc)
-        return error_response(ApiError(503, reason, code="not_ready", details={"database": "unavailable"},
-                                       headers={"Retry-After": "5"}))
-    if revision != head:
-        reason = f"database schema is at {revision or 'base'}, head is {head}; run `leoflow db upgrade`"
-        return error_response(ApiError(503, reason, code="not_ready",
-                                       details={"database": "ok", "schema": revision, "head": head},
-                                       headers={"Retry-After": "5"}))
-    return JsonResponse({"status": "ready", "schema": revision})
+        reason = str(exc) if isinstance(exc, DatabaseError) else _no_answer(state.db.failures.last)
+        return _not_ready(reason, {"database": "unavailable"})
+    problem = migrations.readiness_problem(schema)
+    if problem is not None:
+        return _not_ready(problem, {"database": "ok", "schema": schema.revision, "head": migrations.head_revision()})
+    refused = state.election_health.problem if state.election_health is not None else None
+    if refused is not None:
+        return _not_ready(refused, {"database": "ok", "schema": schema.revision, "election": "refused"})
+    return JsonResponse({"status": "ready", "schema": schema.revision,
+                         "pooler": state.db.failures.behind_pooler})
+
+
+def _no_answer(last_failure: str | None) -> str:
+    if last_failure is not None:
+        return f"cannot connect to the database: {last_failure}"
+    return "database did not answer in time"
+
+
+def _not_ready(reason: str, details: dict[str, object]) -> Response:
+    return error_response(ApiError(503, reason, code="not_ready", details=details, headers={"Retry-After": "5"}))
 
 
 class WorkGauges:

@@ -4,11 +4,17 @@
 retention (``LEOFLOW_RETENTION_DAYS``, :mod:`leoflow.housekeeping.retention`), the history that
 ended before DATE: finished runs with their task instances, tries and logs, DAG versions
 nothing refers to, deleted DAGs without runs. Runs with work still in flight are kept.
+
+``downgrade`` to ``base`` (or ``-N`` reaching it) drops every Leoflow table — every DAG, run and
+log: it asks for ``yes`` on a terminal and requires ``--yes`` otherwise (scripts, CI, an init
+container), so it never happens by accident. ``upgrade`` prints the revision the schema is at
+(exit 0 once applied) and ``current`` which cluster owns the database (ADR 0009).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +35,11 @@ def register(sub: Any) -> None:
 
     down = verbs.add_parser("downgrade", help="migrate the schema back to REVISION ('base' drops everything)")
     down.add_argument("revision", help="target revision, e.g. base or 0001")
+    down.add_argument("--yes", action="store_true",
+                      help="confirm a downgrade that drops every table (required off a terminal)")
     down.set_defaults(handler=downgrade, configure_logging=False)
 
-    cur = verbs.add_parser("current", help="print the schema revision the database is at")
+    cur = verbs.add_parser("current", help="print the schema revision the database is at, and its cluster")
     cur.set_defaults(handler=current, configure_logging=False)
 
     prg = verbs.add_parser("purge", help="delete history that ended before DATE (finished runs with their "
@@ -56,9 +64,29 @@ def downgrade(args: argparse.Namespace, settings: Settings) -> int:
     from leoflow.db import migrations
 
     url = settings.require_database_url()
+    if migrations.drops_everything(url, args.revision) and not args.yes and not _confirmed(url):
+        return 2
     migrations.downgrade(url, args.revision)
     print(f"schema at {_current(settings) or 'base'}")
     return 0
+
+
+def _confirmed(url: str) -> bool:
+    """Ask on a terminal; off a terminal, say that ``--yes`` is needed."""
+    from leoflow.logs import redact_url
+
+    warning = f"downgrading to base drops every Leoflow table in {redact_url(url)} (all DAGs, runs and logs)"
+    if not sys.stdin.isatty():
+        print(f"leoflow: error: {warning}; pass --yes to confirm", file=sys.stderr)
+        return False
+    try:
+        answer = input(f"{warning}. Type 'yes' to continue: ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() != "yes":
+        print("leoflow: nothing changed", file=sys.stderr)
+        return False
+    return True
 
 
 def _current(settings: Settings) -> str | None:
@@ -70,12 +98,25 @@ def _current(settings: Settings) -> str | None:
 def current(args: argparse.Namespace, settings: Settings) -> int:
     from leoflow.db import migrations
 
-    settings.require_database_url()
+    url = settings.require_database_url()
     revision = _current(settings)
     head = migrations.head_revision()
     state = "at head" if revision == head else f"head is {head}"
-    print(f"{revision or 'base'} ({state})")
+    print(f"{revision or 'base'} ({state}); {_owner_text(url)}")
     return 0
+
+
+def _owner_text(url: str) -> str:
+    from leoflow.db import installation
+    from leoflow.errors import DatabaseError
+
+    try:
+        owner = installation.owner_of(url)
+    except DatabaseError:  # no schema yet (or not this far): nothing owns it
+        return "not claimed by any cluster"
+    if owner is None:
+        return "not claimed by any cluster yet (the first replica to start claims it)"
+    return f"cluster {owner.cluster} (claimed {owner.claimed_at:%Y-%m-%d %H:%M} UTC by {owner.claimed_by})"
 
 
 def cutoff_arg(value: str) -> datetime:

@@ -1,7 +1,8 @@
 """Server administration statements for the embedded PostgreSQL and test harnesses.
 
-Starting a private server (standalone mode, tests, benchmarks) needs two things of SQL: wait
-until the server accepts connections, and create a database. They live here so that every
+Starting a private server (standalone mode, tests, benchmarks) needs a few things of SQL: wait
+until the server accepts connections, create a database, and (standalone) the statement that
+sets the superuser's password in single-user mode. They live here so that every
 statement Leoflow runs stays in the data layer (docs/adr/0008-layers.md); driver errors leave
 as Leoflow errors.
 """
@@ -13,8 +14,8 @@ import time
 import psycopg
 from psycopg import sql
 
-from leoflow.db.engine import libpq_url
 from leoflow.db.errors import translated
+from leoflow.db.session import connect_sync
 from leoflow.errors import DatabaseUnavailable
 
 
@@ -23,7 +24,7 @@ def wait_until_accepting(url: str, *, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with psycopg.connect(libpq_url(url), connect_timeout=2):
+            with connect_sync(url, None, application_name="leoflow-admin", connect_timeout=2):
                 return
         except psycopg.OperationalError as exc:
             if time.monotonic() > deadline:
@@ -36,9 +37,19 @@ def create_database(admin_url: str, name: str, *, template: str | None = None) -
     query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template:
         query = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
-    with translated(), psycopg.connect(libpq_url(admin_url), autocommit=True) as conn:
+    with translated(), connect_sync(admin_url, None, application_name="leoflow-admin") as conn:
         try:
             conn.execute(query)
         except psycopg.errors.DuplicateDatabase:
             return False
     return True
+
+
+def set_password_script(role: str, password: str) -> str:
+    """The statement setting ``role``'s password, for a server in single-user mode (no connection to run it on).
+
+    ``password`` must be URL-safe base64 (what standalone generates): it is quoted as a literal.
+    """
+    if not password.replace("-", "").replace("_", "").isalnum() or not role.isidentifier():
+        raise ValueError("role must be an identifier and password URL-safe base64")
+    return f"ALTER ROLE {role} PASSWORD '{password}';\n"

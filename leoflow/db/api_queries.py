@@ -191,11 +191,3 @@ async def count_runs_by_state(conn: AsyncConnection) -> dict[str, int]:
     counts: dict[str, int] = dict.fromkeys(ACTIVE_RUN_STATES, 0)
     counts.update({state: n for state, n in await conn.execute(query)})
     return counts
-
-
-async def schema_revision(conn: AsyncConnection) -> str | None:
-    """The alembic revision the database is at (None when unversioned)."""
-    exists = (await conn.execute(text("SELECT to_regclass('alembic_version') IS NOT NULL"))).scalar()
-    if not exists:
-        return None
-    return (await conn.execute(text("SELECT version_num FROM alembic_version LIMIT 1"))).scalar()

@@ -18,8 +18,9 @@ through to them.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from leoflow.db.engine import make_async_engine
@@ -42,23 +43,32 @@ class Database:
         """A database handle with its own pool of at most ``pool_size`` connections (opened lazily)."""
         return cls(make_async_engine(settings, application_name=application_name, pool_size=pool_size))
 
+    def translated(self) -> AbstractAsyncContextManager[None]:
+        """The error boundary of this handle (a pooled handle adds why it cannot connect)."""
+        return translated_async()
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
-        async with translated_async(), self.engine.begin() as conn:
+        async with self.translated(), self.engine.begin() as conn:
             yield conn
 
     @asynccontextmanager
     async def fenced(self, cluster: str, term: int) -> AsyncIterator[Connection]:
         """A write transaction that commits only while ``term`` is the cluster's newest."""
-        async with translated_async(), self.engine.begin() as conn:
+        async with self.translated(), self.engine.begin() as conn:
             await check_term_async(conn, cluster, term)
             yield conn
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[Connection]:
-        async with translated_async(), self.engine.connect() as conn:
+        async with self.translated(), self.engine.connect() as conn:
             yield conn
 
+    async def check(self) -> None:
+        """Open one connection and run a statement on it: can this handle's connections work at all?"""
+        async with self.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
     async def dispose(self) -> None:
-        async with translated_async():
+        async with self.translated():
             await self.engine.dispose()

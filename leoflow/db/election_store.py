@@ -30,30 +30,59 @@ LOCK_APP_PREFIX = "leoflow-lock:"
 
 # --------------------------------------------------------------------------- lock connection
 
+#: The session-level setting every lock session writes once, right after connecting, with a
+#: value of its own: the proof, in each lock statement, that it runs on *this session's* backend.
+SESSION_TOKEN = "leoflow.lock_session"
+
 _HOLDS_KEY = """
-SELECT count(*) FROM pg_locks
+SELECT count(*), current_setting('leoflow.lock_session', true) FROM pg_locks
  WHERE locktype = 'advisory' AND classid = %s::oid AND objid = %s::oid AND objsubid = 2
    AND granted AND pid = pg_backend_pid()
    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """
 
+_HELD_HERE = """
+EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid AND objid = %s::oid
+          AND objsubid = 2 AND granted AND pid = pg_backend_pid())
+"""
 
-def configure_session(conn: psycopg.Connection[Any], *, lock_timeout_ms: int, keepalive_idle: int,
+
+class ForeignBackend(Exception):
+    """A lock statement ran on a backend that is not this session's own (see :func:`configure_session`)."""
+
+
+def configure_session(conn: psycopg.Connection[Any], *, token: str, lock_timeout_ms: int, keepalive_idle: int,
                       keepalive_interval: int, keepalive_count: int, user_timeout_ms: int) -> None:
-    """Server-side dead-client detection for the lock session (see ADR 0002 for the inequality).
+    """Server-side dead-client detection for the lock session (see ADR 0002 for the inequality),
+    and the session's token. One statement, so all of it lands on one backend.
 
     ``lock_timeout`` bounds each blocking ``pg_advisory_lock`` wait of a follower (the poll
     interval); ``statement_timeout`` is off because that wait is deliberate.
+
+    The token (:data:`SESSION_TOKEN`) is checked by every lock statement in the same statement
+    (:func:`wait_lock`, :func:`holds_lock`, :func:`start_term`, :func:`unlock`): a transaction-mode
+    pooler that hands the session another backend — one without the token, or one carrying another
+    session's — is caught at that very statement, before the lock can be taken or trusted there.
+    A backend that already carries a token belongs to another session (a pooler that does not
+    reset backends between clients): :class:`ForeignBackend` at once.
     """
-    for name, value in (("tcp_keepalives_idle", keepalive_idle),
-                        ("tcp_keepalives_interval", keepalive_interval),
-                        ("tcp_keepalives_count", keepalive_count),
-                        ("tcp_user_timeout", user_timeout_ms),
-                        ("idle_session_timeout", 0),
-                        ("idle_in_transaction_session_timeout", 0),
-                        ("statement_timeout", 0),
-                        ("lock_timeout", lock_timeout_ms)):
-        conn.execute(f"SET {name} = {int(value)}")
+    row = conn.execute(
+        "SELECT previous, set_config('leoflow.lock_session', %s, false),"
+        " set_config('tcp_keepalives_idle', %s, false), set_config('tcp_keepalives_interval', %s, false),"
+        " set_config('tcp_keepalives_count', %s, false), set_config('tcp_user_timeout', %s, false),"
+        " set_config('idle_session_timeout', '0', false),"
+        " set_config('idle_in_transaction_session_timeout', '0', false),"
+        " set_config('statement_timeout', '0', false), set_config('lock_timeout', %s, false)"
+        " FROM (SELECT current_setting('leoflow.lock_session', true) AS previous OFFSET 0) AS before",
+        (token, str(int(keepalive_idle)), str(int(keepalive_interval)), str(int(keepalive_count)),
+         str(int(user_timeout_ms)), str(int(lock_timeout_ms)))).fetchone()
+    if row is not None and row[0]:
+        raise ForeignBackend("the backend already carries another lock session's state")
+
+
+def _own(token: str, found: object) -> None:
+    if found != token:
+        raise ForeignBackend("a lock statement ran on a backend other than this session's own")
 
 
 def backend_pid(conn: psycopg.Connection[Any]) -> int:
@@ -67,73 +96,109 @@ def in_recovery(conn: psycopg.Connection[Any]) -> bool:
     return bool(row and row[0])
 
 
-def probe_backend_pid_in_transaction(conn: psycopg.Connection[Any]) -> int:
-    """The backend pid seen by a *second* client while it holds a transaction open.
+def timeline(conn: psycopg.Connection[Any]) -> int | None:
+    """The server's current WAL timeline (the first 8 hex digits of the WAL file name), if readable.
 
-    Used to detect transaction pooling: through such a pooler the idle lock session's backend is
-    handed to the next client, so both report the same pid.
+    A promotion starts a new timeline. Managed services that hide WAL functions answer None and
+    terms there carry no timeline (ADR 0003).
     """
-    with conn.transaction():
-        return backend_pid(conn)
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int").fetchone()
+    except psycopg.errors.DatabaseError:  # not the connection's failure: the function is unavailable here
+        return None
+    return int(row[0]) if row and row[0] is not None else None
 
 
-def try_lock(conn: psycopg.Connection[Any], cluster: str) -> bool:
-    """``pg_try_advisory_lock``: never waits."""
-    row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", election_lock_key(cluster)).fetchone()
-    return bool(row and row[0])
+def session_identity(conn: psycopg.Connection[Any]) -> tuple[int, str | None]:
+    """The backend pid a statement of this session ran on, and the token that backend carries."""
+    row = conn.execute("SELECT pg_backend_pid(), current_setting('leoflow.lock_session', true)").fetchone()
+    assert row is not None
+    return int(row[0]), row[1]
 
 
-def wait_lock(conn: psycopg.Connection[Any], cluster: str) -> bool:
+def wait_lock(conn: psycopg.Connection[Any], cluster: str, token: str) -> bool:
     """Block in ``pg_advisory_lock`` for at most the session's ``lock_timeout``; True once granted.
 
     A waiting follower is queued by the server's lock manager, so it is granted the lock the
-    moment the holder's session ends — no polling needed for the fast path.
+    moment the holder's session ends — no polling needed for the fast path. The lock is only
+    requested on this session's own backend, and never on one that holds it already (session
+    locks stack: a backend of another session would grant it at once) — else
+    :class:`ForeignBackend`.
     """
     try:
-        conn.execute("SELECT pg_advisory_lock(%s, %s)", election_lock_key(cluster))
-        return True
+        row = conn.execute(
+            f"SELECT CASE WHEN current_setting('leoflow.lock_session', true) = %s AND NOT {_HELD_HERE}"
+            " THEN pg_advisory_lock(%s, %s)::text || 'granted' ELSE 'foreign' END",
+            (token, *pg_locks_ids(cluster), *election_lock_key(cluster))).fetchone()
     except psycopg.errors.LockNotAvailable:
         return False
+    if row is None or row[0] != "granted":
+        raise ForeignBackend("the lock was asked for on a backend other than this session's own")
+    return True
 
 
-def holds_lock(conn: psycopg.Connection[Any], cluster: str) -> bool:
-    """Ownership keepalive: does *this backend pid* hold the cluster's key right now?"""
+def holds_lock(conn: psycopg.Connection[Any], cluster: str, token: str) -> bool:
+    """Ownership keepalive: does *this backend pid*, this session's own, hold the cluster's key now?"""
     row = conn.execute(_HOLDS_KEY, pg_locks_ids(cluster)).fetchone()
-    return bool(row and row[0] >= 1)
+    assert row is not None
+    _own(token, row[1])
+    return bool(row[0] >= 1)
 
 
-def unlock(conn: psycopg.Connection[Any], cluster: str) -> bool:
-    row = conn.execute("SELECT pg_advisory_unlock(%s, %s)", election_lock_key(cluster)).fetchone()
-    return bool(row and row[0])
+def unlock(conn: psycopg.Connection[Any], cluster: str, token: str) -> bool:
+    """Release the lock — only on this session's own backend (never another session's lock)."""
+    row = conn.execute("SELECT CASE WHEN current_setting('leoflow.lock_session', true) = %s"
+                       " THEN pg_advisory_unlock(%s, %s) END", (token, *election_lock_key(cluster))).fetchone()
+    if row is None or row[0] is None:
+        raise ForeignBackend("the unlock ran on a backend other than this session's own")
+    return bool(row[0])
+
+
+#: Terms are ``timeline * TERMS_PER_TIMELINE + n``: integer order is the order of the pairs
+#: (timeline, n), as long as one timeline issues fewer terms than this (a leader change every
+#: second for 30 years). See ADR 0003.
+TERMS_PER_TIMELINE = 1_000_000_000
 
 
 def start_term(conn: psycopg.Connection[Any], cluster: str, node_id: str, details: dict[str, Any],
-               *, lock_timeout: float) -> int:
+               *, lock_timeout: float, token: str, timeline: int | None) -> int:
     """Record a new fencing term for the lock holder; returns it. One transaction.
 
     The ``FOR UPDATE`` on the cluster's ``cluster_leadership`` row comes first: it waits for every
     fenced write transaction of older terms (they hold the row ``FOR SHARE``) so that each of them
     is ordered before the new term, and raises ``LockNotAvailable`` after ``lock_timeout``.
+
+    The number is at least ``timeline * TERMS_PER_TIMELINE + 1``: after an asynchronous standby is
+    promoted (a new timeline), the terms the old primary issued but never replicated are all
+    below every term of the new timeline, so no number is ever issued twice (ADR 0003).
     """
+    floor = (timeline or 0) * TERMS_PER_TIMELINE + 1
     with conn.transaction():
         conn.execute(f"SET LOCAL lock_timeout = {max(1, int(lock_timeout * 1000))}")
+        row = conn.execute("SELECT current_setting('leoflow.lock_session', true)").fetchone()
+        _own(token, row[0] if row else None)
         conn.execute("SELECT term FROM cluster_leadership WHERE cluster = %s FOR UPDATE", (cluster,))
         # Terms that never recorded their end (crash, partition) end now, at the latest; the
         # replica that held one overwrites this with the moment it stopped, once it reconnects.
         conn.execute("UPDATE leader_terms SET ended_at = clock_timestamp(), end_reason = 'superseded'"
                      " WHERE cluster = %s AND ended_at IS NULL", (cluster,))
         row = conn.execute(
-            "INSERT INTO leader_terms (cluster, node_id, backend_pid) VALUES (%s, %s, pg_backend_pid())"
-            " RETURNING term", (cluster, node_id)).fetchone()
+            "WITH next AS (SELECT nextval(pg_get_serial_sequence('leader_terms', 'term')) AS n)"
+            " INSERT INTO leader_terms (term, cluster, node_id, backend_pid, timeline)"
+            " SELECT greatest(next.n, %s), %s, %s, pg_backend_pid(), %s FROM next RETURNING term",
+            (floor, cluster, node_id, timeline)).fetchone()
         assert row is not None
         term = int(row[0])
+        conn.execute("SELECT setval(pg_get_serial_sequence('leader_terms', 'term'), %s)", (term,))
         updated = conn.execute(
-            "UPDATE cluster_leadership SET term = %s, node_id = %s, since = clock_timestamp()"
-            " WHERE cluster = %s", (term, node_id, cluster)).rowcount
+            "UPDATE cluster_leadership SET term = %s, node_id = %s, since = clock_timestamp(), timeline = %s"
+            " WHERE cluster = %s", (term, node_id, timeline, cluster)).rowcount
         if not updated:
-            conn.execute("INSERT INTO cluster_leadership (cluster, term, node_id, since)"
-                         " VALUES (%s, %s, %s, clock_timestamp())", (cluster, term, node_id))
-        _insert_event(conn, cluster, "leader_elected", node_id, term, details)
+            conn.execute("INSERT INTO cluster_leadership (cluster, term, node_id, since, timeline)"
+                         " VALUES (%s, %s, %s, clock_timestamp(), %s)", (cluster, term, node_id, timeline))
+        _insert_event(conn, cluster, "leader_elected", node_id, term, {**details, "timeline": timeline})
     return term
 
 

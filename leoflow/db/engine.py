@@ -1,43 +1,35 @@
-"""Database engines and connection URLs.
+"""SQLAlchemy engines whose connections come from :mod:`leoflow.db.session`.
 
-Users give a libpq-style ``postgresql://`` URL; SQLAlchemy needs the driver named
-(``postgresql+psycopg://``) and raw psycopg wants the plain form. These helpers convert between
-them in one place. Pools are bounded (no overflow): a replica's engines together stay within the
-budget of :mod:`leoflow.db.budget` (``LEOFLOW_DB_POOL_SIZE`` plus the one lock connection).
-The HTTP API's pool lives in :mod:`leoflow.db.pool`.
+SQLAlchemy only needs to know the dialect (``postgresql+psycopg``); it never sees the user's
+URL, which goes to libpq unchanged (multi-host lists, sockets, ``options`` — see
+:mod:`leoflow.db.session`). Pools are bounded (no overflow): a replica's engines together stay
+within the budget of :mod:`leoflow.db.budget` (``LEOFLOW_DB_POOL_SIZE`` plus the one lock
+connection). The HTTP API's pool lives in :mod:`leoflow.db.pool`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import psycopg
+from sqlalchemy import Engine, create_engine, pool
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from leoflow.db.session import SessionSetup, connect_async, connect_sync, libpq_url
 from leoflow.settings import DatabaseSettings
+
+#: The dialect; the URL itself never passes through SQLAlchemy.
+DIALECT_URL = "postgresql+psycopg://"
+
+__all__ = ["libpq_url", "make_async_engine", "make_sync_engine", "sqlalchemy_url"]
 
 
 def sqlalchemy_url(url: str) -> str:
-    """``postgresql://...`` → ``postgresql+psycopg://...`` (psycopg 3 driver)."""
+    """``postgresql://...`` → ``postgresql+psycopg://...`` (for tools that want SQLAlchemy's form)."""
     for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
     return url
-
-
-def libpq_url(url: str) -> str:
-    """``postgresql+psycopg://...`` → ``postgresql://...`` for psycopg.connect()."""
-    if url.startswith("postgresql+psycopg://"):
-        return "postgresql://" + url[len("postgresql+psycopg://"):]
-    return url
-
-
-def connect_args(settings: DatabaseSettings, application_name: str) -> dict[str, object]:
-    timeout_ms = int(settings.statement_timeout * 1000)
-    return {
-        "application_name": application_name,
-        "connect_timeout": 5,
-        "options": f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}",
-        # Detect a dead server on pooled connections too (the lock connection sets its own).
-        "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
-    }
 
 
 def make_async_engine(settings: DatabaseSettings, *, application_name: str = "leoflow",
@@ -45,11 +37,27 @@ def make_async_engine(settings: DatabaseSettings, *, application_name: str = "le
     """The one engine factory: bounded, asyncio (the leader's services, membership, replica
     services, the CLI's short checks); wrapped by :class:`leoflow.db.database.Database`."""
     assert settings.url, "database URL required"
+    url = settings.url
+    setup = SessionSetup.for_statements(settings.statement_timeout)
+
+    async def connect() -> psycopg.AsyncConnection[Any]:
+        return await connect_async(url, setup, application_name=application_name)
+
     return create_async_engine(
-        sqlalchemy_url(settings.url),
+        DIALECT_URL, async_creator=connect,
         pool_size=pool_size or settings.pool_size,
         max_overflow=0,
         pool_pre_ping=True,
         pool_timeout=10,
-        connect_args=connect_args(settings, application_name),
     )
+
+
+def make_sync_engine(url: str, *, application_name: str, connect_timeout: int = 10) -> Engine:
+    """An unpooled synchronous engine (alembic): one libpq connection per use, no timeouts set
+    (a migration may legitimately run long)."""
+
+    def connect() -> psycopg.Connection[Any]:
+        return connect_sync(url, None, application_name=application_name, connect_timeout=connect_timeout,
+                            autocommit=False)
+
+    return create_engine(DIALECT_URL, creator=connect, poolclass=pool.NullPool)

@@ -12,28 +12,49 @@ Every state-changing transaction of the leader (scheduler, executor) starts with
 
 Either way no write of an older term can commit after a newer term has committed. Callers treat
 ``FencedOut`` as "stop acting now", never as an error to retry.
+
+**Failover.** The row's ``timeline`` is the WAL timeline the term began on; a term is valid only
+while the server is still on it. An asynchronous standby promoted to primary starts a new
+timeline, and may have lost the newest term (and the row that recorded it): without this check
+a paused ex-leader whose term survived on the standby — or an older one, whose term the lost
+transaction had superseded — could commit again. With it, every term issued before a promotion
+is void on the promoted server (ADR 0003). The current timeline is read in the same statement
+(one function call, no extra round trip) and only for rows that recorded one.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.errors import FencedOut
 
-_CHECK = text("SELECT term FROM cluster_leadership WHERE cluster = :cluster FOR SHARE")
+_CHECK = text(
+    "SELECT term, timeline, CASE WHEN timeline IS NULL THEN NULL"
+    " ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END"
+    " FROM cluster_leadership WHERE cluster = :cluster FOR SHARE")
 
 
-def _verify(row_term: int | None, term: int, cluster: str) -> None:
+def _verify(row: Sequence[Any] | None, term: int, cluster: str) -> None:
+    row_term = row[0] if row is not None else None
     if row_term != term:
         raise FencedOut(f"term {term} of cluster {cluster!r} is no longer the newest (now {row_term})")
+    assert row is not None
+    began_on, now_on = row[1], row[2]
+    if began_on is not None and now_on != began_on:
+        raise FencedOut(f"term {term} of cluster {cluster!r} began on timeline {began_on}, the database is now on "
+                        f"timeline {now_on} (a standby was promoted): every earlier term is void")
 
 
 def check_term(conn: Connection, cluster: str, term: int) -> None:
     """Raise FencedOut unless ``term`` is the newest; holds a share lock until the transaction ends."""
-    _verify(conn.execute(_CHECK, {"cluster": cluster}).scalar(), term, cluster)
+    _verify(conn.execute(_CHECK, {"cluster": cluster}).first(), term, cluster)
 
 
 async def check_term_async(conn: AsyncConnection, cluster: str, term: int) -> None:
     """Async twin of :func:`check_term`."""
-    _verify((await conn.execute(_CHECK, {"cluster": cluster})).scalar(), term, cluster)
+    _verify((await conn.execute(_CHECK, {"cluster": cluster})).first(), term, cluster)
+

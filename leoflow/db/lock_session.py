@@ -10,12 +10,23 @@ raises (:mod:`leoflow.db.errors`): the elector sees
 :meth:`LockSession.shutdown` unblocks a thread stuck in a call on the session (the lease guard
 uses it when a keepalive hangs past half the lease): it shuts the socket down under the call,
 which then fails with ``DatabaseUnavailable``.
+
+**One backend, proven on every lock statement.** At connect the session writes a random token
+into a session-level setting of its backend; every lock statement checks it in the same
+statement (:mod:`leoflow.db.election_store`). A statement that runs on another backend — what a
+transaction-mode pooler does — raises :class:`~leoflow.errors.UnsafeDatabaseSetup` with
+:data:`POOLER_PROBLEM` at that statement, deterministically, before the lock is taken or trusted
+there; so does a backend that carries another session's token. When a protocol-level pooler sits
+in between (the backend pid the server announced differs from the real one),
+:meth:`LockSession.backend_shared_with_new_session` additionally probes at every connect whether a
+second client is handed this session's backend.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,9 +36,14 @@ from typing import Any
 import psycopg
 
 from leoflow.db import election_store as store
-from leoflow.db.engine import libpq_url
+from leoflow.db import installation
 from leoflow.db.errors import translate
-from leoflow.errors import DatabaseUnavailable
+from leoflow.db.session import connect_kwargs, libpq_url
+from leoflow.errors import DatabaseUnavailable, UnsafeDatabaseSetup
+
+POOLER_PROBLEM = ("the election lock session does not keep its PostgreSQL backend across statements "
+                  "(a transaction-mode pooler such as PgBouncer, or a pooler that does not reset backends "
+                  "between clients); point LEOFLOW_DATABASE_URL at a session-mode pooler or directly at PostgreSQL")
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,8 @@ def _translated() -> Iterator[None]:
     # The session's sockets belong to this module alone: a bare socket error is the database's.
     try:
         yield
+    except store.ForeignBackend as exc:
+        raise UnsafeDatabaseSetup(POOLER_PROBLEM) from exc
     except (psycopg.Error, OSError) as exc:
         if isinstance(exc, psycopg.Error):
             raise translate(exc) from exc
@@ -58,26 +76,32 @@ def _translated() -> Iterator[None]:
 class LockSession:
     """One dedicated lock connection; see the module docstring."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], token: str) -> None:
         self._conn = conn
+        self._token = token
+        #: A protocol-level pooler sits between us and the server (see leoflow.db.session).
+        self.behind_pooler = False
 
     @classmethod
     def connect(cls, url: str, *, application_name: str, timeouts: SessionTimeouts) -> LockSession:
+        token = secrets.token_hex(16)
         with _translated():
-            conn = psycopg.connect(
-                libpq_url(url), autocommit=True, prepare_threshold=None, application_name=application_name[:63],
-                connect_timeout=timeouts.connect_timeout, keepalives=1,
-                keepalives_idle=timeouts.client_keepalive_idle, keepalives_interval=1, keepalives_count=2,
-                tcp_user_timeout=timeouts.client_user_timeout_ms)
+            # The lock session's own client keepalives replace the pools' defaults (ADR 0002).
+            kwargs = {**connect_kwargs(application_name, connect_timeout=timeouts.connect_timeout),
+                      "keepalives_idle": timeouts.client_keepalive_idle, "keepalives_interval": 1,
+                      "keepalives_count": 2, "tcp_user_timeout": timeouts.client_user_timeout_ms}
+            conn = psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=None, **kwargs)
             with contextlib.ExitStack() as on_failure:
                 on_failure.callback(conn.close)
-                store.configure_session(conn, lock_timeout_ms=timeouts.lock_timeout_ms,
+                store.configure_session(conn, token=token, lock_timeout_ms=timeouts.lock_timeout_ms,
                                         keepalive_idle=timeouts.server_keepalive_idle,
                                         keepalive_interval=timeouts.server_keepalive_interval,
                                         keepalive_count=timeouts.server_keepalive_count,
                                         user_timeout_ms=timeouts.server_user_timeout_ms)
+                session = cls(conn, token)
+                session.behind_pooler = store.backend_pid(conn) != conn.info.backend_pid
                 on_failure.pop_all()
-        return cls(conn)
+        return session
 
     # ------------------------------------------------------------------ vetting the session
 
@@ -89,38 +113,59 @@ class LockSession:
         with _translated():
             return store.in_recovery(self._conn)
 
-    def backend_shared_with_new_session(self, url: str, *, application_name: str) -> bool:
-        """Does a second client, holding a transaction open, land on this session's backend?
+    def timeline(self) -> int | None:
+        with _translated():
+            return store.timeline(self._conn)
 
-        Through a transaction-mode pooler the idle lock session's backend is handed to the next
-        client (same pid), or this session is moved to another backend meanwhile.
+    def backend_shared_with_new_session(self, url: str, *, application_name: str) -> bool:
+        """Does this session lose its backend to a second client, or hop to another one?
+
+        Through a transaction-mode pooler the idle lock session's backend goes back to the pool.
+        A short-lived probe client opens a transaction (so it holds one backend) and looks at
+        the pid and token it sees; meanwhile, and again after the probe released its backend,
+        this session checks it still runs on its own backend. PgBouncer hands out the most
+        recently released backend first, so in transaction mode the probe gets this session's
+        backend (the one just released) or, failing that, this session gets the probe's: a
+        transaction-mode pooler escapes all three checks only if other clients' traffic lands
+        between the steps exactly so. Each session statement proves its backend anyway.
         """
         with _translated():
-            first = store.backend_pid(self._conn)
+            mine, token = store.session_identity(self._conn)
+            seen = [(mine, token)]
             with psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=None,
-                                 application_name=application_name[:63], connect_timeout=5) as probe:
-                probe_pid = store.probe_backend_pid_in_transaction(probe)
-            return probe_pid == first or store.backend_pid(self._conn) != first
+                                 **connect_kwargs(application_name)) as probe, probe.transaction():
+                probe_pid, probe_token = store.session_identity(probe)
+                seen.append(store.session_identity(self._conn))
+            seen.append(store.session_identity(self._conn))
+            shared = probe_pid == mine or probe_token == self._token
+            return shared or any(pid != mine or found != self._token for pid, found in seen)
+
+    def claim_installation(self, cluster: str, node_id: str) -> installation.Ownership:
+        """Claim the database for ``cluster`` or learn that it belongs to another (ADR 0009)."""
+        with _translated():
+            return installation.claim(self._conn, cluster, node_id)
 
     # ------------------------------------------------------------------ the lock
 
     def wait_lock(self, cluster: str) -> bool:
         with _translated():
-            return store.wait_lock(self._conn, cluster)
+            return store.wait_lock(self._conn, cluster, self._token)
 
     def holds_lock(self, cluster: str) -> bool:
         with _translated():
-            return store.holds_lock(self._conn, cluster)
+            return store.holds_lock(self._conn, cluster, self._token)
 
     def unlock(self, cluster: str) -> bool:
         with _translated():
-            return store.unlock(self._conn, cluster)
+            return store.unlock(self._conn, cluster, self._token)
 
     # ------------------------------------------------------------------ terms and events
 
-    def start_term(self, cluster: str, node_id: str, details: dict[str, Any], *, lock_timeout: float) -> int:
+    def start_term(self, cluster: str, node_id: str, details: dict[str, Any], *, lock_timeout: float,
+                   timeline: int | None) -> int:
         with _translated():
-            return store.start_term(self._conn, cluster, node_id, details, lock_timeout=lock_timeout)
+            return store.start_term(self._conn, cluster, node_id, details, lock_timeout=lock_timeout,
+                                    token=self._token, timeline=timeline)
 
     def end_term(self, cluster: str, node_id: str, term: int, kind: str, reason: str, *,
                  stopped_at: datetime | None) -> None:

@@ -36,6 +36,7 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     Boolean,
+    CheckConstraint,
     DateTime,
     Float,
     ForeignKey,
@@ -264,6 +265,27 @@ class TaskTry(Base):
     )
 
 
+class TryOutcome(Base):
+    """How a try's process ended, reported by the replica that ran it (local executor).
+
+    Not a scheduling decision — a fact from the one host that can see the process — so any
+    replica may write it, leader or not, unfenced; the leader's executor turns it into a status
+    update under its own term. It lets a replica that lost leadership while its processes ran
+    (a database outage) hand their outcomes to the next leader instead of having them called
+    "vanished" and run again.
+    """
+
+    __tablename__ = "try_outcomes"
+
+    task_try_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("task_tries.id", ondelete="CASCADE"),
+                                             primary_key=True)
+    state: Mapped[str] = mapped_column(String(20))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(Text)
+    reported_by: Mapped[str] = mapped_column(String(253))
+    reported_at: Mapped[datetime] = mapped_column(server_default=_CLOCK)
+
+
 class TaskLog(Base):
     """Captured output of one try, size-capped (the tail is kept)."""
 
@@ -290,6 +312,9 @@ class ClusterLeadership(Base):
     term: Mapped[int] = mapped_column(BigInteger)
     node_id: Mapped[str] = mapped_column(String(253))
     since: Mapped[datetime] = mapped_column(server_default=_CLOCK)
+    # The server's WAL timeline when the term began: a term is valid only on that timeline, so
+    # a promoted standby invalidates every term issued before (ADR 0003). None: not readable.
+    timeline: Mapped[int | None] = mapped_column(Integer)
 
 
 class LeaderTerm(Base):
@@ -301,6 +326,7 @@ class LeaderTerm(Base):
     cluster: Mapped[str] = mapped_column(String(63))
     node_id: Mapped[str] = mapped_column(String(253))
     backend_pid: Mapped[int | None] = mapped_column(Integer)
+    timeline: Mapped[int | None] = mapped_column(Integer)
     acquired_at: Mapped[datetime] = mapped_column(server_default=_CLOCK)
     ended_at: Mapped[datetime | None]
     end_reason: Mapped[str | None] = mapped_column(Text)
@@ -469,3 +495,34 @@ class TaskFailureCount(Base):
     dag_id: Mapped[str] = mapped_column(String(50), ForeignKey("dags.dag_id", ondelete="CASCADE"), primary_key=True)
     task_id: Mapped[str] = mapped_column(String(50), primary_key=True)
     failures: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+
+class Installation(Base):
+    """The one cluster this database (or schema) belongs to; a single row (ADR 0009).
+
+    Written by the migration that introduced it when the database held exactly one cluster's
+    history, otherwise by the first replica of a cluster to start. A replica whose
+    ``LEOFLOW_CLUSTER`` differs refuses to start.
+    """
+
+    __tablename__ = "installation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, server_default=text("1"))
+    cluster: Mapped[str] = mapped_column(String(63))
+    claimed_at: Mapped[datetime] = mapped_column(server_default=_CLOCK)
+    claimed_by: Mapped[str] = mapped_column(String(253))
+
+    __table_args__ = (CheckConstraint("id = 1", name="single_row"),)
+
+
+class SchemaCompatibility(Base):
+    """The current revision's declaration: which older code heads run correctly on this schema.
+
+    Recorded by every upgrade/downgrade (``alembic/env.py``) from the revision script's
+    ``compatible_code``; read by ``/readyz`` (ADR 0006).
+    """
+
+    __tablename__ = "schema_compatibility"
+
+    revision: Mapped[str] = mapped_column(String(32), primary_key=True)
+    compatible_code: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))

@@ -37,8 +37,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from leoflow.db.database import Connection, Database
-from leoflow.db.engine import connect_args, libpq_url, sqlalchemy_url
+from leoflow.db.engine import DIALECT_URL
 from leoflow.db.errors import translated_async
+from leoflow.db.session import SessionSetup, behind_pooler, connect_kwargs, libpq_url, setup_session
+from leoflow.errors import DatabaseUnavailable
 from leoflow.settings import DatabaseSettings
 
 #: Seconds a request waits for a free connection before answering 503 (also the wait while
@@ -73,19 +75,55 @@ async def _back_to_autocommit(conn: PoolConnection) -> None:
     await conn.set_autocommit(True)
 
 
-def make_connection_pool(settings: DatabaseSettings, *, size: int, application_name: str) -> AsyncPool:
+class ConnectFailures:
+    """The last error the pool's background connection attempts met, with the server's own words.
+
+    psycopg_pool only logs a failed attempt; a request waiting for a connection then times out
+    with "couldn't get a connection" — true, but useless to an operator. Kept here, the real
+    cause (``FATAL: password authentication failed``, a pooler refusing a parameter) is what
+    ``/readyz`` and the request's 503 report.
+    """
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.behind_pooler = False
+
+
+def make_connection_pool(settings: DatabaseSettings, *, size: int, application_name: str,
+                         failures: ConnectFailures | None = None) -> AsyncPool:
     """A closed pool of at most ``size`` connections; ``await pool.open()`` inside an event loop.
 
     Sessions run in UTC, so timestamps rendered by PostgreSQL (JSON built in SQL) and by
-    Python carry the same ``+00:00`` offset whatever the server's ``TimeZone``.
+    Python carry the same ``+00:00`` offset whatever the server's ``TimeZone``. Timeouts and the
+    zone are set after connecting (:mod:`leoflow.db.session`), never as startup options.
     """
     assert settings.url, "database URL required"
-    kwargs = connect_args(settings, application_name)
-    kwargs["options"] = f"{kwargs['options']} -c TimeZone=UTC"
+    setup = SessionSetup.for_statements(settings.statement_timeout, utc=True)
+    seen = failures or ConnectFailures()
+
+    class Recording(PoolConnection):
+        @classmethod
+        async def connect(cls, *args: Any, **kwargs: Any) -> Any:
+            try:
+                conn = await super().connect(*args, **kwargs)
+            except Exception as exc:  # recorded, then raised on: the pool retries and logs it
+                seen.last = _first_line(exc)
+                raise
+            return conn
+
+    async def configure(conn: PoolConnection) -> None:
+        try:
+            await setup_session(conn, setup)
+        except Exception as exc:  # recorded, then raised on: the pool discards the connection
+            seen.last = _first_line(exc)
+            raise
+        seen.last = None
+        seen.behind_pooler = behind_pooler(conn)
+
     return AsyncConnectionPool(
-        libpq_url(settings.url), kwargs={**kwargs, "autocommit": True},
-        connection_class=PoolConnection, min_size=1, max_size=size, open=False, reset=_back_to_autocommit,
-        timeout=CHECKOUT_TIMEOUT, name=application_name,
+        libpq_url(settings.url), kwargs={**connect_kwargs(application_name), "autocommit": True},
+        connection_class=Recording, min_size=1, max_size=size, open=False, reset=_back_to_autocommit,
+        configure=configure, timeout=CHECKOUT_TIMEOUT, name=application_name,
         # A lost connection is re-established in the background with backoff (1, 2, 4 s...);
         # after RECONNECT_WINDOW the slot is given up and the next request regrows it at once.
         # Short, so a database back from a restart is used within seconds, not after a long
@@ -94,9 +132,13 @@ def make_connection_pool(settings: DatabaseSettings, *, size: int, application_n
     )
 
 
-def engine_on_pool(pool: AsyncPool, settings: DatabaseSettings) -> AsyncEngine:
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+def engine_on_pool(pool: AsyncPool) -> AsyncEngine:
     """A SQLAlchemy engine whose every connection is borrowed from ``pool`` (no pool of its own)."""
-    assert settings.url, "database URL required"
 
     async def borrow() -> PoolConnection:
         conn = await pool.getconn()
@@ -106,7 +148,7 @@ def engine_on_pool(pool: AsyncPool, settings: DatabaseSettings) -> AsyncEngine:
             on_failure.pop_all()
         return conn
 
-    return create_async_engine(sqlalchemy_url(settings.url), poolclass=NullPool, async_creator=borrow)
+    return create_async_engine(DIALECT_URL, poolclass=NullPool, async_creator=borrow)
 
 
 class PooledDatabase(Database):
@@ -122,31 +164,44 @@ class PooledDatabase(Database):
     end.
     """
 
-    def __init__(self, pool: AsyncPool, engine: AsyncEngine) -> None:
+    def __init__(self, pool: AsyncPool, engine: AsyncEngine, failures: ConnectFailures | None = None) -> None:
         super().__init__(engine)
         self.pool = pool
+        self.failures = failures or ConnectFailures()
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     def create(cls, settings: DatabaseSettings, *, size: int, application_name: str) -> PooledDatabase:
-        pool = make_connection_pool(settings, size=size, application_name=application_name)
-        return cls(pool, engine_on_pool(pool, settings))
+        failures = ConnectFailures()
+        pool = make_connection_pool(settings, size=size, application_name=application_name, failures=failures)
+        return cls(pool, engine_on_pool(pool), failures)
+
+    @asynccontextmanager
+    async def translated(self) -> AsyncIterator[None]:
+        """Driver errors as Leoflow errors; "cannot connect" carries the server's last refusal."""
+        try:
+            async with translated_async():
+                yield
+        except DatabaseUnavailable as exc:
+            if self.failures.last is None:
+                raise
+            raise DatabaseUnavailable(f"cannot connect to the database: {self.failures.last}") from exc
 
     async def open(self) -> None:
-        async with translated_async():
+        async with self.translated():
             await self.pool.open(wait=False)
 
     async def close(self) -> None:
-        async with translated_async():
+        async with self.translated():
             await self.engine.dispose()
             await self.pool.close()
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[Connection]:
-        async with translated_async(), self._reader.connect() as conn:
+        async with self.translated(), self._reader.connect() as conn:
             yield conn
 
     @asynccontextmanager
     async def raw(self) -> AsyncIterator[PoolConnection]:
-        async with translated_async(), self.pool.connection() as conn:
+        async with self.translated(), self.pool.connection() as conn:
             yield conn

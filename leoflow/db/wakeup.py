@@ -21,8 +21,8 @@ import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.engine import libpq_url
 from leoflow.db.errors import translated_async
+from leoflow.db.session import connect_kwargs, libpq_url
 
 #: LISTEN/NOTIFY channel the leader's scheduler listens on; the payload is the DAG id.
 WAKEUP_CHANNEL = "leoflow_wakeup"
@@ -38,7 +38,7 @@ async def listen(database_url: str, *, application_name: str, on_wakeup: Callabl
     """LISTEN on :data:`WAKEUP_CHANNEL` until cancelled; raises DatabaseUnavailable when the connection dies."""
     async with translated_async():
         conn = await psycopg.AsyncConnection.connect(libpq_url(database_url), autocommit=True,
-                                                     application_name=application_name[:63], connect_timeout=5)
+                                                     **connect_kwargs(application_name))
         async with conn:
             await conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
             on_wakeup()

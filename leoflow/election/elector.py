@@ -22,8 +22,15 @@ lease, and the elector declares the term lost and shuts the socket down under th
 The server is configured to notice a dead client only after twice the lease, so the old leader
 has stopped before anyone else can be granted the lock.
 
-Unsafe setups (hot standby, transaction-mode pooler) raise :class:`UnsafeDatabaseSetup` at connect;
-the elector logs one error line per distinct problem and never contends through such a session.
+**Refusals.** Every new session is vetted (:func:`~leoflow.election.session.vet_session`): a hot
+standby, a transaction-mode pooler, a database that belongs to another cluster (ADR 0009) or a
+schema that is not migrated is refused; so is a replica whose own pools cannot connect (the
+``gate`` the replica passes: checked when a session opens and again right after the lock is
+granted, before a term starts), since a leader that cannot run its scheduler would only take
+terms and die. A session that turns out mid-way to run on a backend not its own (a pooler
+switched to transaction mode at run time) is refused at that statement. Each distinct refusal
+is one error log line; the reason is kept in :class:`~leoflow.election.health.ElectionHealth`
+for ``/readyz``; the elector retries every poll interval without contending.
 """
 
 from __future__ import annotations
@@ -40,8 +47,16 @@ from typing import Protocol
 
 from leoflow.clock import Clock, SystemClock
 from leoflow.db.lock_session import LockSession
-from leoflow.election.session import POOLER_PROBLEM, check_session_safety, open_lock_session
-from leoflow.errors import DatabaseError, LeoflowError, LockTimeout, UnsafeDatabaseSetup
+from leoflow.election.health import ElectionHealth
+from leoflow.election.session import POOLER_PROBLEM, open_lock_session, recheck_pooler, vet_session
+from leoflow.errors import (
+    DatabaseError,
+    LeoflowError,
+    LockTimeout,
+    SchemaNotCurrent,
+    SettingsError,
+    UnsafeDatabaseSetup,
+)
 from leoflow.metrics import election as metrics
 from leoflow.settings import Settings
 
@@ -61,11 +76,20 @@ class _LockLost(Exception):
     """The keepalive found the lock gone, or the lease fenced this term."""
 
 
+class _Refused(Exception):
+    """This replica must not contend through this session (see the module docstring)."""
+
+
+#: A check run before contending and after every grant: None when this replica can lead, else why not.
+LeadershipGate = Callable[[], "str | None"]
+
+
 class Elector:
     """Contend for the cluster's lock; hold it with an ownership keepalive; fence on lease expiry."""
 
     def __init__(self, settings: Settings, listener: ElectionListener, *, clock: Clock | None = None,
-                 connect: Callable[[], LockSession] | None = None) -> None:
+                 connect: Callable[[], LockSession] | None = None, gate: LeadershipGate | None = None,
+                 health: ElectionHealth | None = None) -> None:
         self.settings = settings
         self.listener = listener
         self.clock = clock or SystemClock()
@@ -84,10 +108,9 @@ class Elector:
         self._keepalive_since: float | None = None
         self._blocking = False
         self._unrecorded: list[tuple[int, str, str, datetime]] = []
-        self._reported_problem: str | None = None
-        #: The pooler probe (a second connection) runs until one session passes it; see
-        #: :func:`~leoflow.election.session.check_session_safety`.
-        self._pooler_checked = False
+        self._gate = gate
+        self.health = health or ElectionHealth()
+        self._probed_at = float("-inf")
         self._thread = threading.Thread(target=self._main, name=f"elector-{self._cluster}", daemon=True)
         self._guard = threading.Thread(target=self._guard_main, name="elector-lease-guard", daemon=True)
 
@@ -138,10 +161,10 @@ class Elector:
                 failures = 0
                 self._record_unrecorded(conn)
                 self._contend(conn)
-            except UnsafeDatabaseSetup as exc:
-                if self._reported_problem != str(exc):
+            except (_Refused, UnsafeDatabaseSetup) as exc:
+                self._declare_lost("lost", _reason(exc))  # first: a term must not outlive its session's trust
+                if self.health.refuse(str(exc)):
                     log.error("refusing to elect a leader: %s", exc, extra={"cluster": self._cluster})
-                    self._reported_problem = str(exc)
                 self._sleep(self._election.poll_interval)
                 continue
             except (LeoflowError, _LockLost) as exc:  # DatabaseError, LockTimeout: the session is gone
@@ -190,13 +213,21 @@ class Elector:
         conn = self._connect_override() if self._connect_override is not None else open_lock_session(self.settings)
         with contextlib.ExitStack() as on_failure:
             on_failure.callback(conn.close)
-            check_session_safety(conn, self.settings, probe_pooler=not self._pooler_checked)
+            try:
+                vet_session(conn, self.settings)
+            except (SettingsError, SchemaNotCurrent) as exc:  # another cluster's database; not migrated
+                raise _Refused(str(exc)) from exc
+            self._check_gate()
             on_failure.pop_all()
-        self._pooler_checked = True
-        self._reported_problem = None
+        self.health.clear()
         with self._mutex:
             self._conn = conn
         return conn
+
+    def _check_gate(self) -> None:
+        problem = self._gate() if self._gate is not None else None
+        if problem is not None:
+            raise _Refused(f"this replica's own database connections do not work: {problem}")
 
     # ------------------------------------------------------------------ follower
     def _contend(self, conn: LockSession) -> None:
@@ -213,20 +244,34 @@ class Elector:
                     self._blocking = False
             if not granted:
                 self._evict_stale_holder(conn)
+                self._recheck_pooler(conn)
                 continue
             if self._stopping.is_set():
                 conn.unlock(self._cluster)
                 return
             granted_at = datetime.now(UTC)
             if not conn.holds_lock(self._cluster):
-                with contextlib.suppress(DatabaseError):  # the pooler gave the backend away already
+                with contextlib.suppress(DatabaseError, UnsafeDatabaseSetup):  # the backend is gone already
                     conn.unlock(self._cluster)
                 raise UnsafeDatabaseSetup(POOLER_PROBLEM)
+            try:
+                self._check_gate()
+            except _Refused:
+                conn.unlock(self._cluster)  # never a term for a replica that cannot work
+                raise
             term, confirmed_at = self._start_term(conn, granted_at)
             self._lead(conn, term, confirmed_at)
             if self._stepping_down is not None:
                 self._stepping_down = None
                 self._sleep(poll)  # let another replica take over before contending again
+
+    def _recheck_pooler(self, conn: LockSession) -> None:
+        """Every poll interval, behind a pooler: has it started sharing this session's backend?"""
+        now = self.clock.monotonic()
+        if not conn.behind_pooler or now - self._probed_at < self._election.poll_interval:
+            return
+        self._probed_at = now
+        recheck_pooler(conn, self.settings)
 
     def _evict_stale_holder(self, conn: LockSession) -> None:
         pid = conn.stale_holder(self._cluster, 2 * self._election.leader_lease)
@@ -242,10 +287,12 @@ class Elector:
         """
         lease = self._election.leader_lease
         details = {"api_url": self.settings.api_url, "pid": os.getpid(), "granted_at": granted_at.isoformat()}
+        timeline = conn.timeline()
         while True:
             sent = self.clock.monotonic()
             try:
-                return conn.start_term(self._cluster, self._node, details, lock_timeout=lease / 2), sent
+                return conn.start_term(self._cluster, self._node, details, lock_timeout=lease / 2,
+                                       timeline=timeline), sent
             except LockTimeout:
                 # An older term's fenced write is stuck (frozen process): roll it back.
                 for pid in conn.blocking_fenced_writers(older_than=lease):
@@ -304,6 +351,7 @@ class Elector:
                 if self._term != term:
                     raise _LockLost("fenced by the lease guard")
                 self._lease_deadline = sent + self._election.leader_lease
+            self._recheck_pooler(conn)
 
     def _release_term(self, conn: LockSession, term: int, reason: str) -> None:
         """Stop acting first, then record the end and unlock (so the event precedes the next term)."""
@@ -322,6 +370,9 @@ class Elector:
         with self._mutex:
             term, self._term = self._term, None
             self._keepalive_since = None
+            if kind == "lost":
+                # A step-down asked for by the term that just ended must not end the next one.
+                self._stepping_down = None
             if term is not None and record:
                 self._unrecorded.append((term, kind, reason, datetime.now(UTC)))
         if term is None:

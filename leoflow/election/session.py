@@ -4,25 +4,33 @@
   session so the server drops a dead leader no earlier than twice the lease (ADR 0002).
 - :func:`open_lock_session` — the :class:`~leoflow.db.lock_session.LockSession` with those
   timeouts, ``application_name`` ``leoflow-lock:<node_id>``.
-- :func:`check_session_safety` — refuse a hot standby, and a session whose backend is shared
-  between statements (transaction-mode pooler): raises :class:`UnsafeDatabaseSetup` with a
-  message that says how to fix it.
+- :func:`vet_session` — run on *every* new session (a reconnect may land somewhere else: a
+  promoted standby, a pooler switched to transaction mode): refuse a hot standby; behind a
+  protocol-level pooler, refuse one that hands this session's backend to another client; and
+  claim the database for this cluster, or refuse one that belongs to another (ADR 0009).
+  Every statement of the session afterwards proves it still runs on its own backend
+  (:mod:`leoflow.db.lock_session`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 
 from leoflow.db.election_store import LOCK_APP_PREFIX
-from leoflow.db.lock_session import LockSession, SessionTimeouts
+from leoflow.db.installation import Ownership
+from leoflow.db.lock_session import POOLER_PROBLEM, LockSession, SessionTimeouts
 from leoflow.errors import UnsafeDatabaseSetup
 from leoflow.settings import Settings
 
-POOLER_PROBLEM = ("the election lock session does not keep its PostgreSQL backend across statements "
-                  "(a transaction-mode pooler such as PgBouncer?); point LEOFLOW_DATABASE_URL at a "
-                  "session-mode pooler or directly at PostgreSQL")
+__all__ = ["POOLER_PROBLEM", "STANDBY_PROBLEM", "open_lock_session", "recheck_pooler", "report_claim",
+           "session_timeouts", "vet_session"]
+
+log = logging.getLogger(__name__)
+
 STANDBY_PROBLEM = ("the database is a hot standby (pg_is_in_recovery() is true) and cannot hold the "
-                   "election lock; point LEOFLOW_DATABASE_URL at the primary")
+                   "election lock; point LEOFLOW_DATABASE_URL at the primary (with several hosts, add "
+                   "target_session_attrs=read-write)")
 
 
 def session_timeouts(lease: float, poll_interval: float = 5.0) -> SessionTimeouts:
@@ -53,18 +61,35 @@ def open_lock_session(settings: Settings) -> LockSession:
                                timeouts=session_timeouts(election.leader_lease, election.poll_interval))
 
 
-def check_session_safety(session: LockSession, settings: Settings, *, probe_pooler: bool = True) -> None:
-    """Refuse a hot standby and any session whose backend is shared between statements.
+def vet_session(session: LockSession, settings: Settings) -> None:
+    """Refuse an unsafe session (:class:`UnsafeDatabaseSetup`) or a foreign database (``ClusterMismatch``).
 
-    The pooler probe needs a second, short-lived connection; the elector runs it on its first
-    session only, before the process can lead, so it borrows the budget's listener slot
-    (:mod:`leoflow.db.budget`) and the replica never exceeds its connection bound. A hot
-    standby is checked on every session (a failover may point the URL elsewhere).
+    The pooler probe needs a second, short-lived connection; it runs only behind a
+    protocol-level pooler (never against PostgreSQL itself, so a direct replica never exceeds
+    its connection bound), at every connect, before this session can lead.
     """
     if session.in_recovery():
         raise UnsafeDatabaseSetup(STANDBY_PROBLEM)
-    if not probe_pooler:
-        return
-    if session.backend_shared_with_new_session(settings.require_database_url(),
-                                               application_name=f"leoflow-probe:{settings.cluster.node_id}"):
+    recheck_pooler(session, settings)
+    report_claim(session.claim_installation(settings.cluster.name, settings.cluster.node_id))
+
+
+def recheck_pooler(session: LockSession, settings: Settings) -> None:
+    """Behind a protocol-level pooler: refuse a session whose backend is not its own (at connect,
+    and every poll interval after — a pooler can be switched to transaction mode at run time)."""
+    if session.behind_pooler and session.backend_shared_with_new_session(
+            settings.require_database_url(), application_name=f"leoflow-probe:{settings.cluster.node_id}"):
         raise UnsafeDatabaseSetup(POOLER_PROBLEM)
+
+
+def report_claim(ownership: Ownership) -> None:
+    """One log line when this replica claimed the database (a warning if others used it before)."""
+    if not ownership.claimed:
+        return
+    context = {"cluster": ownership.cluster, "schema": ownership.schema}
+    if ownership.others_in_history:
+        log.warning("claimed the database for this cluster; the history of other clusters found in it "
+                    "belongs to no running cluster any more (ADR 0009): %s", ", ".join(ownership.others_in_history),
+                    extra=context)
+    else:
+        log.info("claimed the database for this cluster", extra=context)

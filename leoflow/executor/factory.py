@@ -17,7 +17,7 @@ from leoflow.settings import Settings
 #: The modules each executor kind needs at the first term (imported ahead, off the event loop).
 _MODULES: dict[str, tuple[str, ...]] = {
     "kubernetes": ("leoflow.executor.kubernetes.executor", "leoflow.executor.kubernetes.gc"),
-    "local": ("leoflow.executor.local",),
+    "local": ("leoflow.executor.local", "leoflow.executor.local_outcomes"),
     "memory": ("leoflow.executor.memory",),
 }
 
@@ -61,4 +61,8 @@ def executor_replica_services(settings: Settings) -> list[ReplicaService]:
         from leoflow.executor.kubernetes.logs import PodLogShipper
 
         return [PodLogShipper()]
+    if settings.executor.kind == "local":
+        from leoflow.executor.local_outcomes import LocalOutcomeReporter
+
+        return [LocalOutcomeReporter()]
     return []

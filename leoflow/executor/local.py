@@ -17,6 +17,13 @@ Failure semantics:
   real outcome is reported; a live orphan process → it is killed and the try reported failed; no
   trace → the process vanished with a crash and the try is reported failed. Whether to retry is
   the scheduler's decision (retries remaining), never a silent rerun here.
+- **Tries of another replica.** Replicas on separate hosts each have their own files. A claimed
+  try whose files are not on this host and whose claim belongs to another replica is not
+  "vanished": that replica ran it and, if it lost leadership meanwhile (a database outage), reports
+  the outcome through the database (:mod:`.local_outcomes`). The executor waits for that report
+  for as long as the other replica heartbeats — at least ``LEOFLOW_NODE_DOWN_AFTER`` seconds of
+  database time from when it started waiting, so a replica cut off by the same outage gets to
+  come back — and only then decides, saying why in the reason.
 - **Timeouts** (``timeout_seconds``): SIGTERM to the process group, SIGKILL after
   ``kill_grace`` seconds; reported failed with reason ``timed out after Ns``.
 - **Logs**: while the process runs, its output so far is stored in ``task_logs`` every
@@ -38,17 +45,18 @@ import os
 from dataclasses import dataclass, field
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
-from leoflow.db import executor_store
+from leoflow.db import executor_store, try_outcome_store
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.base import Report
 from leoflow.executor.local_process import (
+    KILL_GRACE,
     Outcome,
     TryFiles,
     child_environment,
+    settle,
     shell_status,
     spawn,
     terminate,
-    terminate_orphan,
 )
 from leoflow.executor.naming import try_name
 from leoflow.executor.output import read_tail
@@ -62,6 +70,8 @@ log = logging.getLogger(__name__)
 CLAIM_ATTEMPTS = 15
 #: Seconds between stores of a running try's output (only when it grew).
 LIVE_LOG_INTERVAL = 2.0
+#: Seconds between looks for another replica's report on a try it ran.
+OWNER_POLL_INTERVAL = 1.0
 
 
 @dataclass
@@ -80,6 +90,18 @@ class _Running:
 _RUNNING: dict[str, _Running] = {}
 #: Strong references to the tasks that own those processes (they outlive an executor's stop()).
 _OWNERS: Registry = set()
+#: Executors of this OS process between start() and stop(): while one runs, it reports this
+#: replica's tries itself (the outcome reporter of .local_outcomes stands aside).
+_STARTED: set[int] = set()
+
+
+def executor_running_here() -> bool:
+    return bool(_STARTED)
+
+
+def process_running_here(name: str) -> bool:
+    """Is the try ``name`` a process this OS process started and has not finished with?"""
+    return name in _RUNNING
 
 
 class LocalExecutor:
@@ -87,7 +109,8 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, settings: Settings, *, kill_grace: float = 10.0, claim_attempts: int = CLAIM_ATTEMPTS) -> None:
+    def __init__(self, settings: Settings, *, kill_grace: float = KILL_GRACE,
+                 claim_attempts: int = CLAIM_ATTEMPTS) -> None:
         self.settings = settings
         self.claim_attempts = claim_attempts
         self.kill_grace = kill_grace
@@ -103,11 +126,12 @@ class LocalExecutor:
 
     async def start(self, ctx: LeaderContext, report: Report) -> None:
         self._ctx, self._report = ctx, report
+        _STARTED.add(id(self))
         async with ctx.db.connect() as conn:
             claims = await executor_store.unfinished_claims(conn, ctx.cluster)
         for record in claims:
             name = record.executor_ref or try_name(ctx.cluster, record.key)
-            await self._adopt(record.key, record.task_try_id, name)
+            await self._adopt(record.key, record.task_try_id, name, record.claimed_by)
 
     async def submit(self, launch: TaskLaunch) -> None:
         ctx = self._require_started()
@@ -144,6 +168,7 @@ class LocalExecutor:
     async def stop(self) -> None:
         await cancel_and_wait([*self._pending.values(), *self._watchers])
         self._report = None
+        _STARTED.discard(id(self))
 
     # ------------------------------------------------------------------ launching
 
@@ -159,7 +184,7 @@ class LocalExecutor:
             if claimed is None:
                 return
             if not claimed:
-                await self._adopt(launch.key, launch.task_try_id, name)
+                await self._adopt(launch.key, launch.task_try_id, name, await self._claimed_by(launch.task_try_id))
                 return
             running = _Running(launch.key, launch.task_try_id, TryFiles(self.home, name))
             _RUNNING[name] = running
@@ -256,7 +281,7 @@ class LocalExecutor:
         start_guarded(report_outcome(), f"local-watch:{running.files.root.name}", may_return=True,
                       registry=self._watchers)
 
-    async def _adopt(self, key: TryKey, task_try_id: int, name: str) -> None:
+    async def _adopt(self, key: TryKey, task_try_id: int, name: str, claimed_by: str | None) -> None:
         """A claimed try: report what became of it; never start it again."""
         if name in _RUNNING:
             running = _RUNNING[name]
@@ -265,19 +290,51 @@ class LocalExecutor:
             self._watch(running)
             return
         files = TryFiles(self.home, name)
-        outcome = files.read_outcome()
-        if outcome is None:
-            pid = files.live_pid()
-            if pid is not None:
-                log.warning("killing orphaned task process", extra={"try": name, "pid": pid})
-                await terminate_orphan(pid, self.kill_grace)
-                outcome = Outcome("failed", None, "process orphaned by an executor crash; killed")
-            else:
-                outcome = Outcome("failed", None, "process vanished (the executor crashed or restarted)")
-            if files.root.exists():
-                files.write_outcome(outcome)
+        ctx = self._require_started()
+        owner = _owner_node(claimed_by)
+        if not files.root.exists() and owner is not None and owner != ctx.node_id:
+            start_guarded(self._await_owner(key, task_try_id, name, owner), f"local-await:{name}",
+                          may_return=True, registry=self._watchers)
+            return
+        outcome = await settle(files, self.kill_grace)
         await self._store_adopted_output(task_try_id, files)
         await self._emit(key, outcome.state, outcome.exit_code, outcome.reason, name)
+
+    async def _claimed_by(self, task_try_id: int) -> str | None:
+        async with self._require_started().db.connect() as conn:
+            record = await executor_store.get_try(conn, task_try_id)
+        return record.claimed_by if record is not None else None
+
+    async def _await_owner(self, key: TryKey, task_try_id: int, name: str, owner: str) -> None:
+        """Report the outcome ``owner`` (another replica) reports; decide only once it is gone."""
+        ctx = self._require_started()
+        window = self.settings.election.node_down_after
+        waiting_since = None
+        while True:
+            try:
+                async with ctx.db.connect() as conn:
+                    reported = await try_outcome_store.reported_outcome(conn, task_try_id)
+                    liveness = await try_outcome_store.owner_liveness(conn, ctx.cluster, owner)
+            except DatabaseError as exc:
+                log.warning("cannot look for another replica's report yet", extra={"try": name, "error": str(exc)})
+                await asyncio.sleep(OWNER_POLL_INTERVAL)
+                continue
+            if reported is not None:
+                await self._emit(key, reported.state, reported.exit_code, reported.reason, name)
+                return
+            if waiting_since is None:
+                waiting_since = liveness.now
+                log.info("waiting for the replica that ran a try to report it",
+                         extra={"try": name, "owner": owner, "down_after": window})
+            seen = max(waiting_since, liveness.last_seen or waiting_since)
+            if not liveness.member or (liveness.now - seen).total_seconds() >= window:
+                last = liveness.last_seen.isoformat() if liveness.last_seen else "never"
+                reason = (f"process vanished with replica {owner!r} that ran it: no outcome reported and no "
+                          f"heartbeat from it for {window:g}s (last seen {last})")
+                await self._store_adopted_output(task_try_id, TryFiles(self.home, name))
+                await self._emit(key, "failed", None, reason, name)
+                return
+            await asyncio.sleep(OWNER_POLL_INTERVAL)
 
     async def _store_adopted_output(self, task_try_id: int, files: TryFiles) -> None:
         """The final output of an adopted try, from this host's file — or, when the file is not
@@ -330,3 +387,10 @@ class LocalExecutor:
         if self._ctx is None:
             raise RuntimeError("LocalExecutor used before start()")
         return self._ctx
+
+
+def _owner_node(claimed_by: str | None) -> str | None:
+    """The node id in a claim (``<cluster>/<node_id>``)."""
+    if not claimed_by or "/" not in claimed_by:
+        return None
+    return claimed_by.split("/", 1)[1]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from leoflow.model.run_context import ENV_PREFIX
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,35 @@ async def terminate_orphan(pid: int, grace: float, poll: float = 0.05) -> None:
             signal_group(pid, signal.SIGKILL)
             return
         await asyncio.sleep(poll)
+
+
+#: Seconds between SIGTERM and SIGKILL when a try's process is stopped.
+KILL_GRACE = 10.0
+
+VANISHED = "process vanished (the executor crashed or restarted)"
+
+
+async def settle(files: TryFiles, kill_grace: float = KILL_GRACE) -> Outcome:
+    """The outcome of a try whose process this OS process does not own, from its files on this host.
+
+    ``exit.json`` → the try finished while nobody listened: its real outcome. A live process
+    (``process.json``, same start time) → an orphan of a crashed executor: killed, failed. Neither
+    → the process vanished with a crash: failed. The verdict is written to ``exit.json`` so every
+    later look agrees. Whether to retry is the scheduler's decision, never a silent rerun.
+    """
+    outcome = files.read_outcome()
+    if outcome is not None:
+        return outcome
+    pid = files.live_pid()
+    if pid is not None:
+        log.warning("killing orphaned task process", extra={"try": files.root.name, "pid": pid})
+        await terminate_orphan(pid, kill_grace)
+        outcome = Outcome("failed", None, "process orphaned by an executor crash; killed")
+    else:
+        outcome = Outcome("failed", None, VANISHED)
+    if files.root.exists():
+        files.write_outcome(outcome)
+    return outcome
 
 
 def shell_status(returncode: int) -> int:

@@ -175,7 +175,7 @@ DB_STATEMENT_TIMEOUT = Variable(
     "LEOFLOW_DB_STATEMENT_TIMEOUT", 30.0, number(), "Seconds before a database statement is cancelled.")
 CLUSTER = Variable(
     "LEOFLOW_CLUSTER", "default", cluster_name,
-    "Cluster name; names the election lock, so two installs can share one database.")
+    "Cluster name (the election lock, pod names); a database or schema holds one cluster (ADR 0009).")
 NODE_ID = Variable[str | None](
     "LEOFLOW_NODE_ID", None, optional_text, "This replica's identity in elections, events and logs.",
     shown_default="(hostname)")

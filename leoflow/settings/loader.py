@@ -19,10 +19,10 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 from leoflow.errors import SettingsError
 from leoflow.settings import declared as v
+from leoflow.settings.database_url import parse_database_url
 from leoflow.settings.groups import (
     ApiSettings,
     ApiToken,
@@ -78,20 +78,11 @@ class EnvironmentReader:
 
 
 def validate_database_url(url: str, *, variable: str = v.DATABASE_URL.name) -> str:
-    """Check that ``url`` is a usable ``postgresql://`` URL; never echo it (it may hold a password)."""
+    """Check that libpq will accept ``url`` (every form: multi-host, ``?host=``, sockets); never echo it."""
     try:
-        parts = urlsplit(url)
-    except ValueError:
-        raise SettingsError(variable, "is not a valid URL (expected postgresql://HOST:PORT/DBNAME)") from None
-    if parts.scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
-        raise SettingsError(variable, "must be a postgresql:// URL (expected postgresql://HOST:PORT/DBNAME)")
-    try:
-        port = parts.port
-    except ValueError:
-        raise SettingsError(variable, "has an invalid port") from None
-    del port
-    if not parts.path.strip("/") and "dbname=" not in parts.query:
-        raise SettingsError(variable, "names no database (expected postgresql://HOST:PORT/DBNAME)")
+        parse_database_url(url)
+    except ValueError as exc:
+        raise SettingsError(variable, str(exc)) from None
     return url
 
 

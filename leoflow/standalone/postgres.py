@@ -14,6 +14,9 @@ only). This module adds what a long-lived, per-user server needs:
   crashed is recovered by PostgreSQL's own crash recovery on start. The caller holds the
   instance lock (:mod:`leoflow.standalone.instance`), so a server found here is never one a
   live standalone is using.
+- **A password for every connection** (:mod:`leoflow.standalone.db_auth`): generated once into
+  ``postgres/password``, set before the server first listens; homes made by an older Leoflow
+  (``trust``) are switched over on their next start, data and port kept.
 - **The database**: ``initdb`` runs into a staging directory that is renamed into place only
   when complete, so an interrupted first start leaves nothing half-written; ``leoflow`` is
   created on first start and migrated to the head revision on every start (a no-op when current).
@@ -33,9 +36,11 @@ from pathlib import Path
 
 from leoflow.db import migrations
 from leoflow.errors import DatabaseError
+from leoflow.standalone import db_auth
 from leoflow.standalone.embedded import EmbeddedPostgres, EmbeddedPostgresError, free_port
 from leoflow.standalone.home import StandaloneHome
 from leoflow.standalone.pidfile import is_our_postmaster
+from leoflow.standalone.token import ensure_secret
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +90,7 @@ class StandalonePostgres:
         if not _port_is_free(self.server.port):
             self.server.port = free_port()
         self._initialise()
+        self._require_password()
         self.server.start()
         self.home.port_file.write_text(f"{self.server.port}\n")
         try:
@@ -119,6 +125,14 @@ class StandalonePostgres:
         if data_dir.exists():
             data_dir.rmdir()
         staging.rename(data_dir)
+
+    def _require_password(self) -> None:
+        """Every connection authenticates; a home still on ``trust`` (or whose password was deleted) is switched."""
+        password, generated = ensure_secret(self.home.password_file, "embedded PostgreSQL password")
+        if generated or not db_auth.requires_password(self.server.data_dir):
+            logger.info("setting the embedded PostgreSQL's password", extra={"data_dir": str(self.server.data_dir)})
+            db_auth.require_password(self.server, password)
+        self.server.password = password
 
     def recover_orphan(self) -> int | None:
         """Stop a server a killed standalone left behind; returns its pid if there was one."""

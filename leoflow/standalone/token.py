@@ -1,4 +1,5 @@
-"""The admin API token standalone mode generates when ``LEOFLOW_API_TOKENS`` is not set.
+"""The admin API token standalone mode generates when ``LEOFLOW_API_TOKENS`` is not set, and the
+secret files it is kept in (the embedded PostgreSQL's password uses the same: :func:`ensure_secret`).
 
 Generated once (256 random bits, URL-safe) into ``LEOFLOW_HOME/admin-token``, created with mode
 ``0600`` atomically (``O_EXCL``: two processes can never both write it), and reused on every later
@@ -41,20 +42,26 @@ def read_admin_token(token_file: Path) -> str | None:
     return token
 
 
+def ensure_secret(path: Path, what: str) -> tuple[str, bool]:
+    """The secret stored in ``path``, generated (mode 0600, URL-safe) on first use; (secret, generated)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            logger.warning("tightening a secret file to mode 0600", extra={"path": str(path), "secret": what})
+            path.chmod(0o600)
+        secret = read_admin_token(path)
+        assert secret is not None
+        return secret, False
+    secret = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    logger.info("generated a secret", extra={"path": str(path), "secret": what})
+    return secret, True
+
+
 def ensure_admin_token(token_file: Path) -> ApiToken:
     """Load the stored admin token, generating it (mode 0600) on first use."""
-    try:
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        mode = stat.S_IMODE(token_file.stat().st_mode)
-        if mode & 0o077:
-            logger.warning("tightening the admin token file to mode 0600", extra={"path": str(token_file)})
-            token_file.chmod(0o600)
-        token = read_admin_token(token_file)
-        assert token is not None
-        return ApiToken(name=TOKEN_NAME, scope="admin", token=token)
-    token = secrets.token_urlsafe(32)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    logger.info("generated an admin API token", extra={"path": str(token_file)})
+    token, _ = ensure_secret(token_file, "admin API token")
     return ApiToken(name=TOKEN_NAME, scope="admin", token=token)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import psycopg
+import pytest
 
 from leoflow.api.app import create_app
+from leoflow.db import migrations
+from leoflow.election.health import ElectionHealth
 from tests.api.conftest import READ, api_settings
 from tests.api.live import client_for
 
@@ -49,3 +54,74 @@ def test_metrics_exposes_http_and_work_metrics(api_client: httpx.Client) -> None
     assert 'leoflow_dag_runs{state="queued"}' in text
     assert 'leoflow_build_info{version="' in text
     assert "process_cpu_seconds_total" in text
+
+
+def _declare(database_url: str, revision: str, compatible: list[str]) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = %s", (revision,))
+        conn.execute("DELETE FROM schema_compatibility")
+        conn.execute("INSERT INTO schema_compatibility (revision, compatible_code) VALUES (%s, %s::jsonb)",
+                     (revision, json.dumps(compatible)))
+
+
+def test_readyz_accepts_a_newer_schema_that_declares_this_build_compatible(database_url: str) -> None:
+    """A rolling upgrade (or a code rollback): the schema moved past this build's head (ADR 0006)."""
+    head = migrations.head_revision()
+    with client_for(create_app(api_settings(database_url))) as client:
+        _declare(database_url, "9999_future", [head, "0001"])
+        ready = client.get("/readyz")
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["schema"] == "9999_future"
+        _declare(database_url, "9999_future", ["0001"])
+        refused = client.get("/readyz")
+        assert refused.status_code == 503
+        assert "newer than this build's head" in refused.json()["error"]["message"]
+
+
+def test_migrations_record_what_each_revision_declared(empty_database_url: str) -> None:
+    migrations.upgrade(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT revision, compatible_code FROM schema_compatibility").fetchall()
+    head = migrations.head_revision()
+    declared = migrations.declared_compatible_code(head)
+    assert declared and rows == [(head, list(declared))]
+    # So a replica of the previous build stays ready on it; one of this build there is told to upgrade.
+    previous = declared[0]
+    assert migrations.readiness_problem(migrations.SchemaState(head, declared), head=previous) is None
+    migrations.downgrade(empty_database_url, previous)
+    with client_for(create_app(api_settings(empty_database_url))) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and "run `leoflow db upgrade`" in ready.json()["error"]["message"]
+
+
+def test_readyz_reads_the_migration_scripts_once(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from alembic.script import ScriptDirectory
+
+    calls: list[int] = []
+    real = ScriptDirectory.get_current_head
+    monkeypatch.setattr(ScriptDirectory, "get_current_head", lambda self: calls.append(1) or real(self))
+    with client_for(create_app(api_settings(database_url))) as client:
+        for _ in range(5):
+            assert client.get("/readyz").status_code == 200
+    assert len(calls) <= 1
+
+
+def test_readyz_says_why_the_replica_may_not_lead(database_url: str) -> None:
+    health = ElectionHealth()
+    with client_for(create_app(api_settings(database_url), election_health=health)) as client:
+        assert client.get("/readyz").status_code == 200
+        health.refuse("the database is a hot standby")
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["error"]["message"] == "the database is a hot standby"
+        assert ready.json()["error"]["details"]["election"] == "refused"
+        health.clear()
+        assert client.get("/readyz").status_code == 200
+
+
+def test_readyz_reports_the_servers_own_refusal(database_url: str) -> None:
+    missing = database_url.rsplit("/", 1)[0] + "/no_such_database"
+    with client_for(create_app(api_settings(missing))) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert 'database "no_such_database" does not exist' in ready.json()["error"]["message"]

@@ -1,4 +1,4 @@
-"""Injected faults: blackholed network, frozen leader, PostgreSQL restart, transaction pooler.
+"""Injected faults: blackholed network, frozen leader, PostgreSQL restart (poolers: test_poolers.py).
 
 Timings are short (lease 4 s, keepalive 0.5 s, poll 1 s) so each fault resolves in seconds;
 assertions are about order (the old leader stopped before the new one started), never about
@@ -7,9 +7,7 @@ tight wall-clock figures.
 
 from __future__ import annotations
 
-import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -18,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from leoflow.db import migrations
-from leoflow.standalone.embedded import free_port
 from tests.election.cluster import Cluster, wait_for
 from tests.election.proxy import PartitionProxy
 from tests.harness.postgres import PostgresServer, private_server
@@ -121,50 +118,3 @@ def test_postgres_restart(own_server: tuple[object, str], tmp_path: Path) -> Non
         cluster.stop_all()
 
 
-PGBOUNCER = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None)
-
-
-@pytest.mark.skipif(PGBOUNCER is None, reason="pgbouncer is not installed (apt-get install pgbouncer)")
-def test_transaction_pooler_is_refused(cluster: Cluster, pg_server: PostgresServer, tmp_path: Path) -> None:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(cluster.database_url)
-    dbname = parts.path.lstrip("/")
-    port = free_port()
-    conf_dir = tmp_path / "pgbouncer"
-    conf_dir.mkdir()
-    conf_dir.chmod(0o777)
-    (conf_dir / "userlist.txt").write_text('"postgres" ""\n')
-    (conf_dir / "pgbouncer.ini").write_text(
-        f"[databases]\n{dbname} = host={parts.hostname} port={parts.port} dbname={dbname} user=postgres\n"
-        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        "auth_type = trust\nauth_file = " + str(conf_dir / "userlist.txt") + "\n"
-        "pool_mode = transaction\nmax_client_conn = 50\ndefault_pool_size = 5\nignore_startup_parameters = "
-        "extra_float_digits,options\n")
-    for f in conf_dir.iterdir():
-        f.chmod(0o644)
-    with open(tmp_path / "pgbouncer.log", "wb") as out:
-        bouncer = subprocess.Popen([PGBOUNCER, "-u", "nobody", str(conf_dir / "pgbouncer.ini")],
-                                   stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_for(lambda: _port_open(port), 15, "pgbouncer listening")
-        pooled = parts._replace(netloc=f"postgres@127.0.0.1:{port}").geturl()
-        r = cluster.start("pooled", database_url=pooled)
-        wait_for(lambda: "transaction-mode pooler" in r.log(), 30, "the refusal log line")
-        lines = [line for line in r.log().splitlines() if "refusing to elect a leader" in line]
-        assert len(lines) == 1 and "LEOFLOW_DATABASE_URL" in lines[0] and "session-mode" in lines[0]
-        time.sleep(2)
-        assert cluster.db_leader() is None and r.leader_gauge() == 0
-        assert not cluster.events(("leader_elected",))
-        assert r.alive() and r.get("/healthz").status_code == 200
-    finally:
-        bouncer.terminate()
-        bouncer.wait(10)
-
-
-def _port_open(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from leoflow.db import migrations
 from leoflow.election.elector import Elector
 from leoflow.model.lock_key import pg_locks_ids
 from leoflow.settings import Settings, load_settings
@@ -57,9 +58,9 @@ def node_settings(url: str, node: str, cluster: str = "default", **env: str) -> 
 def electors(database_url: str) -> Iterator[Callable[..., tuple[Elector, Recorder]]]:
     made: list[Elector] = []
 
-    def make(node: str, cluster: str = "default") -> tuple[Elector, Recorder]:
+    def make(node: str, cluster: str = "default", url: str | None = None) -> tuple[Elector, Recorder]:
         rec = Recorder()
-        elector = Elector(node_settings(database_url, node, cluster), rec)
+        elector = Elector(node_settings(url or database_url, node, cluster), rec)
         elector.start()
         made.append(elector)
         return elector, rec
@@ -121,54 +122,53 @@ def test_unlock_all_detected_by_ownership_keepalive(database_url: str, electors:
     assert "missing" in ra.events[1][2]
 
 
-def test_two_clusters_in_one_database_each_get_a_leader(database_url: str, electors: Any) -> None:
+def test_a_second_cluster_is_refused_and_leads_in_a_schema_of_its_own(
+        database_url: str, electors: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """ADR 0009 in-process: one cluster per database (or schema), names unique across schemas."""
     _a, ra = electors("a", "blue")
-    _b, rb = electors("b", "green")
-    wait_for(lambda: ra.kinds() == ["acquired"] and rb.kinds() == ["acquired"], what="both lead")
+    wait_for(lambda: ra.kinds() == ["acquired"], what="blue leads")
+    with caplog.at_level("ERROR", logger="leoflow.election.elector"):
+        green, rg = electors("g", "green")
+        problem = wait_for(lambda: green.health.problem, what="green refused")
+        time.sleep(1.5)  # another poll interval: still refused, logged once, never contending
+    assert "is 'green'" in problem and "belongs to cluster 'blue'" in problem and "csearch_path" in problem
+    assert rg.kinds() == [] and holder_pid(database_url, "green") is None
+    assert len([r for r in caplog.records if "refusing to elect" in r.getMessage()]) == 1
+    # A schema of its own: migrated from empty by the same URL, green leads there.
+    green_url = f"{database_url}?options=-csearch_path%3Dgreen"
+    migrations.upgrade(green_url)
+    _g2, rg2 = electors("g2", "green", green_url)
+    wait_for(lambda: rg2.kinds() == ["acquired"], what="green leads in its schema")
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert conn.execute("SELECT cluster FROM green.installation").fetchone() == ("green",)
+        assert conn.execute("SELECT cluster FROM public.installation").fetchone() == ("blue",)
+        assert conn.execute("SELECT count(*) FROM green.cluster_leadership").fetchone() == (1,)
+    # A third schema may not reuse a name (the lock and pod names are per name).
+    teal_url = f"{database_url}?options=-csearch_path%3Dteal"
+    migrations.upgrade(teal_url)
+    teal, rt = electors("t", "blue", teal_url)
+    problem = wait_for(lambda: teal.health.problem, what="a second 'blue' refused")
+    assert "already used by the Leoflow cluster in schema 'public'" in problem
+    assert rt.kinds() == [] and ra.kinds() == ["acquired"]
 
 
-def test_hot_standby_is_refused_with_one_clear_line(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
-    import os
-    import pwd
-    import shutil
-    import subprocess
+def test_hot_standby_is_refused_with_one_clear_line(caplog: pytest.LogCaptureFixture) -> None:
+    from tests.harness.replication import streaming_pair
 
-    from leoflow.db import migrations
-    from leoflow.standalone.embedded import EmbeddedPostgres, find_bin_dir
-    from tests.harness.postgres import private_server
-
-    with private_server() as primary:
-        url = primary.create_database("leoflow")
-        migrations.upgrade(url)
-        base = tmp_path / "standby"
-        base.mkdir()
-        base.chmod(0o755)
-        subprocess.run([str(find_bin_dir() / "pg_basebackup"), "-h", primary.host, "-p", str(primary.port),
-                        "-U", "postgres", "-D", str(base / "data"), "-R", "-X", "stream", "-c", "fast"], check=True,
-                       capture_output=True, timeout=120)
-        if os.geteuid() == 0:
-            user = pwd.getpwnam("leoflow-pg")
-            for root, dirs, files in os.walk(base):
-                for name in [*dirs, *files]:
-                    os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid)
-        standby = EmbeddedPostgres(base / "data", socket_dir=base / "sock")
-        standby.start()
-        try:
-            standby.wait_ready()
-            rec = Recorder()
-            elector = Elector(node_settings(standby.url("leoflow"), "s1"), rec)
-            with caplog.at_level("ERROR", logger="leoflow.election.elector"):
-                elector.start()
-                wait_for(lambda: any("hot standby" in r.getMessage() for r in caplog.records), 30,
-                         "the refusal")
-                time.sleep(1.5)  # another poll: still refused, logged once
-                elector.release_and_join(5)
-            lines = [r.getMessage() for r in caplog.records if "refusing" in r.getMessage()]
-            assert len(lines) == 1 and "LEOFLOW_DATABASE_URL" in lines[0] and "primary" in lines[0]
-            assert rec.kinds() == []
-        finally:
-            standby.stop("immediate")
-            shutil.rmtree(base, ignore_errors=True)
+    with streaming_pair() as pair:
+        migrations.upgrade(pair.primary.url("leoflow"))
+        pair.wait_caught_up()
+        rec = Recorder()
+        elector = Elector(node_settings(pair.standby.url("leoflow"), "s1"), rec)
+        with caplog.at_level("ERROR", logger="leoflow.election.elector"):
+            elector.start()
+            wait_for(lambda: any("hot standby" in r.getMessage() for r in caplog.records), 30, "the refusal")
+            time.sleep(1.5)  # another poll: still refused, logged once
+            elector.release_and_join(5)
+        lines = [r.getMessage() for r in caplog.records if "refusing" in r.getMessage()]
+        assert len(lines) == 1 and "LEOFLOW_DATABASE_URL" in lines[0] and "primary" in lines[0]
+        assert "target_session_attrs=read-write" in lines[0] and elector.health.problem == lines[0].split(": ", 1)[1]
+        assert rec.kinds() == []
 
 
 @pytest.mark.parametrize("lease", [1.0, 2.0, 2.5, 10.0, 37.0])

@@ -6,12 +6,16 @@ scenarios on the same replicas.
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 
+import httpx
 import psycopg
 
-from tests.election.cluster import Cluster, wait_for
+from tests.election.cluster import Cluster, ReplicaProcess, wait_for
 
 
 def _fenced_writes_never_go_back(cluster: Cluster) -> None:
@@ -76,20 +80,66 @@ def test_three_replicas_crash_and_terminated_session(cluster: Cluster) -> None:
     _fenced_writes_never_go_back(cluster)
 
 
-def test_sigterm_hands_over_and_two_clusters_share_a_database(cluster: Cluster) -> None:
+def _dag(dag_id: str, tasks: list[str]) -> dict[str, object]:
+    return {"dag_id": dag_id, "schedule": None,
+            "tasks": [{"id": t, "image": "busybox", "command": ["true"]} for t in tasks]}
+
+
+def _run_succeeds(replica: ReplicaProcess, dag_id: str) -> dict[str, object]:
+    run = httpx.post(f"{replica.url}/api/v2/dags/{dag_id}/runs", json={}, timeout=10)
+    assert run.status_code == 201, run.text
+    run_id = run.json()["run_id"]
+
+    def finished() -> dict[str, object] | None:
+        body: dict[str, object] = httpx.get(f"{replica.url}/api/v2/dags/{dag_id}/runs/{run_id}", timeout=10).json()
+        return body if body["state"] in ("success", "failed") else None
+    body = wait_for(finished, 60, f"run {run_id} of {dag_id} finished", interval=0.2)
+    assert body["state"] == "success", body
+    return body
+
+
+def test_sigterm_hands_over_and_a_second_cluster_needs_a_database_of_its_own(cluster: Cluster) -> None:
+    """Issue 17 §2 / ADR 0009: two clusters of 2 replicas each against one database."""
     # Plain `leoflow serve` with the production leader services (scheduler + memory executor).
     cluster.probe = False
     green = Cluster(cluster.database_url, cluster.workdir, name="green", probe=False)
+    schema_url = f"{cluster.database_url}?options=-csearch_path%3Dgreen"
+    green_schema = Cluster(schema_url, cluster.workdir, name="green", probe=False)
     try:
         for node in ("r1", "r2"):
             cluster.start(node, wait=False)
-        g1 = green.start("g1", wait=False)
-        for r in [*cluster.replicas.values(), g1]:
-            cluster.wait_healthy(r)
+        for r in cluster.replicas.values():
+            cluster.wait_healthy(r)  # serving: the database is claimed for 'default' by now
+        refused = [green.start(node, wait=False) for node in ("g1", "g2")]
         leader, term = cluster.wait_leader()
-        green_leader = green.wait_leader()
-        assert green_leader[0] == "g1"
-        assert g1.get("/api/v2/cluster/leader").json()["node_id"] == "g1"
+
+        # The second cluster on the same database refuses to start, one line naming both clusters.
+        for r in refused:
+            assert r.proc.wait(60) == 2, r.log()[-2000:]
+            lines = r.log().strip().splitlines()
+            assert len(lines) == 1, lines
+            assert "'green'" in lines[0] and "belongs to cluster 'default'" in lines[0]
+            assert "LEOFLOW_DATABASE_URL" in lines[0] and "csearch_path" in lines[0]
+
+        # With a schema of its own (migrated from empty through the same URL), it runs.
+        assert leoflow_cli("db", "upgrade", env={"LEOFLOW_DATABASE_URL": schema_url}).returncode == 0
+        for node in ("g1", "g2"):
+            green_schema.start(node, wait=False)
+        for r in green_schema.replicas.values():
+            cluster.wait_healthy(r)
+        with psycopg.connect(schema_url, autocommit=True) as conn:
+            wait_for(lambda: conn.execute("SELECT count(*) FROM leader_terms").fetchone() == (1,), 30,
+                     "a green leader in its schema")
+        # A DAG of the same name in each cluster: each sees its own, each runs its own.
+        blue_api, green_api = cluster.replicas["r1"], green_schema.replicas["g2"]
+        for api, tasks in ((blue_api, ["extract"]), (green_api, ["x", "y"])):
+            assert httpx.post(f"{api.url}/api/v2/dags", json=_dag("etl", tasks), timeout=10).status_code == 201
+        for api, tasks in ((blue_api, ["extract"]), (green_api, ["x", "y"])):
+            assert [d["dag_id"] for d in httpx.get(f"{api.url}/api/v2/dags", timeout=10).json()["items"]] == ["etl"]
+            run = _run_succeeds(api, "etl")
+            listed = httpx.get(f"{api.url}/api/v2/dags/etl/runs/{run['run_id']}/tasks", timeout=10).json()["items"]
+            assert sorted(t["task_id"] for t in listed) == tasks
+            assert len(httpx.get(f"{api.url}/api/v2/dags/etl/runs", timeout=10).json()["items"]) == 1
 
         started = time.monotonic()
         cluster.replicas[leader].signal(signal.SIGTERM)
@@ -103,12 +153,20 @@ def test_sigterm_hands_over_and_two_clusters_share_a_database(cluster: Cluster) 
         assert old["term"] == term and old["end_reason"] == "shutdown"
         assert old["ended_at"] <= new["acquired_at"]
         assert '"message": "released leadership"' in cluster.replicas[leader].log()
-        # The other cluster's leadership was never disturbed.
-        assert green.db_leader() == green_leader
-        assert [e["kind"] for e in green.events(("leader_elected", "leader_lost", "leader_released"))] == [
-            "leader_elected"]
+        # The other cluster's leadership, in its own schema, was never disturbed.
+        with psycopg.connect(schema_url, autocommit=True) as conn:
+            assert [r[0] for r in conn.execute("SELECT kind FROM cluster_events WHERE kind LIKE 'leader_%'")] == [
+                "leader_elected"]
         # Work resumed: the real scheduler of each term reported progress.
         wait_for(lambda: {term, new_term} <= {e["term"] for e in cluster.events(("scheduler_started",))},
                  20, "scheduler_started for both terms")
     finally:
         green.stop_all()
+        green_schema.stop_all()
+
+
+def leoflow_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
+    full.update(env)
+    return subprocess.run([sys.executable, "-m", "leoflow", *args], capture_output=True, text=True, env=full,
+                          timeout=60, check=False)

@@ -163,8 +163,9 @@ def test_crash_vanished_process_is_reported_failed_not_rerun(settings: Settings,
         await set_term(engine, "default", 2)
         ex = LocalExecutor(s, kill_grace=2.0)
         await ex.start(LeaderContext(2, s, Database(engine)), rec)
-        assert rec.final(vanished.key) is not None and rec.final(vanished.key).state == "failed"  # type: ignore[union-attr]
-        assert "vanished" in str(rec.final(vanished.key).reason)  # type: ignore[union-attr]
+        # No files here and its claimant ('old') is no member of the cluster: failed at once.
+        assert (await rec.wait_final(vanished.key, timeout=10)).state == "failed"
+        assert "vanished with replica 'old'" in str(rec.final(vanished.key).reason)  # type: ignore[union-attr]
         assert rec.final(orphan.key).state == "failed"  # type: ignore[union-attr]
         assert proc.wait(timeout=10) == -signal.SIGTERM
         assert rec.final(finished.key).state == "success"  # type: ignore[union-attr]

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from leoflow.db import migrations
-from leoflow.standalone.embedded import EmbeddedPostgresError
+from leoflow.standalone.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from leoflow.standalone.home import StandaloneHome
 from leoflow.standalone.postgres import StandalonePostgres
 from tests.standalone.procs import postgres_pids, wait_until_gone
@@ -23,7 +23,8 @@ def _revision(url: str) -> str | None:
 def test_start_migrates_and_stop_leaves_no_server(home: StandaloneHome) -> None:
     pg = StandalonePostgres(home)
     url = pg.start()
-    assert url.startswith("postgresql://postgres@127.0.0.1:")
+    password = home.password_file.read_text().strip()
+    assert url.startswith(f"postgresql://postgres:{password}@127.0.0.1:")
     assert _revision(url) == migrations.head_revision()
     assert postgres_pids(home.data_dir)
     pg.stop()
@@ -146,3 +147,65 @@ def test_incomplete_data_directory_is_refused_never_deleted(home: StandaloneHome
         StandalonePostgres(home).start()
     assert (home.data_dir / "PG_VERSION").exists()
     assert postgres_pids(home.data_dir) == []
+
+
+def _refused_without_the_password(pg: StandalonePostgres, home: StandaloneHome) -> None:
+    """No connection is trusted any more: loopback TCP and the socket both ask for the password."""
+    for url in (f"postgresql://postgres@127.0.0.1:{pg.port}/leoflow",
+                f"postgresql://postgres@/leoflow?host={home.socket_dir}&port={pg.port}",
+                f"postgresql://postgres:wrong@127.0.0.1:{pg.port}/leoflow"):
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(url, connect_timeout=10).close()
+
+
+def test_every_connection_needs_the_generated_password(home: StandaloneHome) -> None:
+    pg = StandalonePostgres(home)
+    url = pg.start()
+    try:
+        assert oct(home.password_file.stat().st_mode & 0o777) == "0o600"
+        assert len(home.password_file.read_text().strip()) >= 40
+        _refused_without_the_password(pg, home)
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        pg.stop()
+    again = StandalonePostgres(home)  # a restart keeps the password (the URL stays valid)
+    assert again.start() == url
+    again.stop()
+
+
+def test_a_home_made_with_trust_by_an_older_leoflow_is_switched_to_a_password(home: StandaloneHome) -> None:
+    # What an older standalone left: initdb --auth=trust, the database with data, no password file.
+    old = EmbeddedPostgres(home.data_dir, socket_dir=home.socket_dir)
+    home.create()
+    old.start()
+    try:
+        with psycopg.connect(old.create_database("leoflow")) as conn:  # trusted: no password in the URL
+            conn.execute("CREATE TABLE marker (x int)")
+            conn.execute("INSERT INTO marker VALUES (11)")
+    finally:
+        old.stop()
+    assert "trust" in (home.data_dir / "pg_hba.conf").read_text() and not home.password_file.exists()
+
+    pg = StandalonePostgres(home)
+    url = pg.start()
+    try:
+        assert home.password_file.exists() and ":" in url.split("@")[0].removeprefix("postgresql://")
+        with psycopg.connect(url) as conn:  # same data, now behind the password
+            assert conn.execute("SELECT x FROM marker").fetchone() == (11,)
+        assert _revision(url) == migrations.head_revision()
+        _refused_without_the_password(pg, home)
+    finally:
+        pg.stop()
+    # A deleted password file: a new password is set the same way, the data stays.
+    home.password_file.unlink()
+    again = StandalonePostgres(home)
+    url2 = again.start()
+    try:
+        assert url2 != url
+        with psycopg.connect(url2) as conn:
+            assert conn.execute("SELECT x FROM marker").fetchone() == (11,)
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(url, connect_timeout=10).close()
+    finally:
+        again.stop()
