@@ -25,6 +25,9 @@ from leoflow.model.limits import Count, Cron, Documents, Length, Moments, Name, 
 
 #: How much of a user-chosen key or path an error message repeats.
 _SHOWN = 60
+#: The largest integer measured or named by its digits: about 3,900 of them (Python's ``str()``
+#: refuses more than 4,300); a larger one is "too large to store".
+_MAX_INT_BITS = 13_000
 
 
 def type_name(value: object) -> str:
@@ -99,8 +102,20 @@ def shown(text: str) -> str:
     return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")
 
 
+def shown_repr(value: object) -> str:
+    """``repr(value)`` for a message, quoted and cut like :func:`shown`; a value without a printable
+    repr (an integer past Python's 4,300-digit ``str()`` limit, or one inside a tuple) is named by
+    its type instead of raising ``ValueError`` out of the validator."""
+    try:
+        return shown(repr(value))
+    except (ValueError, RecursionError):
+        return type_name(value)
+
+
 def _key_path(path: str, key: object) -> str:
-    text = str(key) if isinstance(key, str | int) and not isinstance(key, bool) else type_name(key)
+    printable = isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool)
+                                         and key.bit_length() <= _MAX_INT_BITS)
+    text = str(key) if printable else type_name(key)
     return f"{path}.{text if len(text) <= _SHOWN else text[:_SHOWN] + '...'}" if path else text
 
 
@@ -116,7 +131,7 @@ def _scalar_bytes(value: object, path: str, plain: bool) -> int:
     if value is None or isinstance(value, bool):
         return 4 if value is not False else 5
     if isinstance(value, int):
-        if value.bit_length() > 13_000:  # about 3,900 digits; Python refuses str() beyond 4,300
+        if value.bit_length() > _MAX_INT_BITS:
             raise ValidationFailed(path, "is a number too large to store")
         return len(str(value))
     if isinstance(value, float):
@@ -151,7 +166,7 @@ def check_size(value: Any, path: str, limit: Size, *, plain: bool = False) -> in
             for key, child in item.items():
                 if isinstance(key, str):
                     total += _scalar_bytes(key, _key_path(where, key), plain)
-                elif plain:
+                elif plain or isinstance(key, tuple | frozenset):  # no decoder makes a tuple key
                     raise ValidationFailed(_key_path(where, key), f"keys must be strings, got {type_name(key)}")
                 else:
                     total += len(repr(key)) if not isinstance(key, int) else _scalar_bytes(key, where, plain)

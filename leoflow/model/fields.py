@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.bounds import check_length, check_moment, check_name, shown, type_name
+from leoflow.model.bounds import check_length, check_moment, check_name, shown, shown_repr, type_name
 from leoflow.model.limits import DAG_ID, NAME_RE, QUANTITY, SCHEDULE, START_DATE, TIMEZONE
 from leoflow.model.run_context import ENV_PREFIX
 
@@ -35,7 +36,7 @@ def as_mapping(value: object, path: str) -> dict[str, Any]:
         raise ValidationFailed(path, f"{what} must be a mapping, got {type_name(value)}")
     for key in value:
         if not isinstance(key, str):
-            raise ValidationFailed(path, f"field names must be strings, got {shown(repr(key))}")
+            raise ValidationFailed(path, f"field names must be strings, got {shown_repr(key)}")
     return value
 
 
@@ -137,12 +138,19 @@ def resources_field(value: object, path: str) -> dict[str, Any]:
             if isinstance(qty, int | float) and not 0 <= qty < 10**QUANTITY.maximum:  # NaN and inf fail too
                 raise ValidationFailed(f"{path}.{group}.{name}", f"must be a finite number, at least 0 and below "
                                        f"10^{QUANTITY.maximum}")
-            if isinstance(qty, str) and (len(qty) > QUANTITY.maximum
-                                         or not re.match(r"^[0-9]+(\.[0-9]+)?([a-zA-Z]{1,2})?$", qty)):
-                raise ValidationFailed(f"{path}.{group}.{name}", f"{shown(qty)} is not a quantity like 100m or 128Mi "
-                                       f"(at most {QUANTITY.maximum} characters)")
-        out[group] = {str(k): (str(v) if not isinstance(v, str) else v) for k, v in sorted(amounts.items())}
+            text = qty if isinstance(qty, str) else _quantity_text(qty)
+            if len(text) > QUANTITY.maximum or not re.match(r"^[0-9]+(\.[0-9]+)?([a-zA-Z]{1,2})?$", text):
+                raise ValidationFailed(f"{path}.{group}.{name}", f"{shown(text)} is not a quantity like 100m or "
+                                       f"128Mi (at most {QUANTITY.maximum} characters)")
+        out[group] = {str(k): v if isinstance(v, str) else _quantity_text(v) for k, v in sorted(amounts.items())}
     return out
+
+
+def _quantity_text(number: int | float) -> str:
+    """A number as the quantity string the canonical form stores: plain decimal digits, never an
+    exponent (``str(1e-05)`` is ``'1e-05'``, which the string rule — and so the scheduler's
+    re-parse of the stored spec — refuses); a number whose digits do not fit is refused as its text."""
+    return str(number) if isinstance(number, int) else format(Decimal(repr(number)), "f")
 
 
 def plain_mapping(value: Mapping[str, Any]) -> dict[str, Any]:

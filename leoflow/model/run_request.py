@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.bounds import check_size, type_name
+from leoflow.model.bounds import check_size, shown_repr, type_name
 from leoflow.model.limits import CONF, RUN_ID
 
 _FIELDS = ("run_id", "conf")
@@ -53,7 +53,10 @@ def parse_run_request(body: object) -> RunRequest:
         return RunRequest()
     if not isinstance(body, dict):
         raise ValidationFailed("body", f"must be an object, got {type_name(body)}")
-    unknown = sorted(str(k) for k in body if k not in _FIELDS)
+    for key in body:
+        if not isinstance(key, str):  # a decoder's number key (YAML); str() of 10^5000 would raise
+            raise ValidationFailed("body", f"field names must be strings, got {shown_repr(key)}")
+    unknown = sorted(k for k in body if k not in _FIELDS)
     if unknown:
         name = unknown[0] if len(unknown[0]) <= 60 else unknown[0][:60] + "..."
         raise ValidationFailed(name, "unknown field (expected run_id, conf)")

@@ -34,7 +34,7 @@ from zoneinfo import ZoneInfo
 
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
-from leoflow.model.bounds import check_count, check_cron_fires, check_name, check_size, shown, within
+from leoflow.model.bounds import check_count, check_cron_fires, check_name, check_size, shown_repr, within
 from leoflow.model.fields import (
     CRON_PRESETS,
     as_mapping,
@@ -219,7 +219,7 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
     task_id = name_field(required(doc, "id", path), f"{path}.id")
     kind = doc.get("kind", "container")
     if kind not in ("container", "empty"):
-        raise ValidationFailed(f"{path}.kind", f"must be 'container' or 'empty', got {shown(repr(kind))}")
+        raise ValidationFailed(f"{path}.kind", f"must be 'container' or 'empty', got {shown_repr(kind)}")
     image: str | None = None
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()

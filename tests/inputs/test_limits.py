@@ -172,6 +172,11 @@ CASES: list[Case] = [
               "tasks[0].resources.limits.cpu"),
     spec_case(limits.QUANTITY, "quantity NaN", with_task(resources={"limits": {"cpu": float("nan")}}),
               "tasks[0].resources.limits.cpu"),
+    # A float is stored as its plain digits (the stored spec is parsed again by the scheduler):
+    # 1e-05 becomes '0.00001'; 5e-324 has 326 of them and is refused up front, not after storing.
+    spec_case(limits.QUANTITY, "quantity 1e-05", with_task(resources={"limits": {"cpu": 1e-05}}), None),
+    spec_case(limits.QUANTITY, "quantity 5e-324", with_task(resources={"limits": {"cpu": 5e-324}}),
+              "tasks[0].resources.limits.cpu"),
     size_case(limits.SPEC, "document of 8 MiB", {"a": "x" * (limits.SPEC.max_bytes - 8)}, False),
     size_case(limits.SPEC, "document of 8 MiB + 1", {"a": "x" * (limits.SPEC.max_bytes - 7)}, True),
     size_case(limits.SPEC, "document nested 16 deep", nested(16), False),
