@@ -18,8 +18,6 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import Any, NoReturn
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
 from leoflow.errors import ValidationFailed
 from leoflow.model.limits import Count, Cron, Documents, Length, Moments, Name, Range, Size
 
@@ -84,6 +82,8 @@ def check_moment(moment: datetime, path: str, limit: Moments) -> datetime:
 
 def check_cron_fires(expression: str, timezone: str, reference: datetime, path: str, limit: Cron) -> None:
     """Refuse a cron expression that does not fire within ``limit.fires_within_years`` of ``reference``."""
+    from croniter import croniter  # here, not at the top: `dags apply` reads specs without the scheduler's libraries
+
     zone: tzinfo = ZoneInfo(timezone)
     try:
         croniter(expression, reference.astimezone(zone),
