@@ -5,10 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from leoflow.settings import Settings, load_settings
 from tests.harness.leftovers import LeftoverTasks
 from tests.harness.postgres import PostgresServer, session_server
+
+# Hypothesis profiles. The default keeps property tests to seconds each on a loaded 2-core host
+# (no deadline: timing is the machine's, not the code's); `--hypothesis-profile=long` runs
+# fifty times as many examples for a deeper search by hand.
+hypothesis_settings.register_profile("default", max_examples=60, deadline=None,
+                                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+hypothesis_settings.register_profile("long", max_examples=3_000, deadline=None,
+                                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+hypothesis_settings.load_profile("default")
 
 #: Test files that change the host's network (namespaces, veth pairs, iptables) and the browser
 #: tests, whose Chromium aborts page loads with ERR_NETWORK_CHANGED when an interface appears:

@@ -39,24 +39,20 @@ from leoflow.db.pool import PooledDatabase
 from leoflow.election.health import ElectionHealth
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_document_shape
-from leoflow.model.fields import NAME_RE
-from leoflow.model.limits import DOCUMENT
+from leoflow.model.limits import DEFAULT_PAGE_LIMIT, DOCUMENT, PAGE_LIMIT, Range
 from leoflow.model.yaml_loader import YamlRejected, load_yaml
 from leoflow.settings import Settings
 
 Handler = Callable[[Request], Awaitable[Response]]
 
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 500
+DEFAULT_LIMIT = DEFAULT_PAGE_LIMIT
+MAX_LIMIT = int(PAGE_LIMIT.maximum)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 JSON_TYPES = ("application/json", "")
 #: Bodies up to this size are decoded on the event loop (a few milliseconds); larger ones on a
 #: worker thread: bounded YAML reads about 2.5 MB/s on a loaded 2-core host, so a 1 MiB
 #: body would otherwise stall every request of this replica for seconds.
 INLINE_DECODE_BYTES = 16 * 1024
-
-#: DAG and task ids in paths: ids that cannot exist are simply not found.
-DAG_ID = TASK_ID = NAME_RE
 
 
 @dataclass(frozen=True)
@@ -214,29 +210,13 @@ def require_object(document: Any, field: str = "body") -> dict[str, Any]:
     return document
 
 
-def ensure_json_value(value: Any, field: str) -> None:
-    """Reject values Postgres' jsonb cannot store (NaN, NUL characters, YAML-only types)."""
-    try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise bad_field(field, f"must be plain JSON ({exc})", status=422) from None
-    if "\\u0000" in text:
-        raise bad_field(field, "must not contain NUL characters", status=422)
-
-
 # --------------------------------------------------------------------------- query parameters
 
 def query_limit(request: Request) -> int:
     raw = request.query_params.get("limit")
     if raw is None:
         return DEFAULT_LIMIT
-    try:
-        value = int(raw)
-    except ValueError:
-        raise bad_field("limit", f"must be an integer between 1 and {MAX_LIMIT}") from None
-    if not 1 <= value <= MAX_LIMIT:
-        raise bad_field("limit", f"must be between 1 and {MAX_LIMIT}")
-    return value
+    return query_int(request, "limit", PAGE_LIMIT) or DEFAULT_LIMIT
 
 
 def query_state(request: Request, allowed: tuple[str, ...]) -> str | None:
@@ -248,7 +228,7 @@ def query_state(request: Request, allowed: tuple[str, ...]) -> str | None:
     return raw
 
 
-def query_int(request: Request, name: str, *, minimum: int = 1) -> int | None:
+def query_int(request: Request, name: str, limit: Range) -> int | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
@@ -256,8 +236,8 @@ def query_int(request: Request, name: str, *, minimum: int = 1) -> int | None:
         value = int(raw)
     except ValueError:
         raise bad_field(name, "must be an integer") from None
-    if value < minimum or value > 2**31 - 1:
-        raise bad_field(name, f"must be between {minimum} and {2**31 - 1}")
+    if not limit.contains(value):
+        raise bad_field(name, limit.problem(value))
     return value
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from leoflow import __version__
 from leoflow.api.endpoint import MAX_LIMIT
 from leoflow.db.dag_sync import ACTIONS
+from leoflow.model import limits
 from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES
 from leoflow.model.source_labels import SOURCE_RE
 from leoflow.model.states import RUN_STATES, TASK_STATES
@@ -36,6 +37,19 @@ _INT = {"type": "integer"}
 def _obj(props: dict[str, Any], *, required: list[str] | None = None, extra: bool = False) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required if required is not None else list(props),
             "additionalProperties": extra}
+
+
+def _name(rule: limits.Name) -> dict[str, Any]:
+    return {"type": "string", "pattern": rule.pattern.pattern, "maxLength": rule.max_length}
+
+
+def _range(rule: limits.Range) -> dict[str, Any]:
+    low = "exclusiveMinimum" if rule.above_minimum else "minimum"
+    return {"type": "integer" if rule.integer else "number", low: rule.minimum, "maximum": rule.maximum}
+
+
+def _strings(rule: limits.Size) -> dict[str, Any]:
+    return {"type": "array", "items": _STR, "maxItems": rule.max_entries}
 
 
 def _page(item: str) -> dict[str, Any]:
@@ -67,13 +81,16 @@ SCHEMAS: dict[str, Any] = {
     "DagDetail": _obj({**_DAG, "spec": _nullable("object")}),
     "DagPage": _page("Dag"),
     "DagSpec": {
-        "type": "object", "description": "A DAG specification (the same schema as the YAML files).",
-        "required": ["dag_id", "tasks"],
+        "type": "object", "description": "A DAG specification (the same schema as the YAML files); the limits "
+                                         "are the README's Limits table (leoflow/model/limits.py).",
+        "required": ["dag_id", "tasks"], "additionalProperties": False,
         "properties": {
-            "dag_id": {"type": "string", "pattern": "^[a-z0-9-]{1,50}$"},
-            "schedule": _nullable("string"), "timezone": _STR, "catchup": {"type": "boolean"},
-            "start_date": _nullable("string"), "max_active_runs": _INT, "paused": {"type": "boolean"},
-            "default_retries": _INT, "description": _STR,
+            "dag_id": _name(limits.DAG_ID), "description": _nullable("string", maxLength=limits.DESCRIPTION.maximum),
+            "schedule": _nullable("string", maxLength=limits.SCHEDULE.max_length),
+            "timezone": {"type": "string", "minLength": 1, "maxLength": limits.TIMEZONE.maximum},
+            "catchup": {"type": "boolean"}, "start_date": _nullable("string"),
+            "max_active_runs": _range(limits.MAX_ACTIVE_RUNS), "paused": {"type": "boolean"},
+            "default_retries": _range(limits.RETRIES),
             "notify": {"type": "array", "description": "Webhook rules (see the README, Notifications).",
                        "items": {"type": "object", "required": ["on", "webhook"], "properties": {
                            "on": {"type": "array", "items": {"type": "string",
@@ -81,12 +98,17 @@ SCHEMAS: dict[str, Any] = {
                            "webhook": {"type": "object", "required": ["url"], "properties": {
                                "url": _STR, "secret": {"type": "object"}, "header_from_env": {"type": "object"}}}}}},
             "params": {"type": "object", "description": "JSON Schema (draft 2020-12) of the runs' conf."},
-            "tasks": {"type": "array", "items": {"type": "object", "required": ["id"], "properties": {
-                "id": {"type": "string", "pattern": "^[a-z0-9-]{1,50}$"}, "image": _STR,
-                "command": {"type": "array", "items": _STR}, "args": {"type": "array", "items": _STR},
-                "env": {"type": "object", "additionalProperties": _STR}, "retries": _INT,
-                "retry_delay_seconds": {"type": "number"}, "timeout_seconds": {"type": "number"},
-                "resources": {"type": "object"}, "depends_on": {"type": "array", "items": _STR}}}},
+            "tasks": {"type": "array", "minItems": limits.TASKS.minimum, "maxItems": limits.TASKS.maximum,
+                      "items": {"type": "object", "required": ["id"], "additionalProperties": False, "properties": {
+                          "id": _name(limits.TASK_ID), "kind": {"type": "string", "enum": ["container", "empty"]},
+                          "image": {"type": "string", "maxLength": limits.IMAGE.maximum},
+                          "command": _strings(limits.COMMAND), "args": _strings(limits.COMMAND),
+                          "env": {"type": "object", "additionalProperties": _STR},
+                          "retries": _range(limits.RETRIES), "retry_delay_seconds": _range(limits.RETRY_DELAY),
+                          "max_retry_delay_seconds": _range(limits.MAX_RETRY_DELAY),
+                          "timeout_seconds": _range(limits.TIMEOUT), "resources": {"type": "object"},
+                          "depends_on": {"type": "array", "items": _name(limits.TASK_ID),
+                                         "maxItems": limits.TASKS.maximum}}}},
         },
     },
     "DagPatch": _obj({"paused": {"type": "boolean"}}),
@@ -115,7 +137,7 @@ SCHEMAS: dict[str, Any] = {
         "counts": _obj({a: _INT for a in ACTIONS}),
         "missing": {"type": "array", "items": _STR},
     }),
-    "RunRequest": _obj({"run_id": _STR, "conf": {"type": "object"}}, required=[]),
+    "RunRequest": _obj({"run_id": _name(limits.RUN_ID), "conf": _nullable("object")}, required=[]),
     "Run": _obj(_RUN),
     "RunDetail": _obj({**_RUN, "tasks": {"type": "array", "items": _ref("TaskInstance")}}),
     "RunPage": _page("Run"),
@@ -200,8 +222,24 @@ def _op(summary: str, ok: dict[str, Any], *, errors: str = "", params: list[dict
     return op
 
 
-def _json(code: str, schema: str, description: str = "OK") -> dict[str, Any]:
-    return {code: {"description": description, "content": {JSON: {"schema": _ref(schema)}}}}
+def _json(code: str, schema: str, description: str = "OK", links: dict[str, Any] | None = None) -> dict[str, Any]:
+    answer: dict[str, Any] = {"description": description, "content": {JSON: {"schema": _ref(schema)}}}
+    if links:
+        answer["links"] = links
+    return {code: answer}
+
+
+def _links(*operation_ids: str, run: bool = False) -> dict[str, Any]:
+    """OpenAPI links from an answer carrying ``dag_id`` (and ``run_id``) to the operations that take
+    them: what a client does next, and what schemathesis' stateful phase chains (apply → trigger → read)."""
+    parameters = {"dag_id": "$response.body#/dag_id"}
+    if run:
+        parameters["run_id"] = "$response.body#/run_id"
+    return {op: {"operationId": op, "parameters": parameters} for op in operation_ids}
+
+
+_DAG_LINKS = _links("trigger_run", "get_dag", "list_runs", "pause_or_unpause_dag")
+_RUN_LINKS = _links("get_run", "list_task_instances", "cancel_run", run=True)
 
 
 _TEXT = {"content": {"text/plain": {"schema": {"type": "string"}}}}
@@ -236,8 +274,8 @@ def operations() -> dict[str, dict[str, Any]]:
         "/api/v2/dags": {
             "get": _op("List DAGs", _json("200", "DagPage"), errors="400",
                        params=[LIMIT, CURSOR, _state(("active", "paused"))]),
-            "post": _op("Apply DAG", {**_json("200", "DagDetail", "Unchanged"), **_json("201", "DagDetail",
-                                                                                        "Created")},
+            "post": _op("Apply DAG", {**_json("200", "DagDetail", "Unchanged", _DAG_LINKS),
+                                      **_json("201", "DagDetail", "Created", _DAG_LINKS)},
                         body="DagSpec", auth="admin", errors="409"),
         },
         "/api/v2/dags:sync": {
@@ -246,7 +284,8 @@ def operations() -> dict[str, dict[str, Any]]:
         },
         "/api/v2/dags/{dag_id}": {
             "get": _op("Get DAG", _json("200", "DagDetail"), errors="404", params=[DAG_ID]),
-            "put": _op("Put DAG", {**_json("200", "DagDetail", "Unchanged"), **_json("201", "DagDetail", "Created")},
+            "put": _op("Put DAG", {**_json("200", "DagDetail", "Unchanged", _DAG_LINKS),
+                                   **_json("201", "DagDetail", "Created", _DAG_LINKS)},
                        body="DagSpec", auth="admin", errors="409", params=[DAG_ID]),
             "patch": _op("Pause or unpause DAG", _json("200", "DagDetail"), body="DagPatch", auth="admin",
                          errors="404", params=[DAG_ID]),
@@ -256,7 +295,8 @@ def operations() -> dict[str, dict[str, Any]]:
         "/api/v2/dags/{dag_id}/runs": {
             "get": _op("List runs", _json("200", "RunPage"), errors="400 404",
                        params=[DAG_ID, LIMIT, CURSOR, _state(RUN_STATES)]),
-            "post": _op("Trigger run", _json("201", "RunDetail", "Created"), body="RunRequest", body_required=False,
+            "post": _op("Trigger run", _json("201", "RunDetail", "Created", _RUN_LINKS), body="RunRequest",
+                        body_required=False,
                         auth="admin", errors="404 409", params=[DAG_ID]),
         },
         "/api/v2/dags/{dag_id}/runs/{run_id}": {"get": _get_run()},

@@ -11,30 +11,29 @@ fresh 24 h of retries. ``GET /api/v2/audit`` (admin) lists API writes, newest fi
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from leoflow.api.audit import audited_transaction
-from leoflow.api.endpoint import DAG_ID, api_state, page, query_cursor, query_limit, query_state
+from leoflow.api.endpoint import api_state, page, query_cursor, query_limit, query_state
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.clock import SystemClock
 from leoflow.db import audit_store, notification_store
 from leoflow.db.notification_store import NOTIFICATION_STATES
-from leoflow.model.run_ids import RUN_ID_RE
+from leoflow.model.limits import DAG_ID, RUN_ID, Name
 
 #: A manual retry gives a notification this long again (as much as a new one gets).
 RETRY_WINDOW = timedelta(hours=24)
 
 
-def _query_id(request: Request, name: str, pattern: re.Pattern[str]) -> str | None:
+def _query_id(request: Request, name: str, rule: Name) -> str | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return None
-    if not pattern.match(raw):
+    if not rule.matches(raw):
         raise bad_field(name, "is not a valid id")
     return raw
 
@@ -44,7 +43,7 @@ async def list_notifications(request: Request) -> Response:
     state = query_state(request, NOTIFICATION_STATES)
     before = query_cursor(request, "notifications", int)
     dag_id = _query_id(request, "dag_id", DAG_ID)
-    run_id = _query_id(request, "run_id", RUN_ID_RE)
+    run_id = _query_id(request, "run_id", RUN_ID)
     async with api_state(request).db.connect() as conn:
         rows = await notification_store.list_notifications(conn, dag_id=dag_id, run_id=run_id, state=state,
                                                            before_id=before, limit=limit)

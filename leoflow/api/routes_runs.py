@@ -21,16 +21,13 @@ from starlette.responses import PlainTextResponse, Response
 
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import (
-    TASK_ID,
     api_state,
-    ensure_json_value,
     page,
     query_cursor,
     query_int,
     query_limit,
     query_state,
     read_document,
-    require_object,
 )
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse, RenderedJsonResponse
@@ -38,8 +35,9 @@ from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock
 from leoflow.db import api_documents, api_queries, dag_store, version_queries
+from leoflow.model.limits import RUN_ID, TASK_ID, TRY_NUMBER
 from leoflow.model.params import validate_conf
-from leoflow.model.run_ids import RUN_ID_RE, RUN_ID_RULE
+from leoflow.model.run_request import parse_run_request
 from leoflow.model.states import RUN_STATES, TASK_STATES, TERMINAL_RUN_STATES
 
 _PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
@@ -59,7 +57,7 @@ def _ti(row: dict[str, Any]) -> dict[str, Any]:
 
 def path_run_id(request: Request) -> str:
     run_id: str = request.path_params["run_id"]
-    if not RUN_ID_RE.match(run_id):
+    if not RUN_ID.matches(run_id):
         raise ApiError(404, f"run {run_id[:60]!r} not found")
     return run_id
 
@@ -78,27 +76,16 @@ async def _run_or_404(request: Request, conn: Any, *, with_tasks: bool) -> dict[
 async def trigger_run(request: Request) -> Response:
     """Queue a manual run; its conf is checked against (and completed from) the DAG's ``params``."""
     dag_id = path_dag_id(request)
-    document = await read_document(request)
-    body = require_object({} if document is None else document)
-    unknown = sorted(set(body) - {"run_id", "conf"})
-    if unknown:
-        raise bad_field(unknown[0], "unknown field (expected run_id, conf)", status=422)
-    run_id = body.get("run_id")
-    if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
-        raise bad_field("run_id", RUN_ID_RULE, status=422)
-    conf = body.get("conf", {})
-    if conf is None:
-        conf = {}
-    if not isinstance(conf, dict):
-        raise bad_field("conf", "must be an object", status=422)
-    ensure_json_value(conf, "conf")
+    wanted = parse_run_request(await read_document(request))
+    conf = wanted.conf
     async with audited_transaction(request, status=201) as write:
         target = await version_queries.trigger_target(write.conn, dag_id, lock=True)
         if target is None:
             raise not_found(dag_id)
         if target.params is not None:
             conf = await checked_conf(target.params, conf)
-        created = await dag_store.trigger_run(write.conn, dag_id, run_id=run_id, conf=conf, clock=SystemClock())
+        created = await dag_store.trigger_run(write.conn, dag_id, run_id=wanted.run_id, conf=conf,
+                                              clock=SystemClock())
         write.details["run_id"] = write.run_id = created
         run = await api_queries.get_run(write.conn, dag_id, created)
     assert run is not None
@@ -198,7 +185,7 @@ async def list_tasks(request: Request) -> Response:
 async def _task_or_404(request: Request, conn: Any) -> dict[str, Any]:
     run = await _run_or_404(request, conn, with_tasks=False)
     task_id: str = request.path_params["task_id"]
-    ti = await api_queries.get_task_instance(conn, run["id"], task_id) if TASK_ID.match(task_id) else None
+    ti = await api_queries.get_task_instance(conn, run["id"], task_id) if TASK_ID.matches(task_id) else None
     if ti is None:
         raise ApiError(404, f"task {task_id[:60]!r} not found in run {run['run_id']!r}")
     return ti
@@ -211,7 +198,7 @@ async def get_task(request: Request) -> Response:
 
 
 async def get_task_logs(request: Request) -> Response:
-    try_number = query_int(request, "try")
+    try_number = query_int(request, "try", TRY_NUMBER)
     async with api_state(request).db.connect() as conn:
         ti = await _task_or_404(request, conn)
         entry = await api_queries.get_task_log(conn, ti["id"], try_number)

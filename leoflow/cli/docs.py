@@ -1,14 +1,19 @@
-"""Renders the README's configuration table from :data:`leoflow.settings.VARIABLES`.
+"""Renders the README's generated tables: configuration (:data:`leoflow.settings.VARIABLES`) and
+input limits (:data:`leoflow.model.limits.LIMITS`).
 
-The README is checked against this output by a test, so the table cannot drift from the code.
+The README is checked against this output by a test, so neither table can drift from the code.
+``python -m leoflow.cli.docs`` rewrites both blocks in place.
 """
 
 from __future__ import annotations
 
+from leoflow.model.limits import LIMITS
 from leoflow.settings import VARIABLES
 
 START = "<!-- settings-table:start -->"
 END = "<!-- settings-table:end -->"
+LIMITS_START = "<!-- limits-table:start -->"
+LIMITS_END = "<!-- limits-table:end -->"
 
 
 def settings_table() -> str:
@@ -17,11 +22,22 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+def limits_table() -> str:
+    rows = ["| Input | Limit | Why |", "| --- | --- | --- |"]
+    rows += [f"| {limit.subject} | {limit.rule} | {limit.why} |" for limit in LIMITS]
+    return "\n".join(rows)
+
+
+def _replace_block(text: str, start: str, end: str, table: str) -> str:
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    return f"{head}{start}\n{table}\n{end}{tail}"
+
+
 def render_readme(text: str) -> str:
-    """``text`` with the block between the markers replaced by the current table."""
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{settings_table()}\n{END}{tail}"
+    """``text`` with the blocks between the markers replaced by the current tables."""
+    text = _replace_block(text, START, END, settings_table())
+    return _replace_block(text, LIMITS_START, LIMITS_END, limits_table())
 
 
 if __name__ == "__main__":

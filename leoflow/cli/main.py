@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from leoflow import __version__
 from leoflow.errors import LeoflowError, SettingsError
-from leoflow.logs import configure_logging, redact_text
+from leoflow.logs import configure_logging, redact_text, url_secrets
 from leoflow.settings import Settings, load_settings
 
 #: Modules that contribute verbs, in the order ``leoflow --help`` lists them.
@@ -49,29 +49,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"leoflow: error: {redact_text(message)}", file=sys.stderr)
+def _fail(message: str, code: int, secrets: Sequence[str] = ()) -> int:
+    print(f"leoflow: error: {redact_text(message, secrets)}", file=sys.stderr)
     return code
+
+
+def _secrets(settings: Settings) -> list[str]:
+    """What must never be printed: API tokens and the database URL's passwords."""
+    return [*(t.token for t in settings.api.tokens), *settings.notify.secrets(), *url_secrets(settings.database.url)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    secrets: list[str] = []
     try:
         settings: Settings = load_settings()
         override = getattr(args, "apply_overrides", None)
         if override is not None:
             settings = override(args, settings)
+        secrets = _secrets(settings)
         if getattr(args, "configure_logging", True):
             configure_logging(fmt=settings.logging.format, level=settings.logging.level,
-                              node_id=settings.cluster.node_id,
-                              secrets=[t.token for t in settings.api.tokens] + settings.notify.secrets())
+                              node_id=settings.cluster.node_id, secrets=secrets)
         result = args.handler(args, settings)
         return int(result or 0)
     except SettingsError as exc:
-        return _fail(str(exc), 2)
+        return _fail(str(exc), 2, secrets)
     except LeoflowError as exc:
-        return _fail(str(exc), 1)
+        return _fail(str(exc), 1, secrets)
     except KeyboardInterrupt:
         return 130
 

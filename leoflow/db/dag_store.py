@@ -38,9 +38,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from leoflow.clock import Clock
 from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.wakeup import notify_wakeup
-from leoflow.errors import Conflict, NotFound, ValidationFailed
+from leoflow.errors import Conflict, NotFound
 from leoflow.model.params import default_conf
-from leoflow.model.run_ids import RUN_ID_RE, RUN_ID_RULE, manual_run_id
+from leoflow.model.run_ids import manual_run_id
+from leoflow.model.run_request import check_conf, check_run_id
 from leoflow.model.spec import DagSpec
 from leoflow.model.timetable import first_scheduled_run
 
@@ -126,14 +127,9 @@ async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
 async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None, conf: dict[str, Any],
                       clock: Clock) -> str:
     """Queue a manual run; returns its run id. Conflict if ``run_id`` exists, NotFound if no DAG."""
-    if run_id is not None and (not isinstance(run_id, str) or not RUN_ID_RE.match(run_id)):
-        raise ValidationFailed("run_id", RUN_ID_RULE)
-    if not isinstance(conf, dict):
-        raise ValidationFailed("conf", "must be a JSON object")
-    try:
-        conf_json = json.dumps(conf)
-    except (TypeError, ValueError):
-        raise ValidationFailed("conf", "must be JSON-serialisable") from None
+    if run_id is not None:
+        check_run_id(run_id)
+    conf_json = json.dumps(check_conf(conf))
     dag = (await conn.execute(text(
         "SELECT current_version_id FROM dags WHERE dag_id = :dag_id AND NOT deleted"),
         {"dag_id": dag_id})).first()

@@ -10,27 +10,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
 from leoflow.errors import ValidationFailed
+from leoflow.model.bounds import check_length, check_moment, check_name, shown, shown_repr, type_name
+from leoflow.model.limits import DAG_ID, NAME_RE, QUANTITY, SCHEDULE, START_DATE, TIMEZONE
 from leoflow.model.run_context import ENV_PREFIX
 
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
+__all__ = ["NAME_RE", "type_name"]  # re-exported: callers validate ids with them
+
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CRON_PRESETS = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
     "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
 }
-#: Upper bounds that keep one spec from exhausting the scheduler (a run's task instances are
-#: created in one statement; 10,000 is far beyond any hand-written DAG).
-
-def type_name(value: object) -> str:
-    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-             float: "a number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
 
 
 def as_mapping(value: object, path: str) -> dict[str, Any]:
@@ -39,14 +36,15 @@ def as_mapping(value: object, path: str) -> dict[str, Any]:
         raise ValidationFailed(path, f"{what} must be a mapping, got {type_name(value)}")
     for key in value:
         if not isinstance(key, str):
-            raise ValidationFailed(path, f"field names must be strings, got {key!r}")
+            raise ValidationFailed(path, f"field names must be strings, got {shown_repr(key)}")
     return value
 
 
 def no_unknown(doc: Mapping[str, Any], allowed: set[str], path: str) -> None:
     for key in doc:
         if key not in allowed:
-            raise ValidationFailed(f"{path}.{key}" if path else key,
+            name = key if len(key) <= 60 else key[:60] + "..."
+            raise ValidationFailed(f"{path}.{name}" if path else name,
                                    f"unknown field (allowed: {', '.join(sorted(allowed))})")
 
 
@@ -57,12 +55,8 @@ def required(doc: Mapping[str, Any], key: str, path: str) -> Any:
 
 
 def name_field(value: object, path: str) -> str:
-    if not isinstance(value, str):
-        raise ValidationFailed(path, f"must be a string, got {type_name(value)}")
-    if not NAME_RE.match(value):
-        raise ValidationFailed(path, f"{value!r} is not a valid name: use 1-50 of a-z, 0-9 and '-', "
-                               "starting and ending with a letter or digit")
-    return value
+    """A DAG or task id (the same rule, :data:`leoflow.model.limits.DAG_ID`)."""
+    return check_name(value, path, DAG_ID)
 
 
 def opt_str(value: object, path: str, *, max_len: int) -> str | None:
@@ -135,15 +129,28 @@ def resources_field(value: object, path: str) -> dict[str, Any]:
             raise ValidationFailed(f"{path}.{group}",
                                    f"must be a mapping of resource to quantity, got {type_name(amounts)}")
         for name, qty in amounts.items():
-            if not isinstance(name, str) or not re.match(r"^[a-zA-Z0-9][a-zA-Z0-9./_-]*$", name):
-                raise ValidationFailed(f"{path}.{group}.{name}", "is not a valid resource name")
+            if not isinstance(name, str) or not re.match(r"^[a-zA-Z0-9][a-zA-Z0-9./_-]{0,252}$", name):
+                raise ValidationFailed(f"{path}.{group}.{shown(str(name))[1:-1]}", "is not a valid resource name "
+                                       "(at most 253 characters)")
             if isinstance(qty, bool) or not isinstance(qty, str | int | float):
                 raise ValidationFailed(f"{path}.{group}.{name}",
                                        f"must be a quantity like 100m or 128Mi, got {type_name(qty)}")
-            if isinstance(qty, str) and not re.match(r"^[0-9]+(\.[0-9]+)?([a-zA-Z]{1,2})?$", qty):
-                raise ValidationFailed(f"{path}.{group}.{name}", f"{qty!r} is not a quantity like 100m or 128Mi")
-        out[group] = {str(k): (str(v) if not isinstance(v, str) else v) for k, v in sorted(amounts.items())}
+            if isinstance(qty, int | float) and not 0 <= qty < 10**QUANTITY.maximum:  # NaN and inf fail too
+                raise ValidationFailed(f"{path}.{group}.{name}", f"must be a finite number, at least 0 and below "
+                                       f"10^{QUANTITY.maximum}")
+            text = qty if isinstance(qty, str) else _quantity_text(qty)
+            if len(text) > QUANTITY.maximum or not re.match(r"^[0-9]+(\.[0-9]+)?([a-zA-Z]{1,2})?$", text):
+                raise ValidationFailed(f"{path}.{group}.{name}", f"{shown(text)} is not a quantity like 100m or "
+                                       f"128Mi (at most {QUANTITY.maximum} characters)")
+        out[group] = {str(k): v if isinstance(v, str) else _quantity_text(v) for k, v in sorted(amounts.items())}
     return out
+
+
+def _quantity_text(number: int | float) -> str:
+    """A number as the quantity string the canonical form stores: plain decimal digits, never an
+    exponent (``str(1e-05)`` is ``'1e-05'``, which the string rule — and so the scheduler's
+    re-parse of the stored spec — refuses); a number whose digits do not fit is refused as its text."""
+    return str(number) if isinstance(number, int) else format(Decimal(repr(number)), "f")
 
 
 def plain_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,10 +161,11 @@ def timezone_field(value: object, path: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationFailed(path, "must be an IANA time zone name like UTC or Europe/Berlin, "
                                f"got {type_name(value)}")
+    check_length(value, path, TIMEZONE)
     try:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise ValidationFailed(path, f"unknown time zone {value!r}") from None
+        raise ValidationFailed(path, f"unknown time zone {shown(value)}") from None
     return value
 
 
@@ -167,18 +175,20 @@ def schedule_field(value: object, path: str) -> str | None:
     if not isinstance(value, str):
         raise ValidationFailed(path, "must be a cron expression, a preset like @daily, or null; "
                                f"got {type_name(value)}")
+    if len(value) > SCHEDULE.max_length:
+        raise ValidationFailed(path, f"must be at most {SCHEDULE.max_length} characters, got {len(value):,}")
     if value.startswith("@"):
         if value not in CRON_PRESETS:
-            raise ValidationFailed(path, f"unknown preset {value!r} (allowed: {', '.join(CRON_PRESETS)})")
+            raise ValidationFailed(path, f"unknown preset {shown(value)} (allowed: {', '.join(CRON_PRESETS)})")
         return value
     if len(value.split()) != 5:
-        raise ValidationFailed(path, f"{value!r} is not a 5-field cron expression (minute hour day month weekday)")
+        raise ValidationFailed(path, f"{shown(value)} is not a 5-field cron expression (minute hour day month weekday)")
     try:
         valid = croniter.is_valid(value)
     except Exception:  # croniter raises assorted types for odd input; any of them means invalid
         valid = False
     if not valid:
-        raise ValidationFailed(path, f"{value!r} is not a valid cron expression")
+        raise ValidationFailed(path, f"{shown(value)} is not a valid cron expression")
     return " ".join(value.split())
 
 
@@ -194,9 +204,14 @@ def start_date_field(value: object, path: str, timezone: str) -> datetime | None
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
         except ValueError:
-            raise ValidationFailed(path, f"{value!r} is not an ISO 8601 date/time like 2026-01-01T00:00:00Z") from None
+            raise ValidationFailed(path, f"{shown(value)} is not an ISO 8601 date/time like 2026-01-01T00:00:00Z") \
+                from None
     else:
         raise ValidationFailed(path, f"must be an ISO 8601 date/time, got {type_name(value)}")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=ZoneInfo(timezone))
-    return moment.astimezone(UTC)
+    try:
+        in_utc = moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00-05:00 is in the year 10000 in UTC
+        raise ValidationFailed(path, f"must be {START_DATE.rule}, got {moment.isoformat()}") from None
+    return check_moment(in_utc, path, START_DATE)

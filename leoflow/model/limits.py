@@ -8,18 +8,148 @@ arithmetic (a timeout of 10^12 seconds overflows ``datetime + timedelta``), floa
 (``MAX_ARG_STRLEN`` is 128 KiB per string, ``ARG_MAX`` typically 2 MiB in total), Kubernetes
 names (63-character labels) and PostgreSQL (``jsonb`` rejects NUL characters).
 
-The validators take their numbers from the objects below, and :data:`LIMITS` lists them all.
-So far: what a YAML or JSON document may hold once parsed (:mod:`.yaml_loader`, the API's
-body decoding); the DAG spec and run request fields follow.
+The validators (:mod:`.fields`, :mod:`.bounds`, :mod:`.spec`, :mod:`.run_request`,
+:mod:`.yaml_loader`) take their numbers from the objects below, and :data:`LIMITS` lists them
+all for the README's "Limits" table (``python -m leoflow.cli.docs`` renders it; a test keeps
+the README equal to it). A new input field gets a row here and a poison test.
+
+Changing a limit is a compatibility decision: the scheduler re-validates stored specs, so a
+tighter limit fails runs of DAG versions written before it (with a readable reason, not a
+crash).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
+
+MINUTE = 60
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
 
 
 def _count(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,}"
+
+
+def _shown_number(value: float) -> str:
+    if isinstance(value, int) and abs(value) >= 10**15:
+        return f"an integer of {len(str(abs(value))) if value.bit_length() < 10_000 else 'thousands of'} digits"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _duration(seconds: float) -> str:
+    days = seconds / DAY
+    return f" ({days:g} days)" if seconds >= DAY and days.is_integer() else ""
+
+
+@dataclass(frozen=True)
+class Range:
+    """A numeric field's range; ``integer`` fields refuse fractions, none accept booleans."""
+
+    subject: str
+    minimum: float
+    maximum: float
+    why: str
+    integer: bool = False
+    #: The minimum itself is refused (a timeout of 0 s means nothing).
+    above_minimum: bool = False
+    seconds: bool = False
+
+    @property
+    def rule(self) -> str:
+        low = f"greater than {_count(self.minimum)}" if self.above_minimum else f"at least {_count(self.minimum)}"
+        kind = "an integer" if self.integer else "a number"
+        unit = " seconds" if self.seconds else ""
+        return f"{kind}, {low}, at most {_count(self.maximum)}{unit}{_duration(self.maximum)}"
+
+    def problem(self, value: float) -> str:
+        unit = f"{' seconds' if self.seconds else ''}{_duration(self.maximum)}"
+        low = f"greater than {_count(self.minimum)} and at most" if self.above_minimum else \
+            f"between {_count(self.minimum)} and"
+        return f"must be {low} {_count(self.maximum)}{unit}, got {_shown_number(value)}"
+
+    def contains(self, value: float) -> bool:
+        above = value > self.minimum if self.above_minimum else value >= self.minimum
+        return above and value <= self.maximum
+
+
+@dataclass(frozen=True)
+class Name:
+    """An identifier: a pattern (which bounds its length) and the rule in words."""
+
+    subject: str
+    pattern: re.Pattern[str]
+    max_length: int
+    rule: str
+    why: str
+
+    def matches(self, value: str) -> bool:
+        return self.pattern.fullmatch(value) is not None
+
+
+@dataclass(frozen=True)
+class Length:
+    """The longest accepted string, in characters."""
+
+    subject: str
+    maximum: int
+    why: str
+
+    @property
+    def rule(self) -> str:
+        return f"at most {_count(self.maximum)} characters"
+
+
+@dataclass(frozen=True)
+class Count:
+    """The most items of a kind (tasks of a DAG, dependencies of a DAG, ...)."""
+
+    subject: str
+    minimum: int
+    maximum: int
+    unit: str
+    why: str
+
+    @property
+    def rule(self) -> str:
+        return f"{_count(self.minimum)} to {_count(self.maximum)} {self.unit}"
+
+
+@dataclass(frozen=True)
+class Size:
+    """A nested value's budget: bytes of its canonical JSON, nesting depth and entries.
+
+    The canonical JSON is compact, with sorted keys and UTF-8 (what ``LEOFLOW_RUN_CONF``
+    carries); entries are mapping keys plus list items at every level; a scalar has depth 0,
+    ``{"a": 1}`` depth 1.
+    """
+
+    subject: str
+    max_bytes: int
+    max_depth: int
+    max_entries: int
+    why: str
+
+    @property
+    def rule(self) -> str:
+        return (f"at most {_count(self.max_bytes)} bytes of canonical JSON, nested at most "
+                f"{self.max_depth} deep, at most {_count(self.max_entries)} keys and items")
+
+
+@dataclass(frozen=True)
+class Moments:
+    """A date/time range: ``earliest`` included, ``before`` excluded."""
+
+    subject: str
+    earliest: datetime
+    before: datetime
+    why: str
+
+    @property
+    def rule(self) -> str:
+        return f"from {self.earliest:%Y-%m-%d} (included) to {self.before:%Y-%m-%d} (excluded), UTC"
 
 
 @dataclass(frozen=True)
@@ -38,14 +168,98 @@ class Documents:
                 "recursive aliases and duplicate keys refused")
 
 
+@dataclass(frozen=True)
+class Cron:
+    """A schedule must be a real one: parseable, short, and firing within a few years."""
+
+    subject: str
+    max_length: int
+    fires_within_years: int
+    why: str
+
+    @property
+    def rule(self) -> str:
+        return (f"5-field cron or a preset, at most {self.max_length} characters, must fire at least once "
+                f"within {self.fires_within_years} years of now (or of `start_date` when later)")
+
+
+Limit = Range | Name | Length | Count | Size | Moments | Documents | Cron
+
+# --------------------------------------------------------------------------- identifiers
+
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")
+NAME_RULE = "use 1-50 of a-z, 0-9 and '-', starting and ending with a letter or digit"
+_NAME_WHY = ("part of Kubernetes pod names and labels (63 characters at most, lower case) "
+             "and of URLs; a DAG id and a task id together still fit a pod name")
+DAG_ID = Name("`dag_id`", NAME_RE, 50, NAME_RULE, _NAME_WHY)
+TASK_ID = Name("`tasks[].id`, `tasks[].depends_on[]`", NAME_RE, 50, NAME_RULE, _NAME_WHY)
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+~-]{0,249}$")
+RUN_ID_RULE = "must be 1-250 characters of letters, digits and _.:+~- starting with a letter or digit"
+RUN_ID = Name("`run_id` (trigger request)", RUN_ID_RE, 250, RUN_ID_RULE.removeprefix("must be "),
+              "a URL path segment and LEOFLOW_RUN_ID; scheduled runs are named `scheduled__<ISO date>`, "
+              "manual ones `manual__<ISO date>` unless the caller chooses")
+
+# --------------------------------------------------------------------------- DAG fields
+
+DESCRIPTION = Length("`description`", 2_000, "shown in lists; documentation belongs in the repository")
+IMAGE = Length("`tasks[].image`", 500, "far above any registry path plus tag and digest")
+TIMEZONE = Length("`timezone`", 64, "IANA names are shorter than 40 characters")
+SCHEDULE = Cron("`schedule`", 256, 5, "a cron that never fires (`0 0 31 2 *`) or fires once a "
+                "decade is a mistake, and would make every look-ahead search for nothing")
+START_DATE = Moments("`start_date`", datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC),
+                     "cron and catch-up arithmetic stays centuries away from Python's year 9999")
+MAX_ACTIVE_RUNS = Range("`max_active_runs`", 1, 100_000, "more concurrent runs of one DAG than any "
+                        "cluster runs tasks; an integer PostgreSQL compares cheaply", integer=True)
+RETRIES = Range("`default_retries`, `tasks[].retries`", 0, 1_000,
+                "the retry delay doubles per try; 2^1000 times the longest delay is still a finite "
+                "float, so the backoff arithmetic cannot overflow before the cap applies", integer=True)
+RETRY_DELAY = Range("`tasks[].retry_delay_seconds`", 0, 7 * DAY,
+                    "a retry more than a week later is a new schedule, not a retry", seconds=True)
+MAX_RETRY_DELAY = Range("`tasks[].max_retry_delay_seconds`", 0, 7 * DAY,
+                        "the same week as `retry_delay_seconds` (LEOFLOW_MAX_RETRY_DELAY caps it too)",
+                        seconds=True)
+TIMEOUT = Range("`tasks[].timeout_seconds`", 0, 30 * DAY,
+                "month-long jobs (model training) fit; 10^12 s would overflow date arithmetic",
+                above_minimum=True, seconds=True)
+TASKS = Count("`tasks`", 1, 10_000, "tasks", "a run's task instances are created in one "
+              "statement; far beyond any hand-written DAG")
+EDGES = Count("`tasks[].depends_on` (all tasks)", 0, 50_000, "dependencies",
+              "the scheduler walks every edge of a running DAG on each tick")
+COMMAND = Size("`tasks[].command`, `tasks[].args` (each)", 64 * 1024, 1, 1_000,
+               "argv of a process: with the env and the conf it stays below the kernel's 2 MiB ARG_MAX")
+ENV = Size("`tasks[].env`", 64 * 1024, 8, 4_096,
+           "the mapping form `{NAME: value}` and the list form `[{name, value or valueFrom}]` alike; "
+           "with argv and the conf it stays below the kernel's ARG_MAX")
+RESOURCES = Size("`tasks[].resources`", 8 * 1024, 2, 64, "requests and limits of a few resources")
+QUANTITY = Length("`tasks[].resources.*.*` (a quantity)", 32,
+                  "a Kubernetes quantity like `500m` or `128Mi`; numbers must be finite and at least 0")
+SPEC = Size("a DAG spec (whole document)", 8 * 1024 * 1024, 16, 1_000_000,
+            "a 10,000-task DAG fits; it is stored in PostgreSQL (no NUL characters or lone surrogates in any "
+            "string) and parsed again by the scheduler")
+
+# --------------------------------------------------------------------------- run requests
+
+CONF = Size("`conf` (trigger request)", 64 * 1024, 32, 10_000,
+            "every try receives it as LEOFLOW_RUN_CONF (one string: the kernel allows 128 KiB); "
+            "plain JSON: string keys, finite numbers, no NUL characters")
+
 # --------------------------------------------------------------------------- request bodies and files
 
 DOCUMENT = Documents("a YAML or JSON document (request body, `dags apply` file)", 64, 500_000,
                      "parsing is bounded before anything is built: an alias bomb of a few hundred bytes "
                      "fails at the budget instead of expanding to gigabytes")
 #: Bytes of scalar text a YAML text may stand for when the caller names no budget (the CLI, the
-#: packaged example); the API passes LEOFLOW_MAX_BODY_BYTES.
-DOCUMENT_MAX_BYTES = 8 * 1024 * 1024
+#: packaged example, DAG files); the API passes LEOFLOW_MAX_BODY_BYTES.
+DOCUMENT_MAX_BYTES = SPEC.max_bytes
+PAGE_LIMIT = Range("`limit` (list query parameter)", 1, 500, "one page is one database round trip",
+                   integer=True)
+DEFAULT_PAGE_LIMIT = 100
+TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL integer", integer=True)
 
 #: Every limit, in the order the README's "Limits" table lists them.
-LIMITS: tuple[Documents, ...] = (DOCUMENT,)
+LIMITS: tuple[Limit, ...] = (
+    DAG_ID, TASK_ID, RUN_ID, DESCRIPTION, SCHEDULE, TIMEZONE, START_DATE, MAX_ACTIVE_RUNS, RETRIES,
+    RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, RESOURCES, QUANTITY, SPEC,
+    CONF, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
+)

@@ -8,12 +8,11 @@ they were triggered unless the caller chose an id.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
-#: Run ids a caller may choose, and what the scheduler itself produces.
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+~-]{0,249}$")
-RUN_ID_RULE = "must be 1-250 characters of letters, digits and _.:+~- starting with a letter or digit"
+from leoflow.model.limits import RUN_ID_RE, RUN_ID_RULE
+
+__all__ = ["RUN_ID_RE", "RUN_ID_RULE", "manual_run_id", "scheduled_run_id"]  # the rule lives in limits
 
 
 def scheduled_run_id(logical_date: datetime) -> str:

@@ -33,14 +33,15 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from leoflow.errors import ValidationFailed
+from leoflow.model import limits
+from leoflow.model.bounds import check_count, check_cron_fires, check_name, check_size, shown_repr, within
 from leoflow.model.fields import (
+    CRON_PRESETS,
     as_mapping,
     bool_field,
     env_field,
-    int_field,
     name_field,
     no_unknown,
-    number_field,
     opt_str,
     plain_mapping,
     plain_number,
@@ -55,11 +56,12 @@ from leoflow.model.fields import (
 from leoflow.model.notify import NotifyRule, parse_notify
 from leoflow.model.params import check_scheduled_defaults, parse_params
 
-MAX_TASKS = 10_000
-MAX_ACTIVE_RUNS_LIMIT = 100_000
-MAX_RETRIES = 1_000
+MAX_TASKS = limits.TASKS.maximum
 DEFAULT_MAX_ACTIVE_RUNS = 16
 DEFAULT_RETRY_DELAY = 30.0
+#: Where "the next N years" of a schedule start when the caller passes no clock (the scheduler
+#: re-validating a stored spec): a fixed moment keeps validation a pure function of the spec.
+SCHEDULE_CHECK_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 
 TaskKind = Literal["container", "empty"]
 
@@ -170,28 +172,37 @@ class DagSpec:
 
 # --------------------------------------------------------------------------- parsing
 
-def parse_dag_spec(data: object) -> DagSpec:
-    """Validate decoded YAML/JSON into a :class:`DagSpec`; raise ValidationFailed(path, problem)."""
+def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
+    """Validate decoded YAML/JSON into a :class:`DagSpec`; raise ValidationFailed(path, problem).
+
+    Every field is held to its row of :mod:`leoflow.model.limits`. ``now`` is where "the
+    schedule fires within N years" is counted from (the API passes its clock; without one,
+    :data:`SCHEDULE_CHECK_FROM`); a later ``start_date`` moves it.
+    """
     doc = as_mapping(data, "")
+    check_size(doc, "", limits.SPEC)
     no_unknown(doc, _DAG_FIELDS, "")
     dag_id = name_field(required(doc, "dag_id", ""), "dag_id")
-    description = opt_str(doc.get("description"), "description", max_len=2000)
+    description = opt_str(doc.get("description"), "description", max_len=limits.DESCRIPTION.maximum)
     timezone = timezone_field(doc.get("timezone", "UTC"), "timezone")
     schedule = schedule_field(doc.get("schedule"), "schedule")
     catchup = bool_field(doc.get("catchup", False), "catchup")
     start_date = start_date_field(doc.get("start_date"), "start_date", timezone)
-    max_active_runs = int_field(doc.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS), "max_active_runs",
-                           minimum=1, maximum=MAX_ACTIVE_RUNS_LIMIT)
+    if schedule is not None:
+        reference = max(now or SCHEDULE_CHECK_FROM, start_date or SCHEDULE_CHECK_FROM)
+        check_cron_fires(CRON_PRESETS.get(schedule, schedule), timezone, reference, "schedule", limits.SCHEDULE)
+    max_active_runs = int(within(doc.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS), "max_active_runs",
+                                 limits.MAX_ACTIVE_RUNS))
     paused = bool_field(doc.get("paused", False), "paused")
-    default_retries = int_field(doc.get("default_retries", 0), "default_retries", minimum=0, maximum=MAX_RETRIES)
+    default_retries = int(within(doc.get("default_retries", 0), "default_retries", limits.RETRIES))
     raw_tasks = required(doc, "tasks", "")
     if not isinstance(raw_tasks, list):
         raise ValidationFailed("tasks", f"must be a list of tasks, got {type_name(raw_tasks)}")
     if not raw_tasks:
         raise ValidationFailed("tasks", "must contain at least one task")
-    if len(raw_tasks) > MAX_TASKS:
-        raise ValidationFailed("tasks", f"has {len(raw_tasks)} tasks; at most {MAX_TASKS} are allowed")
+    check_count(len(raw_tasks), "tasks", limits.TASKS)
     tasks = tuple(_task(raw, f"tasks[{i}]", default_retries) for i, raw in enumerate(raw_tasks))
+    check_count(sum(len(t.depends_on) for t in tasks), "tasks", limits.EDGES)
     _check_graph(tasks)
     notify = parse_notify(doc.get("notify"))
     params = parse_params(doc.get("params"))
@@ -208,7 +219,7 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
     task_id = name_field(required(doc, "id", path), f"{path}.id")
     kind = doc.get("kind", "container")
     if kind not in ("container", "empty"):
-        raise ValidationFailed(f"{path}.kind", f"must be 'container' or 'empty', got {kind!r}")
+        raise ValidationFailed(f"{path}.kind", f"must be 'container' or 'empty', got {shown_repr(kind)}")
     image: str | None = None
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
@@ -219,7 +230,7 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
-        image = opt_str(doc.get("image"), f"{path}.image", max_len=500)
+        image = opt_str(doc.get("image"), f"{path}.image", max_len=limits.IMAGE.maximum)
         if not image:
             raise ValidationFailed(f"{path}.image", "is required (or set kind: empty)")
         if doc.get("command") is None:
@@ -230,25 +241,30 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
         args = str_list(doc.get("args", []), f"{path}.args")
         env = env_field(doc.get("env", {}), f"{path}.env")
         resources = resources_field(doc.get("resources", {}), f"{path}.resources")
-    retries = int_field(doc.get("retries", default_retries), f"{path}.retries", minimum=0, maximum=MAX_RETRIES)
-    retry_delay = number_field(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
-                          minimum=0.0)
+        # After the type checks (clearer messages); the whole spec was already held to limits.SPEC.
+        for key, limit in (("command", limits.COMMAND), ("args", limits.COMMAND), ("env", limits.ENV),
+                           ("resources", limits.RESOURCES)):
+            check_size(doc.get(key), f"{path}.{key}", limit)
+    retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
+    retry_delay = float(within(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
+                               limits.RETRY_DELAY))
     max_delay = doc.get("max_retry_delay_seconds")
-    max_retry_delay = None if max_delay is None else number_field(max_delay, f"{path}.max_retry_delay_seconds",
-                                                             minimum=0.0)
+    max_retry_delay = None if max_delay is None else float(within(max_delay, f"{path}.max_retry_delay_seconds",
+                                                                  limits.MAX_RETRY_DELAY))
     timeout_raw = doc.get("timeout_seconds")
-    timeout = None if timeout_raw is None else number_field(timeout_raw, f"{path}.timeout_seconds", minimum=0.0,
-                                                       positive=True)
+    timeout = None if timeout_raw is None else float(within(timeout_raw, f"{path}.timeout_seconds", limits.TIMEOUT))
     deps_raw = doc.get("depends_on", [])
     if not isinstance(deps_raw, list):
         raise ValidationFailed(f"{path}.depends_on", f"must be a list of task ids, got {type_name(deps_raw)}")
-    deps: list[str] = []
+    if len(deps_raw) > limits.TASKS.maximum:
+        raise ValidationFailed(f"{path}.depends_on", f"has {len(deps_raw):,} entries; a DAG has at most "
+                               f"{limits.TASKS.maximum:,} tasks")
+    deps: dict[str, None] = {}  # ordered, with O(1) duplicate checks
     for j, dep in enumerate(deps_raw):
-        if not isinstance(dep, str):
-            raise ValidationFailed(f"{path}.depends_on[{j}]", f"must be a task id string, got {type_name(dep)}")
+        check_name(dep, f"{path}.depends_on[{j}]", limits.TASK_ID)
         if dep in deps:
             raise ValidationFailed(f"{path}.depends_on[{j}]", f"duplicate dependency {dep!r}")
-        deps.append(dep)
+        deps[dep] = None
     return TaskSpec(id=task_id, kind=kind, image=image, command=command, args=args, env=env, retries=retries,
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps))

@@ -32,7 +32,7 @@ from typing import TextIO
 
 from leoflow.db import migrations
 from leoflow.errors import SettingsError
-from leoflow.logs import configure_logging, redact_url
+from leoflow.logs import configure_logging, redact_url, url_secrets
 from leoflow.settings import ApiToken, Settings
 from leoflow.standalone import watchdog
 from leoflow.standalone.config import display_url, needs_generated_token, standalone_settings
@@ -165,7 +165,7 @@ def run_standalone(settings: Settings, options: StandaloneOptions, *,
             configure_logging(fmt=settings.logging.format, level=settings.logging.level,
                               node_id=settings.cluster.node_id,
                               secrets=[admin.token, *(t.token for t in settings.api.tokens),
-                                       *settings.notify.secrets()])
+                                       *settings.notify.secrets(), *url_secrets(settings.database.url)])
         effective = standalone_settings(settings, database_url=database_url, host=options.host,
                                         port=options.port, admin_token=admin)
         example_run = None

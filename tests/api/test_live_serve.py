@@ -5,6 +5,7 @@ and of the follower."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,11 +23,18 @@ from tests.harness.postgres import PostgresServer
 
 BIN = Path(sys.executable).parent
 
-#: Bounded fuzzing: the coverage phase (boundary and negative values per parameter) plus a few
-#: random examples per operation keeps the run near a minute on a loaded 2-core machine.
-MAX_EXAMPLES = "3"
+#: Bounded fuzzing: the coverage phase (boundary and negative values per parameter), a few
+#: random examples per operation and a few stateful scenarios keep the run near two minutes on a
+#: loaded 2-core machine.
+MAX_EXAMPLES = "6"
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,"
-          "response_schema_conformance,response_headers_conformance")
+          "response_schema_conformance,response_headers_conformance,negative_data_rejection")
+#: Schemathesis' own list of refusals for negative data, plus 413: a schema-violating body can
+#: also be too large to read (10,001 sync files of 1,024-character names are 2.7 MB, past
+#: LEOFLOW_MAX_BODY_BYTES), and "too large" is a refusal too.
+CONFIG = """[checks.negative_data_rejection]
+expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
+"""
 
 
 def _start(database_url: str, node_id: str, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -126,15 +134,24 @@ def test_cli_trigger_wait_follows_a_real_run_to_success(replicas: list[str]) -> 
 @pytest.mark.timeout(600)
 def test_schemathesis_finds_no_server_errors_or_nonconforming_answers(replicas: list[str],
                                                                         tmp_path: Path) -> None:
+    """Every operation (examples, coverage, fuzzing), then stateful scenarios chained by the
+    document's links (apply → trigger → get run / list tasks / cancel); negative data must be
+    refused. The hooks make positive DAG specs valid so the chains get past the first step."""
     st = shutil.which("st", path=str(BIN)) or shutil.which("st")
     if st is None:
         pytest.fail("schemathesis is not installed (pip install -e '.[dev]')")
     url = replicas[0]
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(Path(__file__).with_name("schemathesis_hooks.py"))}
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG)
     run = subprocess.run(
-        [st, "run", f"{url}/api/v2/openapi.json", "-H", f"Authorization: Bearer {ADMIN_TOKEN}",
-         "--checks", CHECKS, "--max-examples", MAX_EXAMPLES, "--phases", "examples,coverage,fuzzing",
+        [st, "--config-file", str(config), "run", f"{url}/api/v2/openapi.json",
+         "-H", f"Authorization: Bearer {ADMIN_TOKEN}",
+         "--checks", CHECKS, "--max-examples", MAX_EXAMPLES, "--phases", "examples,coverage,fuzzing,stateful",
          "--workers", "2", "--no-color", "--seed", "20261121", "--report-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=540, cwd=tmp_path)
+        capture_output=True, text=True, timeout=540, cwd=tmp_path, env=env)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-6000:]
     assert "passed" in output and "generated" in output
+    links = re.search(r"API Links:\s+(\d+) covered", output)
+    assert links is not None and int(links.group(1)) >= 3, output[-3000:]  # apply → trigger → read, at least

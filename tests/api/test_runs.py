@@ -36,7 +36,7 @@ def test_trigger_show_and_conflict(api_client: httpx.Client) -> None:
 def test_trigger_validates_the_body(api_client: httpx.Client) -> None:
     _dag(api_client)
     for body, field in (({"conf": [1]}, "conf"), ({"run_id": 5}, "run_id"), ({"run_id": "has space"}, "run_id"),
-                        ({"runid": "x"}, "runid"), ({"conf": {"a": "\u0000"}}, "conf")):
+                        ({"runid": "x"}, "runid"), ({"conf": {"a": "\u0000"}}, "conf.a")):
         answer = api_client.post("/api/v2/dags/etl/runs", json=body, headers=ADMIN)
         assert answer.status_code == 422, (body, answer.text)
         assert answer.json()["error"]["details"]["field"] == field

@@ -16,7 +16,7 @@ from leoflow.api.app import create_app
 from leoflow.cli.main import main
 from tests.api.conftest import ADMIN, ADMIN_TOKEN, api_settings
 from tests.api.live import client_for, serve
-from tests.inputs.test_yaml_loader import ALIAS_BOMB
+from tests.inputs.corpus import ALIAS_BOMB, large_yaml
 
 YAML = {**ADMIN, "Content-Type": "application/yaml"}
 
@@ -82,22 +82,8 @@ def test_cli_apply_names_file_line_and_column(database_url: str, tmp_path: Path,
     assert lines[1] == f"leoflow: error: {duplicate}:3:1: invalid YAML: duplicate key 'dag_id'"
 
 
-def _large_yaml_body(size: int) -> bytes:
-    """A valid YAML text of about ``size`` bytes that is not a valid spec (no database write)."""
-    task = "  - id: t{i}\n    image: python:3.12-slim\n    command: [python, -c, \"print('hello world')\"]\n" \
-           "    env: {{A: bbbbbbbbbbbbbbbbbbbb, C: d}}\n"
-    parts = ["dag_id: big\nnot_a_field: 1\ntasks:\n"]
-    total = len(parts[0])
-    i = 0
-    while total < size:
-        parts.append(task.format(i=i))
-        total += len(parts[-1])
-        i += 1
-    return "".join(parts).encode()
-
-
 def test_a_1_mib_yaml_body_does_not_stall_healthz(database_url: str) -> None:
-    body = _large_yaml_body(1_000_000)
+    body = large_yaml(1_000_000)
     assert 1_000_000 <= len(body) <= 1024 * 1024
     with client_for(create_app(api_settings(database_url))) as api:
         assert api.get("/healthz").status_code == 200

@@ -7,20 +7,7 @@ import pytest
 
 from leoflow.model.limits import DOCUMENT, Documents
 from leoflow.model.yaml_loader import YamlRejected, load_yaml, load_yaml_documents
-
-#: The issue's 349-byte body: nine levels of nine aliases, 58 MB of JSON once expanded.
-ALIAS_BOMB = """dag_id: bomb
-tasks:
-- id: a
-  image: x
-  command: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
-  args: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
-  env: &c {c: [*b,*b,*b,*b,*b,*b,*b,*b,*b]}
-x: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
-y: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
-z: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
-w: [*f,*f,*f,*f,*f,*f,*f,*f,*f]
-"""
+from tests.inputs.corpus import ALIAS_BOMB
 
 
 def refused(text: str, **kwargs: object) -> YamlRejected:

@@ -154,7 +154,7 @@ REJECTIONS = [
     ("tasks[0].colour", "red", "tasks[0].colour", "unknown field"),
     ("tasks[0].retries", "2", "tasks[0].retries", "integer"),
     ("tasks[0].retries", 1.5, "tasks[0].retries", "integer"),
-    ("tasks[0].retry_delay_seconds", -1, "tasks[0].retry_delay_seconds", "at least"),
+    ("tasks[0].retry_delay_seconds", -1, "tasks[0].retry_delay_seconds", "between 0 and 604,800"),
     ("tasks[0].timeout_seconds", 0, "tasks[0].timeout_seconds", "greater than"),
     ("tasks[0].command", "python -c 1", "tasks[0].command", "list of strings"),
     ("tasks[0].command", [], "tasks[0].command", "must not be empty"),

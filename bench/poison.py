@@ -1,0 +1,400 @@
+"""Poison benchmark (issue 16): a healthy workload keeps running while every poison is thrown at
+a 2-replica cluster.
+
+    python bench/poison.py                     # 20 s baseline, 60 s attack, then a drain
+    python bench/poison.py --attack 120 --baseline 30
+
+Setup: a private embedded PostgreSQL, migrated, and two real ``leoflow serve`` replicas with the
+production election timings (``LEOFLOW_EXECUTOR=memory``: tries succeed at once, so the
+benchmark measures the scheduler and the API, not containers). A healthy DAG (three chained
+tasks) is triggered every ``--interval`` seconds for the whole run; a prober reads the latest
+healthy run and ``/healthz`` of both replicas back to back and records each latency.
+
+After the baseline, an attacker throws every poison in turn, on a loop, until ``--attack``
+seconds have passed:
+
+- **through the API**, the corpus of ``tests/inputs/corpus.py`` (each entry must get its answer:
+  the 4xx naming the field, or 201/200 for a value exactly at a limit; never a 5xx): the issue's
+  poisons (``timeout_seconds: 1e12``, a cron that never fires, a deeply nested ``conf``, a YAML
+  alias bomb in a spec and in ``env``) and one per limit of ``leoflow/model/limits.py`` (numbers
+  just past their range, oversized ``conf``/``env``/``command``, too many tasks or edges, bad
+  names and run ids, NUL characters, lone surrogates, a start date in year 9999, JSON and YAML
+  nested 200,000 deep, a 1 MiB YAML body);
+- **in the database, as an older version would have written them** (what validation can no
+  longer stop; the scheduler must fail that one entity and go on): a DAG version whose task has
+  ``timeout_seconds: 1e12``, one whose schedule never fires, and a run whose ``conf`` is nested
+  5,000 deep — each followed by a run;
+- once, at the start of the attack: **300 DAGs applied and triggered** (valid input, more DAG
+  versions than the scheduler's graph cache holds).
+
+Reported: healthy runs completed (and how many did not succeed), leadership changes during the
+run (must be 0), the outcome of each poison (HTTP status counts, or the final state and reason
+of the poisoned run), the 300-DAG runs by state, and the p50/p99 of the prober's latencies
+before and during the attack. One JSON object on the last line; a PNG (``--png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+
+from leoflow.db import migrations  # noqa: E402
+from leoflow.settings import declared  # noqa: E402
+from tests.election.cluster import Cluster  # noqa: E402
+from tests.harness.postgres import private_server  # noqa: E402
+from tests.inputs.corpus import HEALTHY, corpus, spec, task  # noqa: E402
+
+PRODUCTION_TIMINGS = {**{v.name: v.default_text for v in declared.PRODUCTION_TIMINGS}, "LEOFLOW_LOG_LEVEL": "warning",
+                      "LEOFLOW_DB_POOL_SIZE": "10"}
+TERMINAL = ("success", "failed", "cancelled")
+
+
+class Poisoner:
+    """Direct database writes that only an older (less strict) version could have made."""
+
+    def __init__(self, client: httpx.Client, database_url: str) -> None:
+        self.client = client
+        self.url = database_url
+        self.count = 0
+        self.runs: dict[str, list[tuple[str, str]]] = {}
+
+    def _poisoned_dag(self, kind: str, sql: str, params: tuple[Any, ...]) -> str:
+        """Apply a valid DAG, then rewrite its current version in place; returns its id."""
+        self.count += 1
+        dag_id = f"old-{kind}-{self.count}"
+        answer = self.client.post("/api/v2/dags", json=spec(dag_id, tasks=[task(timeout_seconds=60)]))
+        answer.raise_for_status()
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(sql, (*params, dag_id))
+        return dag_id
+
+    def overflow_timeout(self) -> str:
+        dag_id = self._poisoned_dag("timeout", "UPDATE dag_versions SET spec = jsonb_set(spec,"
+                                    " '{tasks,0,timeout_seconds}', '1000000000000') WHERE dag_id = %s", ())
+        return self._trigger("timeout 1e12 stored by an older version", dag_id)
+
+    def never_fires(self) -> str:
+        dag_id = self._poisoned_dag("cron", "UPDATE dag_versions SET spec = jsonb_set(spec, '{schedule}',"
+                                    " '\"0 0 31 2 *\"') WHERE dag_id = %s", ())
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("UPDATE dags SET schedule = '0 0 31 2 *', next_run_at = now() WHERE dag_id = %s", (dag_id,))
+        return self._trigger("cron that never fires stored by an older version", dag_id)
+
+    def deep_conf(self) -> str:
+        self.count += 1
+        run_id = f"deep-conf-{self.count}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf,"
+                " created_at, updated_at) SELECT dag_id, %s, current_version_id, 'manual', now(), 'queued',"
+                " %s::jsonb, now(), now() FROM dags WHERE dag_id = %s",
+                (run_id, '{"a": ' * 5_000 + '"x"' + "}" * 5_000, HEALTHY))
+            conn.execute("NOTIFY leoflow_wakeup")
+        self.runs.setdefault("conf nested 5,000 deep stored by an older version", []).append((HEALTHY, run_id))
+        return "inserted"
+
+    def _trigger(self, name: str, dag_id: str) -> str:
+        answer = self.client.post(f"/api/v2/dags/{dag_id}/runs", json={})
+        if answer.status_code == 201:
+            self.runs.setdefault(name, []).append((dag_id, answer.json()["run_id"]))
+        return str(answer.status_code)
+
+    def outcomes(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for name, runs in self.runs.items():
+                states: Counter[str] = Counter()
+                reasons: Counter[str] = Counter()
+                for dag_id, run_id in runs:
+                    row = conn.execute("SELECT r.state, (SELECT string_agg(DISTINCT ti.reason, '; ')"
+                                       " FROM task_instances ti WHERE ti.run_pk = r.id) FROM dag_runs r"
+                                       " WHERE r.dag_id = %s AND r.run_id = %s", (dag_id, run_id)).fetchone()
+                    state, reason = (row[0], row[1]) if row else ("missing", None)
+                    reason = reason or _run_reason(conn, dag_id, run_id)
+                    states[state] += 1
+                    if reason:
+                        reasons[reason[:120]] += 1
+                out[name] = {"runs": len(runs), "states": dict(states), "reasons": dict(reasons.most_common(3))}
+        return out
+
+
+def _run_reason(conn: psycopg.Connection[Any], dag_id: str, run_id: str) -> str | None:
+    """The run's own reason when the schema has one (issue 16 adds it); None otherwise."""
+    columns = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns"
+                                          " WHERE table_name = 'dag_runs'").fetchall()}
+    if "reason" not in columns:
+        return None
+    row = conn.execute("SELECT reason FROM dag_runs WHERE dag_id = %s AND run_id = %s", (dag_id, run_id)).fetchone()
+    return row[0] if row else None
+
+
+def percentiles(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+
+    def pct(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))] * 1000, 1)
+
+    return {"n": len(ordered), "p50_ms": pct(50), "p99_ms": pct(99), "max_ms": round(ordered[-1] * 1000, 1)}
+
+
+class Workload:
+    """Triggers the healthy DAG on a fixed interval and probes latency, in two threads."""
+
+    def __init__(self, urls: list[str], interval: float) -> None:
+        self.urls = urls
+        self.interval = interval
+        self.stop = threading.Event()
+        self.phase = "baseline"
+        self.triggered: list[str] = []
+        self.samples: list[tuple[float, str, str, float, int]] = []  # (t, phase, what, seconds, status)
+        self.trigger_errors: Counter[str] = Counter()
+        self.started = time.monotonic()
+
+    def trigger_loop(self) -> None:
+        with httpx.Client(base_url=self.urls[0], timeout=30) as client:
+            n = 0
+            while not self.stop.is_set():
+                n += 1
+                run_id = f"h-{n:05d}"
+                try:
+                    answer = client.post(f"/api/v2/dags/{HEALTHY}/runs", json={"run_id": run_id})
+                    if answer.status_code == 201:
+                        self.triggered.append(run_id)
+                    else:
+                        self.trigger_errors[str(answer.status_code)] += 1
+                except httpx.HTTPError as exc:
+                    self.trigger_errors[type(exc).__name__] += 1
+                self.stop.wait(self.interval)
+
+    def probe_loop(self) -> None:
+        clients = [httpx.Client(base_url=u, timeout=30) for u in self.urls]
+        try:
+            while not self.stop.is_set():
+                for i, client in enumerate(clients):
+                    latest = self.triggered[-1] if self.triggered else "none"
+                    for what, path in (("run", f"/api/v2/dags/{HEALTHY}/runs/{latest}"), ("healthz", "/healthz")):
+                        sent = time.monotonic()
+                        try:
+                            status = client.get(path).status_code
+                        except httpx.HTTPError:
+                            status = 0
+                        self.samples.append((sent - self.started, self.phase, f"{what}@{i}", time.monotonic() - sent,
+                                             status))
+                self.stop.wait(0.05)
+        finally:
+            for client in clients:
+                client.close()
+
+
+def attack(client: httpx.Client, poisoner: Poisoner, until: float, outcomes: dict[str, Counter[str]],
+           unexpected: Counter[str]) -> int:
+    """Throw every poison of the corpus, then the stored ones, until ``until``; returns the rounds."""
+    poisons = corpus()
+    stored: dict[str, Callable[[], str]] = {
+        "timeout 1e12 stored by an older version": poisoner.overflow_timeout,
+        "cron that never fires stored by an older version": poisoner.never_fires,
+        "conf nested 5,000 deep stored by an older version": poisoner.deep_conf,
+    }
+    rounds = 0
+    while time.monotonic() < until:
+        rounds += 1
+        for poison in poisons:
+            if time.monotonic() >= until:
+                break
+            try:
+                status = str(client.request(poison.method, poison.path, headers={"Content-Type": poison.content_type},
+                                            content=poison.content() if poison.body is not None else None).status_code)
+            except httpx.HTTPError as exc:
+                status = type(exc).__name__
+            outcomes.setdefault(poison.name, Counter())[status] += 1
+            # Accepted values answer 201 the first time, then 200 (same spec) or 409 (same run id).
+            repeat_ok = poison.status == 201 and status in ("200", "409")
+            if status != str(poison.status) and not repeat_ok:
+                unexpected[poison.name] += 1
+        for name, throw in stored.items():
+            try:
+                outcomes.setdefault(name, Counter())[throw()] += 1
+            except (httpx.HTTPError, psycopg.Error) as exc:
+                outcomes.setdefault(name, Counter())[type(exc).__name__] += 1
+    return rounds
+
+
+def many_dags(client: httpx.Client, count: int) -> list[tuple[str, str]]:
+    runs = []
+    for i in range(count):
+        dag_id = f"many-{i:03d}"
+        client.post("/api/v2/dags", json=spec(dag_id, tasks=[task(), task("b", depends_on=["a"])])).raise_for_status()
+        runs.append((dag_id, client.post(f"/api/v2/dags/{dag_id}/runs", json={}).json()["run_id"]))
+    return runs
+
+
+def run_states(url: str, runs: list[tuple[str, str]]) -> Counter[str]:
+    states: Counter[str] = Counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        for dag_id, run_id in runs:
+            row = conn.execute("SELECT state FROM dag_runs WHERE dag_id = %s AND run_id = %s",
+                               (dag_id, run_id)).fetchone()
+            states[row[0] if row else "missing"] += 1
+    return states
+
+
+def settle(done: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``done`` once a second for up to ``timeout`` seconds; whether it came true."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
+def leadership(url: str) -> list[tuple[int, str]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [(int(r[0]), str(r[1])) for r in conn.execute("SELECT term, node_id FROM leader_terms ORDER BY term")]
+
+
+def plot(result: dict[str, Any], samples: list[tuple[float, str, str, float, int]], attack_window: tuple[float, float],
+         png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 8))
+    for what, colour in (("run", "tab:blue"), ("healthz", "tab:green")):
+        points = [(t, s * 1000) for t, _, w, s, _ in samples if w.startswith(what)]
+        if points:
+            top.scatter([p[0] for p in points], [p[1] for p in points], s=4, c=colour, label=f"GET {what}")
+    top.axvspan(*attack_window, color="tab:red", alpha=0.1, label="poisons thrown")
+    top.set_yscale("log")
+    top.set_ylabel("latency (ms)")
+    top.set_xlabel("seconds since start")
+    top.legend(loc="upper left")
+    top.set_title(f"poison benchmark: p99 {result['latency']['baseline']['p99_ms']} ms before, "
+                  f"{result['latency']['attack']['p99_ms']} ms during the attack; "
+                  f"leadership changes: {result['leadership_changes']}")
+    names = list(result["poisons"])
+    refused = [sum(v for k, v in result["poisons"][n].items() if k.startswith("4")) for n in names]
+    other = [sum(result["poisons"][n].values()) - r for n, r in zip(names, refused, strict=True)]
+    bottom.barh(names, refused, color="tab:green", label="4xx")
+    bottom.barh(names, other, left=refused, color="tab:orange", label="other outcome")
+    bottom.tick_params(axis="y", labelsize=6)
+    bottom.set_xlabel("times thrown")
+    bottom.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", type=float, default=20.0, help="seconds of healthy load before the attack")
+    parser.add_argument("--attack", type=float, default=60.0, help="seconds of poisons (default 60)")
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between healthy triggers")
+    parser.add_argument("--many", type=int, default=300, help="DAGs applied and triggered once (default 300)")
+    parser.add_argument("--png", type=Path, default=ROOT / "bench" / "poison.png")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="leoflow-poison-"))
+    load_before = os.getloadavg()[0]
+    with private_server(fast_unsafe=False) as pg:
+        url = pg.create_database("leoflow")
+        migrations.upgrade(url)
+        cluster = Cluster(url, workdir, env=PRODUCTION_TIMINGS, probe=False)
+        try:
+            for node in ("node-a", "node-b"):
+                cluster.start(node, wait=False)
+            for replica in cluster.replicas.values():
+                cluster.wait_healthy(replica, timeout=120)
+            cluster.wait_leader(timeout=60)
+            urls = [r.url for r in cluster.replicas.values()]
+            client = httpx.Client(base_url=urls[1], timeout=120)
+            client.post("/api/v2/dags", json=spec(HEALTHY, max_active_runs=50, tasks=[
+                task("a"), task("b", depends_on=["a"]), task("c", depends_on=["b"])])).raise_for_status()
+            terms_before = leadership(url)
+            work = Workload(urls, args.interval)
+            threads = [threading.Thread(target=work.trigger_loop, name="trigger"),
+                       threading.Thread(target=work.probe_loop, name="probe")]
+            for thread in threads:
+                thread.start()
+            time.sleep(args.baseline)
+            work.phase = "attack"
+            attack_started = time.monotonic() - work.started
+            many: list[tuple[str, str]] = []
+            many_thread = threading.Thread(target=lambda: many.extend(many_dags(
+                httpx.Client(base_url=urls[0], timeout=120), args.many)), name="many-dags")
+            many_thread.start()
+            outcomes: dict[str, Counter[str]] = {}
+            unexpected: Counter[str] = Counter()
+            poisoner = Poisoner(client, url)
+            rounds = attack(client, poisoner, time.monotonic() + args.attack, outcomes, unexpected)
+            work.phase = "drain"
+            attack_ended = time.monotonic() - work.started
+            many_thread.join()
+            work.stop.set()
+            for thread in threads:
+                thread.join()
+            # Let the last healthy runs (and the 300) finish: the scheduler ticks every second. A
+            # cluster the poisons stopped never gets there; that is a result, reported below.
+            drained = settle(lambda: all(s in TERMINAL for s in run_states(url, [(HEALTHY, r)
+                                                                                 for r in work.triggered[-20:]])), 120)
+            drained = settle(lambda: not {"queued", "running"} & set(run_states(url, many)), 180) and drained
+            healthy = run_states(url, [(HEALTHY, r) for r in work.triggered])
+            many_states = run_states(url, many)
+            terms_after = leadership(url)
+            database_outcomes = poisoner.outcomes()
+            alive = {r.node: r.alive() for r in cluster.replicas.values()}
+            # Leader services that died (before issue 16's containment: the scheduler, on a poison).
+            deaths = Counter(line.split('"message": "', 1)[1].split('"', 1)[0][:100]
+                             for r in cluster.replicas.values() for line in r.log().splitlines()
+                             if " died: " in line and '"message": "' in line)
+        finally:
+            cluster.stop_all()
+    latency = {phase: percentiles([s for _, p, _, s, _ in work.samples if p == phase])
+               for phase in ("baseline", "attack")}
+    server_errors = sum(1 for *_, status in work.samples if status >= 500 or status == 0)
+    poison_5xx = sum(v for c in outcomes.values() for k, v in c.items() if k.startswith("5"))
+    result: dict[str, Any] = {
+        "benchmark": "poison", "replicas": 2, "baseline_s": args.baseline, "attack_s": args.attack,
+        "attack_rounds": rounds,
+        "healthy_runs": {"triggered": len(work.triggered), "by_state": dict(healthy),
+                         "trigger_errors": dict(work.trigger_errors)},
+        "leadership_changes": len(terms_after) - len(terms_before),
+        "terms": [t for t, _ in terms_after], "replicas_alive": alive, "service_deaths": dict(deaths),
+        "poisons": {name: dict(c) for name, c in outcomes.items()},
+        "poison_server_errors": poison_5xx, "poison_unexpected_answers": dict(unexpected),
+        "stored_poison_runs": database_outcomes,
+        "many_dags": {"dags": len(many), "runs_by_state": dict(many_states)},
+        "drained": drained, "latency": latency, "probe_errors": server_errors, "logs": str(workdir),
+        "host": {"cpus": os.cpu_count(), "loadavg_1m_start": round(load_before, 1),
+                 "loadavg_1m_end": round(os.getloadavg()[0], 1)},
+        "png": str(args.png),
+    }
+    plot(result, work.samples, (attack_started, attack_ended), args.png)
+    ok = (drained and not deaths and result["leadership_changes"] == 0 and poison_5xx == 0 and not unexpected
+          and all(alive.values()) and healthy.get("success", 0) == len(work.triggered)
+          and many_states.get("success", 0) == len(many))
+    result["ok"] = ok
+    print(json.dumps(result))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

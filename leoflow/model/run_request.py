@@ -1,0 +1,64 @@
+"""What a trigger request may ask for: a run id of the caller's choosing and a ``conf``.
+
+``POST /api/v2/dags/{dag_id}/runs`` (``leoflow runs trigger``) sends ``{"run_id"?, "conf"?}``.
+The run id follows :data:`leoflow.model.limits.RUN_ID` (it becomes a URL segment and
+``LEOFLOW_RUN_ID``); the conf must be plain JSON within :data:`leoflow.model.limits.CONF`,
+because every try of the run receives it as one environment variable (``LEOFLOW_RUN_CONF``),
+the scheduler reads it back from ``jsonb``, and nothing downstream should have to recurse
+through a value nested thousands deep.
+
+Every problem is a :class:`~leoflow.errors.ValidationFailed` naming the field (``run_id``,
+``conf``, ``conf.a.b``); nothing else escapes :func:`parse_run_request`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from leoflow.errors import ValidationFailed
+from leoflow.model.bounds import check_size, shown_repr, type_name
+from leoflow.model.limits import CONF, RUN_ID
+
+_FIELDS = ("run_id", "conf")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A validated trigger request; ``run_id`` None means "name it after the trigger time"."""
+
+    run_id: str | None = None
+    conf: dict[str, Any] = field(default_factory=dict)
+
+
+def check_conf(value: object, path: str = "conf") -> dict[str, Any]:
+    """A run's conf: null means ``{}``; otherwise a JSON object within :data:`CONF`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationFailed(path, f"must be an object, got {type_name(value)}")
+    check_size(value, path, CONF, plain=True)
+    return value
+
+
+def check_run_id(value: object, path: str = "run_id") -> str:
+    if not isinstance(value, str) or not RUN_ID.matches(value):
+        raise ValidationFailed(path, f"must be {RUN_ID.rule}")
+    return value
+
+
+def parse_run_request(body: object) -> RunRequest:
+    """Validate a decoded trigger body (None for an empty body)."""
+    if body is None:
+        return RunRequest()
+    if not isinstance(body, dict):
+        raise ValidationFailed("body", f"must be an object, got {type_name(body)}")
+    for key in body:
+        if not isinstance(key, str):  # a decoder's number key (YAML); str() of 10^5000 would raise
+            raise ValidationFailed("body", f"field names must be strings, got {shown_repr(key)}")
+    unknown = sorted(k for k in body if k not in _FIELDS)
+    if unknown:
+        name = unknown[0] if len(unknown[0]) <= 60 else unknown[0][:60] + "..."
+        raise ValidationFailed(name, "unknown field (expected run_id, conf)")
+    run_id = body.get("run_id")
+    return RunRequest(run_id=None if run_id is None else check_run_id(run_id), conf=check_conf(body.get("conf")))

@@ -1,0 +1,184 @@
+"""The poison corpus for the HTTP API: each entry is a request and the answer it must get.
+
+Shared by ``tests/inputs/test_poison_api.py`` (every entry, once, against a real server) and
+``bench/poison.py`` (all of them on a loop against a 2-replica cluster). Bodies are built from
+the limits table (:mod:`leoflow.model.limits`), so moving a limit moves its poison with it.
+Entries that must be *accepted* (a value exactly at its limit) sit next to the refused ones.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from leoflow.model import limits
+
+#: The DAG the trigger poisons (and the benchmark's healthy workload) aim at.
+HEALTHY = "healthy"
+JSON = "application/json"
+YAML = "application/yaml"
+
+#: The issue's 349-byte body: nine levels of nine aliases, 58 MB of JSON once expanded.
+ALIAS_BOMB = """dag_id: bomb
+tasks:
+- id: a
+  image: x
+  command: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+  args: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+  env: &c {c: [*b,*b,*b,*b,*b,*b,*b,*b,*b]}
+x: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+y: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+z: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+w: [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+"""
+
+
+def _env_aliases(variables: int, value_bytes: int) -> bytes:
+    """A spec whose env holds ``variables`` aliases of one ``value_bytes``-long string."""
+    names = "".join(f"    V{i}: *v\n" for i in range(1, variables))
+    return (f"dag_id: env-aliases\ntasks:\n- id: a\n  image: x\n  command: [\"true\"]\n  env:\n"
+            f"    V0: &v \"{'x' * value_bytes}\"\n{names}").encode()
+
+
+@dataclass(frozen=True)
+class Poison:
+    name: str
+    method: str
+    path: str
+    body: Any  # a JSON-able value, or bytes sent as they are
+    content_type: str
+    status: int
+    #: ``details.field`` of the error ("" for a 2xx; None: not checked, e.g. a 404 past validation).
+    field: str | None
+
+    def content(self) -> bytes:
+        return self.body if isinstance(self.body, bytes) else json.dumps(self.body).encode()
+
+
+def task(task_id: str = "a", **fields: Any) -> dict[str, Any]:
+    return {"id": task_id, "image": "busybox", "command": ["true"], **fields}
+
+
+def spec(dag_id: str = "poison", **fields: Any) -> dict[str, Any]:
+    return {"dag_id": dag_id, "schedule": None, "tasks": [task()], **fields}
+
+
+def nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def large_yaml(size: int) -> bytes:
+    """A valid YAML text of about ``size`` bytes that is not a valid spec (an unknown field)."""
+    row = "  - id: t{i}\n    image: busybox\n    command: [sh, -c, \"echo hello world\"]\n    env: {{A: b}}\n"
+    parts, total, i = ["dag_id: big\nnot_a_field: 1\ntasks:\n"], 0, 0
+    while total < size:
+        parts.append(row.format(i=i))
+        total += len(parts[-1])
+        i += 1
+    return "".join(parts).encode()
+
+
+def _dag(name: str, body: Any, status: int, field: str | None, ctype: str = JSON) -> Poison:
+    return Poison(name, "POST", "/api/v2/dags", body, ctype, status, field)
+
+
+def _run(name: str, body: Any, status: int, field: str | None, ctype: str = JSON) -> Poison:
+    return Poison(name, "POST", f"/api/v2/dags/{HEALTHY}/runs", body, ctype, status, field)
+
+
+def corpus() -> list[Poison]:
+    """Every poison, and the values exactly at a limit that must still be accepted."""
+    day = 24 * 3600
+    fan_in = [task(f"n{i}") for i in range(300)]
+    fan_in += [task(f"m{j}", depends_on=[f"n{i}" for i in range(300)]) for j in range(170)]  # 51,000 edges
+    conf_at_limit = {"a": "x" * (limits.CONF.max_bytes - 8)}  # {"a":"…"} is 8 bytes besides the x's
+    return [
+        # The issue's poisons.
+        _dag("timeout 1e12 (the scheduler's OverflowError)", spec(tasks=[task(timeout_seconds=1e12)]), 422,
+             "tasks[0].timeout_seconds"),
+        _dag("cron that never fires (0 0 31 2 *)", spec(schedule="0 0 31 2 *"), 422, "schedule"),
+        _run("conf nested 5,000 deep", b'{"conf": ' + b'{"a": ' * 5_000 + b'"x"' + b"}" * 5_001, 400, "body"),
+        _dag("YAML alias bomb (349 bytes)", ALIAS_BOMB.encode(), 413, "body", YAML),
+        _dag("YAML aliases in env past the body limit", _env_aliases(20, 60_000), 413, "body", YAML),
+        # One per limit, just past it.
+        _dag("timeout 30 days + 1 s", spec(tasks=[task(timeout_seconds=30 * day + 1)]), 422,
+             "tasks[0].timeout_seconds"),
+        _dag("timeout 0", spec(tasks=[task(timeout_seconds=0)]), 422, "tasks[0].timeout_seconds"),
+        _dag("retry_delay_seconds 7 days + 1 s", spec(tasks=[task(retry_delay_seconds=7 * day + 1)]), 422,
+             "tasks[0].retry_delay_seconds"),
+        _dag("retry_delay_seconds 1e308", spec(tasks=[task(retry_delay_seconds=1e308)]), 422,
+             "tasks[0].retry_delay_seconds"),
+        _dag("max_retry_delay_seconds -1", spec(tasks=[task(max_retry_delay_seconds=-1)]), 422,
+             "tasks[0].max_retry_delay_seconds"),
+        _dag("retries 1,001", spec(tasks=[task(retries=1_001)]), 422, "tasks[0].retries"),
+        _dag("default_retries -1", spec(default_retries=-1), 422, "default_retries"),
+        _dag("max_active_runs 10^12", spec(max_active_runs=10**12), 422, "max_active_runs"),
+        _dag("max_active_runs 0", spec(max_active_runs=0), 422, "max_active_runs"),
+        _dag("an integer of 5,000 digits", b'{"dag_id": "p", "max_active_runs": ' + b"9" * 5000 + b', "tasks": []}',
+             400, "body"),
+        _dag("start_date in year 9999 (UTC overflow)", spec(schedule="@daily", start_date="9999-12-31T23:59:59-12:00"),
+             422, "start_date"),
+        _dag("start_date 2200-01-01", spec(start_date="2200-01-01T00:00:00Z"), 422, "start_date"),
+        _dag("start_date 1969-12-31", spec(start_date="1969-12-31T23:59:59Z"), 422, "start_date"),
+        _dag("cron of 257 characters", spec(schedule="0 0 * *" + " " * 249 + "*"), 422, "schedule"),
+        _dag("timezone of 65 characters", spec(timezone="A" * 65), 422, "timezone"),
+        _dag("description of 2,001 characters", spec(description="d" * 2001), 422, "description"),
+        _dag("image of 501 characters", spec(tasks=[task(image="i" * 501)]), 422, "tasks[0].image"),
+        _dag("10,001 tasks", spec(tasks=[task(f"t{i}") for i in range(10_001)]), 422, "tasks"),
+        _dag("51,000 dependencies", spec(tasks=fan_in), 422, "tasks"),
+        _dag("env of 64 KiB + 1 byte", spec(tasks=[task(env={"A": "x" * (limits.ENV.max_bytes - 7)})]), 422,
+             "tasks[0].env"),
+        _dag("YAML aliases in env past the env limit", _env_aliases(3, 30_000), 422, "tasks[0].env", YAML),
+        _dag("command of 1,001 items", spec(tasks=[task(command=["x"] * 1_001)]), 422, "tasks[0].command"),
+        _dag("command with a NUL character", spec(tasks=[task(command=["a\u0000b"])]), 422, "tasks[0].command[0]"),
+        _dag("a lone surrogate", b'{"dag_id": "p", "description": "\\ud800", "tasks": []}', 422, "description"),
+        _dag("dag_id of 51 characters", spec(dag_id="d" * 51), 422, "dag_id"),
+        _dag("task id with a newline", spec(tasks=[task("a\n")]), 422, "tasks[0].id"),
+        _dag("quantity 1e400 (infinite)", b'{"dag_id": "p", "tasks": [{"id": "a", "image": "x", "command": ["true"], '
+             b'"resources": {"limits": {"cpu": 1e400}}}]}', 422, "tasks[0].resources.limits.cpu"),
+        _dag("quantity of 33 characters", spec(tasks=[task(resources={"limits": {"cpu": "1" * 33}})]), 422,
+             "tasks[0].resources.limits.cpu"),
+        _run("conf nested 33 deep", {"conf": nested(limits.CONF.max_depth + 1)}, 422, "conf"),
+        _run("conf of 64 KiB + 1 byte", {"conf": {"a": "x" * (limits.CONF.max_bytes - 7)}}, 422, "conf"),
+        _run("conf of 10,001 keys and items", {"conf": {"a": [0] * 10_000}}, 422, "conf"),
+        _run("conf NaN", b'{"conf": {"a": NaN}}', 400, "body"),
+        _run("conf with a NUL character", {"conf": {"a": "\u0000"}}, 422, "conf.a"),
+        _run("conf from YAML with a date", b"conf: {day: 2026-01-01}\n", 422, "conf.day", YAML),
+        _run("run_id of 251 characters", {"run_id": "r" * 251}, 422, "run_id"),
+        _run("run_id with a newline", {"run_id": "r\n"}, 422, "run_id"),
+        _dag("YAML nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body", YAML),
+        _dag("JSON nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body"),
+        _dag("YAML with a recursive alias", b"dag_id: &a [1, *a]\n", 400, "body", YAML),
+        _dag("YAML with duplicate keys", b"dag_id: a\ndag_id: b\n", 400, "body", YAML),
+        _dag("YAML with a python tag", b"dag_id: !!python/object/apply:os.system [true]\n", 400, "body", YAML),
+        _dag("YAML with an integer of 5,000 digits", b"max_active_runs: " + b"9" * 5000 + b"\n", 400, "body", YAML),
+        _dag("YAML 1 MiB body", large_yaml(1_000_000), 422, "not_a_field", YAML),
+        Poison("limit 501", "GET", "/api/v2/dags?limit=501", None, JSON, 400, "limit"),
+        Poison("limit 0", "GET", "/api/v2/dags?limit=0", None, JSON, 400, "limit"),
+        Poison("try 0", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?try=0", None, JSON, 400, "try"),
+        Poison("try 2^31", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?try={2**31}", None, JSON, 400, "try"),
+        # Exactly at a limit: accepted.
+        _dag("timeout exactly 30 days", spec("at-timeout", tasks=[task(timeout_seconds=30 * day)]), 201, ""),
+        _dag("retry delays exactly 7 days", spec("at-delay", tasks=[task(retry_delay_seconds=7 * day,
+                                                                         max_retry_delay_seconds=7 * day)]), 201, ""),
+        _dag("retries exactly 1,000", spec("at-retries", default_retries=1_000), 201, ""),
+        _dag("max_active_runs exactly 100,000", spec("at-active", max_active_runs=100_000), 201, ""),
+        _dag("dag_id of exactly 50 characters", spec("d" * 50), 201, ""),
+        _dag("start_date at the last second before 2200", spec("at-start", schedule="@yearly",
+                                                                start_date="2199-12-31T23:59:59Z"), 201, ""),
+        _dag("cron of exactly 256 characters", spec("at-cron", schedule="0 0 * *" + " " * 248 + "*"), 201, ""),
+        _dag("cron firing every four years (29 February)", spec("at-leap", schedule="0 0 29 2 *"), 201, ""),
+        _dag("YAML aliases within every limit", _env_aliases(2, 30_000), 201, "", YAML),
+        _run("conf of exactly 64 KiB", {"conf": conf_at_limit}, 201, ""),
+        _run("conf nested exactly 32 deep", {"conf": nested(limits.CONF.max_depth)}, 201, ""),
+        _run("run_id of exactly 250 characters", {"run_id": "r" * 250}, 201, ""),
+        Poison("limit exactly 500", "GET", "/api/v2/dags?limit=500", None, JSON, 200, ""),
+        Poison("limit exactly 1", "GET", "/api/v2/dags?limit=1", None, JSON, 200, ""),
+        # A valid try number: validation passes, the run simply does not exist.
+        Poison("try exactly 2^31 - 1", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?try={2**31 - 1}", None,
+               JSON, 404, None),
+    ]

@@ -1,0 +1,233 @@
+"""Every row of the limits table, at its boundary and one step past it, through the validators
+(pure: no database). The API-level corpus (``test_poison_api.py``) sends the same kinds of
+values over HTTP; a last test fails when a limit is added without boundary cases here."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from leoflow.errors import ValidationFailed
+from leoflow.model import limits
+from leoflow.model.bounds import check_document_shape, check_size
+from leoflow.model.run_request import parse_run_request
+from leoflow.model.spec import parse_dag_spec
+from tests.inputs.corpus import corpus, nested
+
+DAY = 24 * 3600
+
+
+def dag(**fields: Any) -> dict[str, Any]:
+    return {"dag_id": "limits", "tasks": [{"id": "a", "image": "busybox", "command": ["true"]}], **fields}
+
+
+def with_task(**fields: Any) -> dict[str, Any]:
+    doc = dag()
+    doc["tasks"][0].update(fields)
+    return doc
+
+
+def chain(count: int) -> dict[str, Any]:
+    return dag(tasks=[{"id": f"t{i}", "kind": "empty"} for i in range(count)])
+
+
+def edges(count: int) -> dict[str, Any]:
+    """``count`` dependencies: sinks each depending on all of 250 sources, the rest on fewer."""
+    sources = [{"id": f"s{i}", "kind": "empty"} for i in range(250)]
+    sinks = []
+    left = count
+    while left:
+        take = min(250, left)
+        sinks.append({"id": f"k{len(sinks)}", "kind": "empty", "depends_on": [f"s{i}" for i in range(take)]})
+        left -= take
+    return dag(tasks=sources + sinks)
+
+
+@dataclass(frozen=True)
+class Case:
+    limit: limits.Limit
+    label: str
+    check: Callable[[], object]
+    #: The path the ValidationFailed must name; None: the value is accepted.
+    refused_at: str | None
+    #: Words the problem must contain (when refused).
+    words: str = ""
+
+
+def spec_case(limit: limits.Limit, label: str, doc: dict[str, Any], refused_at: str | None,
+              now: datetime | None = None, words: str = "") -> Case:
+    return Case(limit, label, lambda: parse_dag_spec(copy.deepcopy(doc), now=now), refused_at, words)
+
+
+def run_case(limit: limits.Limit, label: str, body: dict[str, Any], refused_at: str | None) -> Case:
+    return Case(limit, label, lambda: parse_run_request(body), refused_at)
+
+
+def size_case(limit: limits.Size, label: str, value: Any, refused: bool, *, plain: bool = False) -> Case:
+    return Case(limit, label, lambda: check_size(value, "value", limit, plain=plain), "value" if refused else None)
+
+
+def _range_cases(limit: limits.Range, place: Callable[[float], dict[str, Any]], path: str) -> list[Case]:
+    step = 1 if limit.integer else 0.001
+    low_ok = limit.minimum + step if limit.above_minimum else limit.minimum
+    low_bad = limit.minimum if limit.above_minimum else limit.minimum - step
+    return [spec_case(limit, f"{path}={low_ok}", place(low_ok), None),
+            spec_case(limit, f"{path}={low_bad}", place(low_bad), path),
+            spec_case(limit, f"{path}={limit.maximum}", place(limit.maximum), None),
+            spec_case(limit, f"{path}={limit.maximum + step}", place(limit.maximum + step), path)]
+
+
+def _cron(length: int) -> str:
+    return "0 0 * *" + " " * (length - 8) + "*"
+
+
+CASES: list[Case] = [
+    spec_case(limits.DAG_ID, "dag_id 50", dag(dag_id="d" * 50), None),
+    spec_case(limits.DAG_ID, "dag_id 51", dag(dag_id="d" * 51), "dag_id"),
+    spec_case(limits.DAG_ID, "dag_id ends with -", dag(dag_id="etl-"), "dag_id"),
+    spec_case(limits.DAG_ID, "dag_id with a newline", dag(dag_id="etl\n"), "dag_id"),
+    spec_case(limits.TASK_ID, "task id 50", with_task(id="t" * 50), None),
+    spec_case(limits.TASK_ID, "task id 51", with_task(id="t" * 51), "tasks[0].id"),
+    spec_case(limits.TASK_ID, "dependency id 51", dag(tasks=[{"id": "a", "kind": "empty", "depends_on": ["b" * 51]}]),
+              "tasks[0].depends_on[0]"),
+    run_case(limits.RUN_ID, "run_id 250", {"run_id": "r" * 250}, None),
+    run_case(limits.RUN_ID, "run_id 251", {"run_id": "r" * 251}, "run_id"),
+    run_case(limits.RUN_ID, "run_id starting with _", {"run_id": "_r"}, "run_id"),
+    run_case(limits.RUN_ID, "run_id with a newline", {"run_id": "r\n"}, "run_id"),
+    spec_case(limits.DESCRIPTION, "description 2,000", dag(description="d" * 2000), None),
+    spec_case(limits.DESCRIPTION, "description 2,001", dag(description="d" * 2001), "description"),
+    spec_case(limits.SCHEDULE, "cron 256 characters", dag(schedule=_cron(256)), None),
+    spec_case(limits.SCHEDULE, "cron 257 characters", dag(schedule=_cron(257)), "schedule"),
+    spec_case(limits.SCHEDULE, "31 February", dag(schedule="0 0 31 2 *"), "schedule"),
+    spec_case(limits.SCHEDULE, "31 April and June", dag(schedule="0 0 31 4,6 *"), "schedule"),
+    spec_case(limits.SCHEDULE, "29 February from 2026", dag(schedule="0 0 29 2 *"), None,
+              now=datetime(2026, 3, 1, tzinfo=UTC)),
+    # 2100 is no leap year: from March 2097 the next 29 February is in 2104, 7 years away.
+    spec_case(limits.SCHEDULE, "29 February from 2097", dag(schedule="0 0 29 2 *"), "schedule",
+              now=datetime(2097, 3, 1, tzinfo=UTC)),
+    spec_case(limits.SCHEDULE, "29 February from a start_date in 2097",
+              dag(schedule="0 0 29 2 *", start_date="2097-03-01T00:00:00Z"), "schedule"),
+    spec_case(limits.TIMEZONE, "the longest IANA name", dag(timezone="America/Argentina/ComodRivadavia"), None),
+    spec_case(limits.TIMEZONE, "time zone of 64 characters (not too long, unknown)", dag(timezone="A" * 64),
+              "timezone", words="unknown time zone"),
+    spec_case(limits.TIMEZONE, "time zone of 65 characters", dag(timezone="A" * 65), "timezone",
+              words="at most 64 characters"),
+    spec_case(limits.START_DATE, "start 1970-01-01", dag(start_date="1970-01-01T00:00:00Z"), None),
+    spec_case(limits.START_DATE, "start a microsecond before 1970",
+              dag(start_date="1969-12-31T23:59:59.999999Z"), "start_date"),
+    spec_case(limits.START_DATE, "start a microsecond before 2200",
+              dag(schedule="@yearly", start_date="2199-12-31T23:59:59.999999Z"), None),
+    spec_case(limits.START_DATE, "start 2200-01-01", dag(start_date="2200-01-01T00:00:00Z"), "start_date"),
+    spec_case(limits.START_DATE, "start overflowing UTC", dag(start_date="9999-12-31T23:59:59-12:00"), "start_date"),
+    *_range_cases(limits.MAX_ACTIVE_RUNS, lambda v: dag(max_active_runs=v), "max_active_runs"),
+    *_range_cases(limits.RETRIES, lambda v: with_task(retries=v), "tasks[0].retries"),
+    *_range_cases(limits.RETRIES, lambda v: dag(default_retries=v), "default_retries"),
+    *_range_cases(limits.RETRY_DELAY, lambda v: with_task(retry_delay_seconds=v), "tasks[0].retry_delay_seconds"),
+    *_range_cases(limits.MAX_RETRY_DELAY, lambda v: with_task(max_retry_delay_seconds=v),
+                  "tasks[0].max_retry_delay_seconds"),
+    *_range_cases(limits.TIMEOUT, lambda v: with_task(timeout_seconds=v), "tasks[0].timeout_seconds"),
+    spec_case(limits.TIMEOUT, "timeout 1e12", with_task(timeout_seconds=1e12), "tasks[0].timeout_seconds"),
+    spec_case(limits.RETRIES, "retries 3.0 (an integer, as JSON Schema counts)", with_task(retries=3.0), None),
+    spec_case(limits.RETRIES, "retries 1000.0 + 1", with_task(retries=1001.0), "tasks[0].retries"),
+    spec_case(limits.MAX_ACTIVE_RUNS, "max_active_runs of 5,000 digits", dag(max_active_runs=10**5000),
+              "max_active_runs"),
+    spec_case(limits.TASKS, "10,000 tasks", chain(10_000), None),
+    spec_case(limits.TASKS, "10,001 tasks", chain(10_001), "tasks"),
+    spec_case(limits.EDGES, "50,000 dependencies", edges(50_000), None),
+    spec_case(limits.EDGES, "50,001 dependencies", edges(50_001), "tasks"),
+    spec_case(limits.IMAGE, "image 500", with_task(image="i" * 500), None),
+    spec_case(limits.IMAGE, "image 501", with_task(image="i" * 501), "tasks[0].image"),
+    # ["x…"] is the string's length plus 4 bytes of JSON.
+    spec_case(limits.COMMAND, "command of 65,536 bytes", with_task(command=["x" * 65_532]), None),
+    spec_case(limits.COMMAND, "command of 65,537 bytes", with_task(command=["x" * 65_533]), "tasks[0].command"),
+    spec_case(limits.COMMAND, "args of 1,000 items", with_task(args=["x"] * 1_000), None),
+    spec_case(limits.COMMAND, "args of 1,001 items", with_task(args=["x"] * 1_001), "tasks[0].args"),
+    # {"A":"x…"} is the value's length plus 8 bytes.
+    spec_case(limits.ENV, "env of 65,536 bytes", with_task(env={"A": "x" * 65_528}), None),
+    spec_case(limits.ENV, "env of 65,537 bytes", with_task(env={"A": "x" * 65_529}), "tasks[0].env"),
+    spec_case(limits.ENV, "env of 4,096 variables", with_task(env={f"V{i}": "" for i in range(4_096)}), None),
+    spec_case(limits.ENV, "env of 4,097 variables", with_task(env={f"V{i}": "" for i in range(4_097)}),
+              "tasks[0].env"),
+    size_case(limits.ENV, "env list form nested 8 deep", [{"name": "A", "valueFrom": nested(6)}], False),
+    size_case(limits.ENV, "env list form nested 9 deep", [{"name": "A", "valueFrom": nested(7)}], True),
+    spec_case(limits.RESOURCES, "resources with 64 entries",
+              with_task(resources={"limits": {f"r{i}": "1" for i in range(63)}}), None),
+    spec_case(limits.RESOURCES, "resources with 65 entries",
+              with_task(resources={"limits": {f"r{i}": "1" for i in range(64)}}), "tasks[0].resources"),
+    size_case(limits.RESOURCES, "resources of 8,192 bytes", {"a": "x" * 8_184}, False),
+    size_case(limits.RESOURCES, "resources of 8,193 bytes", {"a": "x" * 8_185}, True),
+    size_case(limits.RESOURCES, "resources nested 3 deep", {"limits": {"cpu": ["1"]}}, True),
+    spec_case(limits.QUANTITY, "quantity of 32 characters", with_task(resources={"limits": {"cpu": "1" * 32}}), None),
+    spec_case(limits.QUANTITY, "quantity of 33 characters", with_task(resources={"limits": {"cpu": "1" * 33}}),
+              "tasks[0].resources.limits.cpu"),
+    spec_case(limits.QUANTITY, "quantity 10^32 - 1", with_task(resources={"limits": {"cpu": 10**32 - 1}}), None),
+    spec_case(limits.QUANTITY, "quantity 10^32", with_task(resources={"limits": {"cpu": 10**32}}),
+              "tasks[0].resources.limits.cpu"),
+    spec_case(limits.QUANTITY, "quantity -1", with_task(resources={"limits": {"cpu": -1}}),
+              "tasks[0].resources.limits.cpu"),
+    spec_case(limits.QUANTITY, "quantity NaN", with_task(resources={"limits": {"cpu": float("nan")}}),
+              "tasks[0].resources.limits.cpu"),
+    # A float is stored as its plain digits (the stored spec is parsed again by the scheduler):
+    # 1e-05 becomes '0.00001'; 5e-324 has 326 of them and is refused up front, not after storing.
+    spec_case(limits.QUANTITY, "quantity 1e-05", with_task(resources={"limits": {"cpu": 1e-05}}), None),
+    spec_case(limits.QUANTITY, "quantity 5e-324", with_task(resources={"limits": {"cpu": 5e-324}}),
+              "tasks[0].resources.limits.cpu"),
+    size_case(limits.SPEC, "document of 8 MiB", {"a": "x" * (limits.SPEC.max_bytes - 8)}, False),
+    size_case(limits.SPEC, "document of 8 MiB + 1", {"a": "x" * (limits.SPEC.max_bytes - 7)}, True),
+    size_case(limits.SPEC, "document nested 16 deep", nested(16), False),
+    size_case(limits.SPEC, "document nested 17 deep", nested(17), True),
+    spec_case(limits.SPEC, "10,000 tasks of 1 KiB env each",
+              dag(tasks=[{"id": f"t{i}", "image": "x", "command": ["true"], "env": {"A": "x" * 1024}}
+                         for i in range(10_000)]), "tasks[7730].env.A",
+              words="the whole document is larger than 8,388,608 bytes"),
+    spec_case(limits.SPEC, "a NUL character in any string", with_task(args=["\u0000"]), "tasks[0].args[0]"),
+    spec_case(limits.SPEC, "a lone surrogate in any string", dag(description="\ud800"), "description"),
+    run_case(limits.CONF, "conf of 65,536 bytes", {"conf": {"a": "x" * 65_528}}, None),
+    run_case(limits.CONF, "conf of 65,537 bytes", {"conf": {"a": "x" * 65_529}}, "conf"),
+    run_case(limits.CONF, "conf nested 32 deep", {"conf": nested(32)}, None),
+    run_case(limits.CONF, "conf nested 33 deep", {"conf": nested(33)}, "conf"),
+    run_case(limits.CONF, "conf of 10,000 keys and items", {"conf": {"a": [0] * 9_999}}, None),
+    run_case(limits.CONF, "conf of 10,001 keys and items", {"conf": {"a": [0] * 10_000}}, "conf"),
+    run_case(limits.CONF, "conf with an integer key", {"conf": {1: "a"}}, "conf.1"),
+    run_case(limits.CONF, "conf with infinity", {"conf": {"a": float("inf")}}, "conf.a"),
+    run_case(limits.CONF, "conf with a set (what YAML's !!set builds)", {"conf": {"a": {1, 2}}}, "conf.a"),
+    run_case(limits.CONF, "conf with a tuple", {"conf": {"a": (1, 2)}}, "conf.a"),
+    Case(limits.DOCUMENT, "document nested 64 deep", lambda: check_document_shape(nested(64), "body", limits.DOCUMENT),
+         None),
+    Case(limits.DOCUMENT, "document nested 65 deep", lambda: check_document_shape(nested(65), "body", limits.DOCUMENT),
+         "body"),
+    Case(limits.DOCUMENT, "document of 500,000 values",
+         lambda: check_document_shape([0] * 499_999, "body", limits.DOCUMENT), None),
+    Case(limits.DOCUMENT, "document of 500,001 values",
+         lambda: check_document_shape([0] * 500_000, "body", limits.DOCUMENT), "body"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.limit.subject} {c.label}"[:90] for c in CASES])
+def test_limit_boundary(case: Case) -> None:
+    if case.refused_at is None:
+        case.check()
+        return
+    with pytest.raises(ValidationFailed) as info:
+        case.check()
+    assert info.value.path == case.refused_at, str(info.value)[:300]
+    assert case.words in info.value.problem
+    assert len(str(info.value)) < 1_000
+
+
+def test_every_limit_has_an_accepted_and_a_refused_boundary_case() -> None:
+    by_subject: dict[str, set[bool]] = {}
+    for case in CASES:
+        by_subject.setdefault(case.limit.subject, set()).add(case.refused_at is None)
+    # The query parameters are checked over HTTP only (tests/inputs/test_poison_api.py).
+    for limit, name in ((limits.PAGE_LIMIT, "limit="), (limits.TRY_NUMBER, "try=")):
+        for poison in corpus():
+            if name in poison.path:
+                by_subject.setdefault(limit.subject, set()).add(poison.field != name[:-1])
+    for limit in limits.LIMITS:
+        assert by_subject.get(limit.subject) == {True, False}, limit.subject
