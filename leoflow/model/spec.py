@@ -36,7 +36,6 @@ from leoflow.errors import ValidationFailed
 from leoflow.model.fields import (
     as_mapping,
     bool_field,
-    env_field,
     int_field,
     name_field,
     no_unknown,
@@ -54,6 +53,7 @@ from leoflow.model.fields import (
 )
 from leoflow.model.notify import NotifyRule, parse_notify
 from leoflow.model.params import check_scheduled_defaults, parse_params
+from leoflow.model.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_own, resolve
 
 MAX_TASKS = 10_000
 MAX_ACTIVE_RUNS_LIMIT = 100_000
@@ -64,9 +64,9 @@ DEFAULT_RETRY_DELAY = 30.0
 TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
-               "paused", "default_retries", "tasks", "notify", "params"}
+               "paused", "default_retries", "defaults", "tasks", "notify", "params"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
-                "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on"}
+                "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", *POD_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,10 @@ class TaskSpec:
     timeout_seconds: float | None = None
     resources: Mapping[str, Any] = field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
+    #: The pod fields with the DAG's defaults applied (leoflow.model.pod), and the task's own
+    #: fields (``env`` included) in canonical form: what the stored spec keeps.
+    pod: PodFields = field(default_factory=PodFields)
+    pod_own: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def max_tries(self) -> int:
@@ -99,8 +103,10 @@ class TaskSpec:
     def to_canonical(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "kind": self.kind}
         if self.kind == "container":
+            env = self.pod_own.get("env", dict(sorted(self.env.items())))
             out.update(image=self.image, command=list(self.command), args=list(self.args),
-                       env=dict(sorted(self.env.items())), resources=plain_mapping(self.resources))
+                       env=env, resources=plain_mapping(self.resources))
+            out.update({k: v for k, v in self.pod_own.items() if k != "env"})
         out.update(retries=self.retries, retry_delay_seconds=plain_number(self.retry_delay_seconds),
                    depends_on=sorted(self.depends_on))
         if self.max_retry_delay_seconds is not None:
@@ -128,6 +134,8 @@ class DagSpec:
     notify: tuple[NotifyRule, ...] | None = None
     #: JSON Schema of the runs' conf (leoflow.model.params); None: any object.
     params: Mapping[str, Any] | None = None
+    #: The ``defaults:`` block (pod fields every container task inherits), canonical form.
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def tz(self) -> tzinfo:
@@ -155,6 +163,8 @@ class DagSpec:
             out["notify"] = [rule.to_canonical() for rule in self.notify]
         if self.params is not None:
             out["params"] = plain_mapping(self.params)
+        if self.defaults:
+            out["defaults"] = dict(self.defaults)
         return out
 
     def spec_hash(self) -> str:
@@ -184,6 +194,7 @@ def parse_dag_spec(data: object) -> DagSpec:
                            minimum=1, maximum=MAX_ACTIVE_RUNS_LIMIT)
     paused = bool_field(doc.get("paused", False), "paused")
     default_retries = int_field(doc.get("default_retries", 0), "default_retries", minimum=0, maximum=MAX_RETRIES)
+    defaults = _defaults(doc.get("defaults"))
     raw_tasks = required(doc, "tasks", "")
     if not isinstance(raw_tasks, list):
         raise ValidationFailed("tasks", f"must be a list of tasks, got {type_name(raw_tasks)}")
@@ -191,7 +202,7 @@ def parse_dag_spec(data: object) -> DagSpec:
         raise ValidationFailed("tasks", "must contain at least one task")
     if len(raw_tasks) > MAX_TASKS:
         raise ValidationFailed("tasks", f"has {len(raw_tasks)} tasks; at most {MAX_TASKS} are allowed")
-    tasks = tuple(_task(raw, f"tasks[{i}]", default_retries) for i, raw in enumerate(raw_tasks))
+    tasks = tuple(_task(raw, f"tasks[{i}]", default_retries, defaults) for i, raw in enumerate(raw_tasks))
     _check_graph(tasks)
     notify = parse_notify(doc.get("notify"))
     params = parse_params(doc.get("params"))
@@ -199,10 +210,20 @@ def parse_dag_spec(data: object) -> DagSpec:
         check_scheduled_defaults(params)
     return DagSpec(dag_id=dag_id, tasks=tasks, schedule=schedule, timezone=timezone, catchup=catchup,
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
-                   default_retries=default_retries, description=description, notify=notify, params=params)
+                   default_retries=default_retries, description=description, notify=notify, params=params,
+                   defaults=defaults)
 
 
-def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
+def _defaults(raw: object) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValidationFailed("defaults", f"must be a mapping of pod fields, got {type_name(raw)}")
+    no_unknown(raw, set(DEFAULTS_FIELDS), "defaults")
+    return parse_own(raw, "defaults", fields=DEFAULTS_FIELDS)
+
+
+def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]) -> TaskSpec:
     doc = as_mapping(raw, path)
     no_unknown(doc, _TASK_FIELDS, path)
     task_id = name_field(required(doc, "id", path), f"{path}.id")
@@ -214,8 +235,9 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
     args: tuple[str, ...] = ()
     env: dict[str, str] = {}
     resources: dict[str, Any] = {}
+    pod, pod_own = PodFields(), {}
     if kind == "empty":
-        for key in ("image", "command", "args", "env", "resources"):
+        for key in ("image", "command", "args", "env", "resources", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
@@ -228,7 +250,9 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
         if not command:
             raise ValidationFailed(f"{path}.command", "must not be empty")
         args = str_list(doc.get("args", []), f"{path}.args")
-        env = env_field(doc.get("env", {}), f"{path}.env")
+        pod_own = {"env": {}, **parse_own(doc, path, fields=DEFAULTS_FIELDS)}
+        pod = resolve(defaults, pod_own)
+        env = pod.plain_env()
         resources = resources_field(doc.get("resources", {}), f"{path}.resources")
     retries = int_field(doc.get("retries", default_retries), f"{path}.retries", minimum=0, maximum=MAX_RETRIES)
     retry_delay = number_field(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
@@ -251,7 +275,8 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
         deps.append(dep)
     return TaskSpec(id=task_id, kind=kind, image=image, command=command, args=args, env=env, retries=retries,
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
-                    timeout_seconds=timeout, resources=resources, depends_on=tuple(deps))
+                    timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
+                    pod_own=pod_own)
 
 
 def _check_graph(tasks: Sequence[TaskSpec]) -> None:
