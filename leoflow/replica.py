@@ -2,7 +2,9 @@
 
 Every replica runs the same things:
 
-- the Starlette app of :func:`leoflow.api.app.create_app` on uvicorn (every replica answers);
+- the Starlette app of :func:`leoflow.api.app.create_app` on uvicorn (every replica answers),
+  given the executor's live log reader (running pods' output, read on whichever replica serves
+  the request);
 - the :class:`~leoflow.election.elector.Elector` in its own threads (lock session, keepalive,
   lease guard) — it only flips leadership, observed here through ``call_soon_threadsafe``;
 - the :class:`~leoflow.election.supervisor.LeaderSupervisor`, which starts the scheduler, executor,
@@ -148,6 +150,7 @@ class Replica:
             loop.add_signal_handler(sig, stop.set)
 
         from leoflow.api.app import create_app
+        from leoflow.executor.factory import executor_live_logs
 
         # The leader's work gets its own share of the connection budget (the API has another,
         # in create_app): neither can exhaust the other's connections.
@@ -164,7 +167,8 @@ class Replica:
 
         # proxy_headers off: nothing here uses the client address, and X-Forwarded-* headers
         # are only as trustworthy as the proxy chain, which a replica cannot know.
-        server = _Server(uvicorn.Config(create_app(settings), host=settings.api.host, port=settings.api.port,
+        app = create_app(settings, live_logs=executor_live_logs(settings))
+        server = _Server(uvicorn.Config(app, host=settings.api.host, port=settings.api.port,
                                         log_config=None, access_log=False, lifespan="on",
                                         proxy_headers=False, server_header=False,
                                         timeout_graceful_shutdown=max(1, int(settings.election.shutdown_grace))))

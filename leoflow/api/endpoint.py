@@ -40,6 +40,7 @@ from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_document_shape
 from leoflow.model.fields import NAME_RE
 from leoflow.model.limits import DOCUMENT
+from leoflow.model.live_logs import LiveLogs
 from leoflow.model.yaml_loader import YamlRejected, load_yaml
 from leoflow.settings import Settings
 
@@ -69,6 +70,8 @@ class ApiState:
     auth: Authenticator
     #: Deadline for one request's database work: the statement timeout plus connect slack.
     request_timeout: float
+    #: Reads running pods' logs (None when the executor stores output as it grows).
+    live_logs: LiveLogs | None = None
 
 
 def api_state(request: Request) -> ApiState:

@@ -392,6 +392,48 @@ def _env_var(entry: Mapping[str, Any]) -> EnvVar:
     return EnvVar(entry["name"], entry.get("value"), ref("secret"), ref("config_map"))
 
 
+# --------------------------------------------------------------------------- read access
+
+#: What a read-scoped caller sees instead of a plain env value.
+HIDDEN = "<hidden>"
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def hide_env_values(spec: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A stored spec with every plain env value replaced by :data:`HIDDEN`; and whether any was.
+
+    Covers the tasks' and the defaults' ``env`` (either form) and the env of every container in
+    their ``pod_template``. References (Secret/ConfigMap names and keys) stay: they are not
+    secret, and they say where a value comes from. ``spec`` is not modified.
+    """
+    out = json.loads(json.dumps(spec))
+    hidden = False
+
+    def env(block: dict[str, Any]) -> None:
+        nonlocal hidden
+        value = block.get("env")
+        if isinstance(value, dict):
+            hidden |= bool(value)
+            block["env"] = dict.fromkeys(value, HIDDEN)
+        elif isinstance(value, list):
+            for entry in value:
+                if isinstance(entry, dict) and "value" in entry:
+                    entry["value"], hidden = HIDDEN, True
+        template_spec = (block.get("pod_template") or {}).get("spec") or {}
+        for group in _CONTAINER_LISTS:
+            for container in template_spec.get(group) or []:
+                for entry in container.get("env") or []:
+                    if isinstance(entry, dict) and "value" in entry:
+                        entry["value"], hidden = HIDDEN, True
+
+    for task in out.get("tasks") or []:
+        if isinstance(task, dict):
+            env(task)
+    if isinstance(out.get("defaults"), dict):
+        env(out["defaults"])
+    return out, hidden
+
+
 # --------------------------------------------------------------------------- helpers
 
 def _canonical(value: Any) -> Any:

@@ -352,7 +352,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise bad_request(f"a container name must be specified for pod {name}, choose one of: "
                                   f"[{' '.join(names)}]")
             container = names[0]
-        entry["container"] = container
+        entry["container"], entry["query"] = container, dict(query)
         if container not in every:
             raise bad_request(f"container {container} is not valid for pod {name}")
         statuses = [*(pod["status"].get("initContainerStatuses") or []),
