@@ -18,12 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import yaml
-
 from leoflow.errors import ValidationFailed
 from leoflow.model.notify import EVENTS
 from leoflow.model.pod import parse_pod_template
 from leoflow.model.source_labels import SOURCE_RE, SOURCE_RULE
+from leoflow.model.yaml_loader import YamlRejected, load_yaml
 
 T = TypeVar("T")
 
@@ -168,9 +167,9 @@ def pod_template(value: str) -> Mapping[str, Any]:
         doc = json.loads(value)
     except ValueError:
         try:
-            doc = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise ValueError("must be a pod template as JSON or YAML") from None
+            doc = load_yaml(value)
+        except YamlRejected as exc:
+            raise ValueError(f"must be a pod template as JSON or YAML ({exc})") from None
     try:
         return parse_pod_template(doc, "")
     except ValidationFailed as exc:
