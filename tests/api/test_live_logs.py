@@ -105,22 +105,29 @@ def test_the_live_tail_is_bounded(client: httpx.Client, fake: FakeKubernetes, da
 def test_following_returns_only_new_lines_then_the_end(client: httpx.Client, fake: FakeKubernetes,
                                                        database_url: str) -> None:
     seed_task(database_url, "etl", "r1", "extract", state="running", tries=[{"state": "running", "ended": False}])
+    client.get(LOGS, headers=READ)  # connects the reader (no pod yet: the stored copy)
     start_pod(fake, "echo one; sleep 0.5; echo two; sleep 0.5; echo three; sleep 3600")
-    first = wait_text(client, lambda a: a.text == "one\n", since="")
-    cursor = first.headers["X-Leoflow-Log-Cursor"]
-    assert cursor.startswith("t") and first.headers["X-Leoflow-Log-Continues"] == "true"
-    second = wait_text(client, lambda a: a.text == "two\n", since=cursor)
-    third = wait_text(client, lambda a: a.text == "three\n", since=second.headers["X-Leoflow-Log-Cursor"])
-    quiet = client.get(LOGS, params={"since": third.headers["X-Leoflow-Log-Cursor"]}, headers=READ)
+    first = wait_text(client, lambda a: a.text.startswith("one\n"), since="")
+    assert first.headers["X-Leoflow-Log-Continues"] == "true"
+    followed, cursors, last = first.text, [first.headers["X-Leoflow-Log-Cursor"]], first
+    deadline = time.monotonic() + 30
+    while followed != "one\ntwo\nthree\n":  # each read returns only lines after the cursor
+        assert time.monotonic() < deadline and len(followed) < 15, followed
+        last = client.get(LOGS, params={"since": cursors[-1]}, headers=READ)
+        followed += last.text
+        cursors.append(last.headers["X-Leoflow-Log-Cursor"])
+        time.sleep(0.05)
+    assert all(c.startswith("t") for c in cursors) and cursors == sorted(cursors)
+    quiet = client.get(LOGS, params={"since": last.headers["X-Leoflow-Log-Cursor"]}, headers=READ)
     assert quiet.text == "" and quiet.headers["X-Leoflow-Log-Complete"] == "false"
     # The try ends while the pod still exists: a follower's last read comes from the pod, final.
     finish_try(database_url, "one\ntwo\nthree\n")
-    end = client.get(LOGS, params={"since": third.headers["X-Leoflow-Log-Cursor"]}, headers=READ)
+    end = client.get(LOGS, params={"since": last.headers["X-Leoflow-Log-Cursor"]}, headers=READ)
     assert (end.text, end.headers["X-Leoflow-Log-Source"], end.headers["X-Leoflow-Log-Complete"]) == (
         "", "pod", "true")
     # Gone pod: the stored copy, whole, flagged as not a continuation.
     fake.store.delete(NAMESPACE, "pod-extract-1", 0)
-    gone = client.get(LOGS, params={"since": third.headers["X-Leoflow-Log-Cursor"]}, headers=READ)
+    gone = client.get(LOGS, params={"since": last.headers["X-Leoflow-Log-Cursor"]}, headers=READ)
     assert (gone.text, gone.headers["X-Leoflow-Log-Continues"]) == ("one\ntwo\nthree\n", "false")
     stored = client.get(LOGS, params={"since": "b4"}, headers=READ)
     assert stored.text == "two\nthree\n" and stored.headers["X-Leoflow-Log-Cursor"] == "b14"
