@@ -94,8 +94,12 @@ def task_of(case: Case) -> TaskSpec:
 
 
 def launch_of(case: Case, key: TryKey | None = None, task_try_id: int = 7, term: int = 3) -> TaskLaunch:
-    task = task_of(case)
-    key = key or TryKey("etl", "manual__2026-01-01", "load", 1)
+    return launch_for(task_of(case), key, task_try_id, term)
+
+
+def launch_for(task: TaskSpec, key: TryKey | None = None, task_try_id: int = 7, term: int = 3) -> TaskLaunch:
+    """The launch the scheduler would hand the executor for ``task`` (run context included)."""
+    key = key or TryKey("etl", "manual__2026-01-01", task.id, 1)
     run = RunContext(conf={}, logical_date=datetime(2026, 1, 1, tzinfo=UTC))
     return TaskLaunch(key=key, task_try_id=task_try_id, term=term, image=task.image, command=task.command,
                       args=task.args, env=task_environment(key, run, task.env), resources=task.resources,

@@ -460,6 +460,12 @@ class _Handler(BaseHTTPRequestHandler):
             fake.drop_watches()
         elif seg == ["compact"] and method == "POST":
             fake.store.compact()
+        elif seg == ["objects"] and method == "POST":
+            kubelet = fake.kubelet
+            kubelet.secrets.update(data.get("secrets") or {})
+            kubelet.config_maps.update(data.get("config_maps") or {})
+            kubelet.pvcs.update(data.get("pvcs") or [])
+            kubelet.node.labels.update(data.get("node_labels") or {})
         elif seg == ["kubelet"] and method == "POST":
             if data.get("paused"):
                 fake.kubelet.paused.set()
