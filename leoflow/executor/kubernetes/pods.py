@@ -136,6 +136,8 @@ def pod_outcome(pod: Pod) -> PodOutcome:
         code = (terminated or {}).get("exitCode")
         if status.get("reason"):
             return PodOutcome("failed", code, f"{status['reason']}: {status.get('message', '')}".rstrip(": "))
+        if terminated is None and (init := _failed_init_container(status)) is not None:
+            return PodOutcome("failed", None, init)
         detail = (terminated or {}).get("message") or (terminated or {}).get("reason") or "Error"
         return PodOutcome("failed", code, f"{detail} (exit code {code})" if code is not None else detail)
     if phase == "Running":
@@ -160,6 +162,16 @@ def _stuck(status: Mapping[str, Any]) -> str | None:
                 and condition.get("reason") == "Unschedulable"):
             message = condition.get("message")
             return f"Unschedulable: {message}" if message else "Unschedulable"
+    return None
+
+
+def _failed_init_container(status: Mapping[str, Any]) -> str | None:
+    """"init container NAME failed: REASON (exit code N)" for the one that stopped the pod, if any."""
+    for cs in status.get("initContainerStatuses") or []:
+        ended = (cs.get("state") or {}).get("terminated") or {}
+        if ended.get("exitCode") not in (None, 0):
+            detail = ended.get("message") or ended.get("reason") or "Error"
+            return f"init container {cs.get('name')} failed: {detail} (exit code {ended['exitCode']})"
     return None
 
 
