@@ -243,3 +243,34 @@ def test_the_cluster_template_from_the_environment_reaches_every_pod(settings: S
         assert pod["spec"]["priorityClassName"] == "mine"  # the task's field beats the template
 
     run(s, body)
+
+
+def test_the_local_executor_refuses_env_references_and_ignores_pod_fields(settings: Settings, tmp_path: Any) -> None:
+    from leoflow.db.database import Database
+    from leoflow.executor.local import LocalExecutor
+    from leoflow.leadership import LeaderContext
+    from tests.executor.world import run_with_term
+
+    s = settings.replace(home=tmp_path, executor=dataclasses.replace(settings.executor, kind="local"))
+
+    async def body(engine: AsyncEngine) -> None:
+        refs, placed = await seed_tries(engine, 2)
+        rec = Recorder(engine)
+        rec.track([refs, placed])
+        ex = LocalExecutor(s)
+        await ex.start(LeaderContext(1, s, Database(engine)), rec)
+        await ex.submit(launch_of(Case({"env": [{"name": "P", "secret": {"name": "pg", "key": "password"}}]},
+                                       command="echo never"), refs.key, refs.task_try_id, term=1))
+        await ex.submit(launch_of(Case({"node_selector": {"pool": "batch"}, "labels": {"team": "data"},
+                                        "env": [{"name": "MODE", "value": "full"}]}, command="echo mode=$MODE"),
+                                  placed.key, placed.task_try_id, term=1))
+        refused, ran = await rec.wait_final(refs.key), await rec.wait_final(placed.key)
+        await ex.stop()
+        assert refused.state == "failed" and "secret/pg" in str(refused.reason)
+        assert "only the kubernetes executor can resolve" in str(refused.reason)
+        assert "running" not in rec.states(refs.key)  # nothing was started
+        assert ran.state == "success"
+        stored = await log_row(engine, placed.task_try_id)
+        assert stored is not None and stored["content"] == "mode=full\n"  # plain values reach a subprocess
+
+    run_with_term(s, body, pool_size=4)
