@@ -7,9 +7,10 @@ it wrote. ``POST`` answers 201 when the DAG or a new version was created and 200
 was identical (a no-op).
 
 Secrets stay secrets: a spec holds only references to Kubernetes Secrets, never their values,
-and ``GET /dags/{dag_id}`` shows a *read*-scoped token every plain env value as ``<hidden>``
-(``env_values_hidden: true``) — a password someone pasted into ``env`` anyway is not handed
-to every dashboard viewer. Writes need ``admin``, which sees the spec as stored.
+and ``GET /dags/{dag_id}`` (like ``GET /dags/{dag_id}/versions/{n}``) shows a *read*-scoped
+token every plain env value as ``<hidden>`` (``env_values_hidden: true``) — a password someone
+pasted into ``env`` anyway is not handed to every dashboard viewer. Writes need ``admin``,
+which sees the spec as stored.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ async def get_dag(request: Request) -> Response:
         dag = await api_queries.get_dag(conn, dag_id)
     if dag is None:
         raise not_found(dag_id)
-    return JsonResponse(_detail(dag, read_only=request.state.principal.scope != "admin"))
+    return JsonResponse(detail_for(request, dag))
 
 
 async def patch_dag(request: Request) -> Response:
@@ -114,6 +115,11 @@ async def patch_dag(request: Request) -> Response:
     if dag is None:
         raise not_found(dag_id)
     return JsonResponse(_detail(dag, read_only=False))
+
+
+def detail_for(request: Request, doc: dict[str, Any]) -> dict[str, Any]:
+    """A DAG (or one of its versions) with its spec as the caller may see it (see the module doc)."""
+    return _detail(doc, read_only=request.state.principal.scope != "admin")
 
 
 def _detail(dag: dict[str, Any], *, read_only: bool) -> dict[str, Any]:

@@ -51,6 +51,14 @@ def test_read_tokens_never_see_plain_env_values(api_client: httpx.Client) -> Non
     # Lists never carried the spec.
     listed = api_client.get("/api/v2/dags", headers=READ)
     assert PASSWORD not in listed.text
+    # Nor does a DAG's history: a version's spec is hidden the same way.
+    versions = api_client.get("/api/v2/dags/secretive/versions", headers=READ)
+    assert versions.status_code == 200 and PASSWORD not in versions.text
+    old = api_client.get("/api/v2/dags/secretive/versions/1", headers=READ)
+    assert old.status_code == 200 and old.json()["env_values_hidden"] is True
+    for value in (PASSWORD, TEMPLATE_TOKEN, "shared-secret-value", "etl-user-value", "agent-key"):
+        assert value not in old.text
+    assert PASSWORD in api_client.get("/api/v2/dags/secretive/versions/1", headers=ADMIN).text
 
 
 def test_pod_fields_are_validated_by_the_api(api_client: httpx.Client) -> None:
