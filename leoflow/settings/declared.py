@@ -20,9 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from leoflow.errors import ValidationFailed
 from leoflow.model.notify import EVENTS
-from leoflow.model.pod import parse_pod_template
 from leoflow.model.source_labels import SOURCE_RE, SOURCE_RULE
-from leoflow.model.yaml_loader import YamlRejected, load_yaml
 
 T = TypeVar("T")
 
@@ -161,6 +159,10 @@ def optional_http_url(value: str) -> str | None:
 
 def pod_template(value: str) -> Mapping[str, Any]:
     """A partial Pod as JSON or YAML (what the chart renders from ``tasks.podTemplate``)."""
+    # Imported here: the CLI's client verbs load settings and must not load the pod model.
+    from leoflow.model.pod import parse_pod_template
+    from leoflow.model.yaml_loader import YamlRejected, load_yaml
+
     if not value.strip():
         return {}
     try:
