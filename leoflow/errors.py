@@ -26,7 +26,7 @@ class SettingsError(LeoflowError):
 
 
 class ClusterMismatch(SettingsError):
-    """This database (or schema) belongs to another Leoflow cluster (ADR 0009)."""
+    """This database (or schema) belongs to another Leoflow cluster (ADR 0010)."""
 
     def __init__(self, cluster: str, owner: str, *, schema: str | None = None) -> None:
         self.cluster = cluster
@@ -39,7 +39,7 @@ class ClusterMismatch(SettingsError):
 
 
 class ClusterNameInUse(SettingsError):
-    """Another schema of this database holds a cluster of the same name (ADR 0009)."""
+    """Another schema of this database holds a cluster of the same name (ADR 0010)."""
 
     def __init__(self, cluster: str, schema: str) -> None:
         self.cluster = cluster

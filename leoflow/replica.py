@@ -2,7 +2,9 @@
 
 Every replica runs the same things:
 
-- the Starlette app of :func:`leoflow.api.app.create_app` on uvicorn (every replica answers);
+- the Starlette app of :func:`leoflow.api.app.create_app` on uvicorn (every replica answers),
+  given the executor's live log reader (running pods' output, read on whichever replica serves
+  the request);
 - the :class:`~leoflow.election.elector.Elector` in its own threads (lock session, keepalive,
   lease guard) — it only flips leadership, observed here through ``call_soon_threadsafe``;
 - the :class:`~leoflow.election.supervisor.LeaderSupervisor`, which starts the scheduler, executor,
@@ -28,7 +30,7 @@ within milliseconds — then leave the membership, stop the HTTP server, exit 0.
 Failure semantics: PostgreSQL being down never stops the process (liveness stays green, the
 elector reconnects with jittered backoff, readiness fails). The process exits non-zero only
 when the HTTP server cannot run (e.g. the port is taken), or at start when the database belongs
-to another cluster (:func:`run` claims it or refuses with one line, exit 2; ADR 0009) — if the
+to another cluster (:func:`run` claims it or refuses with one line, exit 2; ADR 0010) — if the
 database is unreachable at start, the elector makes the same check once it connects and the
 replica stays unready with the reason.
 """
@@ -154,6 +156,7 @@ class Replica:
             loop.add_signal_handler(sig, stop.set)
 
         from leoflow.api.app import create_app
+        from leoflow.executor.factory import executor_live_logs
 
         # The leader's work gets its own share of the connection budget (the API has another,
         # in create_app): neither can exhaust the other's connections.
@@ -172,7 +175,7 @@ class Replica:
 
         # proxy_headers off: nothing here uses the client address, and X-Forwarded-* headers
         # are only as trustworthy as the proxy chain, which a replica cannot know.
-        app = create_app(settings, election_health=health)
+        app = create_app(settings, election_health=health, live_logs=executor_live_logs(settings))
         server = _Server(uvicorn.Config(app, host=settings.api.host, port=settings.api.port,
                                         log_config=None, access_log=False, lifespan="on",
                                         proxy_headers=False, server_header=False,
@@ -256,7 +259,7 @@ def pools_gate(loop: asyncio.AbstractEventLoop, db: Database, *, timeout: float)
 
 
 def claim_database(settings: Settings) -> None:
-    """Claim the database for this cluster at start, or refuse it (``ClusterMismatch``, ADR 0009).
+    """Claim the database for this cluster at start, or refuse it (``ClusterMismatch``, ADR 0010).
 
     An unreachable or unmigrated database is not a reason to refuse: the elector makes the same
     check on every session it opens, and readiness says what is wrong meanwhile.

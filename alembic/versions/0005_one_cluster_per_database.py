@@ -4,7 +4,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-11-24 09:00:00
 
-- ``installation``: the one cluster this database belongs to (ADR 0009). An existing database
+- ``installation``: the one cluster this database belongs to (ADR 0010). An existing database
   whose history names exactly one cluster is assigned to it here. With several clusters (the
   README used to allow sharing) nothing is assigned: the first replica to start claims the
   database and every other cluster's replicas are refused with a line naming both — their

@@ -33,6 +33,7 @@ from leoflow.api import (
     routes_cluster,
     routes_dag_sync,
     routes_dags,
+    routes_logs,
     routes_notifications,
     routes_runs,
     routes_system,
@@ -48,6 +49,7 @@ from leoflow.db.budget import ConnectionBudget
 from leoflow.db.pool import PooledDatabase
 from leoflow.election.health import ElectionHealth
 from leoflow.logs import redact_url
+from leoflow.model.live_logs import LiveLogs
 from leoflow.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
         ApiRoute("POST", dag + "/runs", routes_runs.trigger_run, "admin"),
         ApiRoute("GET", run + "/tasks", routes_runs.list_tasks, "read"),
         ApiRoute("GET", task, routes_runs.get_task, "read"),
-        ApiRoute("GET", task + "/logs", routes_runs.get_task_logs, "read"),
+        ApiRoute("GET", task + "/logs", routes_logs.get_task_logs, "read"),
         ApiRoute("POST", run + "/cancel", routes_runs.cancel_run, "admin"),
         ApiRoute("GET", "/healthz", routes_system.healthz, "open"),
         ApiRoute("GET", "/readyz", routes_system.readyz, "open"),
@@ -122,10 +124,13 @@ def _starlette_routes(settings: Settings) -> list[BaseRoute]:
     return routes
 
 
-def create_app(settings: Settings, *, election_health: ElectionHealth | None = None) -> Starlette:
+def create_app(settings: Settings, *, election_health: ElectionHealth | None = None,
+               live_logs: LiveLogs | None = None) -> Starlette:
     """The API app for ``settings``; raises SettingsError when auth is enabled without tokens.
 
     ``election_health`` is the replica's elector's: ``/readyz`` reports its refusals.
+    ``live_logs`` reads running tries' output from where it lives (the Kubernetes API); the
+    composition root passes the executor's reader, and the app closes it on shutdown.
     """
     ensure_auth_configured(settings)
     url = settings.require_database_url()
@@ -141,7 +146,7 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         await db.open()
         app.state.api = ApiState(settings=settings, db=db, auth=auth,
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK,
-                                 election_health=election_health)
+                                 election_health=election_health, live_logs=live_logs)
         app.state.work_gauges = routes_system.WorkGauges()
         app.state.run_waiters = Waiters()
         logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,
@@ -150,6 +155,8 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
             yield
         finally:
             await db.close()
+            if live_logs is not None:
+                live_logs.close()
 
     return Starlette(
         # The web dashboard (``/``, ``/static``) is public static files; see leoflow.api.dashboard.

@@ -40,6 +40,7 @@ from leoflow.election.health import ElectionHealth
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_document_shape
 from leoflow.model.limits import DEFAULT_PAGE_LIMIT, DOCUMENT, PAGE_LIMIT, Range
+from leoflow.model.live_logs import LiveLogs
 from leoflow.model.yaml_loader import YamlRejected, load_yaml
 from leoflow.settings import Settings
 
@@ -68,6 +69,8 @@ class ApiState:
     request_timeout: float
     #: Why this replica's elector refuses to contend, if it does (None outside a replica).
     election_health: ElectionHealth | None = None
+    #: Reads running pods' logs (None when the executor stores output as it grows).
+    live_logs: LiveLogs | None = None
 
 
 def api_state(request: Request) -> ApiState:

@@ -75,10 +75,26 @@ _DAG = {
     "updated_at": {"type": "string", "format": "date-time"},
 }
 
+#: A task's environment: the mapping form, or entries that may reference Secrets and ConfigMaps.
+_ENV = {"oneOf": [{"type": "object", "additionalProperties": _STR}, {"type": "array", "items": {
+    "type": "object", "required": ["name"], "properties": {
+        "name": _STR, "value": _STR, "secret": {"type": "object"}, "config_map": {"type": "object"}}}}]}
+#: The pod fields of a task and of ``defaults`` (Kubernetes objects as in Kubernetes, camelCase).
+_POD_FIELDS: dict[str, Any] = {
+    **{name: {"type": "array", "items": {"type": "object"}} for name in (
+        "env_from", "volumes", "volume_mounts", "tolerations")},
+    **{name: {"type": "object", "additionalProperties": _STR} for name in ("node_selector", "labels", "annotations")},
+    **{name: {"type": "object"} for name in ("affinity", "security_context", "pod_template")},
+    **{name: _STR for name in ("priority_class_name", "service_account", "image_pull_policy", "working_dir")},
+    "automount_service_account_token": {"type": "boolean"},
+}
+
 SCHEMAS: dict[str, Any] = {
     "Error": _obj({"error": _obj({"code": _STR, "message": _STR, "details": {}})}),
     "Dag": _obj(_DAG),
-    "DagDetail": _obj({**_DAG, "spec": _nullable("object")}),
+    "DagDetail": _obj({**_DAG, "spec": _nullable("object"), "env_values_hidden": {
+        "type": "boolean", "description": "True when plain env values in the spec are shown as <hidden> "
+        "(a read-scoped token; admin tokens see the spec as stored)."}}),
     "DagPage": _page("Dag"),
     "DagSpec": {
         "type": "object", "description": "A DAG specification (the same schema as the YAML files); the limits "
@@ -103,12 +119,14 @@ SCHEMAS: dict[str, Any] = {
                           "id": _name(limits.TASK_ID), "kind": {"type": "string", "enum": ["container", "empty"]},
                           "image": {"type": "string", "maxLength": limits.IMAGE.maximum},
                           "command": _strings(limits.COMMAND), "args": _strings(limits.COMMAND),
-                          "env": {"type": "object", "additionalProperties": _STR},
+                          "env": _ENV,
                           "retries": _range(limits.RETRIES), "retry_delay_seconds": _range(limits.RETRY_DELAY),
                           "max_retry_delay_seconds": _range(limits.MAX_RETRY_DELAY),
                           "timeout_seconds": _range(limits.TIMEOUT), "resources": {"type": "object"},
                           "depends_on": {"type": "array", "items": _name(limits.TASK_ID),
-                                         "maxItems": limits.TASKS.maximum}}}},
+                                         "maxItems": limits.TASKS.maximum}, **_POD_FIELDS}}},
+            "defaults": {"type": "object", "description": "Pod fields every container task inherits (README: "
+                         "Task pods).", "properties": {"env": _ENV, **_POD_FIELDS}},
         },
     },
     "DagPatch": _obj({"paused": {"type": "boolean"}}),
@@ -308,10 +326,20 @@ def operations() -> dict[str, dict[str, Any]]:
         "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}": {
             "get": _op("Get task instance", _json("200", "TaskDetail"), errors="404", params=[*_RUN_PATH, TASK_ID])},
         "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs": {
-            "get": _op("Get task log", {"200": {"description": "The try's log (plain text)", **_TEXT,
-                                                "headers": {"X-Leoflow-Log-Complete": {"schema": _STR}}}},
+            "get": _op("Get task log", {"200": {
+                "description": "The try's log (plain text): live from its pod while it runs on Kubernetes (a "
+                               "bounded tail, read by whichever replica answers), else what is stored.", **_TEXT,
+                "headers": {
+                    "X-Leoflow-Try": {"schema": _STR, "description": "The try shown"},
+                    "X-Leoflow-Log-Complete": {"schema": _STR, "description": "true once the log is final"},
+                    "X-Leoflow-Log-Source": {"schema": {"type": "string", "enum": ["pod", "stored"]}},
+                    "X-Leoflow-Log-Cursor": {"schema": _STR, "description": "With since: pass it back as since"},
+                    "X-Leoflow-Log-Continues": {"schema": _STR, "description": "With since: false when the "
+                                                "text is the whole stored log, not a continuation"}}}},
                        errors="400 404", params=[*_RUN_PATH, TASK_ID, _param(
-                           "try", "query", {"type": "integer", "minimum": 1}, "Try number (default: latest)")])},
+                           "try", "query", {"type": "integer", "minimum": 1}, "Try number (default: latest)"),
+                           _param("since", "query", {"type": "string", "maxLength": 64},
+                                  "Follow mode: only output after this cursor (empty to start); no notes")])},
     }
 
 

@@ -5,6 +5,12 @@ offending path, e.g. ``tasks[1].depends_on[0]``) and call :mod:`leoflow.db.dag_s
 transaction; the answer is read back in that same transaction, so a client sees exactly what
 it wrote. ``POST`` answers 201 when the DAG or a new version was created and 200 when the spec
 was identical (a no-op).
+
+Secrets stay secrets: a spec holds only references to Kubernetes Secrets, never their values,
+and ``GET /dags/{dag_id}`` (like ``GET /dags/{dag_id}/versions/{n}``) shows a *read*-scoped
+token every plain env value as ``<hidden>`` (``env_values_hidden: true``) — a password someone
+pasted into ``env`` anyway is not handed to every dashboard viewer. Writes need ``admin``,
+which sees the spec as stored.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries, dag_store
 from leoflow.model.limits import DAG_ID
+from leoflow.model.pod import hide_env_values
 from leoflow.model.spec import parse_dag_spec
 from leoflow.model.states import DAG_STATES
 
@@ -67,7 +74,7 @@ async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]
         write.status = 201 if result.changed else 200
         write.details.update(version=result.version, changed=result.changed)
     assert dag is not None
-    return dag, result.changed
+    return _detail(dag, read_only=False), result.changed
 
 
 async def create_dag(request: Request) -> Response:
@@ -94,7 +101,7 @@ async def get_dag(request: Request) -> Response:
         dag = await api_queries.get_dag(conn, dag_id)
     if dag is None:
         raise not_found(dag_id)
-    return JsonResponse(dag)
+    return JsonResponse(detail_for(request, dag))
 
 
 async def patch_dag(request: Request) -> Response:
@@ -111,7 +118,20 @@ async def patch_dag(request: Request) -> Response:
         dag = await api_queries.get_dag(write.conn, dag_id)
     if dag is None:
         raise not_found(dag_id)
-    return JsonResponse(dag)
+    return JsonResponse(_detail(dag, read_only=False))
+
+
+def detail_for(request: Request, doc: dict[str, Any]) -> dict[str, Any]:
+    """A DAG (or one of its versions) with its spec as the caller may see it (see the module doc)."""
+    return _detail(doc, read_only=request.state.principal.scope != "admin")
+
+
+def _detail(dag: dict[str, Any], *, read_only: bool) -> dict[str, Any]:
+    """A DAG with its spec; plain env values hidden from read-only callers (see the module doc)."""
+    dag["env_values_hidden"] = False
+    if read_only and dag.get("spec") is not None:
+        dag["spec"], dag["env_values_hidden"] = hide_env_values(dag["spec"])
+    return dag
 
 
 async def delete_dag(request: Request) -> Response:

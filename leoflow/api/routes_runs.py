@@ -1,13 +1,4 @@
-"""Run and task routes: trigger, list, show, cancel; task instances, tries and logs.
-
-Task logs are served from what the executor stored in ``task_logs`` (the API is stateless and
-asks nothing of the leader). For a try that is still running, the stored content may be partial
-or absent; the answer then says so in a trailing note and in ``X-Leoflow-Log-Complete: false``,
-and clients poll again. When the executor gave up collecting a try's output (the pod's log could
-not be read within its attempt budget, or the local executor adopted a try whose files are on
-another host) the answer ends with ``[leoflow: logs unavailable: <reason>]``, the try's JSON
-carries the reason in ``logs_unavailable``, and the log counts as complete (nothing more will come).
-"""
+"""Run and task routes: trigger, list, show, cancel; task instances and tries (logs: :mod:`.routes_logs`)."""
 
 from __future__ import annotations
 
@@ -17,14 +8,13 @@ import time
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import (
     api_state,
     page,
     query_cursor,
-    query_int,
     query_limit,
     query_state,
     read_document,
@@ -35,7 +25,7 @@ from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock
 from leoflow.db import api_documents, api_queries, dag_store, version_queries
-from leoflow.model.limits import RUN_ID, TASK_ID, TRY_NUMBER
+from leoflow.model.limits import RUN_ID, TASK_ID
 from leoflow.model.params import validate_conf
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.states import RUN_STATES, TASK_STATES, TERMINAL_RUN_STATES
@@ -182,7 +172,7 @@ async def list_tasks(request: Request) -> Response:
     return JsonResponse(result)
 
 
-async def _task_or_404(request: Request, conn: Any) -> dict[str, Any]:
+async def task_or_404(request: Request, conn: Any) -> dict[str, Any]:
     run = await _run_or_404(request, conn, with_tasks=False)
     task_id: str = request.path_params["task_id"]
     ti = await api_queries.get_task_instance(conn, run["id"], task_id) if TASK_ID.matches(task_id) else None
@@ -193,36 +183,5 @@ async def _task_or_404(request: Request, conn: Any) -> dict[str, Any]:
 
 async def get_task(request: Request) -> Response:
     async with api_state(request).db.connect() as conn:
-        ti = await _task_or_404(request, conn)
+        ti = await task_or_404(request, conn)
     return JsonResponse(_ti(ti))
-
-
-async def get_task_logs(request: Request) -> Response:
-    try_number = query_int(request, "try", TRY_NUMBER)
-    async with api_state(request).db.connect() as conn:
-        ti = await _task_or_404(request, conn)
-        entry = await api_queries.get_task_log(conn, ti["id"], try_number)
-    if entry is None:
-        if try_number is None:
-            raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")
-        raise bad_field("try", f"task {ti['task_id']!r} has no try {try_number} "
-                        f"(tries so far: {ti['try_number']})", status=404)
-    finished = entry["ended_at"] is not None
-    # Executors mark a try's logs shipped once the stored content is final (the local executor
-    # stores partial output while a try runs, without marking it).
-    complete = finished and entry["logs_shipped_at"] is not None
-    text = entry["content"] or ""
-    if entry["truncated"]:
-        # size_bytes is the try's full output size; the stored content is its capped tail.
-        text = (f"[leoflow: log truncated: the try wrote {entry['size_bytes']} bytes, "
-                f"only the last {len(text.encode())} are kept]\n") + text
-    if text and not text.endswith("\n") and (not complete or entry["logs_unavailable"]):
-        text += "\n"
-    if entry["logs_unavailable"]:
-        # The executor gave up collecting the output (what is above, if anything, is all there is).
-        text += f"[leoflow: logs unavailable: {entry['logs_unavailable']}]\n"
-    elif not complete:
-        state = "running" if not finished else "finished, logs not collected yet"
-        text += f"[leoflow: try {entry['try_number']} is {state}; this log is incomplete, fetch again later]\n"
-    headers = {"X-Leoflow-Try": str(entry["try_number"]), "X-Leoflow-Log-Complete": str(complete).lower()}
-    return PlainTextResponse(text, headers=headers)

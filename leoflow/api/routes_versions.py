@@ -8,7 +8,7 @@ from starlette.responses import Response
 from leoflow.api.endpoint import api_state, page, query_cursor, query_limit
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
-from leoflow.api.routes_dags import not_found, path_dag_id
+from leoflow.api.routes_dags import detail_for, not_found, path_dag_id
 from leoflow.db import api_queries, version_queries
 
 
@@ -34,4 +34,4 @@ async def get_version(request: Request) -> Response:
             raise not_found(dag_id)
     if version is None:
         raise ApiError(404, f"version {raw} of DAG {dag_id!r} not found")
-    return JsonResponse(version)
+    return JsonResponse(detail_for(request, version))  # plain env values hidden from read tokens

@@ -36,6 +36,9 @@ from leoflow.cli.api import (
 )
 from leoflow.settings import Settings
 
+#: How long `tasks logs --follow` rides out an unreachable API (a restarting replica) before giving up.
+FOLLOW_OUTAGE_TOLERANCE = 120.0
+
 __all__ = ["Api", "ApiUnavailable", "ClientError", "register"]
 
 
@@ -74,6 +77,8 @@ def register(sub: Any) -> None:
     logs.add_argument("run_id", metavar="RUN")
     logs.add_argument("task_id", metavar="TASK")
     logs.add_argument("--try", dest="try_number", type=int, help="try number (default: the latest)")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="keep printing new output (live from the pod) until the try ends")
 
 
 def _conf(value: str) -> dict[str, Any]:
@@ -159,10 +164,17 @@ def runs_show(args: argparse.Namespace, settings: Settings) -> int:
 def tasks_logs(args: argparse.Namespace, settings: Settings) -> int:
     if args.try_number is not None and args.try_number < 1:
         usage("--try must be at least 1")
+    path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/logs"
     with Api(settings) as api:
+        if args.follow:
+            from leoflow.cli.follow import follow
+
+            try:
+                return follow(api, path, args.try_number, sys.stdout, outage_tolerance=FOLLOW_OUTAGE_TOLERANCE)
+            except KeyboardInterrupt:
+                return 130
         params = {"try": args.try_number} if args.try_number else {}
-        answer = api.request("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/logs",
-                             params=params)
+        answer = api.request("GET", path, params=params)
     if wants_json(args):
         print_json({"try_number": int(answer.headers.get("x-leoflow-try", "0")),
                     "complete": answer.headers.get("x-leoflow-log-complete") == "true", "content": answer.text})

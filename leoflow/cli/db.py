@@ -8,7 +8,7 @@ nothing refers to, deleted DAGs without runs. Runs with work still in flight are
 ``downgrade`` to ``base`` (or ``-N`` reaching it) drops every Leoflow table — every DAG, run and
 log: it asks for ``yes`` on a terminal and requires ``--yes`` otherwise (scripts, CI, an init
 container), so it never happens by accident. ``upgrade`` prints the revision the schema is at
-(exit 0 once applied) and ``current`` which cluster owns the database (ADR 0009).
+(exit 0 once applied) and ``current`` which cluster owns the database (ADR 0010).
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) ->
 async def get_task_log(conn: AsyncConnection, task_instance_id: int,
                        try_number: int | None) -> dict[str, Any] | None:
     """One try (the newest when ``try_number`` is None) with its stored log, if any."""
-    query = (select(tries.c.try_number, tries.c.state, tries.c.ended_at, tries.c.logs_shipped_at,
+    query = (select(tries.c.try_number, tries.c.state, tries.c.ended_at, tries.c.logs_shipped_at, tries.c.executor_ref,
                     tries.c.logs_unavailable, logs.c.content, logs.c.truncated, logs.c.size_bytes,
                     logs.c.updated_at.label("log_updated_at"))
              .select_from(tries.outerjoin(logs, logs.c.task_try_id == tries.c.id))

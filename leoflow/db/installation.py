@@ -1,4 +1,4 @@
-"""Which Leoflow cluster a database (or schema) belongs to: the ``installation`` row (ADR 0009).
+"""Which Leoflow cluster a database (or schema) belongs to: the ``installation`` row (ADR 0010).
 
 One database — or one schema of it, chosen with ``options=-csearch_path%3D<schema>`` in the URL
 — holds exactly one cluster: DAGs, runs and task instances carry no cluster column, so two
@@ -54,7 +54,7 @@ class Ownership:
     claimed_at: datetime
     schema: str
     claimed: bool = False
-    #: Other cluster names found in the schema's history when it was claimed (shared before ADR 0009).
+    #: Other cluster names found in the schema's history when it was claimed (shared before ADR 0010).
     others_in_history: tuple[str, ...] = field(default=())
 
 

@@ -141,7 +141,7 @@ class LockSession:
             return shared or any(pid != mine or found != self._token for pid, found in seen)
 
     def claim_installation(self, cluster: str, node_id: str) -> installation.Ownership:
-        """Claim the database for ``cluster`` or learn that it belongs to another (ADR 0009)."""
+        """Claim the database for ``cluster`` or learn that it belongs to another (ADR 0010)."""
         with _translated():
             return installation.claim(self._conn, cluster, node_id)
 

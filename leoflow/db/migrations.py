@@ -116,7 +116,7 @@ def prepare(conn: Connection, database_url: str) -> None:
     """First statements of every migration transaction (``alembic/env.py``).
 
     Takes :data:`MIGRATION_LOCK` (until commit), then creates the schema the URL's
-    ``search_path`` names when it does not exist yet — one install per schema (ADR 0009) must
+    ``search_path`` names when it does not exist yet — one install per schema (ADR 0010) must
     be able to start from an empty schema exactly like one per database.
     """
     conn.execute(text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": MIGRATION_LOCK[0], "b": MIGRATION_LOCK[1]})

@@ -498,7 +498,7 @@ class TaskFailureCount(Base):
 
 
 class Installation(Base):
-    """The one cluster this database (or schema) belongs to; a single row (ADR 0009).
+    """The one cluster this database (or schema) belongs to; a single row (ADR 0010).
 
     Written by the migration that introduced it when the database held exactly one cluster's
     history, otherwise by the first replica of a cluster to start. A replica whose

@@ -23,7 +23,7 @@ The server is configured to notice a dead client only after twice the lease, so 
 has stopped before anyone else can be granted the lock.
 
 **Refusals.** Every new session is vetted (:func:`~leoflow.election.session.vet_session`): a hot
-standby, a transaction-mode pooler, a database that belongs to another cluster (ADR 0009) or a
+standby, a transaction-mode pooler, a database that belongs to another cluster (ADR 0010) or a
 schema that is not migrated is refused; so is a replica whose own pools cannot connect (the
 ``gate`` the replica passes: checked when a session opens and again right after the lock is
 granted, before a term starts), since a leader that cannot run its scheduler would only take

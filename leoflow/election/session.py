@@ -7,7 +7,7 @@
 - :func:`vet_session` — run on *every* new session (a reconnect may land somewhere else: a
   promoted standby, a pooler switched to transaction mode): refuse a hot standby; behind a
   protocol-level pooler, refuse one that hands this session's backend to another client; and
-  claim the database for this cluster, or refuse one that belongs to another (ADR 0009).
+  claim the database for this cluster, or refuse one that belongs to another (ADR 0010).
   Every statement of the session afterwards proves it still runs on its own backend
   (:mod:`leoflow.db.lock_session`).
 """
@@ -89,7 +89,7 @@ def report_claim(ownership: Ownership) -> None:
     context = {"cluster": ownership.cluster, "schema": ownership.schema}
     if ownership.others_in_history:
         log.warning("claimed the database for this cluster; the history of other clusters found in it "
-                    "belongs to no running cluster any more (ADR 0009): %s", ", ".join(ownership.others_in_history),
+                    "belongs to no running cluster any more (ADR 0010): %s", ", ".join(ownership.others_in_history),
                     extra=context)
     else:
         log.info("claimed the database for this cluster", extra=context)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from leoflow.executor.base import Executor, ReplicaService
 from leoflow.leadership import LeaderService
+from leoflow.model.live_logs import LiveLogs
 from leoflow.settings import Settings
 
 #: The modules each executor kind needs at the first term (imported ahead, off the event loop).
@@ -66,3 +67,16 @@ def executor_replica_services(settings: Settings) -> list[ReplicaService]:
 
         return [LocalOutcomeReporter()]
     return []
+
+
+def executor_live_logs(settings: Settings) -> LiveLogs | None:
+    """What every replica's API reads running tries' output with (None: the stored logs suffice).
+
+    The local executor stores a running try's output as it grows; pods keep theirs in the
+    kubelet until the try ends, so the API reads them from the Kubernetes API.
+    """
+    if settings.executor.kind == "kubernetes":
+        from leoflow.executor.kubernetes.live_logs import PodLiveLogs
+
+        return PodLiveLogs(settings)
+    return None

@@ -141,6 +141,11 @@ class LocalExecutor:
         if name in _RUNNING:
             self._watch(_RUNNING[name])
             return
+        refs = launch.pod.references() if launch.pod else []
+        if refs:  # a subprocess has no kubelet to resolve them: say so instead of running without them
+            await self._emit(launch.key, "failed", None, f"env refers to Kubernetes objects ({', '.join(refs)}), "
+                             "which only the kubernetes executor can resolve; use plain env values here", name)
+            return
         task = start_guarded(self._launch_in_slot(launch, name), f"local-try:{name}", may_return=True,
                              on_death=lambda _task, error: self._launch_failed(launch, name, error))
         self._pending[name] = task

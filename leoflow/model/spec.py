@@ -39,7 +39,6 @@ from leoflow.model.fields import (
     CRON_PRESETS,
     as_mapping,
     bool_field,
-    env_field,
     name_field,
     no_unknown,
     opt_str,
@@ -55,6 +54,7 @@ from leoflow.model.fields import (
 )
 from leoflow.model.notify import NotifyRule, parse_notify
 from leoflow.model.params import check_scheduled_defaults, parse_params
+from leoflow.model.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_own, resolve
 
 MAX_TASKS = limits.TASKS.maximum
 DEFAULT_MAX_ACTIVE_RUNS = 16
@@ -66,9 +66,9 @@ SCHEDULE_CHECK_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
-               "paused", "default_retries", "tasks", "notify", "params"}
+               "paused", "default_retries", "defaults", "tasks", "notify", "params"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
-                "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on"}
+                "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", *POD_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,10 @@ class TaskSpec:
     timeout_seconds: float | None = None
     resources: Mapping[str, Any] = field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
+    #: The pod fields with the DAG's defaults applied (leoflow.model.pod), and the task's own
+    #: fields (``env`` included) in canonical form: what the stored spec keeps.
+    pod: PodFields = field(default_factory=PodFields)
+    pod_own: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def max_tries(self) -> int:
@@ -101,8 +105,10 @@ class TaskSpec:
     def to_canonical(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "kind": self.kind}
         if self.kind == "container":
+            env = self.pod_own.get("env", dict(sorted(self.env.items())))
             out.update(image=self.image, command=list(self.command), args=list(self.args),
-                       env=dict(sorted(self.env.items())), resources=plain_mapping(self.resources))
+                       env=env, resources=plain_mapping(self.resources))
+            out.update({k: v for k, v in self.pod_own.items() if k != "env"})
         out.update(retries=self.retries, retry_delay_seconds=plain_number(self.retry_delay_seconds),
                    depends_on=sorted(self.depends_on))
         if self.max_retry_delay_seconds is not None:
@@ -130,6 +136,8 @@ class DagSpec:
     notify: tuple[NotifyRule, ...] | None = None
     #: JSON Schema of the runs' conf (leoflow.model.params); None: any object.
     params: Mapping[str, Any] | None = None
+    #: The ``defaults:`` block (pod fields every container task inherits), canonical form.
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def tz(self) -> tzinfo:
@@ -157,6 +165,8 @@ class DagSpec:
             out["notify"] = [rule.to_canonical() for rule in self.notify]
         if self.params is not None:
             out["params"] = plain_mapping(self.params)
+        if self.defaults:
+            out["defaults"] = dict(self.defaults)
         return out
 
     def spec_hash(self) -> str:
@@ -195,13 +205,14 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
                                  limits.MAX_ACTIVE_RUNS))
     paused = bool_field(doc.get("paused", False), "paused")
     default_retries = int(within(doc.get("default_retries", 0), "default_retries", limits.RETRIES))
+    defaults = _defaults(doc.get("defaults"))
     raw_tasks = required(doc, "tasks", "")
     if not isinstance(raw_tasks, list):
         raise ValidationFailed("tasks", f"must be a list of tasks, got {type_name(raw_tasks)}")
     if not raw_tasks:
         raise ValidationFailed("tasks", "must contain at least one task")
     check_count(len(raw_tasks), "tasks", limits.TASKS)
-    tasks = tuple(_task(raw, f"tasks[{i}]", default_retries) for i, raw in enumerate(raw_tasks))
+    tasks = tuple(_task(raw, f"tasks[{i}]", default_retries, defaults) for i, raw in enumerate(raw_tasks))
     check_count(sum(len(t.depends_on) for t in tasks), "tasks", limits.EDGES)
     _check_graph(tasks)
     notify = parse_notify(doc.get("notify"))
@@ -210,10 +221,20 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
         check_scheduled_defaults(params)
     return DagSpec(dag_id=dag_id, tasks=tasks, schedule=schedule, timezone=timezone, catchup=catchup,
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
-                   default_retries=default_retries, description=description, notify=notify, params=params)
+                   default_retries=default_retries, description=description, notify=notify, params=params,
+                   defaults=defaults)
 
 
-def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
+def _defaults(raw: object) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValidationFailed("defaults", f"must be a mapping of pod fields, got {type_name(raw)}")
+    no_unknown(raw, set(DEFAULTS_FIELDS), "defaults")
+    return parse_own(raw, "defaults", fields=DEFAULTS_FIELDS)
+
+
+def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]) -> TaskSpec:
     doc = as_mapping(raw, path)
     no_unknown(doc, _TASK_FIELDS, path)
     task_id = name_field(required(doc, "id", path), f"{path}.id")
@@ -225,8 +246,9 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
     args: tuple[str, ...] = ()
     env: dict[str, str] = {}
     resources: dict[str, Any] = {}
+    pod, pod_own = PodFields(), {}
     if kind == "empty":
-        for key in ("image", "command", "args", "env", "resources"):
+        for key in ("image", "command", "args", "env", "resources", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
@@ -239,7 +261,9 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
         if not command:
             raise ValidationFailed(f"{path}.command", "must not be empty")
         args = str_list(doc.get("args", []), f"{path}.args")
-        env = env_field(doc.get("env", {}), f"{path}.env")
+        pod_own = {"env": {}, **parse_own(doc, path, fields=DEFAULTS_FIELDS)}
+        pod = resolve(defaults, pod_own)
+        env = pod.plain_env()
         resources = resources_field(doc.get("resources", {}), f"{path}.resources")
         # After the type checks (clearer messages); the whole spec was already held to limits.SPEC.
         for key, limit in (("command", limits.COMMAND), ("args", limits.COMMAND), ("env", limits.ENV),
@@ -267,7 +291,8 @@ def _task(raw: object, path: str, default_retries: int) -> TaskSpec:
         deps[dep] = None
     return TaskSpec(id=task_id, kind=kind, image=image, command=command, args=args, env=env, retries=retries,
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
-                    timeout_seconds=timeout, resources=resources, depends_on=tuple(deps))
+                    timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
+                    pod_own=pod_own)
 
 
 def _check_graph(tasks: Sequence[TaskSpec]) -> None:

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # model.pod imports the run context, which imports this module
+    from leoflow.model.pod import PodFields
 
 
 @dataclass(frozen=True, order=True)
@@ -38,6 +41,8 @@ class TaskLaunch:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Mapping[str, Any] = field(default_factory=dict)
     timeout_seconds: float | None = None
+    #: Pod fields of the task (secret refs, volumes, placement, ...); None: none set.
+    pod: PodFields | None = None
 
 
 #: What an executor can say about a try: it started, or it ended and how.

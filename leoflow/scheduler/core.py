@@ -338,7 +338,7 @@ class SchedulerCore:
         task = graph.tasks[key.task_id]
         return TaskLaunch(key=key, task_try_id=task_try_id, term=self.ctx.term, image=task.image,
                           command=task.command, args=task.args, env=task_environment(key, run, task.env),
-                          resources=task.resources, timeout_seconds=task.timeout_seconds)
+                          resources=task.resources, timeout_seconds=task.timeout_seconds, pod=task.pod)
 
     async def submit(self, launch: TaskLaunch) -> None:
         """Hand a try to the executor; an executor error fails the try (retried if tries remain)."""

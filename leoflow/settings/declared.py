@@ -13,10 +13,12 @@ A parser raises ``ValueError(problem)``; the loader turns that into a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from leoflow.errors import ValidationFailed
 from leoflow.model.notify import EVENTS
 from leoflow.model.source_labels import SOURCE_RE, SOURCE_RULE
 
@@ -155,6 +157,27 @@ def optional_http_url(value: str) -> str | None:
     return http_url(value)
 
 
+def pod_template(value: str) -> Mapping[str, Any]:
+    """A partial Pod as JSON or YAML (what the chart renders from ``tasks.podTemplate``)."""
+    # Imported here: the CLI's client verbs load settings and must not load the pod model.
+    from leoflow.model.pod import parse_pod_template
+    from leoflow.model.yaml_loader import YamlRejected, load_yaml
+
+    if not value.strip():
+        return {}
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        try:
+            doc = load_yaml(value)
+        except YamlRejected as exc:
+            raise ValueError(f"must be a pod template as JSON or YAML ({exc})") from None
+    try:
+        return parse_pod_template(doc, "")
+    except ValidationFailed as exc:
+        raise ValueError(f"is not a valid pod template: {exc}") from None
+
+
 def cluster_name(value: str) -> str:
     if len(value) > 63:
         raise ValueError("must be at most 63 characters")
@@ -175,7 +198,7 @@ DB_STATEMENT_TIMEOUT = Variable(
     "LEOFLOW_DB_STATEMENT_TIMEOUT", 30.0, number(), "Seconds before a database statement is cancelled.")
 CLUSTER = Variable(
     "LEOFLOW_CLUSTER", "default", cluster_name,
-    "Cluster name (the election lock, pod names); a database or schema holds one cluster (ADR 0009).")
+    "Cluster name (the election lock, pod names); a database or schema holds one cluster (ADR 0010).")
 NODE_ID = Variable[str | None](
     "LEOFLOW_NODE_ID", None, optional_text, "This replica's identity in elections, events and logs.",
     shown_default="(hostname)")
@@ -240,7 +263,12 @@ K8S_SERVICE_ACCOUNT = Variable[str | None]("LEOFLOW_K8S_SERVICE_ACCOUNT", None, 
 K8S_IMAGE_PULL_SECRETS = Variable[tuple[str, ...]](
     "LEOFLOW_K8S_IMAGE_PULL_SECRETS", (), names, "Comma-separated image pull secret names for task pods.")
 K8S_PENDING_TIMEOUT = Variable("LEOFLOW_K8S_PENDING_TIMEOUT", 300.0, number(),
-                               "Seconds a pod may sit in image-pull/config errors before its task fails.")
+                               "Seconds a pod may sit in image-pull/config errors or unschedulable "
+                               "(`PodScheduled=False`) before its try fails with the reason.")
+K8S_POD_TEMPLATE = Variable[Mapping[str, Any]](
+    "LEOFLOW_K8S_POD_TEMPLATE", {}, pod_template,
+    "Cluster-wide default pod template (a partial Pod as JSON or YAML), strategic-merged under every task's "
+    "pod_template; Leoflow's own fields win.", shown_default="(none)")
 K8S_POD_RETENTION = Variable("LEOFLOW_K8S_POD_RETENTION", 3600.0, number(positive=False),
                              "Seconds finished pods are kept (after their logs are shipped) before garbage collection.")
 DAGS_DIR = Variable[str | None](
@@ -290,8 +318,9 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
     TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
-    K8S_PENDING_TIMEOUT, K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS,
-    NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS, METRICS_MAX_TASKS,
+    K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS, NOTIFY_WEBHOOK,
+    NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
+    METRICS_MAX_TASKS,
 )
 
 #: The leader-election and scheduling timings a production replica runs with (benchmarks start

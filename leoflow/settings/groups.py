@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -86,6 +87,8 @@ class KubernetesSettings:
     image_pull_secrets: tuple[str, ...] = v.K8S_IMAGE_PULL_SECRETS.default
     pending_timeout: float = v.K8S_PENDING_TIMEOUT.default
     pod_retention: float = v.K8S_POD_RETENTION.default
+    #: Cluster-wide partial pod every task pod is merged over (validated at load).
+    pod_template: Mapping[str, Any] = field(default_factory=dict)
 
 
 def default_local_parallelism() -> int:

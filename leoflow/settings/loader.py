@@ -182,6 +182,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
                 image_pull_secrets=r.get(v.K8S_IMAGE_PULL_SECRETS),
                 pending_timeout=r.get(v.K8S_PENDING_TIMEOUT),
                 pod_retention=r.get(v.K8S_POD_RETENTION),
+                pod_template=r.get(v.K8S_POD_TEMPLATE),
             ),
         ),
         logging=LoggingSettings(format=log_format, level=r.get(v.LOG_LEVEL).upper()),  # type: ignore[arg-type]

@@ -280,6 +280,8 @@ def test_log_page_follows_a_running_try_until_its_log_is_complete(
     status = page.get_by_test_id("log-status")
     expect(status).to_have_attribute("data-live", "true", timeout=RUN_TIMEOUT_MS)
     expect(page.get_by_test_id("task-state").locator(".badge")).to_have_attribute("data-state", "running")
+    # Where the text comes from: the local executor's growing stored copy (a pod would say "pod").
+    expect(status).to_have_attribute("data-source", "stored")
     browse.screenshot("logs-live")
     # No reload: the page keeps polling and shows the finished log when the try ends.
     expect(page.get_by_test_id("log")).to_contain_text("finished-ok", timeout=RUN_TIMEOUT_MS)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from leoflow.cli.main import build_parser
+from leoflow.errors import SettingsError
 from leoflow.settings import VARIABLES, ApiToken, Settings, load_settings
 from tests.deploy.conftest import CHART_DIR, NAMESPACE, ROOT, Manifest, Render, kinds, one
 
@@ -366,6 +367,22 @@ def test_task_pod_settings_reach_the_executor(render: Render) -> None:
     env = env_of(server(render({"tasks": {"serviceAccount": "runner", "imagePullSecrets": ["a", "b"]}})))
     assert env["LEOFLOW_K8S_SERVICE_ACCOUNT"]["value"] == "runner"
     assert env["LEOFLOW_K8S_IMAGE_PULL_SECRETS"]["value"] == "a,b"
+    assert "LEOFLOW_K8S_POD_TEMPLATE" not in env  # no template unless one is given
+
+
+def test_the_cluster_pod_template_reaches_the_executor_and_is_validated(render: Render) -> None:
+    template = {"metadata": {"labels": {"team": "data"}},
+                "spec": {"tolerations": [{"key": "batch", "operator": "Exists", "effect": "NoSchedule"}],
+                         "initContainers": [{"name": "log-agent", "image": "fluent-bit:3", "restartPolicy": "Always"}]}}
+    env = env_of(server(render({"tasks": {"podTemplate": template}})))
+    value = env["LEOFLOW_K8S_POD_TEMPLATE"]["value"]
+    settings = load_settings({"LEOFLOW_K8S_POD_TEMPLATE": value})
+    assert settings.executor.kubernetes.pod_template == template
+    with pytest.raises(Exception, match="invalid propertyName 'status'"):  # the values schema: a partial Pod only
+        render({"tasks": {"podTemplate": {"status": {}}}})
+    bad = json.dumps({"spec": {"containers": [{"image": "no-name"}]}})
+    with pytest.raises(SettingsError, match=r"spec\.containers\[0\]\.name"):  # the replicas refuse to start
+        load_settings({"LEOFLOW_K8S_POD_TEMPLATE": bad})
 
 
 # ------------------------------------------------------------------------ PDB / network

@@ -124,7 +124,7 @@ def test_unlock_all_detected_by_ownership_keepalive(database_url: str, electors:
 
 def test_a_second_cluster_is_refused_and_leads_in_a_schema_of_its_own(
         database_url: str, electors: Any, caplog: pytest.LogCaptureFixture) -> None:
-    """ADR 0009 in-process: one cluster per database (or schema), names unique across schemas."""
+    """ADR 0010 in-process: one cluster per database (or schema), names unique across schemas."""
     _a, ra = electors("a", "blue")
     wait_for(lambda: ra.kinds() == ["acquired"], what="blue leads")
     with caplog.at_level("ERROR", logger="leoflow.election.elector"):

@@ -99,7 +99,7 @@ def _run_succeeds(replica: ReplicaProcess, dag_id: str) -> dict[str, object]:
 
 
 def test_sigterm_hands_over_and_a_second_cluster_needs_a_database_of_its_own(cluster: Cluster) -> None:
-    """Issue 17 §2 / ADR 0009: two clusters of 2 replicas each against one database."""
+    """Issue 17 §2 / ADR 0010: two clusters of 2 replicas each against one database."""
     # Plain `leoflow serve` with the production leader services (scheduler + memory executor).
     cluster.probe = False
     green = Cluster(cluster.database_url, cluster.workdir, name="green", probe=False)

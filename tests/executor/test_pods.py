@@ -72,3 +72,34 @@ def test_pod_outcomes() -> None:
     assert (stuck.state, stuck.stuck) == (None, "ImagePullBackOff: nope")
     creating = pods.pod_outcome(_pod("Pending", {"waiting": {"reason": "ContainerCreating"}}))
     assert (creating.state, creating.stuck) == (None, None)
+
+
+def test_the_task_container_decides_and_pods_that_cannot_start_say_why() -> None:
+    task_done = {"name": "task", "state": {"terminated": {"exitCode": 0}}}
+    sidecar = {"name": "istio-proxy", "state": {"running": {}}}
+    held = pods.pod_outcome({"status": {"phase": "Running", "containerStatuses": [sidecar, task_done]}})
+    assert (held.state, held.exit_code, held.sidecars_running) == ("success", 0, True)
+    broke = {"name": "task", "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}
+    failed = pods.pod_outcome({"status": {"phase": "Running", "containerStatuses": [broke, sidecar]}})
+    assert (failed.state, failed.reason, failed.sidecars_running) == ("failed", "Error (exit code 2)", True)
+    # Native sidecars still stopping (init container statuses) need no delete.
+    native = {"name": "proxy", "state": {"running": {}}}
+    alone = pods.pod_outcome({"status": {"phase": "Running", "initContainerStatuses": [native],
+                                         "containerStatuses": [task_done]}})
+    assert (alone.state, alone.sidecars_running) == ("success", False)
+    # A sidecar that failed does not fail the try.
+    crashed = {"name": "agent", "state": {"terminated": {"exitCode": 1}}}
+    after_crash = pods.pod_outcome({"status": {"phase": "Failed", "containerStatuses": [task_done, crashed]}})
+    assert after_crash.state == "success"
+    unschedulable = pods.pod_outcome({"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 Insufficient cpu."}]}})
+    assert unschedulable.stuck == "Unschedulable: 0/3 nodes are available: 3 Insufficient cpu."
+    sidecar_pull = pods.pod_outcome({"status": {"phase": "Pending", "containerStatuses": [
+        {"name": "task", "state": {"waiting": {"reason": "ContainerCreating"}}},
+        {"name": "agent", "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}})
+    assert sidecar_pull.stuck == "ErrImagePull (container agent): not found"
+    init = pods.pod_outcome({"status": {"phase": "Failed", "initContainerStatuses": [
+        {"name": "migrate", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}],
+        "containerStatuses": [{"name": "task", "state": {"waiting": {"reason": "PodInitializing"}}}]}})
+    assert (init.state, init.reason) == ("failed", "init container migrate failed: Error (exit code 3)")

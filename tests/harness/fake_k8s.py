@@ -17,7 +17,7 @@ create / get / list / watch / delete / log, namespaced and (list/watch) across n
   watches; compact the history;
 - a request log (:attr:`FakeKubernetes.requests`): every request, logged on arrival, with its
   verb, pod name, outcome (``code`` None while in flight), arrival ``time`` and ``done`` time
-  (absent while in flight), and for creates the pod's ``leoflow.io/term`` and
+  (absent while in flight), and for creates the body sent, the pod's ``leoflow.io/term`` and
   ``leoflow.io/cluster`` labels and the moment the pod was stored (``created``).
 
 In-process use: ``with FakeKubernetes() as k8s: k8s.write_kubeconfig(path)``. As a separate
@@ -34,6 +34,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -298,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
         entry.update({"namespace": ns, "term": labels.get("leoflow.io/term"),
-                      "cluster": labels.get("leoflow.io/cluster")})
+                      "cluster": labels.get("leoflow.io/cluster"), "body": pod})
         fault = self._apply_fault("create", meta.get("name"), entry)
         created = self.fake.store.create(ns, pod)
         entry["code"], entry["created"] = 201, time.time()
@@ -337,20 +338,40 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items})
 
     def _log(self, ns: str, name: str, query: dict[str, str], entry: dict[str, Any]) -> None:
+        """``GET .../pods/NAME/log``: ``container``, ``timestamps``, ``sinceTime``, ``sinceSeconds``,
+        ``tailLines`` and ``limitBytes`` as the kubelet serves them (``follow`` is not supported)."""
         entry["namespace"] = ns
         self._apply_fault("log", name, entry)
         pod = self.fake.store.get(ns, name)
-        statuses = pod["status"].get("containerStatuses") or []
-        waiting = statuses[0]["state"].get("waiting") if statuses else {"reason": "ContainerCreating"}
-        if waiting is not None:
-            container = pod["spec"]["containers"][0]["name"]
-            raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
-                              f'{waiting.get("reason", "ContainerCreating")}')
-        text = self.fake.kubelet.logs(pod["metadata"]["uid"]) or ""
+        spec = pod["spec"]
+        names = [c["name"] for c in spec["containers"]]
+        every = [c["name"] for c in spec.get("initContainers") or []] + names
+        container = query.get("container")
+        if not container:
+            if len(names) > 1:
+                raise bad_request(f"a container name must be specified for pod {name}, choose one of: "
+                                  f"[{' '.join(names)}]")
+            container = names[0]
+        entry["container"], entry["query"] = container, dict(query)
+        if container not in every:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        statuses = [*(pod["status"].get("initContainerStatuses") or []),
+                    *(pod["status"].get("containerStatuses") or [])]
+        state = next((cs["state"] for cs in statuses if cs["name"] == container), {"waiting": {}})
+        lines = self.fake.kubelet.log_lines(pod["metadata"]["uid"], container)
+        if "waiting" in state or lines is None:
+            reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
+            raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
+        if query.get("sinceTime"):
+            since = datetime.fromisoformat(query["sinceTime"].replace("Z", "+00:00")).timestamp()
+            lines = [(t, x) for t, x in lines if t >= since]
+        if query.get("sinceSeconds"):
+            lines = [(t, x) for t, x in lines if t >= time.time() - int(query["sinceSeconds"])]
         if query.get("tailLines"):
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[-int(query["tailLines"]):]) if int(query["tailLines"]) > 0 else ""
-        data = text.encode()
+            tail = int(query["tailLines"])
+            lines = lines[-tail:] if tail > 0 else []
+        stamp = query.get("timestamps") in ("true", "1")
+        data = "".join(f"{_rfc3339_nano(t)} {x}\n" if stamp else f"{x}\n" for t, x in lines).encode()
         if query.get("limitBytes"):
             data = data[: int(query["limitBytes"])]
         entry["code"] = 200
@@ -439,6 +460,12 @@ class _Handler(BaseHTTPRequestHandler):
             fake.drop_watches()
         elif seg == ["compact"] and method == "POST":
             fake.store.compact()
+        elif seg == ["objects"] and method == "POST":
+            kubelet = fake.kubelet
+            kubelet.secrets.update(data.get("secrets") or {})
+            kubelet.config_maps.update(data.get("config_maps") or {})
+            kubelet.pvcs.update(data.get("pvcs") or [])
+            kubelet.node.labels.update(data.get("node_labels") or {})
         elif seg == ["kubelet"] and method == "POST":
             if data.get("paused"):
                 fake.kubelet.paused.set()
@@ -492,6 +519,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _rfc3339_nano(moment: float) -> str:
+    """The kubelet's log timestamp: RFC 3339 with nine fraction digits, in UTC."""
+    whole = datetime.fromtimestamp(moment, UTC)
+    return whole.strftime("%Y-%m-%dT%H:%M:%S.") + f"{whole.microsecond * 1000:09d}Z"
 
 
 def _grace(query: dict[str, str], body: bytes) -> int | None:

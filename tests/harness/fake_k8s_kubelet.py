@@ -1,73 +1,50 @@
-"""The fake server's "kubelet": moves pods Pending → Running → Succeeded/Failed on a timeline.
+"""The fake server's scheduler and kubelet: pods go Pending → Running → Succeeded/Failed on a timeline.
 
-It does **not** execute containers. It interprets the container's ``command + args`` as a tiny
-shell script (``sh -c SCRIPT`` is unwrapped; any other argv is read as one statement), with
-statements separated by ``;``, ``&&`` or newlines:
+It does not execute containers: each container's command is interpreted by
+:mod:`.fake_k8s_program` (``echo``, ``seq``, ``sleep``, ``exit N``; ``sleep infinity`` never
+ends). Per pod:
 
-- ``echo WORDS`` → a log line; ``seq N`` → the lines 1..N (for large logs);
-- ``sleep SECONDS`` → the container runs that long (times ``time_scale``);
-- ``exit N`` → stop with exit code N; ``false`` → exit code 1; ``true`` and anything else → no-op.
+- **Scheduling** (:mod:`.fake_k8s_node`): a pod whose PVCs do not exist, whose node selector or
+  required affinity the node does not match, or who does not tolerate the node's taints stays
+  ``Pending`` with ``PodScheduled=False``, reason ``Unschedulable`` and the scheduler's message
+  (re-tried every ``backoff_interval``, so a test can fix the node meanwhile).
+- **Starting**: an image whose name contains ``pull-error`` (or ``does-not-exist``) keeps its
+  container waiting in ``ErrImagePull``/``ImagePullBackOff`` (alternating); ``config-error``,
+  or an env/envFrom reference to a Secret or ConfigMap (or key) that :attr:`Kubelet.secrets` /
+  :attr:`Kubelet.config_maps` do not have (and is not ``optional``), gives
+  ``CreateContainerConfigError`` with the kubelet's message (``secret "pg" not found``).
+- **Running**: init containers run first (instantly; a non-zero exit fails the pod); native
+  sidecars (init containers with ``restartPolicy: Always``) then run alongside the regular
+  containers until every regular container has terminated, and are then stopped (exit 143 for a
+  never-ending one). Each regular container ends with its program's exit code after its
+  duration; the pod is ``Running`` until all have ended — a never-ending regular sidecar keeps
+  it ``Running`` with the ``task`` container terminated — then ``Succeeded`` if all exited 0,
+  else ``Failed``.
+- ``spec.activeDeadlineSeconds`` is enforced (phase Failed, reason ``DeadlineExceeded``);
+  deleting a live pod marks it terminating; the kubelet then stops it and removes the object.
+- **Logs** per container (:meth:`Kubelet.log_lines`): the lines written so far, each with the
+  wall-clock time it was written (for ``timestamps`` and ``sinceTime``).
 
-Images simulate pull/config problems: an image whose name contains ``pull-error`` (or
-``does-not-exist``) stays Pending with the container waiting in ``ErrImagePull``, then
-``ImagePullBackOff``, alternating; ``config-error`` gives ``CreateContainerConfigError``.
-``spec.activeDeadlineSeconds`` is enforced (phase Failed, reason ``DeadlineExceeded``). Deleting a
-live pod marks it terminating; the kubelet then stops it and removes the object. Container
-statuses always carry ``image`` and ``imageID`` (the official client insists on them).
+Container statuses always carry ``image`` and ``imageID`` (the official client insists on them).
 """
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
-import shlex
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.harness.fake_k8s_node import FakeNode, unschedulable
+from tests.harness.fake_k8s_program import Program, interpret
 from tests.harness.fake_k8s_store import Pod, PodStore, now_rfc3339
 
+__all__ = ["Kubelet", "Program", "interpret"]
 
-@dataclass
-class Program:
-    logs: str = ""
-    duration: float = 0.0
-    exit_code: int = 0
-
-
-def interpret(argv: list[str]) -> Program:
-    """What the fake container "does" (see the module docstring)."""
-    if len(argv) >= 3 and argv[0] in ("sh", "/bin/sh", "bash", "/bin/bash") and argv[1] == "-c":
-        script = argv[2]
-    else:
-        script = shlex.join(argv)
-    program = Program()
-    lines: list[str] = []
-    for statement in (s.strip() for chunk in script.replace("&&", ";").split("\n") for s in chunk.split(";")):
-        try:
-            words = shlex.split(statement)
-        except ValueError:
-            continue
-        if not words:
-            continue
-        verb, rest = words[0], words[1:]
-        if verb == "echo":
-            lines.append(" ".join(rest))
-        elif verb == "seq" and rest and rest[-1].isdigit():
-            lines.extend(str(i) for i in range(1, int(rest[-1]) + 1))
-        elif verb == "sleep" and rest:
-            with contextlib.suppress(ValueError):
-                program.duration += float(rest[0])
-        elif verb == "exit":
-            program.exit_code = int(rest[0]) if rest and rest[0].isdigit() else 0
-            break
-        elif verb == "false":
-            program.exit_code = 1
-            break
-    program.logs = "".join(f"{line}\n" for line in lines)
-    return program
+#: Exit code of a never-ending container stopped by the kubelet (SIGTERM).
+STOPPED = 143
 
 
 @dataclass(order=True)
@@ -78,10 +55,22 @@ class _Step:
     ns: str = field(compare=False)
     name: str = field(compare=False)
     uid: str = field(compare=False)
+    container: str = field(compare=False, default="")
+
+
+@dataclass
+class _Run:
+    """One started container."""
+
+    program: Program
+    started_mono: float
+    started_wall: float
+    sidecar: bool = False  # a native sidecar (init container with restartPolicy: Always)
+    ended_mono: float | None = None
 
 
 class Kubelet:
-    """A single-node kubelet thread driving every pod of the store."""
+    """A single-node scheduler + kubelet thread driving every pod of the store."""
 
     def __init__(self, store: PodStore, *, startup_delay: float = 0.02, time_scale: float = 1.0,
                  backoff_interval: float = 0.5, node_name: str = "fake-node") -> None:
@@ -89,13 +78,17 @@ class Kubelet:
         self.startup_delay = startup_delay
         self.time_scale = time_scale
         self.backoff_interval = backoff_interval
+        self.node = FakeNode(node_name)
         self.node_name = node_name
+        #: Secrets and ConfigMaps (name -> data) and PVC names the kubelet can resolve.
+        self.secrets: dict[str, dict[str, str]] = {}
+        self.config_maps: dict[str, dict[str, str]] = {}
+        self.pvcs: set[str] = set()
         self.paused = threading.Event()
         self._steps: list[_Step] = []
         self._seq = itertools.count()
         self._wake = threading.Condition()
-        self._logs: dict[str, str] = {}  # uid -> output so far
-        self._programs: dict[str, Program] = {}
+        self._runs: dict[str, dict[str, _Run]] = {}  # uid -> container -> run
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
         store.on_create.append(self._created)
@@ -111,14 +104,30 @@ class Kubelet:
         if self._thread.ident is not None:  # started
             self._thread.join(timeout=5)
 
-    def logs(self, uid: str) -> str | None:
-        return self._logs.get(uid)
+    def log_lines(self, uid: str, container: str) -> list[tuple[float, str]] | None:
+        """(wall time, text) of each line ``container`` has written so far; None if it never started."""
+        run = self._runs.get(uid, {}).get(container)
+        if run is None:
+            return None
+        until = (run.ended_mono if run.ended_mono is not None else time.monotonic()) - run.started_mono
+        return [(run.started_wall + offset * self.time_scale, text) for offset, text in run.program.lines
+                if offset * self.time_scale <= until]
+
+    def logs(self, uid: str, container: str = "task") -> str | None:
+        lines = self.log_lines(uid, container)
+        return None if lines is None else "".join(f"{text}\n" for _, text in lines)
 
     # ------------------------------------------------------------------ scheduling
 
     def _schedule(self, delay: float, action: str, pod: Pod) -> None:
         meta = pod["metadata"]
-        step = _Step(time.monotonic() + delay, next(self._seq), action, meta["namespace"], meta["name"], meta["uid"])
+        self._push(_Step(time.monotonic() + delay, next(self._seq), action, meta["namespace"], meta["name"],
+                         meta["uid"]))
+
+    def _then(self, step: _Step, delay: float, action: str, container: str = "") -> None:
+        self._push(_Step(time.monotonic() + delay, next(self._seq), action, step.ns, step.name, step.uid, container))
+
+    def _push(self, step: _Step) -> None:
         with self._wake:
             heapq.heappush(self._steps, step)
             self._wake.notify_all()
@@ -148,6 +157,23 @@ class Kubelet:
         return self.store.update(step.ns, step.name, step.uid, mutate)
 
     def _bind(self, step: _Step) -> None:
+        current = self.store.pods.get((step.ns, step.name))
+        if current is None or current["metadata"]["uid"] != step.uid or "deletionTimestamp" in current["metadata"]:
+            return
+        why = unschedulable(current["spec"], self.node, self.pvcs)
+        if why is not None:
+            def pending(pod: Pod) -> bool:
+                before = (pod["status"].get("conditions") or [{}])[0]
+                if (before.get("reason"), before.get("message")) == ("Unschedulable", why):
+                    return False  # unchanged: no event, like the real scheduler
+                pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                "message": why, "lastTransitionTime": now_rfc3339()}]
+                return True
+
+            self._update(step, pending)
+            self._then(step, self.backoff_interval, "bind")
+            return
+
         def bind(pod: Pod) -> None:
             pod["spec"]["nodeName"] = self.node_name
             status = pod["status"]
@@ -156,109 +182,193 @@ class Kubelet:
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()},
                 {"type": "Ready", "status": "False", "lastTransitionTime": now_rfc3339(),
                  "reason": "ContainersNotReady"}]
+            if pod["spec"].get("initContainers"):
+                status["initContainerStatuses"] = [self._waiting(c, "PodInitializing", None)
+                                                   for c in pod["spec"]["initContainers"]]
             status["containerStatuses"] = [self._waiting(c, "ContainerCreating", None)
                                            for c in pod["spec"]["containers"]]
 
         pod = self._update(step, bind)
         if pod is None:
             return
-        image = pod["spec"]["containers"][0]["image"]
-        if "pull-error" in image or "does-not-exist" in image:
-            self._schedule_step(step, self.startup_delay, "pull_error")
-        elif "config-error" in image:
-            self._schedule_step(step, self.startup_delay, "config_error")
+        images = [c["image"] for c in self._all_containers(pod)]
+        if any("pull-error" in i or "does-not-exist" in i for i in images):
+            self._then(step, self.startup_delay, "pull_error")
+        elif any("config-error" in i for i in images) or self._config_problem(pod) is not None:
+            self._then(step, self.startup_delay, "config_error")
         else:
-            self._schedule_step(step, self.startup_delay, "run")
+            self._then(step, self.startup_delay, "run")
 
-    def _schedule_step(self, step: _Step, delay: float, action: str) -> None:
-        new = _Step(time.monotonic() + delay, next(self._seq), action, step.ns, step.name, step.uid)
-        with self._wake:
-            heapq.heappush(self._steps, new)
-            self._wake.notify_all()
+    @staticmethod
+    def _all_containers(pod: Pod) -> list[dict[str, Any]]:
+        return [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]
 
     def _pull_error(self, step: _Step) -> None:
         def fail(pod: Pod) -> bool:
             if "deletionTimestamp" in pod["metadata"]:
                 return False
-            current = pod["status"]["containerStatuses"][0]["state"].get("waiting", {}).get("reason")
-            reason = "ImagePullBackOff" if current == "ErrImagePull" else "ErrImagePull"
-            message = (f'Back-off pulling image "{pod["spec"]["containers"][0]["image"]}"'
-                       if reason == "ImagePullBackOff" else "rpc error: code = NotFound desc = failed to pull "
-                       f'and unpack image "{pod["spec"]["containers"][0]["image"]}": not found')
-            pod["status"]["containerStatuses"] = [self._waiting(c, reason, message)
-                                                  for c in pod["spec"]["containers"]]
+            for group, key in (("initContainers", "initContainerStatuses"), ("containers", "containerStatuses")):
+                statuses = pod["status"].get(key) or []
+                for i, c in enumerate(pod["spec"].get(group) or []):
+                    if "pull-error" not in c["image"] and "does-not-exist" not in c["image"]:
+                        continue
+                    current = statuses[i]["state"].get("waiting", {}).get("reason")
+                    reason = "ImagePullBackOff" if current == "ErrImagePull" else "ErrImagePull"
+                    message = (f'Back-off pulling image "{c["image"]}"' if reason == "ImagePullBackOff" else
+                               f'rpc error: code = NotFound desc = failed to pull and unpack image "{c["image"]}": '
+                               "not found")
+                    statuses[i] = self._waiting(c, reason, message)
             return True
 
         if self._update(step, fail) is not None:
-            self._schedule_step(step, self.backoff_interval, "pull_error")
+            self._then(step, self.backoff_interval, "pull_error")
 
     def _config_error(self, step: _Step) -> None:
         def fail(pod: Pod) -> None:
-            pod["status"]["containerStatuses"] = [
-                self._waiting(c, "CreateContainerConfigError", 'secret "missing" not found')
-                for c in pod["spec"]["containers"]]
+            message = self._config_problem(pod) or 'secret "missing" not found'
+            pod["status"]["containerStatuses"] = [self._waiting(c, "CreateContainerConfigError", message)
+                                                  for c in pod["spec"]["containers"]]
 
         self._update(step, fail)
 
+    def _config_problem(self, pod: Pod) -> str | None:
+        for container in self._all_containers(pod):
+            try:
+                self._environment(pod, container)
+            except LookupError as exc:
+                return str(exc.args[0])
+        return None
+
+    def _environment(self, pod: Pod, container: dict[str, Any]) -> dict[str, str]:
+        """The container's env as the kubelet resolves it; LookupError with the kubelet's message."""
+        ns = pod["metadata"]["namespace"]
+        env: dict[str, str] = {}
+        for source in container.get("envFrom") or []:
+            kind = "secretRef" if "secretRef" in source else "configMapRef"
+            ref = source[kind]
+            data = (self.secrets if kind == "secretRef" else self.config_maps).get(ref["name"])
+            if data is None:
+                if ref.get("optional"):
+                    continue
+                raise LookupError(f'{"secret" if kind == "secretRef" else "configmap"} "{ref["name"]}" not found')
+            env.update({f"{source.get('prefix', '')}{k}": v for k, v in data.items()})
+        for entry in container.get("env") or []:
+            value_from = entry.get("valueFrom")
+            if value_from is None:
+                env[entry["name"]] = entry.get("value", "")
+                continue
+            kind = "secretKeyRef" if "secretKeyRef" in value_from else "configMapKeyRef"
+            ref = value_from[kind]
+            what = "Secret" if kind == "secretKeyRef" else "ConfigMap"
+            data = (self.secrets if kind == "secretKeyRef" else self.config_maps).get(ref["name"])
+            if data is None or ref["key"] not in data:
+                if ref.get("optional"):
+                    continue
+                if data is None:
+                    raise LookupError(f'{what.lower()} "{ref["name"]}" not found')
+                raise LookupError(f"couldn't find key {ref['key']} in {what} {ns}/{ref['name']}")
+            env[entry["name"]] = data[ref["key"]]
+        return env
+
+    def _program(self, pod: Pod, container: dict[str, Any]) -> Program:
+        return interpret([*(container.get("command") or []), *(container.get("args") or [])],
+                         self._environment(pod, container))
+
     def _run(self, step: _Step) -> None:
-        started = now_rfc3339()
+        started, mono, wall = now_rfc3339(), time.monotonic(), time.time()
+        failed_init: list[int] = []
 
         def run(pod: Pod) -> bool:
             if "deletionTimestamp" in pod["metadata"]:
                 return False
-            container = pod["spec"]["containers"][0]
-            program = interpret([*(container.get("command") or []), *(container.get("args") or [])])
-            self._programs[step.uid] = program
-            self._logs[step.uid] = program.logs
+            runs = self._runs.setdefault(step.uid, {})
             status = pod["status"]
+            init_statuses = []
+            for c in pod["spec"].get("initContainers") or []:
+                program = self._program(pod, c)
+                sidecar = c.get("restartPolicy") == "Always"
+                runs[c["name"]] = _Run(program, mono, wall, sidecar=sidecar, ended_mono=None if sidecar else mono)
+                if sidecar:
+                    init_statuses.append(self._running(c, step.uid, started))
+                else:
+                    init_statuses.append(self._terminated(c, program.exit_code, started))
+                    if program.exit_code != 0:
+                        failed_init.append(program.exit_code)
+                        break
+            if init_statuses:
+                status["initContainerStatuses"] = init_statuses
+            if failed_init:
+                status["phase"] = "Failed"
+                status["containerStatuses"] = [self._waiting(c, "PodInitializing", None)
+                                               for c in pod["spec"]["containers"]]
+                return True
+            for c in pod["spec"]["containers"]:
+                runs[c["name"]] = _Run(self._program(pod, c), mono, wall)
             status.update({"phase": "Running", "podIP": "10.1.0.7", "podIPs": [{"ip": "10.1.0.7"}]})
             status["conditions"][1].update({"status": "True", "lastTransitionTime": started})
             status["conditions"][1].pop("reason", None)
-            status["containerStatuses"] = [{
-                **self._base(c), "imageID": f"docker-pullable://{c['image']}@sha256:{'0' * 64}",
-                "containerID": f"containerd://{step.uid.replace('-', '')}", "ready": True, "started": True,
-                "state": {"running": {"startedAt": started}}} for c in pod["spec"]["containers"]]
+            status["containerStatuses"] = [self._running(c, step.uid, started) for c in pod["spec"]["containers"]]
             return True
 
         pod = self._update(step, run)
-        if pod is None or "deletionTimestamp" in pod["metadata"]:
+        if pod is None or "deletionTimestamp" in pod["metadata"] or failed_init:
             return
-        program = self._programs[step.uid]
-        self._schedule_step(step, program.duration * self.time_scale, "finish")
+        for c in pod["spec"]["containers"]:
+            program = self._runs[step.uid][c["name"]].program
+            if not program.endless:
+                self._then(step, program.duration * self.time_scale, "finish", c["name"])
         deadline = pod["spec"].get("activeDeadlineSeconds")
         if deadline is not None:
-            self._schedule_step(step, float(deadline), "deadline")
+            self._then(step, float(deadline), "deadline")
 
-    def _finish(self, step: _Step, exit_code: int | None = None, reason: str | None = None,
-                pod_reason: str | None = None) -> None:
-        program = self._programs.get(step.uid, Program())
-        code = program.exit_code if exit_code is None else exit_code
+    def _finish(self, step: _Step) -> None:
+        """One regular container ends with its program's exit code."""
+        run = self._runs.get(step.uid, {}).get(step.container)
+        if run is None:
+            return
+        self._stop_containers(step, {step.container: run.program.exit_code}, pod_reason=None)
 
-        def finish(pod: Pod) -> bool:
+    def _stop_containers(self, step: _Step, codes: dict[str, int], pod_reason: str | None,
+                         stop_all: bool = False) -> None:
+        now = time.monotonic()
+        runs = self._runs.get(step.uid, {})
+
+        def stop(pod: Pod) -> bool:
             status = pod["status"]
             if status.get("phase") != "Running":
                 return False
-            status["phase"] = "Succeeded" if code == 0 else "Failed"
+            for cs in status["containerStatuses"]:
+                if "running" in cs["state"] and (stop_all or cs["name"] in codes):
+                    code = codes.get(cs["name"], 137)
+                    cs.update(self._terminated_status(cs, code))
+                    if cs["name"] in runs:
+                        runs[cs["name"]].ended_mono = now
+            regular = status["containerStatuses"]
+            if not all("terminated" in cs["state"] for cs in regular):
+                return True
+            for cs in status.get("initContainerStatuses") or []:  # native sidecars stop last
+                if "running" in cs["state"]:
+                    run = runs.get(cs["name"])
+                    cs.update(self._terminated_status(cs, STOPPED if run is None or run.program.endless
+                                                      else run.program.exit_code))
+                    if run is not None:
+                        run.ended_mono = now
+            ok = all(cs["state"]["terminated"]["exitCode"] == 0 for cs in regular)
+            status["phase"] = "Succeeded" if ok and not pod_reason else "Failed"
             if pod_reason:
                 status["reason"] = pod_reason
                 status["message"] = "Pod was active on the node longer than the specified deadline"
             status["conditions"][1].update({"status": "False", "reason": "PodCompleted",
                                             "lastTransitionTime": now_rfc3339()})
-            for cs in status["containerStatuses"]:
-                started = cs["state"].get("running", {}).get("startedAt", now_rfc3339())
-                cs.update({"ready": False, "started": False, "state": {"terminated": {
-                    "exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
-                    "startedAt": started, "finishedAt": now_rfc3339(),
-                    "containerID": cs.get("containerID", "")}}})
             return True
 
-        self._update(step, finish)
+        self._update(step, stop)
 
     def _deadline(self, step: _Step) -> None:
-        self._finish(step, exit_code=137, reason="Error", pod_reason="DeadlineExceeded")
+        self._stop_containers(step, {}, pod_reason="DeadlineExceeded", stop_all=True)
 
     def _terminate(self, step: _Step) -> None:
-        self._finish(step, exit_code=137, reason="Error")
+        self._stop_containers(step, {}, pod_reason=None, stop_all=True)
         self.store.finalize_delete(step.ns, step.name, step.uid)
 
     # ------------------------------------------------------------------ status pieces
@@ -266,6 +376,23 @@ class Kubelet:
     @staticmethod
     def _base(c: dict[str, Any]) -> dict[str, Any]:
         return {"name": c["name"], "image": c["image"], "imageID": "", "restartCount": 0}
+
+    def _running(self, c: dict[str, Any], uid: str, started: str) -> dict[str, Any]:
+        return {**self._base(c), "imageID": f"docker-pullable://{c['image']}@sha256:{'0' * 64}",
+                "containerID": f"containerd://{uid.replace('-', '')}{c['name']}", "ready": True, "started": True,
+                "state": {"running": {"startedAt": started}}}
+
+    def _terminated(self, c: dict[str, Any], code: int, started: str) -> dict[str, Any]:
+        return {**self._base(c), "ready": False, "started": False, "state": {"terminated": {
+            "exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
+            "finishedAt": now_rfc3339()}}}
+
+    @staticmethod
+    def _terminated_status(cs: dict[str, Any], code: int) -> dict[str, Any]:
+        started = cs["state"].get("running", {}).get("startedAt", now_rfc3339())
+        return {"ready": False, "started": False, "state": {"terminated": {
+            "exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
+            "finishedAt": now_rfc3339(), "containerID": cs.get("containerID", "")}}}
 
     def _waiting(self, c: dict[str, Any], reason: str, message: str | None) -> dict[str, Any]:
         waiting: dict[str, Any] = {"reason": reason}

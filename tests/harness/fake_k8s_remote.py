@@ -100,3 +100,10 @@ class FakeKubernetesProcess:
 
     def pause_kubelet(self, paused: bool = True) -> None:
         self._call("POST", "/_fake/kubelet", {"paused": paused})
+
+    def objects(self, *, secrets: dict[str, dict[str, str]] | None = None,
+                config_maps: dict[str, dict[str, str]] | None = None, pvcs: list[str] | None = None,
+                node_labels: dict[str, str] | None = None) -> None:
+        """Secrets, ConfigMaps and PVCs the kubelet can resolve; labels of the one node."""
+        self._call("POST", "/_fake/objects", {"secrets": secrets or {}, "config_maps": config_maps or {},
+                                              "pvcs": pvcs or [], "node_labels": node_labels or {}})

@@ -218,6 +218,10 @@ code lands later are listed in that test as pending).
   value: {{ .Values.tasks.pendingTimeout | quote }}
 - name: LEOFLOW_K8S_POD_RETENTION
   value: {{ .Values.tasks.podRetention | quote }}
+{{- with .Values.tasks.podTemplate }}
+- name: LEOFLOW_K8S_POD_TEMPLATE
+  value: {{ toJson . | quote }}
+{{- end }}
 - name: LEOFLOW_SHUTDOWN_GRACE
   value: {{ .Values.config.shutdownGrace | quote }}
 - name: LEOFLOW_LEADER_LEASE

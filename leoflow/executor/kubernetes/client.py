@@ -216,11 +216,21 @@ class KubernetesApi:
             if not token:
                 return items, str((data.get("metadata") or {}).get("resourceVersion", ""))
 
-    async def read_log_tail(self, name: str, max_bytes: int) -> tuple[bytes, int]:
-        """The last ``max_bytes`` of the pod's log (streamed, never held whole) and the full size."""
+    async def read_log_tail(self, name: str, max_bytes: int, *, tail_lines: int | None = None,
+                            since_seconds: int | None = None, timestamps: bool = False) -> tuple[bytes, int]:
+        """The last ``max_bytes`` of the task container's log (streamed, never held whole) and the size read.
+
+        ``tail_lines`` / ``since_seconds`` bound what the kubelet sends (a live tail of a running
+        pod must not transfer its whole log on every look); ``timestamps`` prefixes each line
+        with the kubelet's RFC 3339 time.
+        """
+        options: dict[str, Any] = {"tail_lines": tail_lines, "since_seconds": since_seconds,
+                                   "timestamps": timestamps or None}
+
         def read() -> tuple[bytes, int]:
-            response: Any = self.core.read_namespaced_pod_log(name, self.namespace, container="task",
-                                                              _preload_content=False, _request_timeout=(5.0, 120.0))
+            response: Any = self.core.read_namespaced_pod_log(
+                name, self.namespace, container="task", _preload_content=False, _request_timeout=(5.0, 120.0),
+                **{k: v for k, v in options.items() if v is not None})
             tail, size = bytearray(), 0
             try:
                 for chunk in response.stream(64 * 1024):

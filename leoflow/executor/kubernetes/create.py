@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from leoflow.db import executor_store
-from leoflow.errors import DatabaseError, FencedOut, LeoflowError
+from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFailed
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, ObjectAlreadyExists
@@ -136,8 +136,12 @@ class PodCreation:
     async def _create(self, launch: TaskLaunch, t: Tracked) -> None:
         """Create the pod (or adopt it on 409), retrying transient failures until ``create_deadline``."""
         ctx = self._require_ctx()
-        body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
-                             image_pull_secrets=self.k8s.image_pull_secrets)
+        try:
+            body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
+                                 image_pull_secrets=self.k8s.image_pull_secrets, template=self.k8s.pod_template)
+        except ValidationFailed as exc:  # never sent: the spec's fields and templates do not add up
+            await self._finish(t, "failed", None, f"the task's pod is invalid, not created: {exc}"[:1000])
+            return
         deadline = time.monotonic() + self.create_deadline
         attempt = 0
         while not t.final:

@@ -20,9 +20,12 @@ Runs only on the leader, for one fencing term (``start`` … ``stop``). Promises
   leader saw running whose pods are gone are reported failed. Claimed tries never seen running
   are left to the scheduler, which resubmits them (they are still ``queued``).
 - **Status** comes from a watch (label selector, resourceVersion, bookmarks; 410 Gone → relist)
-  plus a periodic full resync, both fresh from the server. Succeeded → success; Failed → failed
-  with exit code and reason; image-pull/config errors longer than ``LEOFLOW_K8S_PENDING_TIMEOUT``
-  → pod deleted, failed with that reason; pod deleted behind our back → failed.
+  plus a periodic full resync, both fresh from the server. The ``task`` container's end decides
+  (:func:`.pods.pod_outcome`): exit 0 → success, else failed with exit code and reason; if
+  sidecars keep the pod running, its logs are shipped and the pod deleted right away.
+  Image-pull/config errors or an unschedulable pod longer than ``LEOFLOW_K8S_PENDING_TIMEOUT``
+  → pod deleted, failed with the kubelet's or scheduler's message; pod deleted behind our
+  back → failed.
 - **Create errors**: 403/422/other 4xx → failed with the API's message; 409 (not
   AlreadyExists), 429 (honouring Retry-After), 5xx and no response → retried with capped
   exponential backoff for up to ``create_deadline`` seconds, then failed.
@@ -203,7 +206,9 @@ class KubernetesExecutor(PodCreation):
             return
         if t.final or t.killing:
             return
-        if outcome.state in ("success", "failed"):
+        if outcome.state in ("success", "failed") and outcome.sidecars_running:
+            self._start_end(t, outcome.state, outcome.exit_code, outcome.reason)
+        elif outcome.state in ("success", "failed"):
             await self._finish(t, outcome.state, outcome.exit_code, outcome.reason)
         elif pod.get("metadata", {}).get("deletionTimestamp"):
             await self._finish(t, "failed", None, "the pod is being deleted before it finished (not by Leoflow)")
@@ -278,13 +283,21 @@ class KubernetesExecutor(PodCreation):
 
     def _start_kill(self, t: Tracked, reason: str) -> None:
         """Kill beside the event loop (a kill reads logs and waits for a window): never inline."""
+        self._start_end(t, "failed", None, reason)
+
+    def _start_end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+        """End a try by deleting its pod (a kill, or sidecars left running), beside the event loop."""
         if t.killing or t.final:
             return
         t.killing = True
-        self._spawn(self._kill(t, reason), f"k8s-kill:{t.name}", may_return=True)
+        self._spawn(self._end(t, state, exit_code, reason), f"k8s-kill:{t.name}", may_return=True)
 
     async def _kill(self, t: Tracked, reason: str) -> None:
-        """Save what logs there are, delete the pod (fenced), report the try failed with ``reason``.
+        """Save what logs there are, delete the pod (fenced), report the try failed with ``reason``."""
+        await self._end(t, "failed", None, reason)
+
+    async def _end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+        """Save the pod's logs, delete it (fenced), report ``state`` (a kill, or sidecars left running).
 
         At most ``kill_concurrency`` at once; no transaction is open while the log is read.
         """
@@ -299,7 +312,7 @@ class KubernetesExecutor(PodCreation):
                 return
             except CallNotSent:  # the executor is stopping; the next leader kills it
                 return
-        await self._finish(t, "failed", None, reason)
+        await self._finish(t, state, exit_code, reason)
 
     async def _save_logs(self, task_try_id: int, pod_name: str) -> None:
         """Best effort: the log tail of a pod about to be deleted (the shipper skips shipped tries)."""

@@ -2,7 +2,16 @@
 
 Pure functions over plain dicts (the JSON the API server speaks); nothing here talks to the
 cluster. Names come from :mod:`leoflow.executor.naming` (a pure function of cluster, DAG, run,
-task and try — see ``docs/adr/0004-idempotent-pod-names.md``).
+task and try — see ``docs/adr/0004-idempotent-pod-names.md``); the pod body from
+:mod:`.pod_render` (spec fields, templates, restricted defaults).
+
+**When a try is over** (:func:`pod_outcome`): when the ``task`` container has terminated — its
+exit code decides — even while other containers (sidecars such as a log agent or a service
+mesh proxy) keep the pod running; the executor then deletes the pod (``sidecars_running``).
+Native sidecars (``initContainers`` with ``restartPolicy: Always``) are stopped by the kubelet
+itself and need nothing. A pod that cannot start — a container waiting in an image or config
+error, or ``PodScheduled=False`` with reason ``Unschedulable`` — is ``stuck`` with the
+kubelet's or scheduler's message, and fails after ``LEOFLOW_K8S_PENDING_TIMEOUT``.
 
 Labels (selectable, each value a valid label value, hashed when it would not be):
 ``app.kubernetes.io/managed-by=leoflow``, ``leoflow.io/cluster``, ``leoflow.io/dag``,
@@ -13,11 +22,11 @@ back to its task try.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from leoflow.executor.kubernetes.pod_render import CONTAINER, render_pod
 from leoflow.executor.naming import label_value, try_name
 from leoflow.model.tries import TaskLaunch, TryKey, TryState
 
@@ -25,7 +34,6 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 CLUSTER, DAG, RUN, TASK, TRY, TERM = (f"leoflow.io/{k}" for k in ("cluster", "dag", "run", "task", "try", "term"))
 A_DAG, A_RUN, A_TASK, A_TRY, A_TRY_ID = (f"leoflow.io/{k}" for k in ("dag-id", "run-id", "task-id", "try-number",
                                                                         "task-try-id"))
-CONTAINER = "task"
 #: Waiting reasons that mean "this pod will not start by itself"; failed after the pending timeout.
 STUCK_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError", "InvalidImageName",
                            "CreateContainerError"})
@@ -45,40 +53,20 @@ def try_labels(cluster: str, key: TryKey, term: int) -> dict[str, str]:
 
 
 def pod_spec(cluster: str, namespace: str, launch: TaskLaunch, *, service_account: str | None,
-             image_pull_secrets: tuple[str, ...]) -> Pod:
-    """The pod of one try. ``launch.image`` must be set (checked by the caller)."""
+             image_pull_secrets: tuple[str, ...], template: Mapping[str, Any] | None = None) -> Pod:
+    """The pod of one try. ``launch.image`` must be set (checked by the caller).
+
+    Raises :class:`~leoflow.errors.ValidationFailed` when the merged pod is invalid.
+    """
     key = launch.key
-    container: dict[str, Any] = {"name": CONTAINER, "image": launch.image, "command": list(launch.command)}
-    if launch.args:
-        container["args"] = list(launch.args)
-    if launch.env:
-        container["env"] = [{"name": k, "value": str(v)} for k, v in sorted(launch.env.items())]
-    if launch.resources:
-        container["resources"] = _resources(launch.resources)
-    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
-    if launch.timeout_seconds:
-        spec["activeDeadlineSeconds"] = max(1, math.ceil(launch.timeout_seconds))
-    if service_account:
-        spec["serviceAccountName"] = service_account
-    if image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": try_name(cluster, key), "namespace": namespace,
-            "labels": try_labels(cluster, key, launch.term),
-            "annotations": {A_DAG: key.dag_id, A_RUN: key.run_id, A_TASK: key.task_id,
-                            A_TRY: str(key.try_number), A_TRY_ID: str(launch.task_try_id)},
-        },
-        "spec": spec,
+    metadata = {
+        "name": try_name(cluster, key), "namespace": namespace,
+        "labels": try_labels(cluster, key, launch.term),
+        "annotations": {A_DAG: key.dag_id, A_RUN: key.run_id, A_TASK: key.task_id,
+                        A_TRY: str(key.try_number), A_TRY_ID: str(launch.task_try_id)},
     }
-
-
-def _resources(resources: Mapping[str, Any]) -> dict[str, Any]:
-    if "requests" in resources or "limits" in resources:
-        return {k: dict(v) for k, v in resources.items() if k in ("requests", "limits")}
-    flat = {k: str(v) for k, v in resources.items()}
-    return {"requests": flat, "limits": dict(flat)}
+    return render_pod(launch, metadata, service_account=service_account, image_pull_secrets=image_pull_secrets,
+                      template=template or {})
 
 
 def pod_try_key(pod: Pod) -> TryKey | None:
@@ -109,38 +97,88 @@ def is_live(pod: Pod) -> bool:
 
 @dataclass(frozen=True)
 class PodOutcome:
-    """What a pod's status says about its try (``stuck``: waiting in an image/config error)."""
+    """What a pod's status says about its try.
+
+    ``stuck``: the pod cannot start (image/config error, unschedulable) and says why;
+    ``sidecars_running``: the try is over but other regular containers still run.
+    """
 
     state: TryState | None  # None: still pending, nothing to report yet
     exit_code: int | None = None
     reason: str | None = None
     stuck: str | None = None
+    sidecars_running: bool = False
 
 
 def pod_outcome(pod: Pod) -> PodOutcome:
     status = pod.get("status") or {}
     phase = status.get("phase")
-    container = _container_status(status)
-    state = (container or {}).get("state") or {}
+    task = _container_status(status)
+    terminated = ((task or {}).get("state") or {}).get("terminated")
+    if status.get("reason") == "DeadlineExceeded" and phase == "Failed":
+        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        code = (terminated or {}).get("exitCode")
+        return PodOutcome("failed", code, f"timed out after {deadline}s (activeDeadlineSeconds)")
+    if terminated is not None and (task or {}).get("name") == CONTAINER:
+        # The task container decides, whatever the pod's other containers are doing.
+        code = terminated.get("exitCode")
+        sidecars = phase in ("Running", "Pending") and _regular_containers_running(status)
+        if code == 0:
+            return PodOutcome("success", 0, None, sidecars_running=sidecars)
+        if phase == "Failed" and status.get("reason"):
+            return PodOutcome("failed", code, f"{status['reason']}: {status.get('message', '')}".rstrip(": "))
+        detail = terminated.get("message") or terminated.get("reason") or "Error"
+        reason = f"{detail} (exit code {code})" if code is not None else detail
+        return PodOutcome("failed", code, reason, sidecars_running=sidecars)
     if phase == "Succeeded":
         return PodOutcome("success", 0, None)
     if phase == "Failed":
-        terminated = state.get("terminated") or {}
-        code = terminated.get("exitCode")
-        if status.get("reason") == "DeadlineExceeded":
-            deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
-            return PodOutcome("failed", code, f"timed out after {deadline}s (activeDeadlineSeconds)")
+        code = (terminated or {}).get("exitCode")
         if status.get("reason"):
             return PodOutcome("failed", code, f"{status['reason']}: {status.get('message', '')}".rstrip(": "))
-        detail = terminated.get("message") or terminated.get("reason") or "Error"
+        if terminated is None and (init := _failed_init_container(status)) is not None:
+            return PodOutcome("failed", None, init)
+        detail = (terminated or {}).get("message") or (terminated or {}).get("reason") or "Error"
         return PodOutcome("failed", code, f"{detail} (exit code {code})" if code is not None else detail)
     if phase == "Running":
         return PodOutcome("running")
-    waiting = state.get("waiting") or {}
-    if waiting.get("reason") in STUCK_REASONS:
-        message = waiting.get("message")
-        return PodOutcome(None, stuck=f"{waiting['reason']}: {message}" if message else waiting["reason"])
-    return PodOutcome(None)
+    return PodOutcome(None, stuck=_stuck(status))
+
+
+def _stuck(status: Mapping[str, Any]) -> str | None:
+    """Why a pending pod cannot start on its own, or None while it may still start."""
+    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    statuses.sort(key=lambda cs: cs.get("name") != CONTAINER)  # the task container's reason first
+    for cs in statuses:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STUCK_REASONS:
+            reason = waiting["reason"]
+            if cs.get("name") not in (CONTAINER, None):
+                reason = f"{reason} (container {cs['name']})"
+            message = waiting.get("message")
+            return f"{reason}: {message}" if message else reason
+    for condition in status.get("conditions") or []:
+        if (condition.get("type") == "PodScheduled" and condition.get("status") == "False"
+                and condition.get("reason") == "Unschedulable"):
+            message = condition.get("message")
+            return f"Unschedulable: {message}" if message else "Unschedulable"
+    return None
+
+
+def _failed_init_container(status: Mapping[str, Any]) -> str | None:
+    """"init container NAME failed: REASON (exit code N)" for the one that stopped the pod, if any."""
+    for cs in status.get("initContainerStatuses") or []:
+        ended = (cs.get("state") or {}).get("terminated") or {}
+        if ended.get("exitCode") not in (None, 0):
+            detail = ended.get("message") or ended.get("reason") or "Error"
+            return f"init container {cs.get('name')} failed: {detail} (exit code {ended['exitCode']})"
+    return None
+
+
+def _regular_containers_running(status: Mapping[str, Any]) -> bool:
+    """Does a container other than ``task`` still run (not counting native sidecars, in init)?"""
+    return any(cs.get("name") != CONTAINER and "terminated" not in (cs.get("state") or {})
+               for cs in status.get("containerStatuses") or [])
 
 
 def _container_status(status: Mapping[str, Any]) -> dict[str, Any] | None:

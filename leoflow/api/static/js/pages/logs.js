@@ -1,5 +1,7 @@
 // Task logs: one tab per try; while the selected try is running the log is re-fetched every
-// second and the view follows the tail unless the reader scrolled up.
+// second and the view follows the tail unless the reader scrolled up. On Kubernetes a running
+// try's log comes live from its pod (X-Leoflow-Log-Source: pod, a bounded tail), read by
+// whichever replica serves the page; a finished try's from the stored copy.
 
 import { api, enc } from "../api.js";
 import { fill, h, href } from "../dom.js";
@@ -59,12 +61,14 @@ export default {
         let text = null;
         let missing = false;
         let complete = null; // X-Leoflow-Log-Complete: false while the try runs or logs are in transit
+        let source = null; // X-Leoflow-Log-Source: "pod" (live from the running pod) or "stored"
         if (current) {
           try {
             const resp = await api(`${base}/logs`, { query: { try: selected }, text: true, withHeaders: true });
             text = resp.body;
             const header = resp.headers.get("X-Leoflow-Log-Complete");
             complete = header === null ? null : header === "true";
+            source = resp.headers.get("X-Leoflow-Log-Source");
           } catch (err) {
             if (err.status !== 404) throw err;
             missing = true;
@@ -99,7 +103,9 @@ export default {
           pre.textContent = "";
           return;
         }
-        status.textContent = live ? "Live — refreshing every second." : (missing || !text ? "No log output was captured." : "Complete.");
+        const where = source === "pod" ? " Read live from the running pod (its last lines)." : "";
+        status.textContent = live ? `Live — refreshing every second.${where}` : (missing || !text ? "No log output was captured." : "Complete.");
+        status.dataset.source = source || "";
         status.dataset.live = live ? "true" : "false";
         const shown = text ?? "";
         if (shown !== lastText) {

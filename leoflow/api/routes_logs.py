@@ -1,0 +1,142 @@
+"""``GET …/tasks/{task_id}/logs``: a try's output — live from its pod while it runs, stored once it ended.
+
+Where the text comes from (``X-Leoflow-Log-Source``):
+
+- ``pod`` — the try is running on Kubernetes: whichever replica serves the request reads the
+  pod's log through the executor's :class:`~leoflow.model.live_logs.LiveLogs` (any replica,
+  not only the leader), a bounded tail: the last :data:`LIVE_TAIL_LINES` lines and at most
+  :data:`LIVE_TAIL_BYTES`;
+- ``stored`` — everything else: what the executor stored in ``task_logs`` (the final copy
+  once the try ended and its logs were shipped; the local executor's growing copy while it
+  runs; the stored copy, with a note, when the pod's log cannot be read). When the executor
+  gave up collecting a try's output (the pod's log could not be read within its attempt budget,
+  or the local executor adopted a try whose files are on another host) the text ends with
+  ``[leoflow: logs unavailable: <reason>]``, the try's JSON carries the reason in
+  ``logs_unavailable``, and the log counts as complete (nothing more will come).
+
+Two ways to ask:
+
+- **reading** (no ``since``): the text, with notes for a person — a trailing
+  ``[leoflow: … incomplete …]`` line while the try runs (``X-Leoflow-Log-Complete: false``);
+- **following** (``since=CURSOR``, empty at first; ``leoflow tasks logs --follow``): only the
+  output after the cursor, no trailing notes, and the next cursor in ``X-Leoflow-Log-Cursor``
+  (``t<kubelet timestamp>`` for a pod, ``b<byte offset>`` for stored output). While the pod
+  still exists after the try ended, a follower keeps reading it (its log is final then), so
+  nothing between the last live read and the end is lost; if it is gone, the stored copy is
+  served whole with ``X-Leoflow-Log-Continues: false`` (the follower drops what it printed).
+
+Nothing is buffered beyond one bounded tail, and no database connection is held while the
+Kubernetes API answers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from leoflow.api.endpoint import api_state, query_int
+from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.routes_runs import task_or_404
+from leoflow.db import api_queries
+from leoflow.model.limits import TRY_NUMBER
+from leoflow.model.live_logs import LiveLog
+
+#: The live tail of a running pod: enough to see what a job is doing; a log that grows faster
+#: than a follower polls loses lines in between (it says so).
+LIVE_TAIL_LINES = 2000
+LIVE_TAIL_BYTES = 256 * 1024
+_CURSOR = re.compile(r"^(t\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)|b\d{1,15})?$")
+
+
+async def get_task_logs(request: Request) -> Response:
+    try_number = query_int(request, "try", TRY_NUMBER)
+    since = request.query_params.get("since")
+    if since is not None and not _CURSOR.match(since):
+        raise bad_field("since", "must be a cursor from X-Leoflow-Log-Cursor (or empty to start)")
+    state = api_state(request)
+    async with state.db.connect() as conn:
+        ti = await task_or_404(request, conn)
+        entry = await api_queries.get_task_log(conn, ti["id"], try_number)
+    if entry is None:
+        if try_number is None:
+            raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")
+        raise bad_field("try", f"task {ti['task_id']!r} has no try {try_number} "
+                        f"(tries so far: {ti['try_number']})", status=404)
+    finished = entry["ended_at"] is not None
+    note = None
+    pod_cursor = since is not None and since.startswith("t")
+    if state.live_logs is not None and entry["executor_ref"] and (not finished or pod_cursor):
+        live = await state.live_logs.read(entry["executor_ref"], since=since[1:] if pod_cursor and since else None,
+                                          max_lines=LIVE_TAIL_LINES, max_bytes=LIVE_TAIL_BYTES)
+        if live is not None and live.unavailable is None:
+            return _from_pod(entry, live, since, finished)
+        if live is not None:
+            note = f"[leoflow: the pod's live log cannot be read ({live.unavailable}); showing what is stored]\n"
+    return _stored(entry, since, note)
+
+
+def _headers(entry: dict[str, Any], complete: bool, source: str, **extra: str) -> dict[str, str]:
+    return {"X-Leoflow-Try": str(entry["try_number"]), "X-Leoflow-Log-Complete": str(complete).lower(),
+            "X-Leoflow-Log-Source": source, **extra}
+
+
+def _from_pod(entry: dict[str, Any], live: LiveLog, since: str | None, finished: bool) -> Response:
+    if since is not None:  # following: only what is new; final once the try has ended
+        skipped = "[leoflow: the log grew faster than it was followed; lines were skipped]\n" if (
+            live.cut and since) else ""
+        cursor = f"t{live.cursor}" if live.cursor else since
+        return PlainTextResponse(skipped + live.text, headers=_headers(
+            entry, finished, "pod", **{"X-Leoflow-Log-Cursor": cursor, "X-Leoflow-Log-Continues": "true"}))
+    head = f"[leoflow: showing the last {LIVE_TAIL_LINES} lines of the running pod's log]\n" if live.cut else ""
+    tail = (f"[leoflow: try {entry['try_number']} is running; this is its pod's live output, "
+            "fetch again for more]\n")
+    return PlainTextResponse(head + live.text + tail, headers=_headers(entry, False, "pod"))
+
+
+def _stored(entry: dict[str, Any], since: str | None, note: str | None) -> Response:
+    finished = entry["ended_at"] is not None
+    # Executors mark a try's logs shipped once the stored content is final (the local executor
+    # stores partial output while a try runs, without marking it).
+    complete = finished and entry["logs_shipped_at"] is not None
+    text = entry["content"] or ""
+    data = text.encode()
+    size = max(int(entry["size_bytes"] or 0), len(data))
+    if since is not None:
+        return _stored_follow(entry, data, size, since, complete)
+    if entry["truncated"]:
+        # size_bytes is the try's full output size; the stored content is its capped tail.
+        text = (f"[leoflow: log truncated: the try wrote {entry['size_bytes']} bytes, "
+                f"only the last {len(data)} are kept]\n") + text
+    if note:
+        text = note + text
+    if text and not text.endswith("\n") and (not complete or entry["logs_unavailable"]):
+        text += "\n"
+    if entry["logs_unavailable"]:
+        # The executor gave up collecting the output (what is above, if anything, is all there is).
+        text += f"[leoflow: logs unavailable: {entry['logs_unavailable']}]\n"
+    elif not complete:
+        state = "running" if not finished else "finished, logs not collected yet"
+        text += f"[leoflow: try {entry['try_number']} is {state}; this log is incomplete, fetch again later]\n"
+    return PlainTextResponse(text, headers=_headers(entry, complete, "stored"))
+
+
+def _stored_follow(entry: dict[str, Any], data: bytes, size: int, since: str, complete: bool) -> Response:
+    """The stored bytes after offset ``b<N>`` (the content is the tail of ``size`` bytes written)."""
+    start = size - len(data)  # offset of the first stored byte in the try's whole output
+    continues = not since.startswith("t")
+    offset = int(since[1:]) if since.startswith("b") else 0
+    if offset < start:
+        gap = (f"[leoflow: {start - offset} bytes were dropped (LEOFLOW_TASK_LOG_MAX_BYTES keeps the tail)]\n"
+               if continues else "")
+        body = gap.encode() + data
+    else:
+        body = data[offset - start:]
+    if complete and entry["logs_unavailable"]:  # the last answer a follower gets: say why it ends here
+        newline = b"" if not data or data.endswith(b"\n") else b"\n"
+        body += newline + f"[leoflow: logs unavailable: {entry['logs_unavailable']}]\n".encode()
+    return PlainTextResponse(body.decode("utf-8", errors="replace"), headers=_headers(
+        entry, complete, "stored", **{"X-Leoflow-Log-Cursor": f"b{size}",
+                                      "X-Leoflow-Log-Continues": str(continues).lower()}))

@@ -1,0 +1,79 @@
+"""``leoflow tasks logs --follow``: print a try's output as it is written, until the try ends.
+
+Polls ``GET …/logs?since=CURSOR`` (see :mod:`leoflow.api.routes_logs`) about once a second and
+prints only what is new: live from the pod while it runs, then the rest once it ended. The try
+is pinned after the first answer (a retry starting meanwhile does not switch streams). Waits
+for a task that has not started a try yet, and rides out short API outages like
+``runs trigger --wait``. When the server cannot continue from the cursor (the pod went away
+before the last lines were read and the stored copy comes whole), the lines already printed
+are recognised at the end of the stored copy and not printed twice; if they cannot be found,
+a marker line precedes the stored copy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from leoflow.cli.api import Api
+
+#: Seconds between polls: the dashboard's live tail refreshes as often.
+FOLLOW_POLL = 1.0
+#: Printed lines remembered to recognise them in a stored copy (and how many must match).
+RECENT_LINES, MATCH_LINES = 200, 20
+
+
+def follow(api: Api, path: str, try_number: int | None, out: TextIO, *, outage_tolerance: float,
+           sleep: Callable[[float], None] = time.sleep) -> int:
+    from leoflow.cli.api import ApiUnavailable, ClientError, error_message
+
+    since, pinned = "", try_number
+    recent: deque[str] = deque(maxlen=RECENT_LINES)
+    outage_since: float | None = None
+    while True:
+        params: dict[str, object] = {"since": since}
+        if pinned is not None:
+            params["try"] = pinned
+        try:
+            answer = api.request("GET", path, params=params, ok=(200, 404))
+        except ApiUnavailable:
+            outage_since = outage_since or time.monotonic()
+            if time.monotonic() - outage_since > outage_tolerance:
+                raise
+            sleep(FOLLOW_POLL)
+            continue
+        outage_since = None
+        if answer.status_code == 404:
+            message, _ = error_message(answer)
+            if pinned is None and "has not started a try yet" in message:
+                sleep(FOLLOW_POLL)
+                continue
+            raise ClientError(message, status=404)
+        pinned = int(answer.headers.get("X-Leoflow-Try") or pinned or 1)
+        text = answer.text
+        if answer.headers.get("X-Leoflow-Log-Continues") == "false":
+            text = unseen(list(recent), text)
+        if text:
+            out.write(text)
+            out.flush()
+            recent.extend(text.splitlines())
+        since = answer.headers.get("X-Leoflow-Log-Cursor", since)
+        if answer.headers.get("X-Leoflow-Log-Complete") == "true":
+            return 0
+        sleep(FOLLOW_POLL)
+
+
+def unseen(printed: list[str], text: str) -> str:
+    """What of ``text`` (a whole stored log) follows the lines already ``printed``."""
+    lines = text.splitlines(keepends=True)
+    if not printed:
+        return text
+    anchor = printed[-min(MATCH_LINES, len(printed)):]
+    plain = [line.rstrip("\n") for line in lines]
+    for end in range(len(plain), len(anchor) - 1, -1):
+        if plain[end - len(anchor):end] == anchor:
+            return "".join(lines[end:])
+    return "[leoflow: the pod is gone; its stored log follows in full]\n" + text
