@@ -24,6 +24,8 @@ from leoflow.api.openapi import SCHEMAS
 
 _SPEC_SCHEMA = SCHEMAS["DagSpec"]
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLAIN_TASK_FIELDS = frozenset({"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
+                                "max_retry_delay_seconds", "timeout_seconds", "depends_on", "resources"})
 
 
 def _conforms(body: Any) -> bool:
@@ -38,7 +40,9 @@ def _realistic(body: dict[str, Any]) -> dict[str, Any]:
     tasks: list[dict[str, Any]] = []
     seen: set[str] = set()
     for raw in spec["tasks"]:
-        task = dict(raw)
+        # Pod fields (task pods) are validated against the Kubernetes Pod schema, which random data
+        # rarely passes; positive cases leave them out so the stateful chains get past apply.
+        task = {k: v for k, v in raw.items() if k in _PLAIN_TASK_FIELDS}
         if task["id"] in seen:
             continue
         earlier = [d for d in dict.fromkeys(task.get("depends_on") or []) if d in seen]
@@ -51,11 +55,15 @@ def _realistic(body: dict[str, Any]) -> dict[str, Any]:
             task["image"] = task["image"] if task.get("image") and "\x00" not in task["image"] else "busybox"
             task["command"] = [c for c in task.get("command") or [] if "\x00" not in c] or ["true"]
             task["args"] = [a for a in task.get("args") or [] if "\x00" not in a]
-            task["env"] = {k: v for k, v in (task.get("env") or {}).items()
+            env = task.get("env") if isinstance(task.get("env"), dict) else {}  # the list form: references
+            task["env"] = {k: v for k, v in env.items()
                            if _ENV_NAME.match(k) and not k.upper().startswith("LEOFLOW_") and "\x00" not in v}
             task.pop("resources", None)
         tasks.append(task)
     spec["tasks"] = tasks
+    # Validated deeper than their schema says (pod fields, webhooks, JSON Schema): left out here.
+    for key in ("defaults", "notify", "params"):
+        spec.pop(key, None)
     if isinstance(spec.get("description"), str):
         spec["description"] = spec["description"].replace("\x00", "")
     return spec
