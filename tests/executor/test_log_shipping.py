@@ -25,6 +25,7 @@ from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
 from leoflow.errors import DatabaseUnavailable
 from leoflow.executor.kubernetes import logs as logs_module
+from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.kubernetes.gc import PodGarbageCollector
 from leoflow.executor.kubernetes.logs import PodLogShipper
 from leoflow.executor.local import LocalExecutor
@@ -36,7 +37,7 @@ from tests.api.live import client_for
 from tests.executor.conftest import NAMESPACE, k8s_settings
 from tests.executor.test_kubernetes import run, started
 from tests.executor.test_local import local_settings
-from tests.executor.world import Recorder, log_row, seed_tries, try_row
+from tests.executor.world import Recorder, Seeded, log_row, seed_tries, try_row
 from tests.harness.fake_k8s import FakeKubernetes, Fault
 
 
@@ -113,16 +114,23 @@ async def check_api_says_unavailable(s: Settings, run_id: str, task_id: str) -> 
     assert "could not be read" in str(task["tries"][0]["logs_unavailable"])  # type: ignore[index]
 
 
+async def one_finished_pod(s: Settings, engine: AsyncEngine,
+                           script: str) -> tuple[Seeded, Recorder, KubernetesExecutor]:
+    """One seeded try run to its end in a pod (its logs not shipped yet): (try, recorder, executor)."""
+    [t] = await seed_tries(engine, 1)
+    rec = Recorder(engine)
+    rec.track([t])
+    ex = await started(s, engine, 1, rec)
+    await ex.submit(t.launch(["sh", "-c", script], term=1))
+    await rec.wait_final(t.key)
+    return t, rec, ex
+
+
 def test_no_transaction_is_held_while_a_log_is_read(settings: Settings, fake_k8s: FakeKubernetes) -> None:
     s = k8s_settings(settings)
 
     async def body(engine: AsyncEngine) -> None:
-        [t] = await seed_tries(engine, 1)
-        rec = Recorder(engine)
-        rec.track([t])
-        ex = await started(s, engine, 1, rec)
-        await ex.submit(t.launch(["sh", "-c", "echo slow node"], term=1))
-        await rec.wait_final(t.key)
+        t, rec, ex = await one_finished_pod(s, engine, "echo slow node")
         fake_k8s.inject(Fault("log", delay=3.0))
         one = make_async_engine(s.database, pool_size=1)  # the shipper's only connection
         db = Database(one)
@@ -149,13 +157,9 @@ def test_logs_read_while_the_database_is_away_are_stored_when_it_returns(
     s = k8s_settings(settings)
 
     async def body(engine: AsyncEngine) -> None:
-        [t] = await seed_tries(engine, 1)
-        rec = Recorder(engine)
-        rec.track([t])
-        ex = await started(s, engine, 1, rec)
-        await ex.submit(t.launch(["sh", "-c", "echo read before the outage"], term=1))
-        await rec.wait_final(t.key)
-        real_store, failures = logs_module.store_pod_logs, []
+        t, _, ex = await one_finished_pod(s, engine, "echo read before the outage")
+        real_store = logs_module.store_pod_logs
+        failures: list[int] = []
 
         async def store_after_an_outage(db: Database, task_try_id: int, logs: CappedOutput) -> None:
             if len(failures) < 2:
