@@ -63,6 +63,8 @@ _TASK_INSTANCE = {
 }
 _RUN = {
     "dag_id": _STR, "run_id": _STR, "run_type": _STR, "state": {"type": "string", "enum": list(RUN_STATES)},
+    "reason": {**_nullable("string"), "description": "Why the run failed: its first failed task and that task's "
+               "reason, or a scheduler error stored on the run."},
     "logical_date": _TIME, "conf": {"type": "object"}, "created_at": {"type": "string", "format": "date-time"},
     "started_at": _TIME, "ended_at": _TIME, "updated_at": {"type": "string", "format": "date-time"},
     "dag_version": _INT, "reason": _nullable("string"), "backfill_id": _nullable("integer"),
@@ -71,6 +73,8 @@ _DAG = {
     "dag_id": _STR, "paused": {"type": "boolean"}, "schedule": _nullable("string"), "version": _nullable("integer"),
     "next_run_at": _TIME, "source": {**_nullable("string"), "description": "Sync source label owning the DAG "
                                      "(null: applied by hand)"},
+    "schedule_error": {**_nullable("string"), "description": "Why the leader stopped creating scheduled runs "
+                       "(a scheduler error); cleared when the DAG is applied again."},
     "created_at": {"type": "string", "format": "date-time"},
     "updated_at": {"type": "string", "format": "date-time"},
 }

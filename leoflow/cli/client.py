@@ -101,8 +101,12 @@ def dags_list(args: argparse.Namespace, settings: Settings) -> int:
     if emitted_json(args, dags):
         return 0
     table([[d["dag_id"], "yes" if d["paused"] else "no", d["schedule"] or "-", str(d["version"]),
-            short(d["next_run_at"]), d.get("source") or "-"] for d in dags],
+            "stopped" if d.get("schedule_error") else short(d["next_run_at"]), d.get("source") or "-"]
+           for d in dags],
           ["DAG", "PAUSED", "SCHEDULE", "VERSION", "NEXT RUN", "SOURCE"])
+    for d in dags:
+        if d.get("schedule_error"):
+            print(f"{d['dag_id']}: schedule stopped: {d['schedule_error']}")
     return 0
 
 

@@ -44,7 +44,7 @@ def _row(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- DAGs
 
 _DAG_COLUMNS = (dags.c.dag_id, dags.c.paused, dags.c.schedule, versions.c.version, dags.c.next_run_at,
-                dags.c.source, dags.c.created_at, dags.c.updated_at)
+                dags.c.source, dags.c.schedule_error, dags.c.created_at, dags.c.updated_at)
 
 
 async def list_dags(conn: AsyncConnection, *, after: str | None, limit: int,

@@ -13,7 +13,9 @@ Wake-up channel: ``trigger_run``, ``cancel_run``, ``set_paused`` and ``apply_dag
 Semantics worth knowing:
 
 - ``apply_dag``: an identical spec (same canonical hash) is a no-op; a changed one creates
-  version N+1 and becomes current, runs keep the version they started with. ``paused`` in the
+  version N+1 and becomes current, runs keep the version they started with. Either way, a
+  schedule the leader had stopped (``dags.schedule_error``, a contained scheduler error) is
+  re-planned and the error cleared: applying is how a user asks for another try. ``paused`` in the
   spec is honoured when the DAG is created (or re-created after a delete), never on update.
 - ``delete_dag`` is a soft delete (``dags.deleted``): the DAG disappears from scheduling and
   triggering, its active runs are cancelled (their live tries are marked ``cancelling`` for the
@@ -65,11 +67,17 @@ async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> Ap
     """), {"dag_id": spec.dag_id, "paused": spec.paused, "schedule": spec.schedule,
            "next_run_at": first_scheduled_run(spec, now), "now": now})).first() is not None
     dag = (await conn.execute(text("""
-        SELECT d.deleted, v.version, v.spec_hash, v.spec
+        SELECT d.deleted, d.schedule_error, v.version, v.spec_hash, v.spec
         FROM dags d LEFT JOIN dag_versions v ON v.id = d.current_version_id
         WHERE d.dag_id = :dag_id FOR UPDATE OF d
     """), {"dag_id": spec.dag_id})).mappings().one()
     if not created and not dag["deleted"] and dag["spec_hash"] == digest:
+        if dag["schedule_error"] is not None:  # applying it again asks the leader to retry the schedule
+            await conn.execute(text(
+                "UPDATE dags SET next_run_at = :next_run_at, schedule_error = NULL, updated_at = :now "
+                "WHERE dag_id = :dag_id"), {"dag_id": spec.dag_id, "next_run_at": first_scheduled_run(spec, now),
+                                            "now": now})
+            await notify_wakeup(conn, spec.dag_id)
         return ApplyResult(spec.dag_id, int(dag["version"]), changed=False)
 
     version = int((await conn.execute(text(
@@ -81,11 +89,12 @@ async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> Ap
     """), {"dag_id": spec.dag_id, "version": version, "spec": json.dumps(spec.to_canonical()),
            "hash": digest, "default_conf": json.dumps(default_conf(spec.params)), "now": now})).scalar_one()
 
-    replan = created or dag["deleted"] or dag["spec"] is None or _schedule_changed(dag["spec"], spec)
+    replan = (created or dag["deleted"] or dag["spec"] is None or dag["schedule_error"] is not None
+              or _schedule_changed(dag["spec"], spec))
     params: dict[str, Any] = {"dag_id": spec.dag_id, "vid": version_id, "schedule": spec.schedule, "now": now}
     sets = "current_version_id = :vid, schedule = :schedule, deleted = false, updated_at = :now"
     if replan:
-        sets += ", next_run_at = :next_run_at"
+        sets += ", next_run_at = :next_run_at, schedule_error = NULL"
         params["next_run_at"] = first_scheduled_run(spec, now)
     if dag["deleted"]:
         sets += ", paused = :paused"

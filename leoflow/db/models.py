@@ -123,6 +123,8 @@ class Dag(Base):
     # The sync source label that owns this DAG (``dags sync --source``, LEOFLOW_DAGS_SOURCE);
     # None for a DAG applied by hand. Pruning deletes only DAGs of the pruning sync's source.
     source: Mapped[str | None] = mapped_column(String(63))
+    # Why the leader stopped scheduling this DAG (a scheduler error; cleared by re-applying it).
+    schedule_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
     updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
 
@@ -217,6 +219,9 @@ class TaskInstance(Base):
     __table_args__ = (
         UniqueConstraint("run_pk", "task_id"),
         Index("ix_task_instances_active", "state", "id",
+              postgresql_where=text(f"state IN {sql_list(ACTIVE_TASK_STATES)}")),
+        # Is this run complete? One probe, checked with every task transition that may complete it.
+        Index("ix_task_instances_run_active", "run_pk",
               postgresql_where=text(f"state IN {sql_list(ACTIVE_TASK_STATES)}")),
         # The scheduler's hot "ready to queue" scan; stays small however many tasks wait upstream.
         Index("ix_task_instances_ready", "id",

@@ -18,13 +18,18 @@ Rules every write here follows:
 
 Task-try states written here: ``queued`` (created with the queue transition), ``running``,
 ``success``/``failed`` (reported), ``cancelling`` (the executor must kill it: the run was
-cancelled or the try timed out) and ``cancelled`` (killed).
+cancelled or the try timed out) and ``cancelled`` (killed). How runs and tasks *end* (completion,
+``upstream_failed``, failures the scheduler contained) lives in :mod:`leoflow.db.completion_store`.
+
+Values the scheduler reads from a DAG version's JSON spec are read so that no stored value can
+make a statement fail for every row (a spec written by an older release, or by hand): scans cast
+defensively, and specs and confs are returned as JSON *text* for the scheduler to decode per
+entity, where one undecodable document fails only its own version or run.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,8 +37,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL, LIVE_TRIES_SQL, SLOT_TASKS_SQL
-from leoflow.model.run_context import RunContext
+from leoflow.db.models import ACTIVE_RUNS_SQL, LIVE_TRIES_SQL, SLOT_TASKS_SQL
 from leoflow.model.tries import TryKey
 
 
@@ -68,10 +72,21 @@ class ReadyTask(TaskInstanceRow):
 
 
 @dataclass(frozen=True)
+class StartableRun:
+    run_pk: int
+    version_id: int
+
+
+@dataclass(frozen=True)
 class QueuedTry:
+    """A try created by the queue transition, with what its launch needs of its run."""
+
     task_instance_id: int
     task_try_id: int
     try_number: int
+    #: The run's ``conf`` as JSON text (decoded by the scheduler, per run) and logical date.
+    conf_json: str
+    logical_date: datetime | None
 
 
 @dataclass(frozen=True)
@@ -114,26 +129,13 @@ class TryChange:
     executor_ref: str | None
 
 
-@dataclass(frozen=True)
-class TryToKill:
-    task_try_id: int
-    key: TryKey
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    run_pk: int
-    dag_id: str
-    run_id: str
-    state: str
-
-
 # --------------------------------------------------------------------------- DAG versions
 
-async def load_specs(conn: AsyncConnection, version_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    rows = await conn.execute(text("SELECT id, spec FROM dag_versions WHERE id = ANY(CAST(:ids AS bigint[]))"),
-                              {"ids": list(version_ids)})
-    return {int(r.id): r.spec for r in rows}
+async def load_specs(conn: AsyncConnection, version_ids: Sequence[int]) -> dict[int, str]:
+    """Each version's spec as JSON text (the scheduler decodes and compiles it, one version at a time)."""
+    rows = await conn.execute(text("SELECT id, spec::text AS spec FROM dag_versions "
+                                   "WHERE id = ANY(CAST(:ids AS bigint[]))"), {"ids": list(version_ids)})
+    return {int(r.id): str(r.spec) for r in rows}
 
 
 # --------------------------------------------------------------------------- scheduled runs
@@ -142,7 +144,7 @@ async def due_dags(conn: AsyncConnection, now: datetime, limit: int) -> list[Due
     rows = await conn.execute(text("""
         SELECT d.dag_id, d.next_run_at, d.schedule, d.current_version_id AS version_id,
                coalesce(v.spec->>'timezone', 'UTC') AS timezone,
-               coalesce((v.spec->>'catchup')::boolean, false) AS catchup
+               coalesce(v.spec->'catchup' = 'true'::jsonb, false) AS catchup
         FROM dags d JOIN dag_versions v ON v.id = d.current_version_id
         WHERE NOT d.paused AND NOT d.deleted AND d.next_run_at <= :now AND d.schedule IS NOT NULL
         ORDER BY d.next_run_at, d.dag_id
@@ -182,35 +184,51 @@ async def advance_next_run(conn: AsyncConnection, dag_id: str, expected: datetim
 
 # --------------------------------------------------------------------------- starting runs
 
-async def startable_runs(conn: AsyncConnection, limit: int) -> list[int]:
+#: ``max_active_runs`` of a version, read so that no stored value can fail the scan for every DAG.
+_MAX_ACTIVE_RUNS = """
+    CASE WHEN jsonb_typeof(v.spec->'max_active_runs') = 'number'
+         THEN least(greatest((v.spec->>'max_active_runs')::numeric, 0), 2147483647)::int
+         ELSE 16 END"""
+
+
+async def startable_runs(conn: AsyncConnection, limit: int) -> list[StartableRun]:
     """Queued runs that ``max_active_runs`` (of the DAG's current version) lets start, oldest first."""
     rows = await conn.execute(text(f"""
         WITH active AS (
             SELECT dag_id, count(*) FILTER (WHERE state = 'running') AS running
             FROM dag_runs WHERE state IN {ACTIVE_RUNS_SQL} GROUP BY dag_id
         ), ranked AS (
-            SELECT r.id, r.dag_id, row_number() OVER (PARTITION BY r.dag_id ORDER BY r.id) AS rank
+            SELECT r.id, r.dag_id, r.dag_version_id,
+                   row_number() OVER (PARTITION BY r.dag_id ORDER BY r.id) AS rank
             FROM dag_runs r WHERE r.state = 'queued'
         )
-        SELECT ranked.id
+        SELECT ranked.id, ranked.dag_version_id
         FROM ranked
         JOIN active ON active.dag_id = ranked.dag_id
         JOIN dags d ON d.dag_id = ranked.dag_id
         JOIN dag_versions v ON v.id = d.current_version_id
-        WHERE ranked.rank <= coalesce((v.spec->>'max_active_runs')::int, 16) - active.running
+        WHERE ranked.rank <= {_MAX_ACTIVE_RUNS} - active.running
         ORDER BY ranked.id
         LIMIT :limit
     """), {"limit": limit})
-    return [int(r.id) for r in rows]
+    return [StartableRun(int(r.id), int(r.dag_version_id)) for r in rows]
 
 
-async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetime, term: int) -> list[int]:
-    """queued → running, creating each run's task instances from its version. Returns started ids."""
+@dataclass(frozen=True)
+class StartedRuns:
+    """Runs started by :func:`start_runs`, and their tasks without upstreams (ready at once)."""
+
+    run_pks: list[int]
+    roots: list[ReadyTask]
+
+
+async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetime, term: int) -> StartedRuns:
+    """queued → running, creating each run's task instances from its version (whose spec the caller compiled)."""
     rows = await conn.execute(text("""
         WITH started AS (
             UPDATE dag_runs SET state = 'running', started_at = :now, updated_at = :now, term = :term
             WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'queued'
-            RETURNING id, dag_version_id
+            RETURNING id, dag_id, run_id, dag_version_id
         ), created AS (
             INSERT INTO task_instances (run_pk, task_id, state, max_tries, pending_upstreams, term, updated_at)
             SELECT s.id, t->>'id', 'pending', coalesce((t->>'retries')::int, 0) + 1,
@@ -219,22 +237,27 @@ async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetim
             JOIN dag_versions v ON v.id = s.dag_version_id
             CROSS JOIN LATERAL jsonb_array_elements(v.spec->'tasks') AS t
             ON CONFLICT (run_pk, task_id) DO NOTHING
+            RETURNING id, run_pk, task_id, state, try_number, max_tries, pending_upstreams
         )
-        SELECT id FROM started
+        SELECT s.id AS run_pk, s.dag_id, s.run_id, s.dag_version_id AS version_id, c.id, c.task_id, c.state,
+               c.try_number, c.max_tries
+        FROM started s LEFT JOIN created c ON c.run_pk = s.id AND c.pending_upstreams = 0
     """), {"ids": list(run_pks), "now": now, "term": term})
-    return [int(r.id) for r in rows]
+    started: dict[int, None] = {}
+    roots: list[ReadyTask] = []
+    for r in rows:
+        started[int(r.run_pk)] = None
+        if r.id is not None:
+            roots.append(ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
+                                   try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=r.dag_id,
+                                   run_id=r.run_id, version_id=int(r.version_id)))
+    return StartedRuns(list(started), roots)
 
 
 # --------------------------------------------------------------------------- queueing
 
-async def count_slots_in_use(conn: AsyncConnection) -> int:
-    """Task instances counted against ``LEOFLOW_PARALLELISM`` (queued or running)."""
-    return int((await conn.execute(text(
-        f"SELECT count(*) FROM task_instances WHERE state IN {SLOT_TASKS_SQL}"))).scalar_one())
-
-
 async def ready_task_instances(conn: AsyncConnection, limit: int) -> list[ReadyTask]:
-    """Pending tasks with every upstream succeeded, and retries whose delay is over (database clock)."""
+    """Pending tasks with every upstream succeeded, and retries whose delay is over (database clock); oldest first."""
     rows = await conn.execute(text("""
         SELECT * FROM (
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
@@ -253,89 +276,42 @@ async def ready_task_instances(conn: AsyncConnection, limit: int) -> list[ReadyT
     return [ReadyTask(**r._mapping) for r in rows]
 
 
-def _run_context(row: Any) -> RunContext:
-    """A ``dag_runs`` row's ``conf`` and ``logical_date`` columns as the context tries receive."""
-    return RunContext(conf=row.conf or {}, logical_date=row.logical_date)
-
-
-async def run_contexts(conn: AsyncConnection, run_pks: Iterable[int]) -> dict[int, RunContext]:
-    """The conf and logical date of each run, for the environment of the tries being launched."""
-    wanted = sorted(set(run_pks))
-    if not wanted:
-        return {}
-    rows = await conn.execute(
-        text("SELECT id, conf, logical_date FROM dag_runs WHERE id = ANY(CAST(:ids AS bigint[]))"), {"ids": wanted})
-    return {r.id: _run_context(r) for r in rows}
-
-
 async def queue_task_instances(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: datetime,
-                               term: int) -> list[QueuedTry]:
-    """CAS pending/up_for_retry → queued, bump the try number and create the try row."""
+                               term: int, *, parallelism: int) -> list[QueuedTry]:
+    """CAS pending/up_for_retry → queued, bump the try number and create the try row, in order, for
+    as many of ``tasks`` as ``parallelism`` leaves slots free (counted in the same statement).
+
+    One round trip: the slot count, the queue transition, the try rows and what each launch needs
+    of its run (``conf`` as text, ``logical_date``).
+    """
     if not tasks:
         return []
-    rows = await conn.execute(text("""
-        WITH c AS (
+    rows = await conn.execute(text(f"""
+        WITH free AS (
+            SELECT greatest(0, :parallelism - count(*)) AS n FROM task_instances WHERE state IN {SLOT_TASKS_SQL}
+        ), c AS (
             SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:states AS text[]), CAST(:tries AS int[]))
-                AS c(id, state, try_number)
+                WITH ORDINALITY AS c(id, state, try_number, ord)
         ), q AS (
             UPDATE task_instances ti
             SET state = 'queued', try_number = ti.try_number + 1, queued_at = :now, started_at = NULL,
                 ended_at = NULL, timeout_at = NULL, next_try_at = NULL, reason = NULL, updated_at = :now,
                 term = :term
-            FROM c
-            WHERE ti.id = c.id AND ti.state = c.state AND ti.try_number = c.try_number
+            FROM c, free
+            WHERE ti.id = c.id AND ti.state = c.state AND ti.try_number = c.try_number AND c.ord <= free.n
               AND (ti.state = 'up_for_retry' OR ti.pending_upstreams = 0)
-            RETURNING ti.id, ti.try_number
+            RETURNING ti.id, ti.run_pk, ti.try_number
+        ), t AS (
+            INSERT INTO task_tries (task_instance_id, try_number, state, term, queued_at)
+            SELECT id, try_number, 'queued', :term, :now FROM q
+            RETURNING id, task_instance_id, try_number
         )
-        INSERT INTO task_tries (task_instance_id, try_number, state, term, queued_at)
-        SELECT id, try_number, 'queued', :term, :now FROM q
-        RETURNING id, task_instance_id, try_number
+        SELECT t.id, t.task_instance_id, t.try_number, r.conf::text AS conf, r.logical_date
+        FROM t JOIN q ON q.id = t.task_instance_id JOIN dag_runs r ON r.id = q.run_pk
     """), {"ids": [t.id for t in tasks], "states": [t.state for t in tasks],
-           "tries": [t.try_number for t in tasks], "now": now, "term": term})
-    return [QueuedTry(task_instance_id=int(r.task_instance_id), task_try_id=int(r.id),
-                      try_number=int(r.try_number)) for r in rows]
-
-
-async def succeed_empty_tasks(conn: AsyncConnection, ids: Sequence[int], now: datetime,
-                              term: int) -> list[tuple[int, int, str]]:
-    """CAS pending → success for ``kind: empty`` tasks. Returns (id, run_pk, task_id) applied."""
-    if not ids:
-        return []
-    rows = await conn.execute(text("""
-        UPDATE task_instances SET state = 'success', queued_at = :now, started_at = :now, ended_at = :now,
-               updated_at = :now, term = :term
-        WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'pending' AND pending_upstreams = 0
-        RETURNING id, run_pk, task_id
-    """), {"ids": list(ids), "now": now, "term": term})
-    return [(int(r.id), int(r.run_pk), str(r.task_id)) for r in rows]
-
-
-async def release_downstream(conn: AsyncConnection, pairs: Sequence[tuple[int, str]], now: datetime) -> None:
-    """One upstream of each (run_pk, task_id) succeeded: decrement its ``pending_upstreams``."""
-    if not pairs:
-        return
-    await conn.execute(text("""
-        UPDATE task_instances ti SET pending_upstreams = ti.pending_upstreams - d.n, updated_at = :now
-        FROM (SELECT run_pk, task_id, count(*) AS n
-              FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS x(run_pk, task_id)
-              GROUP BY run_pk, task_id) AS d
-        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending'
-    """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now})
-
-
-async def mark_upstream_failed(conn: AsyncConnection, pairs: Sequence[tuple[int, str]], now: datetime,
-                               term: int) -> int:
-    """pending → upstream_failed for each (run_pk, task_id). Returns rows changed."""
-    if not pairs:
-        return 0
-    result = await conn.execute(text("""
-        UPDATE task_instances ti SET state = 'upstream_failed', ended_at = :now, updated_at = :now, term = :term,
-               reason = 'an upstream task failed'
-        FROM (SELECT DISTINCT * FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS x(run_pk, task_id)) d
-        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending'
-        RETURNING ti.id
-    """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now, "term": term})
-    return len(result.all())
+           "tries": [t.try_number for t in tasks], "now": now, "term": term, "parallelism": parallelism})
+    return [QueuedTry(task_instance_id=int(r.task_instance_id), task_try_id=int(r.id), try_number=int(r.try_number),
+                      conf_json=str(r.conf), logical_date=r.logical_date) for r in rows]
 
 
 # --------------------------------------------------------------------------- status changes
@@ -452,36 +428,6 @@ async def timed_out_task_instances(conn: AsyncConnection, limit: int) -> list[in
     return [int(r.id) for r in rows]
 
 
-async def request_kill(conn: AsyncConnection, tries: Sequence[tuple[int, int]], reason: str) -> None:
-    """Flag live tries (ti_id, try_number) ``cancelling``: the leader asks the executor to kill them."""
-    if not tries:
-        return
-    await conn.execute(text("""
-        UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, :reason)
-        FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(ti_id, try_number)
-        WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number AND tt.state IN ('queued', 'running')
-    """), {"ids": [t[0] for t in tries], "tries": [t[1] for t in tries], "reason": reason})
-
-
-async def tries_to_kill(conn: AsyncConnection, limit: int) -> list[TryToKill]:
-    rows = await conn.execute(text("""
-        SELECT tt.id, r.dag_id, r.run_id, ti.task_id, tt.try_number
-        FROM task_tries tt
-        JOIN task_instances ti ON ti.id = tt.task_instance_id
-        JOIN dag_runs r ON r.id = ti.run_pk
-        WHERE tt.state = 'cancelling'
-        ORDER BY tt.id LIMIT :limit
-    """), {"limit": limit})
-    return [TryToKill(int(r.id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number))) for r in rows]
-
-
-async def mark_tries_killed(conn: AsyncConnection, task_try_ids: Sequence[int], now: datetime) -> None:
-    await conn.execute(text("""
-        UPDATE task_tries SET state = 'cancelled', ended_at = coalesce(ended_at, :now)
-        WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'cancelling'
-    """), {"ids": list(task_try_ids), "now": now})
-
-
 @dataclass(frozen=True)
 class QueuedLaunch:
     """A try queued in the database, to be (re)submitted to the executor."""
@@ -490,14 +436,16 @@ class QueuedLaunch:
     task_instance_id: int
     key: TryKey
     version_id: int
-    run: RunContext
+    run_pk: int
+    conf_json: str
+    logical_date: datetime | None
 
 
 async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -> list[QueuedLaunch]:
     """Queued tries of queued task instances, keyset-paged by try id (resubmitted after failover)."""
     rows = await conn.execute(text("""
         SELECT tt.id, tt.task_instance_id, tt.try_number, ti.task_id, r.dag_id, r.run_id,
-               r.dag_version_id, r.conf, r.logical_date
+               r.dag_version_id, r.id AS run_pk, r.conf::text AS conf, r.logical_date
         FROM task_tries tt
         JOIN task_instances ti ON ti.id = tt.task_instance_id AND ti.try_number = tt.try_number
         JOIN dag_runs r ON r.id = ti.run_pk
@@ -505,36 +453,4 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
         ORDER BY tt.id LIMIT :limit
     """), {"after": after_id, "limit": limit})
     return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
-                         int(r.dag_version_id), _run_context(r)) for r in rows]
-
-
-# --------------------------------------------------------------------------- finishing runs
-
-async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetime, term: int) -> list[FinishedRun]:
-    """running → success/failed for runs whose task instances are all final."""
-    if not run_pks:
-        return []
-    rows = await conn.execute(text(f"""
-        WITH s AS (
-            SELECT run_pk, bool_and(state = 'success') AS ok, bool_or(state IN {ACTIVE_TASKS_SQL}) AS busy
-            FROM task_instances WHERE run_pk = ANY(CAST(:ids AS bigint[])) GROUP BY run_pk
-        )
-        UPDATE dag_runs r SET state = CASE WHEN s.ok THEN 'success' ELSE 'failed' END,
-               ended_at = :now, updated_at = :now, term = :term
-        FROM s
-        WHERE r.id = s.run_pk AND NOT s.busy AND r.state = 'running'
-        RETURNING r.id, r.dag_id, r.run_id, r.state
-    """), {"ids": list(run_pks), "now": now, "term": term})
-    return [FinishedRun(int(r.id), r.dag_id, r.run_id, r.state) for r in rows]
-
-
-async def running_runs_after(conn: AsyncConnection, after_id: int, limit: int) -> list[int]:
-    """Keyset page of running runs (the periodic completion sweep)."""
-    rows = await conn.execute(text("""
-        SELECT id FROM dag_runs WHERE state = 'running' AND id > :after ORDER BY id LIMIT :limit
-    """), {"after": after_id, "limit": limit})
-    return [int(r.id) for r in rows]
-
-
-def conf_json(conf: dict[str, Any]) -> str:
-    return json.dumps(conf, sort_keys=True)
+                         int(r.dag_version_id), int(r.run_pk), str(r.conf), r.logical_date) for r in rows]

@@ -17,8 +17,20 @@ TASK_TRANSITIONS = Counter("leoflow_scheduler_task_transitions_total",
                            "Task instance state changes applied by the scheduler", ["state"])
 RUNS_CREATED = Counter("leoflow_scheduler_runs_created_total", "Scheduled runs created by the leader")
 RUNS_FINISHED = Counter("leoflow_scheduler_runs_finished_total", "Runs finished by the scheduler", ["state"])
+ENTITY_ERRORS = Counter("leoflow_scheduler_entity_errors_total",
+                        "Entities failed because handling them raised (contained; the leader carried on), by kind",
+                        ["kind"])
+SWEEP_REPAIRS = Counter("leoflow_scheduler_sweep_repairs_total",
+                        "Runs the completion sweep found complete but still running (expected 0: runs are "
+                        "finished in the transaction that completes them)")
+
+#: ``kind`` of ENTITY_ERRORS: a DAG's schedule, a DAG version's spec, a run, a task instance, an
+#: executor report that names no task instance, an executor's handling of one try.
+ENTITY_KINDS = ("dag", "dag_version", "run", "task", "report", "try")
 
 for _state in ("running", "success", "failed", "up_for_retry", "upstream_failed"):
     TASK_TRANSITIONS.labels(state=_state)
 for _state in ("success", "failed"):
     RUNS_FINISHED.labels(state=_state)
+for _kind in ENTITY_KINDS:
+    ENTITY_ERRORS.labels(kind=_kind)

@@ -7,13 +7,15 @@ final state may finish the run). :class:`DagGraph` precomputes those from an imm
 ``dag_versions`` row; :class:`GraphCache` keeps the most recently used ones (versions are
 immutable, so a cached graph is never stale) and is bounded so memory stays flat however many
 versions exist.
+
+The cache only saves compiling a version again. Whoever needs graphs holds references to the
+ones it got, so a batch that touches more versions than the cache holds (issue 16: 300 versions
+in one batch of 500 against a cache of 256) is correct, merely compiling some twice.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import Any
 
 from leoflow.model.spec import DagSpec, TaskSpec, parse_dag_spec
 
@@ -68,23 +70,17 @@ class GraphCache:
     def __len__(self) -> int:
         return len(self._graphs)
 
-    def missing(self, version_ids: Iterable[int]) -> list[int]:
-        return sorted({v for v in version_ids if v not in self._graphs})
+    def lookup(self, version_id: int) -> DagGraph | None:
+        """The cached graph of ``version_id`` (now the most recently used), or None."""
+        graph = self._graphs.get(version_id)
+        if graph is not None:
+            self._graphs.move_to_end(version_id)
+        return graph
 
-    def add(self, version_id: int, spec: dict[str, Any]) -> DagGraph:
+    def add(self, version_id: int, spec: object) -> DagGraph:
+        """Compile ``spec`` (raises ValidationFailed if it is not a valid spec) and cache the graph."""
         graph = DagGraph(version_id, parse_dag_spec(spec))
         self._graphs[version_id] = graph
         while len(self._graphs) > self.size:
             self._graphs.popitem(last=False)
         return graph
-
-    def get(self, version_id: int) -> DagGraph:
-        """A loaded graph (call :meth:`missing` + :meth:`add` first); KeyError if absent."""
-        graph = self._graphs[version_id]
-        self._graphs.move_to_end(version_id)
-        return graph
-
-    def get_or_load(self, version_id: int, load: Callable[[int], dict[str, Any]]) -> DagGraph:
-        if version_id in self._graphs:
-            return self.get(version_id)
-        return self.add(version_id, load(version_id))

@@ -163,6 +163,7 @@ export default {
           fill(facts,
             fact("Schedule", dag.schedule ? h("code", {}, dag.schedule) : "manual only"),
             fact("Next run", dag.paused ? "paused" : timeEl(dag.next_run_at)),
+            dag.schedule_error ? fact("Schedule stopped", h("span", { class: "reason", "data-testid": "schedule-error" }, dag.schedule_error)) : null,
             fact("Version", dag.version ?? dag.current_version ?? "—"),
             fact("Tasks", String(tasksOf(dag).length)),
             dag.spec?.description ? fact("About", dag.spec.description) : null);

@@ -112,6 +112,7 @@ export default {
         }
         fill(facts,
           h("div", { class: "fact" }, h("span", { class: "fact-label" }, "State"), h("span", { "data-testid": "run-state" }, badge(run.state))),
+          run.reason ? fact("Reason", h("span", { class: "reason", "data-testid": "run-reason" }, `run ${run.state}: ${run.reason}`)) : null,
           fact("Type", run.run_type || "—"),
           run.reason ? h("div", { class: "fact" }, h("span", { class: "fact-label" }, "Reason"),
             h("span", { class: "reason", "data-testid": "run-reason" }, run.reason)) : null,

@@ -1,0 +1,292 @@
+"""How tasks and runs end: the statements behind every consequence of a task's final state.
+
+Called by the scheduler inside its fenced transactions (see :mod:`leoflow.db.scheduler_store`
+for the rules every write follows: compare-and-set, batched, bounded):
+
+- a success releases the task's downstream (``pending_upstreams`` decremented) and says which
+  of them became ready, so they are queued in the same transaction without a scan;
+- a final failure makes the task's descendants ``upstream_failed``;
+- a run whose task instances are all final is finished **in the same transaction** as the
+  transition that made it so (:func:`finish_runs`; a partial index makes "is anything still
+  active?" one probe per run). Its ``reason`` names the first failed task;
+- entities the scheduler could not handle (:mod:`leoflow.scheduler.containment`) are failed
+  durably with their reason, so no later leader treats them as work again;
+- tries are flagged ``cancelling`` for the executor to kill, and marked ``cancelled`` once killed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
+from leoflow.db.scheduler_store import ReadyTask
+from leoflow.model.tries import TryKey
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    run_pk: int
+    dag_id: str
+    run_id: str
+    state: str
+
+
+@dataclass(frozen=True)
+class FailedTask:
+    """A task instance failed by :func:`fail_task_instances` (its descendants still to be doomed)."""
+
+    ti_id: int
+    run_pk: int
+    task_id: str
+    version_id: int
+
+
+@dataclass(frozen=True)
+class TryToKill:
+    task_try_id: int
+    key: TryKey
+
+
+# --------------------------------------------------------------------------- downstream of a final state
+
+_NEWLY_READY = """
+    RETURNING ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.pending_upstreams,
+              r.dag_id, r.run_id, r.dag_version_id AS version_id
+"""
+
+
+def _ready(rows: Any) -> list[ReadyTask]:
+    return [ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
+                      try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=r.dag_id, run_id=r.run_id,
+                      version_id=int(r.version_id)) for r in rows if r.pending_upstreams == 0]
+
+
+async def release_downstream(conn: AsyncConnection, pairs: Sequence[tuple[int, str]],
+                             now: datetime) -> list[ReadyTask]:
+    """One upstream of each (run_pk, task_id) succeeded: decrement ``pending_upstreams``; returns
+    the task instances that became ready."""
+    if not pairs:
+        return []
+    rows = await conn.execute(text(f"""
+        UPDATE task_instances ti SET pending_upstreams = ti.pending_upstreams - d.n, updated_at = :now
+        FROM (SELECT run_pk, task_id, count(*) AS n
+              FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS x(run_pk, task_id)
+              GROUP BY run_pk, task_id) AS d, dag_runs r
+        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending' AND r.id = ti.run_pk
+        {_NEWLY_READY}
+    """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now})
+    return _ready(rows)
+
+
+@dataclass(frozen=True)
+class EmptySuccess:
+    """What :func:`succeed_empty_tasks` did: the empty tasks it succeeded, the tasks that became ready."""
+
+    succeeded: list[tuple[int, int]]  # (ti id, run_pk)
+    ready: list[ReadyTask]
+
+
+async def succeed_empty_tasks(conn: AsyncConnection, ids: Sequence[int], downstream: Sequence[tuple[int, int, str]],
+                              now: datetime, term: int) -> EmptySuccess:
+    """CAS pending → success for ``kind: empty`` tasks and release their downstream, in one statement.
+
+    ``downstream``: (upstream ti id, run_pk, downstream task id) for every edge out of ``ids``;
+    only the edges of tasks that actually succeeded are released (a run cancelled meanwhile
+    releases nothing).
+    """
+    if not ids:
+        return EmptySuccess([], [])
+    rows = await conn.execute(text(f"""
+        WITH s AS (
+            UPDATE task_instances SET state = 'success', queued_at = :now, started_at = :now, ended_at = :now,
+                   updated_at = :now, term = :term
+            WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'pending' AND pending_upstreams = 0
+            RETURNING id, run_pk
+        ), d AS (
+            SELECT x.run_pk, x.task_id, count(*) AS n
+            FROM unnest(CAST(:ups AS bigint[]), CAST(:runs AS bigint[]), CAST(:tasks AS text[]))
+                 AS x(up_id, run_pk, task_id)
+            JOIN s ON s.id = x.up_id
+            GROUP BY x.run_pk, x.task_id
+        ), released AS (
+            UPDATE task_instances ti SET pending_upstreams = ti.pending_upstreams - d.n, updated_at = :now
+            FROM d, dag_runs r
+            WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending' AND r.id = ti.run_pk
+            {_NEWLY_READY}
+        )
+        SELECT 's' AS kind, s.id, s.run_pk, NULL AS task_id, NULL AS state, 0 AS try_number, 0 AS max_tries,
+               NULL::int AS pending_upstreams, NULL AS dag_id, NULL AS run_id, 0::bigint AS version_id FROM s
+        UNION ALL
+        SELECT 'r', id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, dag_id, run_id,
+               version_id FROM released
+    """), {"ids": list(ids), "ups": [d[0] for d in downstream], "runs": [d[1] for d in downstream],
+           "tasks": [d[2] for d in downstream], "now": now, "term": term})
+    succeeded: list[tuple[int, int]] = []
+    released: list[Any] = []
+    for r in rows:
+        if r.kind == "s":
+            succeeded.append((int(r.id), int(r.run_pk)))
+        else:
+            released.append(r)
+    return EmptySuccess(succeeded, _ready(released))
+
+
+async def mark_upstream_failed(conn: AsyncConnection, pairs: Sequence[tuple[int, str]], now: datetime,
+                               term: int) -> int:
+    """pending → upstream_failed for each (run_pk, task_id). Returns rows changed."""
+    if not pairs:
+        return 0
+    result = await conn.execute(text("""
+        UPDATE task_instances ti SET state = 'upstream_failed', ended_at = :now, updated_at = :now, term = :term,
+               reason = 'an upstream task failed'
+        FROM (SELECT DISTINCT * FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS x(run_pk, task_id)) d
+        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending'
+        RETURNING ti.id
+    """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now, "term": term})
+    return len(result.all())
+
+
+# --------------------------------------------------------------------------- finishing runs
+
+async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetime, term: int) -> list[FinishedRun]:
+    """running → success/failed for those of ``run_pks`` whose task instances are all final.
+
+    A run with a task instance in an active state costs one probe of ``ix_task_instances_run_active``;
+    only runs that do finish read their task instances, once, to name the first failed task in
+    ``reason`` (``task 'load' failed: exit code 1``).
+    """
+    if not run_pks:
+        return []
+    rows = await conn.execute(text(f"""
+        WITH done AS (
+            SELECT r.id FROM dag_runs r
+            WHERE r.id = ANY(CAST(:ids AS bigint[])) AND r.state = 'running'
+              AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_pk = r.id AND ti.state IN {ACTIVE_TASKS_SQL})
+              AND EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_pk = r.id)
+        ), verdict AS (
+            SELECT done.id, f.task_id, f.state, f.reason FROM done
+            LEFT JOIN LATERAL (
+                SELECT ti.task_id, ti.state, ti.reason FROM task_instances ti
+                WHERE ti.run_pk = done.id AND ti.state <> 'success'
+                ORDER BY ti.state = 'upstream_failed', ti.ended_at NULLS LAST, ti.id LIMIT 1) f ON true
+        )
+        UPDATE dag_runs r SET state = CASE WHEN v.task_id IS NULL THEN 'success' ELSE 'failed' END,
+               reason = CASE WHEN v.task_id IS NULL THEN NULL
+                             ELSE left(format('task %L %s: %s', v.task_id, v.state, coalesce(v.reason, v.state)), 500)
+                        END,
+               ended_at = :now, updated_at = :now, term = :term
+        FROM verdict v
+        WHERE r.id = v.id AND r.state = 'running'
+        RETURNING r.id, r.dag_id, r.run_id, r.state
+    """), {"ids": list(run_pks), "now": now, "term": term})
+    return [FinishedRun(int(r.id), r.dag_id, r.run_id, r.state) for r in rows]
+
+
+async def running_runs_after(conn: AsyncConnection, after_id: int, limit: int) -> list[int]:
+    """Keyset page of running runs (the periodic completion sweep)."""
+    rows = await conn.execute(text("""
+        SELECT id FROM dag_runs WHERE state = 'running' AND id > :after ORDER BY id LIMIT :limit
+    """), {"after": after_id, "limit": limit})
+    return [int(r.id) for r in rows]
+
+
+# --------------------------------------------------------------------------- entities the scheduler failed
+
+async def fail_task_instances(conn: AsyncConnection, failures: Sequence[tuple[int, str]], now: datetime,
+                              term: int) -> list[FailedTask]:
+    """Unfinished task instances (id, reason) → ``failed`` for good (no retry: the same data would fail
+    the same way); their live tries are flagged ``cancelling`` so the executor kills them."""
+    if not failures:
+        return []
+    rows = await conn.execute(text(f"""
+        WITH c AS (
+            SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS c(id, reason)
+        ), failed AS (
+            UPDATE task_instances ti SET state = 'failed', reason = c.reason, ended_at = :now, updated_at = :now,
+                   timeout_at = NULL, next_try_at = NULL, term = :term
+            FROM c WHERE ti.id = c.id AND ti.state IN {ACTIVE_TASKS_SQL}
+            RETURNING ti.id, ti.run_pk, ti.task_id, c.reason
+        ), killed AS (
+            UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, f.reason)
+            FROM failed f WHERE tt.task_instance_id = f.id AND tt.state IN ('queued', 'running')
+        )
+        SELECT f.id, f.run_pk, f.task_id, r.dag_version_id FROM failed f JOIN dag_runs r ON r.id = f.run_pk
+    """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now, "term": term})
+    return [FailedTask(int(r.id), int(r.run_pk), r.task_id, int(r.dag_version_id)) for r in rows]
+
+
+async def fail_runs(conn: AsyncConnection, failures: Sequence[tuple[int, str]], now: datetime,
+                    term: int) -> list[FinishedRun]:
+    """Queued or running runs (run_pk, reason) → ``failed``; their unfinished task instances are
+    ``cancelled`` (reason ``run failed: …``) and their live tries flagged ``cancelling``."""
+    if not failures:
+        return []
+    rows = await conn.execute(text(f"""
+        WITH c AS (
+            SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS c(id, reason)
+        ), failed AS (
+            UPDATE dag_runs r SET state = 'failed', reason = c.reason, ended_at = :now, updated_at = :now, term = :term
+            FROM c WHERE r.id = c.id AND r.state IN {ACTIVE_RUNS_SQL}
+            RETURNING r.id, r.dag_id, r.run_id, c.reason
+        ), tasks AS (
+            UPDATE task_instances ti SET state = 'cancelled', reason = left('run failed: ' || f.reason, 500),
+                   ended_at = :now, updated_at = :now, timeout_at = NULL, next_try_at = NULL, term = :term
+            FROM failed f WHERE ti.run_pk = f.id AND ti.state IN {ACTIVE_TASKS_SQL}
+            RETURNING ti.id
+        ), tries AS (
+            UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, 'run failed')
+            FROM tasks WHERE tt.task_instance_id = tasks.id AND tt.state IN ('queued', 'running')
+        )
+        SELECT id, dag_id, run_id FROM failed
+    """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now, "term": term})
+    return [FinishedRun(int(r.id), r.dag_id, r.run_id, "failed") for r in rows]
+
+
+async def stop_schedules(conn: AsyncConnection, failures: Sequence[tuple[str, str]], now: datetime) -> None:
+    """DAGs (dag_id, reason) whose schedule the scheduler cannot evaluate: no more scheduled runs
+    until the DAG is applied again (``apply_dag`` re-plans and clears ``schedule_error``)."""
+    if not failures:
+        return
+    await conn.execute(text("""
+        UPDATE dags d SET next_run_at = NULL, schedule_error = c.reason, updated_at = :now
+        FROM unnest(CAST(:ids AS text[]), CAST(:reasons AS text[])) AS c(dag_id, reason)
+        WHERE d.dag_id = c.dag_id
+    """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now})
+
+
+# --------------------------------------------------------------------------- killing tries
+
+async def request_kill(conn: AsyncConnection, tries: Sequence[tuple[int, int]], reason: str) -> None:
+    """Flag live tries (ti_id, try_number) ``cancelling``: the leader asks the executor to kill them."""
+    if not tries:
+        return
+    await conn.execute(text("""
+        UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, :reason)
+        FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(ti_id, try_number)
+        WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number AND tt.state IN ('queued', 'running')
+    """), {"ids": [t[0] for t in tries], "tries": [t[1] for t in tries], "reason": reason})
+
+
+async def tries_to_kill(conn: AsyncConnection, limit: int) -> list[TryToKill]:
+    rows = await conn.execute(text("""
+        SELECT tt.id, r.dag_id, r.run_id, ti.task_id, tt.try_number
+        FROM task_tries tt
+        JOIN task_instances ti ON ti.id = tt.task_instance_id
+        JOIN dag_runs r ON r.id = ti.run_pk
+        WHERE tt.state = 'cancelling'
+        ORDER BY tt.id LIMIT :limit
+    """), {"limit": limit})
+    return [TryToKill(int(r.id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number))) for r in rows]
+
+
+async def mark_tries_killed(conn: AsyncConnection, task_try_ids: Sequence[int], now: datetime) -> None:
+    await conn.execute(text("""
+        UPDATE task_tries SET state = 'cancelled', ended_at = coalesce(ended_at, :now)
+        WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'cancelling'
+    """), {"ids": list(task_try_ids), "now": now})

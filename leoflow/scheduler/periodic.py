@@ -1,0 +1,163 @@
+"""The parts of a tick that look for work appearing with time or from outside.
+
+Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's step:
+
+- **scheduled runs**: DAGs whose ``next_run_at`` is due get their runs
+  (:func:`~leoflow.model.timetable.plan_scheduled_runs`); ``next_run_at`` moves forward with a
+  compare-and-set, so a crash between the two only means the (idempotent, uniquely keyed)
+  creation is redone;
+- **timeouts**: running tasks past ``timeout_at`` fail (or go up for retry) and their tries are
+  flagged for killing;
+- **starting runs**: queued runs that ``max_active_runs`` allows start; their task instances
+  are created and their roots handed to the step as ready (also called whenever a finished run
+  frees a slot).
+
+Containment: a DAG whose schedule cannot be evaluated has its schedule stopped with the reason
+(``dags.schedule_error``); a run whose version does not compile fails before it starts; a task
+whose timeout cannot be computed fails alone. Each part is also a :class:`Part` — a scan and an
+apply over explicit entities — so a step that failed as a whole can be redone part by part and
+bisected (:func:`leoflow.scheduler.containment.isolate`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from leoflow.db import completion_store
+from leoflow.db import scheduler_store as store
+from leoflow.metrics import scheduler as metrics
+from leoflow.model.run_ids import scheduled_run_id
+from leoflow.model.timetable import plan_scheduled_runs
+from leoflow.scheduler.containment import EntityKind
+from leoflow.scheduler.graphs import VersionGraphs
+from leoflow.scheduler.step import Step
+from leoflow.scheduler.transitions import timeout_transition
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Scheduled runs created per DAG per tick when catching up.
+CATCHUP_RUNS_PER_TICK = 50
+#: DAGs examined for due scheduled runs per tick.
+DUE_DAGS_PER_TICK = 100
+
+
+@dataclass(frozen=True)
+class Part(Generic[T]):
+    """One periodic part as a scan and an apply over explicit entities (for isolation)."""
+
+    kind: EntityKind
+    scan: Callable[[Step], Awaitable[list[T]]]
+    apply: Callable[[Step, Sequence[T]], Awaitable[Any]]
+    entity: Callable[[T], int | str]
+
+
+class Periodic:
+    """The periodic parts of one term's ticks (see the module docstring)."""
+
+    def __init__(self, graphs: VersionGraphs, quarantine: set[tuple[EntityKind, int | str]], *,
+                 batch_size: int) -> None:
+        self.graphs = graphs
+        self.quarantine = quarantine
+        self.batch_size = batch_size
+
+    async def run(self, step: Step) -> None:
+        await self.create_scheduled_runs(step)
+        await self.apply_timeouts(step)
+        await self.start_runs(step)
+        step.kill_check = True
+
+    def parts(self) -> list[Part[Any]]:
+        return [Part("dag", self._due, self._create, lambda d: d.dag_id),
+                Part("task", self._timed_out, self._time_out, lambda i: i),
+                Part("run", self._startable, self._start, lambda r: r.run_pk)]
+
+    # ------------------------------------------------------------------ scheduled runs
+
+    async def create_scheduled_runs(self, step: Step) -> None:
+        await self._create(step, await self._due(step))
+
+    async def _due(self, step: Step) -> list[store.DueDag]:
+        dues = await store.due_dags(step.conn, step.now, DUE_DAGS_PER_TICK)
+        return [d for d in dues if ("dag", d.dag_id) not in self.quarantine]
+
+    async def _create(self, step: Step, dues: Sequence[store.DueDag]) -> None:
+        step.due += len(dues)
+        for dag in dues:
+            try:
+                plan = plan_scheduled_runs(dag.schedule, dag.timezone, catchup=dag.catchup,
+                                           next_run_at=dag.next_run_at, now=step.now, limit=CATCHUP_RUNS_PER_TICK)
+                run_ids = [scheduled_run_id(d) for d in plan.logical_dates]
+            except Exception as exc:  # containment: this DAG's schedule, whatever makes it unplannable
+                step.fail("dag", dag.dag_id, exc)
+                continue
+            created = await store.create_scheduled_runs(step.conn, dag, run_ids, plan.logical_dates, step.now,
+                                                        step.term)
+            await store.advance_next_run(step.conn, dag.dag_id, dag.next_run_at, plan.next_run_at)
+            step.created += created
+            metrics.RUNS_CREATED.inc(created)
+            if created:
+                log.info("scheduled runs created", extra={"dag_id": dag.dag_id, "runs": created,
+                                                          "next_run_at": plan.next_run_at.isoformat()})
+
+    # ------------------------------------------------------------------ timeouts
+
+    async def apply_timeouts(self, step: Step) -> None:
+        await self._time_out(step, await self._timed_out(step))
+
+    async def _timed_out(self, step: Step) -> list[int]:
+        ids = await store.timed_out_task_instances(step.conn, self.batch_size)
+        return [i for i in ids if ("task", i) not in self.quarantine]
+
+    async def _time_out(self, step: Step, ids: Sequence[int]) -> None:
+        if not ids:
+            return
+        rows = await store.lock_task_instances_by_id(step.conn, ids)
+        graphs = await step.graphs.load(step.conn, {r.version_id for r in rows})
+        rows = step.usable(rows, graphs)
+        transitions = []
+        for row in rows:
+            try:
+                t = timeout_transition(row, graphs[row.version_id].task(row.task_id), now=step.now,
+                                       max_retry_delay=step.max_retry_delay)
+            except Exception as exc:  # containment: this task's timeout
+                step.fail("task", row.id, exc)
+                continue
+            if t is not None:
+                transitions.append(t)
+        applied = await store.apply_transitions(step.conn, transitions, step.now, step.term)
+        done = [t for t in transitions if t.ti_id in applied]
+        await step.after_transitions(done, {r.id: r for r in rows}, graphs)
+        for t in done:
+            await completion_store.request_kill(step.conn, [(t.ti_id, t.try_number)], t.reason or "timed out")
+            log.info("task timed out", extra={"task_instance_id": t.ti_id, "state": t.new_state})
+        step.kill_check = step.kill_check or bool(done)
+
+    # ------------------------------------------------------------------ starting runs
+
+    async def start_runs(self, step: Step) -> bool:
+        """Start what ``max_active_runs`` allows; True if a run started (or failed instead)."""
+        return await self._start(step, await self._startable(step))
+
+    async def _startable(self, step: Step) -> list[store.StartableRun]:
+        runs = await store.startable_runs(step.conn, self.batch_size)
+        return [r for r in runs if ("run", r.run_pk) not in self.quarantine]
+
+    async def _start(self, step: Step, runs: Sequence[store.StartableRun]) -> bool:
+        if not runs:
+            return False
+        graphs = await step.graphs.load(step.conn, {r.version_id for r in runs})
+        startable: list[int] = []
+        for run in runs:
+            if run.version_id in graphs:
+                startable.append(run.run_pk)
+            else:  # its version does not compile: the run fails instead of starting
+                step.fail_run(run.run_pk, self.graphs.broken(run.version_id) or "scheduler error: no DAG version")
+        started = await store.start_runs(step.conn, startable, step.now, step.term)
+        step.started += len(started.run_pks)
+        step.add_candidates(started.roots)
+        return bool(started.run_pks) or len(startable) < len(runs)

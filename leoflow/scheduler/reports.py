@@ -1,0 +1,106 @@
+"""Executor reports → task transitions, inside a scheduler step.
+
+Reports are folded per task instance (:func:`~leoflow.scheduler.transitions.fold_reports`) and
+applied with one batched compare-and-set. Fast path: tries this term queued are remembered
+(``inflight``: bounded by the parallelism) with the state the scheduler last gave them, so their
+reports need no lookup. The CAS still guards them: if the row moved (cancelled, timed out), the
+miss is re-done on the slow path, which locks and re-reads the rows, so nothing is lost.
+
+Containment: folding one task instance's reports runs in a boundary of its own (a report that
+makes the state machine raise — a timeout beyond the calendar, a bug — fails that task instance
+with the reason, never the batch). Text from executors (reasons, references) is cleaned of what
+PostgreSQL cannot store before it reaches a statement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+
+from leoflow.db import scheduler_store as store
+from leoflow.db.scheduler_store import LiveTaskInstance, Transition, TryChange
+from leoflow.model.tries import StatusUpdate, TryKey
+from leoflow.scheduler.containment import clean_text
+from leoflow.scheduler.step import Step
+from leoflow.scheduler.transitions import InFlightTry, TryFacts, fold_reports, fold_try_facts
+
+log = logging.getLogger(__name__)
+
+
+def cleaned(update: StatusUpdate) -> StatusUpdate:
+    """The report with its text fields storable (no NUL; bounded)."""
+    reason = None if update.reason is None else clean_text(update.reason)
+    ref = None if update.executor_ref is None else clean_text(update.executor_ref, 253)
+    if reason == update.reason and ref == update.executor_ref:
+        return update
+    return dataclasses.replace(update, reason=reason, executor_ref=ref)
+
+
+class ReportApplier:
+    """Applies batches of executor reports for one term (see the module docstring)."""
+
+    def __init__(self, inflight: dict[TryKey, InFlightTry], *, max_retry_delay: float) -> None:
+        self.inflight = inflight
+        self.max_retry_delay = max_retry_delay
+
+    async def apply(self, step: Step, batch: Sequence[StatusUpdate]) -> None:
+        batch = [cleaned(u) for u in batch]
+        fast = [u for u in batch if u.key in self.inflight]
+        slow_keys = [u.key for u in batch if u.key not in self.inflight]
+        rows = [self.inflight[u.key].row() for u in fast]
+        if slow_keys:
+            rows.extend(await store.lock_task_instances(step.conn, slow_keys))
+        missed = await self._fold_and_apply(step, batch, rows)
+        if missed:
+            for key in missed:
+                self.inflight.pop(key, None)
+            fresh = await store.lock_task_instances(step.conn, missed)
+            retry = [u for u in batch if u.key in set(missed)]
+            await self._fold_and_apply(step, retry, fresh, record_tries=False)
+
+    async def _fold_and_apply(self, step: Step, batch: Sequence[StatusUpdate], rows: Sequence[LiveTaskInstance], *,
+                              record_tries: bool = True) -> list[TryKey]:
+        """Fold reports per task instance and CAS them; returns the in-flight keys whose CAS missed."""
+        graphs = await step.graphs.load(step.conn, {r.version_id for r in rows})
+        rows = step.usable(rows, graphs)
+        by_key = {(r.dag_id, r.run_id, r.task_id): r for r in rows}
+        updates: dict[int, list[StatusUpdate]] = defaultdict(list)
+        facts: dict[tuple[int, int], TryFacts] = {}
+        for update in batch:
+            row = by_key.get((update.key.dag_id, update.key.run_id, update.key.task_id))
+            if row is None:
+                log.debug("report for an unknown task instance", extra={"try": str(update.key)})
+                continue
+            updates[row.id].append(update)
+            fold_try_facts(facts, row.id, update)
+        rows_by_id = {r.id: r for r in rows}
+        transitions: list[Transition] = []
+        for ti_id, ups in updates.items():
+            row = rows_by_id[ti_id]
+            try:
+                folded = fold_reports(row, ups, graphs[row.version_id].task(row.task_id),
+                                      max_retry_delay=self.max_retry_delay)
+            except Exception as exc:  # containment: this task instance's reports, whatever they make us do
+                step.fail("task", ti_id, exc)
+                continue
+            if folded is not None:
+                transitions.append(folded)
+        try_changes = [TryChange(ti_id, try_number, f.state, f.started_at, f.ended_at, f.exit_code, f.reason,
+                                 f.executor_ref) for (ti_id, try_number), f in facts.items()] if record_tries else []
+        applied = await store.apply_transitions(step.conn, transitions, step.now, step.term, try_changes=try_changes)
+        await step.after_transitions([t for t in transitions if t.ti_id in applied], rows_by_id, graphs)
+        missed: list[TryKey] = []
+        for t in transitions:
+            row = rows_by_id[t.ti_id]
+            key = TryKey(row.dag_id, row.run_id, row.task_id, row.try_number)
+            entry = self.inflight.get(key)
+            if t.ti_id not in applied:
+                if entry is not None:
+                    missed.append(key)
+            elif t.new_state == "running" and entry is not None:
+                entry.state, entry.started_at = "running", t.started_at
+            else:
+                self.inflight.pop(key, None)
+        return missed
