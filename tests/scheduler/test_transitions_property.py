@@ -1,0 +1,120 @@
+"""Property tests of the task state machine (issue 16): any sequence of executor reports, any spec.
+
+Invariants, for every generated task instance, task spec and batch of reports:
+
+- a terminal task instance is never moved (success, failed, upstream_failed, cancelled);
+- a transition names the state and try it expects (the CAS), and never another try: try numbers
+  are only ever raised by queueing, never by a report;
+- reports move a task only forward along the drawn edges (queued → running → success/failed/
+  up_for_retry); reports about another try change nothing;
+- folding either succeeds or raises ``OverflowError`` (a deadline beyond the calendar), which the
+  scheduler contains to the task (tests/scheduler/test_containment.py);
+- over many batches, applied with the scheduler's own rules (CAS, retries queued again with the
+  next try number), the try number never goes backwards, and within a batch a late ``running``
+  never reopens a try that ended (the database then keeps ended tries as they are).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from leoflow.db.scheduler_store import LiveTaskInstance
+from leoflow.model.spec import TaskSpec
+from leoflow.model.states import TERMINAL_TASK_STATES, TaskState
+from leoflow.model.tries import StatusUpdate, TryKey, TryState
+from leoflow.scheduler.transitions import TryFacts, fold_reports, fold_try_facts, timeout_transition
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+STATES: tuple[TaskState, ...] = ("pending", "queued", "running", "up_for_retry", "success", "failed",
+                                 "upstream_failed", "cancelled")
+REPORTED: tuple[TryState, ...] = ("running", "success", "failed")
+#: Where a report may take a task instance from each state.
+FORWARD = {"queued": {"running", "success", "failed", "up_for_retry"},
+           "running": {"success", "failed", "up_for_retry"}}
+
+seconds = st.one_of(st.none(), st.floats(min_value=0.001, max_value=1e13, allow_nan=False),
+                    st.integers(min_value=1, max_value=10**12).map(float))
+tasks = st.builds(TaskSpec, id=st.just("t"), image=st.just("busybox"), command=st.just(("true",)),
+                  retries=st.integers(0, 5), retry_delay_seconds=st.floats(0, 1e6, allow_nan=False),
+                  max_retry_delay_seconds=st.one_of(st.none(), st.floats(0, 1e6, allow_nan=False)),
+                  timeout_seconds=seconds)
+rows = st.builds(LiveTaskInstance, id=st.just(1), run_pk=st.just(1), task_id=st.just("t"),
+                 state=st.sampled_from(STATES), try_number=st.integers(0, 6), max_tries=st.integers(1, 6),
+                 dag_id=st.just("d"), run_id=st.just("r"), version_id=st.just(1),
+                 started_at=st.one_of(st.none(), st.just(T0)))
+
+
+@st.composite
+def reports(draw: st.DrawFn, around: int) -> list[StatusUpdate]:
+    """Reports about tries near ``around`` (earlier, current, later), at any time, with any text."""
+    return draw(st.lists(st.builds(
+        StatusUpdate,
+        key=st.integers(max(0, around - 1), around + 1).map(lambda n: TryKey("d", "r", "t", n)),
+        state=st.sampled_from(REPORTED),
+        at=st.integers(0, 10**7).map(lambda s: T0 + timedelta(seconds=s)),
+        exit_code=st.one_of(st.none(), st.integers(-255, 255)),
+        reason=st.one_of(st.none(), st.text(max_size=8)),
+        executor_ref=st.none()), max_size=6))
+
+
+@settings(deadline=None)
+@given(data=st.data(), row=rows, task=st.one_of(st.none(), tasks))
+def test_reports_never_move_a_terminal_task_nor_another_try(data: st.DataObject, row: LiveTaskInstance,
+                                                            task: TaskSpec | None) -> None:
+    batch = data.draw(reports(row.try_number))
+    try:
+        t = fold_reports(row, batch, task, max_retry_delay=3600.0)
+    except OverflowError:
+        assert task is not None and task.timeout_seconds is not None and task.timeout_seconds > 1e9
+        return
+    if t is None:
+        return
+    assert row.state not in TERMINAL_TASK_STATES
+    assert (t.ti_id, t.expected, t.try_number) == (row.id, row.state, row.try_number)
+    assert t.new_state in FORWARD[row.state]
+    assert any(u.key.try_number == row.try_number for u in batch)
+
+
+@settings(deadline=None)
+@given(row=rows, task=st.one_of(st.none(), tasks), later=st.integers(0, 10**6))
+def test_a_timeout_only_ends_a_running_task_of_its_own_try(row: LiveTaskInstance, task: TaskSpec | None,
+                                                           later: int) -> None:
+    t = timeout_transition(row, task, now=T0 + timedelta(seconds=later), max_retry_delay=3600.0)
+    if row.state != "running":
+        assert t is None
+        return
+    assert t is not None and (t.expected, t.try_number) == ("running", row.try_number)
+    assert t.new_state in ("failed", "up_for_retry")
+
+
+@settings(deadline=None)
+@given(data=st.data(), task=tasks.filter(lambda t: t.timeout_seconds is None or t.timeout_seconds < 1e9),
+       batches=st.integers(1, 6))
+def test_over_many_batches_try_numbers_never_go_backwards_and_ended_tries_never_run_again(
+        data: st.DataObject, task: TaskSpec, batches: int) -> None:
+    row = LiveTaskInstance(id=1, run_pk=1, task_id="t", state="queued", try_number=1, max_tries=task.max_tries,
+                           dag_id="d", run_id="r", version_id=1)
+    for _ in range(batches):
+        batch = data.draw(reports(row.try_number))
+        facts: dict[tuple[int, int], TryFacts] = {}
+        ended: set[int] = set()
+        for update in batch:
+            fold_try_facts(facts, row.id, update)
+            f = facts[(row.id, update.key.try_number)]
+            if update.key.try_number in ended:
+                assert f.state != "running", "a late 'running' reopened an ended try"
+            if f.state in ("success", "failed"):
+                ended.add(update.key.try_number)
+        before = row
+        t = fold_reports(row, batch, task, max_retry_delay=3600.0)
+        if t is not None:  # the CAS applies: nothing else moved the row in this model
+            row = replace(row, state=t.new_state, started_at=t.started_at or row.started_at)
+        if row.state == "up_for_retry":  # the scheduler queues the retry: the only place tries grow
+            row = replace(row, state="queued", try_number=row.try_number + 1, started_at=None)
+        assert row.try_number >= before.try_number
+        if before.state in TERMINAL_TASK_STATES:
+            assert row == before
