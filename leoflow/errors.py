@@ -112,3 +112,14 @@ class DagFilesInvalid(DagFilesRejected):
 
 class DagOwnershipConflict(DagFilesRejected):
     """DAG files define DAGs another sync source owns; nothing was applied."""
+
+
+#: Faults of the leader itself, never blamed on one entity (a DAG, run, task or try): a newer term
+#: exists, the database cannot be reached or is too slow, the schema is older than the code. A
+#: containment boundary lets these through (the loop retries or steps down) and contains the rest.
+LEADER_FAULTS: tuple[type[LeoflowError], ...] = (FencedOut, DatabaseUnavailable, LockTimeout, SchemaNotCurrent)
+
+
+def is_leader_fault(exc: BaseException) -> bool:
+    """True for :data:`LEADER_FAULTS` and for anything that is not an ``Exception`` (cancellation)."""
+    return isinstance(exc, LEADER_FAULTS) or not isinstance(exc, Exception)

@@ -35,6 +35,9 @@ Failure semantics:
   marks the logs "output unavailable on this host" instead.
 - Processes survive :meth:`stop` (leadership lost but process alive): they keep running, and
   a later executor in the same process adopts them through a process-wide registry.
+- **Containment**: a try whose launch, process or leftovers (at :meth:`start`) make the
+  executor raise is reported failed with ``executor error: …`` (:mod:`.failures`); the other
+  tries and the term go on.
 """
 
 from __future__ import annotations
@@ -46,8 +49,9 @@ from dataclasses import dataclass, field
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import executor_store, try_outcome_store
-from leoflow.errors import DatabaseError, FencedOut
+from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
+from leoflow.executor.failures import try_error
 from leoflow.executor.local_process import (
     KILL_GRACE,
     Outcome,
@@ -131,7 +135,12 @@ class LocalExecutor:
             claims = await executor_store.unfinished_claims(conn, ctx.cluster)
         for record in claims:
             name = record.executor_ref or try_name(ctx.cluster, record.key)
-            await self._adopt(record.key, record.task_try_id, name, record.claimed_by)
+            try:
+                await self._adopt(record.key, record.task_try_id, name, record.claimed_by)
+            except Exception as exc:  # containment: one try's leftovers must not cost the term (issue 16)
+                if is_leader_fault(exc):
+                    raise
+                await self._emit(record.key, "failed", None, try_error(record.key, exc, doing="adopting it"), name)
 
     async def submit(self, launch: TaskLaunch) -> None:
         ctx = self._require_started()
@@ -179,7 +188,7 @@ class LocalExecutor:
 
     def _launch_failed(self, launch: TaskLaunch, name: str, error: BaseException | None) -> None:
         """Containment: a bug while launching one try fails that try (with a reason), nothing else."""
-        reason = f"executor error: {type(error).__name__}: {error}"[:500]
+        reason = try_error(launch.key, error or RuntimeError("the launch ended early"), doing="launching it")
         start_guarded(self._emit(launch.key, "failed", None, reason, name), f"local-report:{name}",
                       may_return=True, registry=self._watchers)
 
@@ -278,9 +287,7 @@ class LocalExecutor:
             try:
                 outcome = await asyncio.shield(running.outcome)
             except Exception as exc:  # containment: whatever broke the process owner fails this try alone
-                log.exception("task process failed to run", extra={"try": running.files.root.name})
-                outcome = Outcome("failed", None, f"the executor failed while running the process: "
-                                  f"{type(exc).__name__}: {exc}"[:500])
+                outcome = Outcome("failed", None, try_error(running.key, exc, doing="running its process"))
             await self._emit(running.key, outcome.state, outcome.exit_code, outcome.reason, running.files.root.name)
 
         start_guarded(report_outcome(), f"local-watch:{running.files.root.name}", may_return=True,

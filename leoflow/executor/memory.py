@@ -32,6 +32,7 @@ from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.clock import SystemClock
 from leoflow.errors import FencedOut
 from leoflow.executor.base import Report
+from leoflow.executor.failures import try_error
 from leoflow.leadership import LeaderContext
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 
@@ -179,10 +180,13 @@ class MemoryExecutor:
                                             f"{key.task_id}/{key.try_number}"))
 
     async def _finish_later(self, launch: TaskLaunch) -> None:
-        delay = self.delay(launch) if callable(self.delay) else self.delay
-        if delay > 0:
-            await asyncio.sleep(delay)
-        state, code, reason = self.outcome(launch)
+        try:
+            delay = self.delay(launch) if callable(self.delay) else self.delay
+            if delay > 0:
+                await asyncio.sleep(delay)
+            state, code, reason = self.outcome(launch)
+        except Exception as exc:  # containment: one try's outcome function fails that try alone
+            state, code, reason = "failed", None, try_error(launch.key, exc, doing="finishing it")
         self._set(launch.key, state, code, reason)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

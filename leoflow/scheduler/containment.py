@@ -4,7 +4,7 @@ A leader that dies on one entity's data dies again on the next leader, which rep
 data: one DAG with an absurd timeout stopped every DAG of the cluster (issue 16). So the line
 between *the leader's* faults and *an entity's* faults is drawn here, once:
 
-- **Leader faults** (:data:`LEADER_FAULTS`): a newer term (``FencedOut``), the database
+- **Leader faults** (:data:`leoflow.errors.LEADER_FAULTS`): a newer term (``FencedOut``), the database
   unreachable or too slow, a schema older than the code, and cancellation. Nothing about them
   is specific to one entity; the loop retries or steps down as before.
 - **Everything else is an entity's fault** until shown otherwise. The scheduler computes per
@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from leoflow.errors import DatabaseUnavailable, FencedOut, LockTimeout, SchemaNotCurrent
+from leoflow.errors import LEADER_FAULTS, is_leader_fault
 from leoflow.metrics import scheduler as metrics
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,8 @@ T = TypeVar("T")
 
 EntityKind = Literal["dag", "dag_version", "run", "task", "report", "try"]
 
-#: Faults of the leader itself, never blamed on an entity: retried (database) or fatal to the term.
-LEADER_FAULTS: tuple[type[BaseException], ...] = (FencedOut, DatabaseUnavailable, LockTimeout, SchemaNotCurrent)
+__all__ = ["LEADER_FAULTS", "Fault", "clean_text", "contained", "count", "is_leader_fault", "isolate",
+           "scheduler_error"]
 
 #: Longest reason stored on an entity (the columns are TEXT; this keeps API answers readable).
 MAX_REASON = 500
@@ -86,10 +86,6 @@ def count(faults: Sequence[Fault]) -> None:
     """Count faults once they are durable (after the commit that stored them)."""
     for fault in faults:
         metrics.ENTITY_ERRORS.labels(kind=fault.kind).inc()
-
-
-def is_leader_fault(exc: BaseException) -> bool:
-    return isinstance(exc, LEADER_FAULTS) or not isinstance(exc, Exception)
 
 
 async def isolate(items: Sequence[T], attempt: Callable[[Sequence[T]], Awaitable[object]],

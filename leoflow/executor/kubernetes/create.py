@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from leoflow.db import executor_store
-from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFailed
+from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFailed, is_leader_fault
+from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, ObjectAlreadyExists
@@ -142,6 +143,9 @@ class PodCreation:
         except ValidationFailed as exc:  # never sent: the spec's fields and templates do not add up
             await self._finish(t, "failed", None, f"the task's pod is invalid, not created: {exc}"[:1000])
             return
+        except Exception as exc:  # containment: a pod this try's data cannot build fails the try, not the term
+            await self._finish(t, "failed", None, try_error(t.key, exc, doing="building its pod"))
+            return
         deadline = time.monotonic() + self.create_deadline
         attempt = 0
         while not t.final:
@@ -173,6 +177,11 @@ class PodCreation:
                 error = err
             except DatabaseError as err:  # no fenced window could be opened: back off and try again
                 error = err
+            except Exception as exc:  # containment: whatever else creating this one pod raises fails this try
+                if is_leader_fault(exc):
+                    raise
+                await self._finish(t, "failed", None, try_error(t.key, exc, doing="creating its pod"))
+                return
             attempt += 1
             if time.monotonic() > deadline:
                 await self._finish(t, "failed", None, f"pod not created after {attempt} attempts: {error}"[:500])

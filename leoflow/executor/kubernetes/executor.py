@@ -48,8 +48,9 @@ from typing import Any
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import executor_store
-from leoflow.errors import DatabaseError, FencedOut
+from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
+from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.create import PodCreation, Tracked
@@ -257,11 +258,22 @@ class KubernetesExecutor(PodCreation):
             claims = await executor_store.unfinished_claims(conn, ctx.cluster) if initial else []
         for pod in untracked:
             key = pods.pod_try_key(pod)
-            await self._handle_untracked(pod, records.get(key) if key else None)
+            try:
+                await self._handle_untracked(pod, records.get(key) if key else None)
+            except Exception as exc:  # containment: one pod we cannot make sense of is skipped, not the term
+                if is_leader_fault(exc) or isinstance(exc, KubernetesError):
+                    raise
+                log.exception("skipping a pod the executor cannot handle", extra={"pod": pod["metadata"]["name"]})
         for name, t in list(self._tracked.items()):
             current = by_name.get(name)
             if current is not None:
-                await self._apply(t, current, "MODIFIED")
+                try:
+                    await self._apply(t, current, "MODIFIED")
+                except Exception as exc:  # containment: one try's pod fails that try, not the reconcile
+                    if is_leader_fault(exc) or isinstance(exc, KubernetesError):
+                        raise
+                    await self._finish(t, "failed", None, try_error(t.key, exc, doing="reading its pod"))
+                    continue
                 age = time.monotonic() - (t.created_at or time.monotonic())
                 overdue = t.timeout is not None and age > t.timeout + self.deadline_slack
                 if overdue and not t.final and not t.killing:
