@@ -61,18 +61,31 @@ _NEWLY_READY = """
 """
 
 
-def _ready(rows: Any) -> list[ReadyTask]:
-    return [ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
-                      try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=r.dag_id, run_id=r.run_id,
-                      version_id=int(r.version_id)) for r in rows if r.pending_upstreams == 0]
+@dataclass(frozen=True)
+class Released:
+    """What releasing downstream tasks did: those now ready, and the runs of every task released
+    (each still has a pending task, so none of them can be complete)."""
+
+    ready: list[ReadyTask]
+    runs: set[int]
 
 
-async def release_downstream(conn: AsyncConnection, pairs: Sequence[tuple[int, str]],
-                             now: datetime) -> list[ReadyTask]:
-    """One upstream of each (run_pk, task_id) succeeded: decrement ``pending_upstreams``; returns
-    the task instances that became ready."""
+def _released(rows: Any) -> Released:
+    ready: list[ReadyTask] = []
+    runs: set[int] = set()
+    for r in rows:
+        runs.add(int(r.run_pk))
+        if r.pending_upstreams == 0:
+            ready.append(ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
+                                   try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=r.dag_id,
+                                   run_id=r.run_id, version_id=int(r.version_id)))
+    return Released(ready, runs)
+
+
+async def release_downstream(conn: AsyncConnection, pairs: Sequence[tuple[int, str]], now: datetime) -> Released:
+    """One upstream of each (run_pk, task_id) succeeded: decrement ``pending_upstreams``."""
     if not pairs:
-        return []
+        return Released([], set())
     rows = await conn.execute(text(f"""
         UPDATE task_instances ti SET pending_upstreams = ti.pending_upstreams - d.n, updated_at = :now
         FROM (SELECT run_pk, task_id, count(*) AS n
@@ -81,15 +94,15 @@ async def release_downstream(conn: AsyncConnection, pairs: Sequence[tuple[int, s
         WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending' AND r.id = ti.run_pk
         {_NEWLY_READY}
     """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now})
-    return _ready(rows)
+    return _released(rows)
 
 
 @dataclass(frozen=True)
 class EmptySuccess:
-    """What :func:`succeed_empty_tasks` did: the empty tasks it succeeded, the tasks that became ready."""
+    """What :func:`succeed_empty_tasks` did: the empty tasks it succeeded, what that released."""
 
     succeeded: list[tuple[int, int]]  # (ti id, run_pk)
-    ready: list[ReadyTask]
+    released: Released
 
 
 async def succeed_empty_tasks(conn: AsyncConnection, ids: Sequence[int], downstream: Sequence[tuple[int, int, str]],
@@ -101,7 +114,7 @@ async def succeed_empty_tasks(conn: AsyncConnection, ids: Sequence[int], downstr
     releases nothing).
     """
     if not ids:
-        return EmptySuccess([], [])
+        return EmptySuccess([], Released([], set()))
     rows = await conn.execute(text(f"""
         WITH s AS (
             UPDATE task_instances SET state = 'success', queued_at = :now, started_at = :now, ended_at = :now,
@@ -134,7 +147,7 @@ async def succeed_empty_tasks(conn: AsyncConnection, ids: Sequence[int], downstr
             succeeded.append((int(r.id), int(r.run_pk)))
         else:
             released.append(r)
-    return EmptySuccess(succeeded, _ready(released))
+    return EmptySuccess(succeeded, _released(released))
 
 
 async def mark_upstream_failed(conn: AsyncConnection, pairs: Sequence[tuple[int, str]], now: datetime,

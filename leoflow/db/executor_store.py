@@ -197,15 +197,24 @@ async def tries_by_key(conn: AsyncConnection, keys: Sequence[TryKey]) -> dict[Tr
 
 # ``size_bytes`` is the try's whole output so far: it only grows. A store with less (an adopting
 # executor that sees no file, a re-read of a shorter source) never replaces what is kept.
-_STORE_LOG = text("""
+_STORE_LOG_SQL = """
     INSERT INTO task_logs (task_try_id, content, truncated, size_bytes)
     VALUES (:id, :content, :truncated, :size)
     ON CONFLICT (task_try_id) DO UPDATE
     SET content = EXCLUDED.content, truncated = EXCLUDED.truncated, size_bytes = EXCLUDED.size_bytes,
         updated_at = now()
     WHERE task_logs.size_bytes <= EXCLUDED.size_bytes
+"""
+_STORE_LOG = text(_STORE_LOG_SQL)
+# The final store marks the logs shipped in the same statement (one round trip per finished try).
+_STORE_FINAL_LOG = text(f"""
+    WITH shipped AS (UPDATE task_tries SET logs_shipped_at = clock_timestamp() WHERE id = :id RETURNING id)
+    {_STORE_LOG_SQL}
 """)
-_MARK_SHIPPED = text("UPDATE task_tries SET logs_shipped_at = clock_timestamp() WHERE id = :id")
+
+
+def _log_params(task_try_id: int, content: str, truncated: bool, size_bytes: int) -> dict[str, object]:
+    return {"id": task_try_id, "content": content.replace("\x00", ""), "truncated": truncated, "size": size_bytes}
 
 
 async def store_partial_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
@@ -215,18 +224,16 @@ async def store_partial_logs(conn: AsyncConnection, task_try_id: int, content: s
     The API serves it with its "incomplete" note; :func:`store_logs` replaces it when the try
     ends and marks the logs complete.
     """
-    await conn.execute(_STORE_LOG, {"id": task_try_id, "content": content.replace("\x00", ""),
-                                    "truncated": truncated, "size": size_bytes})
+    await conn.execute(_STORE_LOG, _log_params(task_try_id, content, truncated, size_bytes))
 
 
 async def store_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
                      size_bytes: int) -> None:
-    """Save a try's (already size-capped) final output and mark its logs shipped.
+    """Save a try's (already size-capped) final output and mark its logs shipped, in one statement.
 
     If more of the output is stored already, that is kept (and marked complete).
     """
-    await store_partial_logs(conn, task_try_id, content, truncated=truncated, size_bytes=size_bytes)
-    await conn.execute(_MARK_SHIPPED, {"id": task_try_id})
+    await conn.execute(_STORE_FINAL_LOG, _log_params(task_try_id, content, truncated, size_bytes))
 
 
 _UNAVAILABLE = text("""

@@ -54,6 +54,7 @@ from leoflow.executor.base import Report
 from leoflow.executor.failures import try_error
 from leoflow.executor.local_process import (
     KILL_GRACE,
+    ChildProcess,
     Outcome,
     TryFiles,
     child_environment,
@@ -85,7 +86,7 @@ class _Running:
     key: TryKey
     task_try_id: int
     files: TryFiles
-    process: asyncio.subprocess.Process | None = None
+    process: ChildProcess | None = None
     cancel_requested: bool = False
     outcome: asyncio.Future[Outcome] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 

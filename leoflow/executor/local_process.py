@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,12 +112,72 @@ def child_environment(inherited: Mapping[str, str], task_env: Mapping[str, str])
     return env
 
 
-async def spawn(argv: Sequence[str], files: TryFiles, env: Mapping[str, str]) -> asyncio.subprocess.Process:
-    """Start the process in its own session with output appended to the log file."""
+class ChildProcess:
+    """A running task process: started by :func:`spawn`, its exit awaited without a thread.
+
+    Why not ``asyncio.create_subprocess_exec``: every replica runs on uvloop, whose spawn forks
+    the whole leader (~80 MB resident) — measured 18-46 ms per spawn on the 2-core host (p50
+    22.6 ms at load ~10), against 0.3 ms for :class:`subprocess.Popen`, which uses ``vfork`` +
+    ``exec``; a chain of tasks pays it at every step. The exit is then awaited through a pidfd
+    (Linux >= 5.3) that becomes readable when the process ends — no thread, no SIGCHLD handler
+    to share — and the process is reaped right then. Without pidfd support the exit is polled
+    every :data:`POLL_INTERVAL` seconds.
+    """
+
+    POLL_INTERVAL = 0.02
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self._exited: asyncio.Future[int] | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    async def wait(self) -> int:
+        """The process's return code (``-N``: killed by signal N), once it has exited."""
+        if self._popen.returncode is not None:
+            return self._popen.returncode
+        if self._exited is None:
+            self._exited = self._watch_exit()
+        return await asyncio.shield(self._exited)
+
+    def _watch_exit(self) -> asyncio.Future[int]:
+        loop = asyncio.get_running_loop()
+        exited: asyncio.Future[int] = loop.create_future()
+
+        def reap() -> bool:
+            code = self._popen.poll()
+            if code is not None and not exited.done():
+                exited.set_result(code)
+            return code is not None
+
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # no pidfd (old kernel, or not Linux): poll
+            def poll() -> None:
+                if not reap():
+                    loop.call_later(self.POLL_INTERVAL, poll)
+            poll()
+            return exited
+
+        def readable() -> None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            self._popen.wait()  # exited: returns at once and reaps
+            reap()
+
+        loop.add_reader(pidfd, readable)
+        return exited
+
+
+async def spawn(argv: Sequence[str], files: TryFiles, env: Mapping[str, str]) -> ChildProcess:
+    """Start the process in its own session with output appended to the log file (see :class:`ChildProcess`)."""
     with files.log.open("ab") as log:
-        return await asyncio.create_subprocess_exec(
-            *argv, cwd=files.workdir, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
-            stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        popen = subprocess.Popen(list(argv), cwd=files.workdir, env=dict(env), stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return ChildProcess(popen)
 
 
 def signal_group(pid: int, sig: signal.Signals) -> None:
@@ -125,7 +186,7 @@ def signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
-async def terminate(proc: asyncio.subprocess.Process, grace: float) -> int:
+async def terminate(proc: ChildProcess, grace: float) -> int:
     """SIGTERM the group, wait up to ``grace`` seconds, then SIGKILL; returns the exit status."""
     signal_group(proc.pid, signal.SIGTERM)
     try:

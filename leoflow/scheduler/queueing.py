@@ -111,8 +111,8 @@ class Queuer:
             done = await completion_store.succeed_empty_tasks(step.conn, [r.id for r in empties], edges, step.now,
                                                            step.term)
             step.transitions["success"] += len(done.succeeded)
-            step.touched.update(run_pk for _, run_pk in done.succeeded)
-            step.add_candidates(done.ready)
+            step.touch(run_pk for _, run_pk in done.succeeded)
+            step.released(done.released)
         if not containers:
             return True
         queued = await store.queue_task_instances(step.conn, containers, step.now, step.term,
@@ -145,3 +145,4 @@ class Queuer:
             self.inflight[key] = InFlightTry(r.id, r.run_pk, r.task_id, q.try_number, r.max_tries, r.dag_id,
                                              r.run_id, r.version_id)
             step.launches.append(launch)
+            step.active.add(r.run_pk)

@@ -58,8 +58,11 @@ class Step:
     term: int
     graphs: VersionGraphs
     max_retry_delay: float
-    #: Runs in which a task reached a final state: finished before the commit if complete.
+    #: Runs in which a task reached a final state: finished before the commit if complete...
     touched: set[int] = field(default_factory=set)
+    #: ...unless the step saw a task of theirs active after that (released, queued, running,
+    #: up for retry): then they cannot be complete, and the check is skipped.
+    active: set[int] = field(default_factory=set)
     #: Task instances that became ready in this step, by id.
     candidates: dict[int, ReadyTask] = field(default_factory=dict)
     #: Entities to fail before the commit, and those already written.
@@ -105,6 +108,17 @@ class Step:
     def add_candidates(self, rows: Iterable[ReadyTask]) -> None:
         for row in rows:
             self.candidates[row.id] = row
+            self.active.add(row.run_pk)
+
+    def touch(self, run_pks: Iterable[int]) -> None:
+        """A task of each run reached a final state: the run may be complete now."""
+        for run_pk in run_pks:
+            self.touched.add(run_pk)
+            self.active.discard(run_pk)
+
+    def released(self, released: completion_store.Released) -> None:
+        self.active.update(released.runs)
+        self.add_candidates(released.ready)
 
     # ------------------------------------------------------------------ consequences of transitions
 
@@ -117,7 +131,9 @@ class Step:
             row = rows[t.ti_id]
             self.transitions[t.new_state] += 1
             if t.new_state in FINAL:
-                self.touched.add(row.run_pk)
+                self.touch([row.run_pk])
+            else:
+                self.active.add(row.run_pk)
             try:
                 graph = graphs[row.version_id]
                 if t.new_state == "success":
@@ -133,7 +149,7 @@ class Step:
                     id=row.id, run_pk=row.run_pk, task_id=row.task_id, state="up_for_retry",
                     try_number=row.try_number, max_tries=row.max_tries, dag_id=row.dag_id, run_id=row.run_id,
                     version_id=row.version_id)
-        self.add_candidates(await completion_store.release_downstream(self.conn, release, self.now))
+        self.released(await completion_store.release_downstream(self.conn, release, self.now))
         await self.doom(doomed)
 
     async def doom(self, pairs: Sequence[tuple[int, str]]) -> None:
@@ -141,7 +157,7 @@ class Step:
         marked = await completion_store.mark_upstream_failed(self.conn, pairs, self.now, self.term)
         if marked:
             self.transitions["upstream_failed"] += marked
-            self.touched.update(run_pk for run_pk, _ in pairs)
+            self.touch(run_pk for run_pk, _ in pairs)
 
     # ------------------------------------------------------------------ before the commit
 
@@ -149,7 +165,7 @@ class Step:
         """Write the pending faults, then finish every touched run that is complete; returns those."""
         while self.pending_faults:
             await self._write_faults()
-        runs, self.touched = sorted(self.touched), set()
+        runs, self.touched = sorted(self.touched - self.active), set()
         finished = await completion_store.finish_runs(self.conn, runs, self.now, self.term)
         self.finished.extend(finished)
         return finished
@@ -164,7 +180,7 @@ class Step:
         graphs = await self.graphs.load(self.conn, {f.version_id for f in failed})
         doomed: list[tuple[int, str]] = []
         for task in failed:
-            self.touched.add(task.run_pk)
+            self.touch([task.run_pk])
             try:
                 doomed.extend((task.run_pk, d) for d in graphs[task.version_id].descendants(task.task_id))
             except Exception as exc:  # containment: no graph to follow: fail the task's whole run
