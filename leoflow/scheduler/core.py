@@ -238,8 +238,13 @@ class SchedulerCore:
 
     async def _poisoned_report(self, update: StatusUpdate, exc: Exception) -> None:
         """A report that cannot be applied fails its task instance; one that names none is dropped."""
-        async with self.step() as step:
-            rows = await store.lock_task_instances(step.conn, [update.key])
+        try:
+            async with self.step() as step:
+                rows = await store.lock_task_instances(step.conn, [update.key])
+        except Exception as lookup_error:  # boundary: a key the database cannot even look up
+            if is_leader_fault(lookup_error):
+                raise
+            rows = []
         row = next((r for r in rows if r.try_number == update.key.try_number), None)
         if row is not None:
             await self._poisoned("task", row.id, exc)
@@ -343,17 +348,18 @@ class SchedulerCore:
         if not force and self.ctx.clock.monotonic() < self._next_sweep:
             return
 
-        async def page_of(step: Step) -> list[int]:
-            page = await completion_store.running_runs_after(step.conn, self._sweep_after, self.batch_size)
-            step.touched.update(page)
-            return page
+        page = await self._read(lambda s: completion_store.running_runs_after(s.conn, self._sweep_after,
+                                                                           self.batch_size))
 
-        async with self.step() as step:
-            page = await page_of(step)
-        if step.finished:
-            metrics.SWEEP_REPAIRS.inc(len(step.finished))
-            log.warning("the completion sweep finished runs their last step did not",
-                        extra={"runs": [f"{r.dag_id}/{r.run_id}" for r in step.finished][:20]})
+        async def sweep(runs: Sequence[int]) -> None:
+            async with self.step() as step:
+                step.touch(runs)
+            if step.finished:
+                metrics.SWEEP_REPAIRS.inc(len(step.finished))
+                log.warning("the completion sweep finished runs their last step did not",
+                            extra={"runs": [f"{r.dag_id}/{r.run_id}" for r in step.finished][:20]})
+
+        await isolate(page, sweep, lambda run_pk, exc: self._poisoned("run", run_pk, exc))
         if len(page) < self.batch_size:
             self._sweep_after = 0
             self._next_sweep = self.ctx.clock.monotonic() + SWEEP_INTERVAL
