@@ -116,7 +116,9 @@ def test_timeout_kills_the_task(settings: Settings, tmp_path: Path) -> None:
                 shell("sleeper", f'echo $$ > "{pidfile}"; exec sleep 120', timeout_seconds=1)]})
             async with running_scheduler(s, LocalExecutor(s, kill_grace=2.0), engine=engine):
                 run_id = await trigger(engine, "stuck")
-                await eventually(lambda: asyncio.sleep(0, pidfile.exists()), bool, timeout=30)
+                # the shell creates the file before it writes the pid: wait for the whole line
+                await eventually(lambda: asyncio.sleep(0, pidfile.exists() and pidfile.read_text().endswith("\n")),
+                                 bool, timeout=30)
                 pid = int(pidfile.read_text())
                 await eventually(lambda: run_state(engine, run_id), lambda st: st in ("success", "failed"), timeout=60)
                 await eventually(lambda: asyncio.sleep(0, _alive(pid)), lambda alive: not alive, timeout=30)
