@@ -4,12 +4,16 @@ Each poison is thrown at the cluster next to a healthy DAG — through the API w
 accepts it, and straight into the database where only an older release or a hand edit could
 have put it. The healthy DAG's runs must succeed, the leader's term must not change (no replica
 dies or steps down on one entity's data), and every poison must end either refused with a 422
-(or a 400/413 for a body the parser bounds) naming the field or as a failed entity carrying its reason.
+(or a 400/413 for a body the parser bounds) naming the field or as a failed entity carrying its
+reason (read back through the API and the CLI).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +55,14 @@ class Poisoner:
         with psycopg.connect(self.cluster.database_url, autocommit=True) as conn:
             cursor = conn.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
+
+    def cli(self, *argv: str) -> str:
+        """The CLI as an operator runs it against the leader; its stdout."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
+        done = subprocess.run([str(Path(sys.executable).parent / "leoflow"), *argv], capture_output=True, text=True,
+                              env={**env, "LEOFLOW_URL": str(self.api.base_url)}, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
 
     def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         answer = self.api.get(f"/api/v2/dags/{dag_id}/runs/{run_id}")
@@ -146,6 +158,9 @@ def test_poison_corpus_on_a_two_replica_cluster(cluster: Cluster) -> None:
             [(state, reason)] = wait_for(lambda r=run_id: p.sql(query, (r,)), 30, f"run of {dag} to end")
             assert state == "failed" and "scheduler error: " in reason, (dag, state, reason)
             outcomes[f"{dag} (db)"] = "failed"
+        shown = p.cli("runs", "show", "old-timeout", runs["old-timeout"])
+        assert "state:    failed" in shown, shown
+        assert "reason:   task 'a' failed: scheduler error: OverflowError" in shown, shown
         assert p.apply({"dag_id": "never", "schedule": "@hourly", "tasks": [task("a")]}).status_code == 201
         p.sql("UPDATE dags SET schedule = '0 0 31 2 *', next_run_at = now() - interval '1 hour' "
               "WHERE dag_id = 'never'")
@@ -153,6 +168,8 @@ def test_poison_corpus_on_a_two_replica_cluster(cluster: Cluster) -> None:
                  "the never-firing schedule to be stopped")
         [(error,)] = p.sql("SELECT schedule_error FROM dags WHERE dag_id = 'never'")
         assert error.startswith("scheduler error: CroniterBadDateError"), error
+        listed = p.cli("dags", "list")
+        assert "never: schedule stopped: scheduler error: CroniterBadDateError" in listed, listed
         outcomes["cron that never fires (db)"] = "failed"
         p.healthy_run_succeeds()
 
