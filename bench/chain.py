@@ -6,7 +6,9 @@ HTTP API (polling the run every 10 ms):
 
 1. **empty chain**: a chain of ``--empty-steps`` (100) ``kind: empty`` tasks, trigger → run
    ``success``; ``--repeats`` (10) runs one after the other; p50 (target < 0.2 s). Also the
-   database's own view (``dag_runs.ended_at - created_at``).
+   database's own view (``dag_runs.ended_at - created_at``): a scheduler step stamps what it
+   writes with its start time, so a chain resolved in one step shows how soon that step began,
+   not how long it ran (the API's figure includes both).
 2. **true chain**: a chain of ``--true-steps`` (40) tasks running ``true`` with the local
    executor; p50 over ``--true-repeats`` (5) runs (target < 1.0 s) and the time per step.
 3. **completion**: last task ends → run terminal, from the database's timestamps
