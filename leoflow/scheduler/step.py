@@ -24,8 +24,8 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from leoflow.db import completion_store
-from leoflow.db.database import Connection
 from leoflow.db.completion_store import FinishedRun, TryToKill
+from leoflow.db.database import Connection
 from leoflow.db.scheduler_store import ReadyTask, TaskInstanceRow, Transition
 from leoflow.model.graph import DagGraph
 from leoflow.model.tries import TaskLaunch
