@@ -220,6 +220,10 @@ def render(results: dict[str, Any]) -> str:
     for name in names:
         entry = results["benchmarks"][name]
         lines += ["", f'<a id="{name}"></a>', f"## {TITLES.get(name, name)}", ""]
+        ran_on = entry.get("machine")
+        if ran_on and any(ran_on.get(k) != m.get(k) for k in ("cpu", "nproc", "kernel", "commit")):
+            lines += [f"Measured apart from the page's machine: {ran_on.get('cpu')}, {ran_on.get('nproc')} cores, "
+                      f"kernel {ran_on.get('kernel')}, commit `{ran_on.get('commit')}`.", ""]
         if entry.get("command"):
             lines += ["```sh", entry["command"], "```", ""]
         if entry["status"] == "missing":
@@ -289,9 +293,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"date": date, "benchmarks": {}}
     failed = False
     if not args.render_only:
-        results["machine"] = machine()
+        here = machine()
+        if args.only:  # the page's machine stays the full run's; the entry says where it ran
+            results.setdefault("machine", here)
+        else:
+            results["machine"] = here
         for name in args.only or BENCHMARKS:
-            entry = run_one(name, args, date)
+            entry = {**run_one(name, args, date), "machine": here}
             results["benchmarks"][name] = entry
             failed |= entry["status"] not in ("ok",)
             path.write_text(json.dumps(results, indent=2, default=str) + "\n")
