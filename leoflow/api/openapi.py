@@ -63,11 +63,11 @@ _TASK_INSTANCE = {
 }
 _RUN = {
     "dag_id": _STR, "run_id": _STR, "run_type": _STR, "state": {"type": "string", "enum": list(RUN_STATES)},
-    "reason": {**_nullable("string"), "description": "Why the run failed: its first failed task and that task's "
-               "reason, or a scheduler error stored on the run."},
+    "reason": {**_nullable("string"), "description": "Why the run ended as it did: its first failed task and "
+               "that task's reason, a scheduler error stored on the run, or 'run deadline exceeded'."},
     "logical_date": _TIME, "conf": {"type": "object"}, "created_at": {"type": "string", "format": "date-time"},
     "started_at": _TIME, "ended_at": _TIME, "updated_at": {"type": "string", "format": "date-time"},
-    "dag_version": _INT, "reason": _nullable("string"), "backfill_id": _nullable("integer"),
+    "dag_version": _INT, "backfill_id": _nullable("integer"),
 }
 _DAG = {
     "dag_id": _STR, "paused": {"type": "boolean"}, "schedule": _nullable("string"), "version": _nullable("integer"),

@@ -20,7 +20,7 @@ from psycopg import AsyncConnection
 
 _RUN_WITH_TASKS = """
 SELECT json_build_object(
-         'dag_id', r.dag_id, 'run_id', r.run_id, 'run_type', r.run_type, 'state', r.state, 'reason', r.reason,
+         'dag_id', r.dag_id, 'run_id', r.run_id, 'run_type', r.run_type, 'state', r.state,
          'logical_date', r.logical_date, 'conf', r.conf, 'created_at', r.created_at,
          'started_at', r.started_at, 'ended_at', r.ended_at, 'updated_at', r.updated_at,
          'dag_version', v.version, 'reason', r.reason, 'backfill_id', r.backfill_id,

@@ -94,6 +94,15 @@ def _guarded(ctx: LeaderContext, ending: RunEnding | FailedTry) -> list[OutboxRo
         return []
 
 
+def _run_reason(event: str, ending: RunEnding) -> str | None:
+    """The failed task's own reason when a task failed the run (the payload already names the task,
+    and the run's reason would say "task 'x' failed: …" again); the run's reason otherwise
+    (a deadline, a scheduler error stored on the run)."""
+    if event == "failure" and ending.failed_task_id is not None and ending.failed_reason:
+        return ending.failed_reason
+    return ending.reason or ending.failed_reason
+
+
 def outbox_rows(ctx: LeaderContext, ending: RunEnding | FailedTry) -> list[OutboxRow]:
     """One row per webhook that wants this ending's event (none for a cancelled run)."""
     if isinstance(ending, RunEnding):
@@ -102,7 +111,7 @@ def outbox_rows(ctx: LeaderContext, ending: RunEnding | FailedTry) -> list[Outbo
             return []
         facts = EventFacts(event=event, dag_id=ending.dag_id, run_id=ending.run_id, state=ending.state,
                            logical_date=_iso(ending.logical_date), task_id=ending.failed_task_id,
-                           try_number=ending.failed_try_number, reason=ending.reason or ending.failed_reason,
+                           try_number=ending.failed_try_number, reason=_run_reason(event, ending),
                            duration_seconds=round(ending.duration_seconds, 3))
     else:
         reason = ending.reason or (f"exit code {ending.exit_code}" if ending.exit_code is not None else None)
