@@ -129,7 +129,10 @@ def test_a_timeout_ends_the_run_in_the_step_that_times_the_task_out(settings: Se
             run = await started(st, {"dag_id": "slow", "tasks": [container("a", timeout_seconds=60)]})
             st.report(st.key("slow", run, "a"), "running")
             await st.tick()
-            st.clock.advance(61)
+            # The deadline is on the database's clock (issue 17): 60 s from the report's commit.
+            assert await rows(st.engine, "SELECT timeout_at - now() > interval '50 seconds' FROM task_instances "
+                                         "WHERE state = 'running'") == [(True,)]
+            await st.sql("UPDATE task_instances SET timeout_at = now() - interval '1 second' WHERE state = 'running'")
             await st.tick(periodic=True)
             assert await st.run(run) == ("failed", "task 'a' failed: timed out after 60s")
             await asyncio.gather(*st.core._kill_tasks)
