@@ -9,8 +9,8 @@ transition that may complete a run).
 
 Backward compatible with the previous release (a nullable column and an index).
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-11-24 09:00:00
 """
 
@@ -20,10 +20,14 @@ import sqlalchemy as sa
 
 from alembic import op
 
-revision: str = '0005'
-down_revision: str | Sequence[str] | None = '0004'
+revision: str = '0006'
+down_revision: str | Sequence[str] | None = '0005'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+#: Code at these heads runs correctly on this schema (ADR 0006): older code never reads the new
+#: column, and the index only speeds up its completion checks; a rolling upgrade keeps it ready.
+compatible_code = ("0004", "0005")
 
 ACTIVE = "state IN ('pending', 'queued', 'running', 'up_for_retry')"
 
