@@ -3,9 +3,10 @@
 Runs three ``leoflow serve`` replicas (Kubernetes executor, fake API server) on a real
 PostgreSQL, injects faults into the leader at random (SIGKILL, SIGTERM, SIGSTOP past the lease,
 ``pg_terminate_backend`` on the lock session, PostgreSQL restart, a network partition from
-PostgreSQL), then proves exactly-once execution from the fake server's request log and the
-database. Prints a JSON summary as the last line; exits 0 iff every check holds. Details:
-``bench/chaos/`` (start at ``soak.py``).
+PostgreSQL; with ``--standby`` also ``db_failover``: the primary lost and an asynchronous
+streaming standby promoted, replicas on the multi-host URL), then proves exactly-once execution
+from the fake server's request log and the database. Prints a JSON summary as the last line;
+exits 0 iff every check holds. Details: ``bench/chaos/`` (start at ``soak.py``).
 """
 
 from __future__ import annotations

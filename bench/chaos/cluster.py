@@ -25,6 +25,7 @@ from typing import Any
 
 import psycopg
 
+from bench.chaos.standby import StreamingStandby
 from leoflow.db import migrations
 from tests.harness import netns
 
@@ -165,6 +166,8 @@ class Cluster:
     def __init__(self, workdir: Path, *, replicas: int = 3, timings: Timings | None = None,
                  cluster_name: str = "chaos", executor: str = "kubernetes") -> None:
         self.executor = executor
+        #: The streaming standby (``--standby``): replicas then use the multi-host URL.
+        self.pair: StreamingStandby | None = None
         self.workdir = workdir
         self.timings = timings or Timings()
         self.cluster_name = cluster_name
@@ -197,10 +200,37 @@ class Cluster:
             for setting in DURABLE_BUT_FAST:
                 conn.execute(setting)
 
+    def start_standby(self) -> None:
+        """Clone the (configured, running) primary into a streaming standby; call before the replicas start."""
+        assert self.pg is not None
+        self.pair = StreamingStandby(self.pg, self.workdir)
+        self._stack.callback(self._stop_pair)
+        self.pair.start()
+
+    def _stop_pair(self) -> None:
+        if self.pair is not None:
+            self.pair.primary.stop("immediate")
+            self.pair.standby.stop("immediate")
+
+    def fail_over(self) -> str:
+        """The ``db_failover`` fault: the standby becomes the primary (see :mod:`bench.chaos.standby`)."""
+        assert self.pair is not None
+        note = self.pair.fail_over()
+        self.pg = self.pair.primary
+        return note
+
     @property
     def admin_url(self) -> str:
         assert self.pg is not None
+        if self.pair is not None:  # whichever server is the primary now
+            return self.pair.urls("127.0.0.1", DB_NAME)
         return self.pg.url(DB_NAME)
+
+    def _replica_database_url(self, ns: netns.NetNamespace) -> str:
+        assert self.pg is not None
+        if self.pair is not None:
+            return self.pair.urls(ns.host_addr, DB_NAME)
+        return self.pg.url_from(ns, DB_NAME)
 
     def start_replicas(self, kube_env: dict[int, dict[str, str]]) -> None:
         """``kube_env[i]``: environment (KUBECONFIG, namespace) for replica ``i``."""
@@ -212,7 +242,7 @@ class Cluster:
             # ``python -m bench.chaos.skewed`` (clock_skew) must import bench from any cwd.
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
             env.update({
-                "LEOFLOW_DATABASE_URL": self.pg.url_from(ns, DB_NAME),
+                "LEOFLOW_DATABASE_URL": self._replica_database_url(ns),
                 "LEOFLOW_CLUSTER": self.cluster_name,
                 "LEOFLOW_NODE_ID": node_id,
                 "LEOFLOW_HOST": ns.ns_addr,

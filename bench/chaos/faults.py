@@ -8,6 +8,9 @@ Kinds (each one a real fault, no mocks):
 - ``terminate_lock``: ``pg_terminate_backend`` on the lock session
   (``application_name = leoflow-lock:<node>``).
 - ``pg_restart``: stop PostgreSQL (fast or immediate) and start it again.
+- ``db_failover`` (with ``--standby``): kill the primary, promote the asynchronous streaming
+  standby, rebuild the old primary as the new standby (:mod:`bench.chaos.standby`); replicas
+  follow through the multi-host URL with ``target_session_attrs=read-write``.
 - ``partition``: iptables DROP between the leader's namespace and PostgreSQL's port, both ways,
   for twice the lease plus slack, then heal. The leader still reaches Kubernetes.
 - ``rolling_restart``: a deploy rolls every replica, leader first: SIGTERM, wait for its exit,
@@ -46,6 +49,8 @@ KINDS = ("sigkill", "sigterm", "sigstop", "terminate_lock", "pg_restart", "parti
          "log_api_errors", "clock_skew")
 #: Seconds a ``clock_skew`` replica's wall clock is off (the issue's test value).
 SKEW = 60.0
+#: Fault kinds that need a streaming standby (``--standby``).
+STANDBY_KINDS = ("db_failover",)
 
 
 @dataclass
@@ -136,6 +141,12 @@ class Injector:
 
     def inject(self, kind: str) -> FaultRecord:
         hold = 2 * self.cluster.timings.leader_lease + 2.0
+        if kind == "db_failover":
+            record = FaultRecord(kind, time.time(), "postgres", self._current_term())
+            self.records.append(record)
+            record.note = self.cluster.fail_over()
+            record.ended = time.time()
+            return record
         if kind == "pg_restart":
             record = FaultRecord(kind, time.time(), "postgres", self._current_term())
             self.records.append(record)

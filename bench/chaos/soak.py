@@ -33,7 +33,7 @@ import psycopg
 
 from bench.chaos import audit, checks, timeline
 from bench.chaos.cluster import Cluster, Timings
-from bench.chaos.faults import KINDS, Injector, LeaderWatch
+from bench.chaos.faults import KINDS, STANDBY_KINDS, Injector, LeaderWatch
 from bench.chaos.k8s import ChaosKubernetes
 from bench.chaos.workload import Api, Workload
 from tests.harness import netns
@@ -56,6 +56,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"fault kinds to inject, each once per shuffled round (default all: {' '.join(KINDS)})")
     p.add_argument("--executor", default="kubernetes", choices=("kubernetes", "memory"),
                    help="LEOFLOW_EXECUTOR of the replicas (memory: harness smoke test only; pod checks fail)")
+    p.add_argument("--standby", action="store_true",
+                   help="run an asynchronous streaming standby and add the db_failover fault kind")
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--png", type=Path, default=None, help="timeline PNG (default <workdir>/timeline.png)")
     return p.parse_args(argv)
@@ -78,7 +80,8 @@ class Soak:
         self.cluster = Cluster(self.workdir, timings=Timings(), executor=args.executor)
         self.k8s = ChaosKubernetes(self.workdir)
         self.watch = LeaderWatch(self.cluster)
-        self.injector = Injector(self.cluster, self.rng, tuple(args.kinds), kubernetes=self.k8s.fake)
+        kinds = tuple(args.kinds) + (STANDBY_KINDS if args.standby else ())
+        self.injector = Injector(self.cluster, self.rng, kinds, kubernetes=self.k8s.fake)
         self.workload = Workload.plan(runs=args.runs, tasks=args.tasks, spread=args.duration * 0.5, seed=args.seed)
         self.restarts = 0
         self.api: Api | None = None
@@ -100,6 +103,8 @@ class Soak:
             durable = conn.execute("SHOW synchronous_commit").fetchone()
             if not durable or durable[0] != "on":
                 raise RuntimeError("PostgreSQL must commit durably for the soak (synchronous_commit=on)")
+        if self.args.standby:
+            self.cluster.start_standby()
         kube_env = self.k8s.start(self.cluster.namespaces)
         self.cluster.start_replicas(kube_env)
         self.cluster.wait_ready()
@@ -241,6 +246,7 @@ class Soak:
             "tries_failed_not_by_their_command": d.get("no_try_failed_but_by_its_command", {}).get("failed"),
             "clock_offsets": {r.node_id: r.clock_offset for r in self.cluster.replicas if r.clock_offset},
             "replica_restarts": self.restarts,
+            "db_failovers": self.cluster.pair.failovers if self.cluster.pair else None,
             "unexpected_exits": {r.node_id: r.unexpected_exits for r in self.cluster.replicas if r.unexpected_exits},
             "api_retries": self.api.retries if self.api else None,
             "workload_errors": self.workload.errors[:10],
@@ -262,6 +268,7 @@ class Soak:
         finally:
             self.k8s.stop()
             shutil.rmtree(self.workdir / "pg", ignore_errors=True)
+            shutil.rmtree(self.workdir / "pg-standby", ignore_errors=True)
 
 
 class Terminated(Exception):
