@@ -48,6 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--runs", type=int, default=50, help="DAG runs to trigger (default 50)")
     p.add_argument("--tasks", type=int, default=40, help="tasks per DAG (default 40)")
+    p.add_argument("--trigger-spread", type=float, default=None, metavar="SECONDS",
+                   help="seconds over which the runs are triggered (default half of --duration; the faults "
+                   "stop when the workload is done, so a full-length fault phase needs runs until near the end)")
     p.add_argument("--fault-gap", type=float, nargs=2, default=(3.0, 8.0), metavar=("MIN", "MAX"),
                    help="seconds between the end of one fault and the next (uniform; default 3 8)")
     p.add_argument("--drain-timeout", type=float, default=None, help="seconds to wait for the workload after "
@@ -82,7 +85,8 @@ class Soak:
         self.watch = LeaderWatch(self.cluster)
         kinds = tuple(args.kinds) + (STANDBY_KINDS if args.standby else ())
         self.injector = Injector(self.cluster, self.rng, kinds, kubernetes=self.k8s.fake)
-        self.workload = Workload.plan(runs=args.runs, tasks=args.tasks, spread=args.duration * 0.5, seed=args.seed)
+        spread = args.trigger_spread if args.trigger_spread is not None else args.duration * 0.5
+        self.workload = Workload.plan(runs=args.runs, tasks=args.tasks, spread=spread, seed=args.seed)
         self.restarts = 0
         self.api: Api | None = None
         self.first_pods: tuple[list[float], int] = ([], 0)
