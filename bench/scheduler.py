@@ -199,7 +199,7 @@ def apply_spec(url: str, tasks: int, max_active_runs: int) -> None:
 
 
 def reset(conn: psycopg.Connection[Any]) -> None:
-    conn.execute("TRUNCATE dag_runs, task_instances, task_tries, task_logs, cluster_leadership")
+    conn.execute("TRUNCATE dag_runs, task_instances, task_tries, task_logs, cluster_leadership CASCADE")
     conn.execute("INSERT INTO cluster_leadership (cluster, term, node_id) VALUES ('default', 1, 'bench-leader')")
 
 

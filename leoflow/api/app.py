@@ -31,6 +31,7 @@ from starlette.routing import BaseRoute, Route
 from leoflow.api import (
     routes_backfills,
     routes_cluster,
+    routes_commands,
     routes_dag_sync,
     routes_dags,
     routes_logs,
@@ -83,6 +84,8 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
         ApiRoute("GET", task, routes_runs.get_task, "read"),
         ApiRoute("GET", task + "/logs", routes_logs.get_task_logs, "read"),
         ApiRoute("POST", run + "/cancel", routes_runs.cancel_run, "admin"),
+        ApiRoute("POST", run + "/clear", routes_commands.clear_run, "admin"),
+        ApiRoute("POST", task + "/mark", routes_commands.mark_task, "admin"),
         ApiRoute("GET", "/healthz", routes_system.healthz, "open"),
         ApiRoute("GET", "/readyz", routes_system.readyz, "open"),
         ApiRoute("GET", "/metrics", routes_system.metrics, metrics_scope),

@@ -15,8 +15,10 @@ from leoflow.api.endpoint import MAX_LIMIT
 from leoflow.db.dag_sync import ACTIONS
 from leoflow.model import limits
 from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES
+from leoflow.model.run_commands import MARK_STATES
 from leoflow.model.source_labels import SOURCE_RE
 from leoflow.model.states import RUN_STATES, TASK_STATES
+from leoflow.model.trigger_rules import TRIGGER_RULES
 
 JSON = "application/json"
 
@@ -68,6 +70,8 @@ _RUN = {
     "logical_date": _TIME, "conf": {"type": "object"}, "created_at": {"type": "string", "format": "date-time"},
     "started_at": _TIME, "ended_at": _TIME, "updated_at": {"type": "string", "format": "date-time"},
     "dag_version": _INT, "backfill_id": _nullable("integer"),
+    "deadline_at": {**_TIME, "description": "When the run fails with 'run deadline exceeded' (set when it starts, "
+                    "from run_timeout_seconds); null without a deadline."},
 }
 _DAG = {
     "dag_id": _STR, "paused": {"type": "boolean"}, "schedule": _nullable("string"), "version": _nullable("integer"),
@@ -118,6 +122,8 @@ SCHEMAS: dict[str, Any] = {
                            "webhook": {"type": "object", "required": ["url"], "properties": {
                                "url": _STR, "secret": {"type": "object"}, "header_from_env": {"type": "object"}}}}}},
             "params": {"type": "object", "description": "JSON Schema (draft 2020-12) of the runs' conf."},
+            "run_timeout_seconds": {**_range(limits.RUN_TIMEOUT), "description": "Seconds a run may take from "
+                                    "its start; then it fails with the reason 'run deadline exceeded'."},
             "tasks": {"type": "array", "minItems": limits.TASKS.minimum, "maxItems": limits.TASKS.maximum,
                       "items": {"type": "object", "required": ["id"], "additionalProperties": False, "properties": {
                           "id": _name(limits.TASK_ID), "kind": {"type": "string", "enum": ["container", "empty"]},
@@ -128,7 +134,9 @@ SCHEMAS: dict[str, Any] = {
                           "max_retry_delay_seconds": _range(limits.MAX_RETRY_DELAY),
                           "timeout_seconds": _range(limits.TIMEOUT), "resources": {"type": "object"},
                           "depends_on": {"type": "array", "items": _name(limits.TASK_ID),
-                                         "maxItems": limits.TASKS.maximum}, **_POD_FIELDS}}},
+                                         "maxItems": limits.TASKS.maximum},
+                          "trigger_rule": {"type": "string", "enum": list(TRIGGER_RULES), "default": "all_success"},
+                          **_POD_FIELDS}}},
             "defaults": {"type": "object", "description": "Pod fields every container task inherits (README: "
                          "Task pods).", "properties": {"env": _ENV, **_POD_FIELDS}},
         },
@@ -159,11 +167,32 @@ SCHEMAS: dict[str, Any] = {
         "counts": _obj({a: _INT for a in ACTIONS}),
         "missing": {"type": "array", "items": _STR},
     }),
-    "RunRequest": _obj({"run_id": _name(limits.RUN_ID), "conf": _nullable("object")}, required=[]),
+    "RunRequest": _obj({"run_id": _name(limits.RUN_ID), "conf": _nullable("object"),
+                        "run_timeout_seconds": {**_range(limits.RUN_TIMEOUT), "description": "This run's "
+                                                "deadline in seconds from its start (overrides the DAG's)."}},
+                       required=[]),
     "Run": _obj(_RUN),
     "RunDetail": _obj({**_RUN, "tasks": {"type": "array", "items": _ref("TaskInstance")}}),
     "RunPage": _page("Run"),
     "TaskInstance": _obj(_TASK_INSTANCE),
+    "ClearRequest": _obj({
+        "tasks": {"type": "array", "items": _STR, "minItems": limits.CLEAR_TASKS.minimum,
+                  "maxItems": limits.CLEAR_TASKS.maximum,
+                  "description": "Task ids to clear (default: every task, with failed_only)"},
+        "failed_only": {"type": "boolean", "default": False,
+                        "description": "Only task instances failed, upstream_failed or cancelled"},
+        "downstream": {"type": "boolean", "default": False, "description": "Also every task downstream of them"},
+    }, required=[]),
+    "MarkRequest": _obj({"state": {"type": "string", "enum": list(MARK_STATES)}}),
+    "CommandResult": _obj({
+        "command": _obj({"id": _INT, "kind": {"type": "string", "enum": ["clear", "mark"]},
+                         "state": {"type": "string", "enum": ["applied"]},
+                         "tasks": {"type": "array", "items": _STR,
+                                   "description": "Task ids cleared, or the task marked (empty: unchanged)"},
+                         "marked": {"type": "string", "enum": list(MARK_STATES)}},
+                        required=["id", "kind", "state", "tasks"]),
+        "run": _ref("RunDetail")}),
+    "CommandPending": _obj({"command": _obj({"id": _INT, "state": {"type": "string", "enum": ["pending"]}})}),
     "TaskInstancePage": _page("TaskInstance"),
     "TaskTry": _obj({
         "try_number": _INT, "state": _STR, "executor_ref": _nullable("string"), "term": _INT,
@@ -324,6 +353,16 @@ def operations() -> dict[str, dict[str, Any]]:
         "/api/v2/dags/{dag_id}/runs/{run_id}": {"get": _get_run()},
         "/api/v2/dags/{dag_id}/runs/{run_id}/cancel": {
             "post": _op("Cancel run", _json("200", "RunDetail"), auth="admin", errors="404 409", params=_RUN_PATH)},
+        "/api/v2/dags/{dag_id}/runs/{run_id}/clear": {
+            "post": _op("Clear task instances (the leader applies it)", {
+                **_json("200", "CommandResult", "Applied by the leader"),
+                **_json("202", "CommandPending", "Recorded; no leader applied it within 10 s (the next one will)")},
+                body="ClearRequest", auth="admin", errors="404 409", params=_RUN_PATH)},
+        "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark": {
+            "post": _op("Mark a task instance success or failed (the leader applies it)", {
+                **_json("200", "CommandResult", "Applied by the leader"),
+                **_json("202", "CommandPending", "Recorded; no leader applied it within 10 s (the next one will)")},
+                body="MarkRequest", auth="admin", errors="404 409", params=[*_RUN_PATH, TASK_ID])},
         "/api/v2/dags/{dag_id}/runs/{run_id}/tasks": {
             "get": _op("List task instances", _json("200", "TaskInstancePage"), errors="400 404",
                        params=[*_RUN_PATH, LIMIT, CURSOR, _state(TASK_STATES)])},

@@ -30,12 +30,12 @@ from leoflow.model.params import validate_conf
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.states import RUN_STATES, TASK_STATES, TERMINAL_RUN_STATES
 
-_PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
-               "ended_at", "updated_at", "dag_version", "reason", "backfill_id")
+PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
+               "ended_at", "updated_at", "dag_version", "reason", "backfill_id", "deadline_at")
 
 
 def _run(row: dict[str, Any]) -> dict[str, Any]:
-    out = {k: row[k] for k in _PUBLIC_RUN}
+    out = {k: row[k] for k in PUBLIC_RUN}
     if "tasks" in row:
         out["tasks"] = row["tasks"]
     return out
@@ -75,7 +75,7 @@ async def trigger_run(request: Request) -> Response:
         if target.params is not None:
             conf = await checked_conf(target.params, conf)
         created = await dag_store.trigger_run(write.conn, dag_id, run_id=wanted.run_id, conf=conf,
-                                              clock=SystemClock())
+                                              clock=SystemClock(), run_timeout_seconds=wanted.run_timeout_seconds)
         write.details["run_id"] = write.run_id = created
         run = await api_queries.get_run(write.conn, dag_id, created)
     assert run is not None

@@ -59,6 +59,8 @@ def register(sub: Any) -> None:
     trig.add_argument("dag_id", metavar="DAG")
     trig.add_argument("--run-id", help="run id (default: generated)")
     trig.add_argument("--conf", type=_conf, default=None, help="run configuration as a JSON object")
+    trig.add_argument("--run-timeout", type=float, default=None, metavar="SECONDS",
+                      help="this run's deadline in seconds from its start (overrides the DAG's run_timeout_seconds)")
     trig.add_argument("--wait", action="store_true", help="follow the run until it ends; exit 0 on success")
     rl = verb(runs, "list", "list a DAG's runs, newest first", runs_list, "GET /api/v2/dags/{dag_id}/runs",
               read=True)
@@ -126,6 +128,8 @@ def runs_trigger(args: argparse.Namespace, settings: Settings) -> int:
         body: dict[str, Any] = {"conf": args.conf or {}}
         if args.run_id:
             body["run_id"] = args.run_id
+        if args.run_timeout is not None:
+            body["run_timeout_seconds"] = args.run_timeout  # the API validates it and names the field
         run = api.request("POST", f"{dag_path(args.dag_id)}/runs", ok=(201,), json=body).json()
         print(f"{run['dag_id']}: triggered run {run['run_id']}", flush=True)
         if not args.wait:

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "leoflow.cli.dags",
     "leoflow.cli.backfill",
     "leoflow.cli.runs",
+    "leoflow.cli.run_commands",
     "leoflow.cli.operations",
 )
 

@@ -40,7 +40,7 @@ MAX_PACE = 1.0
 #: How long following keeps retrying while the API is unreachable before giving up.
 OUTAGE_TOLERANCE = 120.0
 STATE_ORDER = ("success", "running", "queued", "up_for_retry", "pending", "failed", "upstream_failed",
-               "cancelled")
+               "skipped", "cancelled")
 TASK = "/api/v2/dags/{dag_id}/runs/{run_id}/tasks"
 
 

@@ -33,7 +33,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.dag_store import cancel_runs
-from leoflow.db.models import ACTIVE_RUNS_SQL
+from leoflow.db.models import ACTIVE_RUNS_SQL, run_deadline_sql
 from leoflow.errors import Conflict, NotFound
 from leoflow.model.run_ids import scheduled_run_id
 
@@ -211,12 +211,13 @@ async def rerun_failed_runs(conn: AsyncConnection, run_pks: Sequence[int], backf
     """failed → running, their unsuccessful task instances pending again (see the module doc)."""
     if not run_pks:
         return []
-    rows = await conn.execute(text("""
+    rows = await conn.execute(text(f"""
         WITH reopened AS (
-            UPDATE dag_runs SET state = 'running', ended_at = NULL, reason = NULL, observed_at = NULL,
-                   backfill_id = :bid, updated_at = :now, term = :term
-            WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'failed'
-            RETURNING id, dag_version_id
+            UPDATE dag_runs r SET state = 'running', ended_at = NULL, reason = NULL, observed_at = NULL,
+                   backfill_id = :bid, updated_at = :now, term = :term, deadline_at = {run_deadline_sql("r", "v")}
+            FROM dag_versions v
+            WHERE r.id = ANY(CAST(:ids AS bigint[])) AND r.state = 'failed' AND v.id = r.dag_version_id
+            RETURNING r.id, r.dag_version_id
         ), spec_tasks AS (
             SELECT o.id AS run_pk, t->>'id' AS task_id, coalesce((t->>'retries')::int, 0) AS retries,
                    coalesce(t->'depends_on', '[]'::jsonb) AS deps
@@ -229,11 +230,16 @@ async def rerun_failed_runs(conn: AsyncConnection, run_pks: Sequence[int], backf
                 pending_upstreams = (SELECT count(*) FROM jsonb_array_elements_text(st.deps) AS d(task_id)
                                      JOIN task_instances up ON up.run_pk = ti.run_pk AND up.task_id = d.task_id
                                      WHERE up.state <> 'success'),
+                -- every upstream is either kept (it succeeded) or reset with it (pending again)
+                upstream_successes = (SELECT count(*) FROM jsonb_array_elements_text(st.deps) AS d(task_id)
+                                      JOIN task_instances up ON up.run_pk = ti.run_pk AND up.task_id = d.task_id
+                                      WHERE up.state = 'success'),
+                upstream_failures = 0, upstream_skips = 0,
                 queued_at = NULL, started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL,
                 reason = NULL, updated_at = :now, term = :term
             FROM spec_tasks st
             WHERE ti.run_pk = st.run_pk AND ti.task_id = st.task_id
-              AND ti.state IN ('failed', 'upstream_failed', 'cancelled')
+              AND ti.state IN ('failed', 'upstream_failed', 'skipped', 'cancelled')
             RETURNING ti.id
         )
         SELECT id FROM reopened

@@ -3,9 +3,14 @@
 Called by the scheduler inside its fenced transactions (see :mod:`leoflow.db.scheduler_store`
 for the rules every write follows: compare-and-set, batched, bounded):
 
-- a success releases the task's downstream (``pending_upstreams`` decremented) and says which
-  of them became ready, so they are queued in the same transaction without a scan;
-- a final failure makes the task's descendants ``upstream_failed``;
+- a task's final state is counted on its direct downstream (``pending_upstreams`` decremented,
+  one of ``upstream_successes`` / ``upstream_failures`` / ``upstream_skips`` incremented) and
+  the counted rows are returned, so the scheduler decides their trigger rules
+  (:mod:`leoflow.model.trigger_rules`) and queues the ready ones in the same transaction
+  without a scan;
+- a final failure makes the descendants that need it to succeed ``upstream_failed`` at once
+  (one statement for the whole closure); a rule that decides ``upstream_failed`` or
+  ``skipped`` ends its task instance the same way;
 - a run whose task instances are all final is finished **in the same transaction** as the
   transition that made it so (:func:`finish_runs`; a partial index makes "is anything still
   active?" one probe per run). Its ``reason`` names the first failed task;
@@ -27,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.tries import TryKey
+from leoflow.model.trigger_rules import REASONS, UpstreamCounts
 
 
 @dataclass(frozen=True)
@@ -55,114 +61,175 @@ class TryToKill:
 
 # --------------------------------------------------------------------------- downstream of a final state
 
-_NEWLY_READY = """
+#: What every statement that counts upstream outcomes returns of the task instances it touched.
+_COUNTED = """
     RETURNING ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.pending_upstreams,
+              ti.upstream_successes, ti.upstream_failures, ti.upstream_skips,
               r.dag_id, r.run_id, r.dag_version_id AS version_id
+"""
+
+#: Adds a ``d(run_pk, task_id, n, s, f, k)`` of outcomes to the counters of pending task
+#: instances still waiting for an upstream (a task released early no longer counts).
+_COUNT = """
+    UPDATE task_instances ti SET pending_upstreams = ti.pending_upstreams - d.n,
+           upstream_successes = ti.upstream_successes + d.s, upstream_failures = ti.upstream_failures + d.f,
+           upstream_skips = ti.upstream_skips + d.k, updated_at = :now
+    FROM d, dag_runs r
+    WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending' AND ti.pending_upstreams > 0
+      AND r.id = ti.run_pk
+"""
+
+#: Outcome columns of ``d`` from rows of ``x(run_pk, task_id, outcome)``.
+_TALLY = """
+    count(*) AS n, count(*) FILTER (WHERE x.outcome = 'success') AS s,
+    count(*) FILTER (WHERE x.outcome IN ('failed', 'upstream_failed')) AS f,
+    count(*) FILTER (WHERE x.outcome = 'skipped') AS k
 """
 
 
 @dataclass(frozen=True)
-class Released:
-    """What releasing downstream tasks did: those now ready, and the runs of every task released
-    (each still has a pending task, so none of them can be complete)."""
+class Counted:
+    """A pending task instance whose upstream counters an outcome just changed (decide its rule)."""
 
-    ready: list[ReadyTask]
-    runs: set[int]
-
-
-def _released(rows: Any) -> Released:
-    ready: list[ReadyTask] = []
-    runs: set[int] = set()
-    for r in rows:
-        runs.add(int(r.run_pk))
-        if r.pending_upstreams == 0:
-            ready.append(ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
-                                   try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=r.dag_id,
-                                   run_id=r.run_id, version_id=int(r.version_id)))
-    return Released(ready, runs)
+    task: ReadyTask
+    counts: UpstreamCounts
 
 
-async def release_downstream(conn: AsyncConnection, pairs: Sequence[tuple[int, str]], now: datetime) -> Released:
-    """One upstream of each (run_pk, task_id) succeeded: decrement ``pending_upstreams``."""
-    if not pairs:
-        return Released([], set())
+def counted_rows(rows: Any) -> list[Counted]:
+    return [Counted(ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
+                              try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=r.dag_id,
+                              run_id=r.run_id, version_id=int(r.version_id),
+                              upstream_successes=int(r.upstream_successes), upstream_failures=int(r.upstream_failures),
+                              upstream_skips=int(r.upstream_skips)),
+                    UpstreamCounts(pending=int(r.pending_upstreams), success=int(r.upstream_successes),
+                                   failed=int(r.upstream_failures), skipped=int(r.upstream_skips)))
+            for r in rows]
+
+
+async def count_outcomes(conn: AsyncConnection, outcomes: Sequence[tuple[int, str, str]],
+                         now: datetime) -> list[Counted]:
+    """Each (run_pk, task_id, outcome): one direct upstream of that task ended with ``outcome``
+    (success, failed, upstream_failed or skipped). Returns the task instances counted."""
+    if not outcomes:
+        return []
     rows = await conn.execute(text(f"""
-        UPDATE task_instances ti SET pending_upstreams = ti.pending_upstreams - d.n, updated_at = :now
-        FROM (SELECT run_pk, task_id, count(*) AS n
-              FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS x(run_pk, task_id)
-              GROUP BY run_pk, task_id) AS d, dag_runs r
-        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending' AND r.id = ti.run_pk
-        {_NEWLY_READY}
-    """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now})
-    return _released(rows)
+        WITH d AS (
+            SELECT x.run_pk, x.task_id, {_TALLY}
+            FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[]), CAST(:outcomes AS text[]))
+                 AS x(run_pk, task_id, outcome)
+            GROUP BY x.run_pk, x.task_id
+        )
+        {_COUNT}
+        {_COUNTED}
+    """), {"runs": [o[0] for o in outcomes], "tasks": [o[1] for o in outcomes],
+           "outcomes": [o[2] for o in outcomes], "now": now})
+    return counted_rows(rows)
 
 
 @dataclass(frozen=True)
 class EmptySuccess:
-    """What :func:`succeed_empty_tasks` did: the empty tasks it succeeded, what that released."""
+    """What :func:`succeed_empty_tasks` did: the empty tasks it succeeded, the downstream it counted."""
 
     succeeded: list[tuple[int, int]]  # (ti id, run_pk)
-    released: Released
+    counted: list[Counted]
 
 
 async def succeed_empty_tasks(conn: AsyncConnection, ids: Sequence[int], downstream: Sequence[tuple[int, int, str]],
                               now: datetime, term: int) -> EmptySuccess:
-    """CAS pending → success for ``kind: empty`` tasks and release their downstream, in one statement.
+    """CAS pending → success for ``kind: empty`` tasks and count the success downstream, in one statement.
 
     ``downstream``: (upstream ti id, run_pk, downstream task id) for every edge out of ``ids``;
-    only the edges of tasks that actually succeeded are released (a run cancelled meanwhile
-    releases nothing).
+    only the edges of tasks that actually succeeded are counted (a run cancelled meanwhile
+    counts nothing).
     """
     if not ids:
-        return EmptySuccess([], Released([], set()))
+        return EmptySuccess([], [])
     rows = await conn.execute(text(f"""
         WITH s AS (
             UPDATE task_instances SET state = 'success', queued_at = :now, started_at = :now, ended_at = :now,
                    updated_at = :now, term = :term
             WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'pending' AND pending_upstreams = 0
             RETURNING id, run_pk
-        ), d AS (
-            SELECT x.run_pk, x.task_id, count(*) AS n
+        ), x AS (
+            SELECT x.run_pk, x.task_id, 'success' AS outcome
             FROM unnest(CAST(:ups AS bigint[]), CAST(:runs AS bigint[]), CAST(:tasks AS text[]))
                  AS x(up_id, run_pk, task_id)
             JOIN s ON s.id = x.up_id
-            GROUP BY x.run_pk, x.task_id
-        ), released AS (
-            UPDATE task_instances ti SET pending_upstreams = ti.pending_upstreams - d.n, updated_at = :now
-            FROM d, dag_runs r
-            WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending' AND r.id = ti.run_pk
-            {_NEWLY_READY}
+        ), d AS (
+            SELECT x.run_pk, x.task_id, {_TALLY} FROM x GROUP BY x.run_pk, x.task_id
+        ), counted AS (
+            {_COUNT}
+            {_COUNTED}
         )
         SELECT 's' AS kind, s.id, s.run_pk, NULL AS task_id, NULL AS state, 0 AS try_number, 0 AS max_tries,
-               NULL::int AS pending_upstreams, NULL AS dag_id, NULL AS run_id, 0::bigint AS version_id FROM s
+               0 AS pending_upstreams, 0 AS upstream_successes, 0 AS upstream_failures, 0 AS upstream_skips,
+               NULL AS dag_id, NULL AS run_id, 0::bigint AS version_id FROM s
         UNION ALL
-        SELECT 'r', id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, dag_id, run_id,
-               version_id FROM released
+        SELECT 'c', id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
+               upstream_failures, upstream_skips, dag_id, run_id, version_id FROM counted
     """), {"ids": list(ids), "ups": [d[0] for d in downstream], "runs": [d[1] for d in downstream],
            "tasks": [d[2] for d in downstream], "now": now, "term": term})
     succeeded: list[tuple[int, int]] = []
-    released: list[Any] = []
+    counted: list[Any] = []
     for r in rows:
         if r.kind == "s":
             succeeded.append((int(r.id), int(r.run_pk)))
         else:
-            released.append(r)
-    return EmptySuccess(succeeded, _released(released))
+            counted.append(r)
+    return EmptySuccess(succeeded, counted_rows(counted))
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A pending task instance a trigger rule ended without running it."""
+
+    run_pk: int
+    task_id: str
+    state: str
 
 
 async def mark_upstream_failed(conn: AsyncConnection, pairs: Sequence[tuple[int, str]], now: datetime,
-                               term: int) -> int:
-    """pending → upstream_failed for each (run_pk, task_id). Returns rows changed."""
+                               term: int) -> list[Decided]:
+    """pending → upstream_failed for each (run_pk, task_id): the descendants a failure dooms at once."""
     if not pairs:
-        return 0
-    result = await conn.execute(text("""
+        return []
+    rows = await conn.execute(text(f"""
         UPDATE task_instances ti SET state = 'upstream_failed', ended_at = :now, updated_at = :now, term = :term,
-               reason = 'an upstream task failed'
+               reason = '{REASONS["upstream_failed"]}'
         FROM (SELECT DISTINCT * FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS x(run_pk, task_id)) d
         WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending'
-        RETURNING ti.id
+        RETURNING ti.run_pk, ti.task_id, ti.state
     """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now, "term": term})
-    return len(result.all())
+    return [Decided(int(r.run_pk), r.task_id, r.state) for r in rows]
+
+
+async def decide_pending(conn: AsyncConnection, decisions: Sequence[tuple[int, str]], now: datetime,
+                         term: int) -> list[Decided]:
+    """Pending task instances (id, ``upstream_failed`` | ``skipped``) ended by their trigger rule."""
+    if not decisions:
+        return []
+    rows = await conn.execute(text("""
+        UPDATE task_instances ti SET state = c.state, ended_at = :now, updated_at = :now, term = :term,
+               reason = CASE c.state WHEN 'skipped' THEN :skipped ELSE :failed END
+        FROM unnest(CAST(:ids AS bigint[]), CAST(:states AS text[])) AS c(id, state)
+        WHERE ti.id = c.id AND ti.state = 'pending'
+        RETURNING ti.run_pk, ti.task_id, ti.state
+    """), {"ids": [d[0] for d in decisions], "states": [d[1] for d in decisions], "now": now, "term": term,
+           "skipped": REASONS["skipped"], "failed": REASONS["upstream_failed"]})
+    return [Decided(int(r.run_pk), r.task_id, r.state) for r in rows]
+
+
+async def release_early(conn: AsyncConnection, ids: Sequence[int], now: datetime) -> set[int]:
+    """Pending task instances whose rule lets them run before every upstream ended
+    (``one_success``, ``one_failed``): ``pending_upstreams`` = 0 makes them ready. Returns those."""
+    if not ids:
+        return set()
+    rows = await conn.execute(text("""
+        UPDATE task_instances SET pending_upstreams = 0, updated_at = :now
+        WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'pending'
+        RETURNING id
+    """), {"ids": list(ids), "now": now})
+    return {int(r.id) for r in rows}
 
 
 # --------------------------------------------------------------------------- finishing runs
@@ -170,9 +237,12 @@ async def mark_upstream_failed(conn: AsyncConnection, pairs: Sequence[tuple[int,
 async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetime, term: int) -> list[FinishedRun]:
     """running → success/failed for those of ``run_pks`` whose task instances are all final.
 
-    A run with a task instance in an active state costs one probe of ``ix_task_instances_run_active``;
-    only runs that do finish read their task instances, once, to name the first failed task in
-    ``reason`` (``task 'load' failed: exit code 1``).
+    The verdict is the leaves' (Airflow's rule): ``success`` when every leaf task (one nothing
+    depends on) succeeded or was skipped, ``failed`` otherwise — so an ``all_done`` cleanup leaf
+    that succeeds after a failure makes the run a success. A run with a task instance in an
+    active state costs one probe of ``ix_task_instances_run_active``; only runs that do finish
+    read their task instances, once. A failed run's ``reason`` names its first failed task
+    (``task 'load' failed: exit code 1``), a failed task before an ``upstream_failed`` one.
     """
     if not run_pks:
         return []
@@ -186,7 +256,9 @@ async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: dateti
             SELECT done.id, f.task_id, f.state, f.reason FROM done
             LEFT JOIN LATERAL (
                 SELECT ti.task_id, ti.state, ti.reason FROM task_instances ti
-                WHERE ti.run_pk = done.id AND ti.state <> 'success'
+                WHERE ti.run_pk = done.id AND ti.state NOT IN ('success', 'skipped')
+                  AND EXISTS (SELECT 1 FROM task_instances leaf WHERE leaf.run_pk = done.id AND leaf.is_leaf
+                              AND leaf.state NOT IN ('success', 'skipped'))
                 ORDER BY ti.state = 'upstream_failed', ti.ended_at NULLS LAST, ti.id LIMIT 1) f ON true
         )
         UPDATE dag_runs r SET state = CASE WHEN v.task_id IS NULL THEN 'success' ELSE 'failed' END,
@@ -199,6 +271,15 @@ async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: dateti
         RETURNING r.id, r.dag_id, r.run_id, r.state
     """), {"ids": list(run_pks), "now": now, "term": term})
     return [FinishedRun(int(r.id), r.dag_id, r.run_id, r.state) for r in rows]
+
+
+async def runs_past_deadline(conn: AsyncConnection, limit: int) -> list[int]:
+    """Running runs whose ``deadline_at`` passed on the database's clock, soonest first."""
+    rows = await conn.execute(text("""
+        SELECT id FROM dag_runs WHERE state = 'running' AND deadline_at IS NOT NULL AND deadline_at <= now()
+        ORDER BY deadline_at, id LIMIT :limit
+    """), {"limit": limit})
+    return [int(r.id) for r in rows]
 
 
 async def running_runs_after(conn: AsyncConnection, after_id: int, limit: int) -> list[int]:

@@ -134,8 +134,11 @@ async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
 
 
 async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None, conf: dict[str, Any],
-                      clock: Clock) -> str:
-    """Queue a manual run; returns its run id. Conflict if ``run_id`` exists, NotFound if no DAG."""
+                      clock: Clock, run_timeout_seconds: float | None = None) -> str:
+    """Queue a manual run; returns its run id. Conflict if ``run_id`` exists, NotFound if no DAG.
+
+    ``run_timeout_seconds`` (already validated) overrides the DAG's run deadline for this run.
+    """
     if run_id is not None:
         check_run_id(run_id)
     conf_json = json.dumps(check_conf(conf))
@@ -149,10 +152,11 @@ async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None,
     for _ in range(3):
         inserted = (await conn.execute(text("""
             INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf,
-                                  created_at, updated_at)
-            VALUES (:dag_id, :run_id, :vid, 'manual', :now, 'queued', CAST(:conf AS jsonb), :now, :now)
+                                  created_at, updated_at, run_timeout_seconds)
+            VALUES (:dag_id, :run_id, :vid, 'manual', :now, 'queued', CAST(:conf AS jsonb), :now, :now, :timeout)
             ON CONFLICT (dag_id, run_id) DO NOTHING RETURNING run_id
-        """), {"dag_id": dag_id, "run_id": wanted, "vid": dag[0], "now": now, "conf": conf_json})).first()
+        """), {"dag_id": dag_id, "run_id": wanted, "vid": dag[0], "now": now, "conf": conf_json,
+               "timeout": run_timeout_seconds})).first()
         if inserted is not None:
             await notify_wakeup(conn, dag_id)
             return wanted

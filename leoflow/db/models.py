@@ -105,6 +105,14 @@ def unobserved_tries_sql(alias: str = "") -> str:
     return f"{p}state = 'failed' AND {p}observed_at IS NULL"
 
 
+def run_deadline_sql(run: str, version: str) -> str:
+    """A run's ``deadline_at`` if it starts now (database time): its own ``run_timeout_seconds``,
+    else its version's (read defensively: a stored spec cannot break the statement); NULL if none."""
+    timeout = (f"CASE WHEN jsonb_typeof({version}.spec->'run_timeout_seconds') = 'number' "
+               f"THEN least(greatest(({version}.spec->>'run_timeout_seconds')::float8, 0), 31622400) END")
+    return f"now() + make_interval(secs => coalesce({run}.run_timeout_seconds, {timeout}))"
+
+
 # --------------------------------------------------------------------------- DAG definitions
 
 class Dag(Base):
@@ -176,9 +184,16 @@ class DagRun(Base):
     backfill_id: Mapped[int | None] = mapped_column(BigInteger, ForeignKey("backfills.id", ondelete="SET NULL"))
     # The ``ended_at`` the outcome observer last announced (see the module docstring).
     observed_at: Mapped[datetime | None]
+    # The trigger's own run deadline in seconds (None: the DAG version's ``run_timeout_seconds``).
+    run_timeout_seconds: Mapped[float | None] = mapped_column(Float)
+    # When the leader fails the run (``run deadline exceeded``): set at its start, database time.
+    deadline_at: Mapped[datetime | None]
 
     __table_args__ = (
         UniqueConstraint("dag_id", "run_id"),
+        # Running runs with a deadline, soonest first (the leader's periodic deadline check).
+        Index("ix_dag_runs_deadline", "deadline_at",
+              postgresql_where=text("state = 'running' AND deadline_at IS NOT NULL")),
         Index("uq_dag_runs_scheduled_logical_date", "dag_id", "logical_date", unique=True,
               postgresql_where=text("run_type = 'scheduled'")),
         Index("ix_dag_runs_active", "dag_id", "id", postgresql_where=text(f"state IN {sql_list(ACTIVE_RUN_STATES)}")),
@@ -205,8 +220,15 @@ class TaskInstance(Base):
     state: Mapped[str] = mapped_column(String(20), server_default=text("'pending'"))
     try_number: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     max_tries: Mapped[int] = mapped_column(Integer, server_default=text("1"))
-    # Upstream tasks not yet succeeded; the scheduler decrements it instead of re-joining the DAG.
+    # Direct upstream tasks not yet finished; the scheduler decrements it instead of re-joining the
+    # DAG. 0 on a pending row means ready to queue (leoflow.model.trigger_rules keeps it so).
     pending_upstreams: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # How the finished direct upstream tasks ended: what the task's trigger rule decides on.
+    upstream_successes: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    upstream_failures: Mapped[int] = mapped_column(Integer, server_default=text("0"))  # failed, upstream_failed
+    upstream_skips: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # Nothing depends on this task: the leaves decide the run's final state.
+    is_leaf: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
     next_try_at: Mapped[datetime | None]
     queued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
@@ -226,6 +248,31 @@ class TaskInstance(Base):
         # The scheduler's hot "ready to queue" scan; stays small however many tasks wait upstream.
         Index("ix_task_instances_ready", "id",
               postgresql_where=text("state = 'pending' AND pending_upstreams = 0")),
+    )
+
+
+class RunCommand(Base):
+    """An operator's clear or mark of a run's task instances, recorded by the API and applied by
+    the leader under its term in one fenced transaction (leoflow.db.command_store)."""
+
+    __tablename__ = "run_commands"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    run_pk: Mapped[int] = mapped_column(BigInteger, ForeignKey("dag_runs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(10))  # clear | mark
+    body: Mapped[dict[str, Any]]
+    requested_by: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    # When and under which term the leader applied it; ``outcome`` what it did, ``error`` why not.
+    applied_at: Mapped[datetime | None]
+    term: Mapped[int | None] = mapped_column(BigInteger)
+    outcome: Mapped[dict[str, Any] | None]
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        # The leader's scan: only commands not applied yet.
+        Index("ix_run_commands_pending", "id", postgresql_where=text("applied_at IS NULL")),
+        Index("ix_run_commands_run_pk", "run_pk"),
     )
 
 

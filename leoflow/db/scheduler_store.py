@@ -37,7 +37,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.models import ACTIVE_RUNS_SQL, LIVE_TRIES_SQL, SLOT_TASKS_SQL
+from leoflow.db.models import ACTIVE_RUNS_SQL, LIVE_TRIES_SQL, SLOT_TASKS_SQL, run_deadline_sql
 from leoflow.model.tries import TryKey
 
 
@@ -68,7 +68,15 @@ class TaskInstanceRow:
 
 @dataclass(frozen=True)
 class ReadyTask(TaskInstanceRow):
-    """A task instance that may be queued now (upstreams done, or its retry delay is over)."""
+    """A task instance that may be queued now (upstreams done, or its retry delay is over).
+
+    The upstream counters let the queue check the task's trigger rule once more: a writer that
+    reset task instances (a backfill's rerun, a clear) only has to leave the counters right.
+    """
+
+    upstream_successes: int = 0
+    upstream_failures: int = 0
+    upstream_skips: int = 0
 
 
 @dataclass(frozen=True)
@@ -223,19 +231,36 @@ class StartedRuns:
 
 
 async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetime, term: int) -> StartedRuns:
-    """queued → running, creating each run's task instances from its version (whose spec the caller compiled)."""
-    rows = await conn.execute(text("""
+    """queued → running, creating each run's task instances from its version (whose spec the caller compiled).
+
+    A run with a ``run_timeout_seconds`` (its own from the trigger, else its version's) gets its
+    ``deadline_at`` here, from the database's clock: the deadline counts from the run's start
+    (not from its queueing) and does not depend on any leader's wall clock.
+    """
+    rows = await conn.execute(text(f"""
         WITH started AS (
-            UPDATE dag_runs SET state = 'running', started_at = :now, updated_at = :now, term = :term
-            WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'queued'
-            RETURNING id, dag_id, run_id, dag_version_id
-        ), created AS (
-            INSERT INTO task_instances (run_pk, task_id, state, max_tries, pending_upstreams, term, updated_at)
-            SELECT s.id, t->>'id', 'pending', coalesce((t->>'retries')::int, 0) + 1,
-                   jsonb_array_length(coalesce(t->'depends_on', '[]'::jsonb)), :term, :now
-            FROM started s
-            JOIN dag_versions v ON v.id = s.dag_version_id
+            UPDATE dag_runs r SET state = 'running', started_at = :now, updated_at = :now, term = :term,
+                   deadline_at = {run_deadline_sql("r", "v")}
+            FROM dag_versions v
+            WHERE r.id = ANY(CAST(:ids AS bigint[])) AND r.state = 'queued' AND v.id = r.dag_version_id
+            RETURNING r.id, r.dag_id, r.run_id, r.dag_version_id
+        ), version_tasks AS (
+            SELECT v.id AS version_id, t
+            FROM (SELECT DISTINCT dag_version_id FROM started) AS sv
+            JOIN dag_versions v ON v.id = sv.dag_version_id
             CROSS JOIN LATERAL jsonb_array_elements(v.spec->'tasks') AS t
+        ), upstreams AS (  -- the tasks something depends on (the others are leaves), once per version
+            SELECT DISTINCT vt.version_id, d.task_id
+            FROM version_tasks vt
+            CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(vt.t->'depends_on', '[]'::jsonb)) AS d(task_id)
+        ), created AS (
+            INSERT INTO task_instances (run_pk, task_id, state, max_tries, pending_upstreams, is_leaf, term,
+                                        updated_at)
+            SELECT s.id, vt.t->>'id', 'pending', coalesce((vt.t->>'retries')::int, 0) + 1,
+                   jsonb_array_length(coalesce(vt.t->'depends_on', '[]'::jsonb)), u.task_id IS NULL, :term, :now
+            FROM started s
+            JOIN version_tasks vt ON vt.version_id = s.dag_version_id
+            LEFT JOIN upstreams u ON u.version_id = vt.version_id AND u.task_id = vt.t->>'id'
             ON CONFLICT (run_pk, task_id) DO NOTHING
             RETURNING id, run_pk, task_id, state, try_number, max_tries, pending_upstreams
         )
@@ -261,13 +286,14 @@ async def ready_task_instances(conn: AsyncConnection, limit: int) -> list[ReadyT
     rows = await conn.execute(text("""
         SELECT * FROM (
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
-                    r.dag_id, r.run_id, r.dag_version_id AS version_id
+                    r.dag_id, r.run_id, r.dag_version_id AS version_id, ti.upstream_successes,
+                    ti.upstream_failures, ti.upstream_skips
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
              WHERE ti.state = 'pending' AND ti.pending_upstreams = 0
              ORDER BY ti.id LIMIT :limit)
             UNION ALL
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
-                    r.dag_id, r.run_id, r.dag_version_id AS version_id
+                    r.dag_id, r.run_id, r.dag_version_id AS version_id, 0, 0, 0
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
              WHERE ti.state = 'up_for_retry' AND ti.next_try_at <= now()
              ORDER BY ti.id LIMIT :limit)

@@ -28,7 +28,7 @@ SWEEP_REPAIRS = Counter("leoflow_scheduler_sweep_repairs_total",
 #: executor report that names no task instance, an executor's handling of one try.
 ENTITY_KINDS = ("dag", "dag_version", "run", "task", "report", "try")
 
-for _state in ("running", "success", "failed", "up_for_retry", "upstream_failed"):
+for _state in ("running", "success", "failed", "up_for_retry", "upstream_failed", "skipped"):
     TASK_TRANSITIONS.labels(state=_state)
 for _state in ("success", "failed"):
     RUNS_FINISHED.labels(state=_state)

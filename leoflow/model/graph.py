@@ -1,9 +1,10 @@
 """A DAG version compiled for the scheduler's hot path, and a bounded cache of them.
 
-The scheduler never re-joins the DAG in SQL: when a task succeeds it needs the task's direct
-downstream ids (to decrement their ``pending_upstreams``), when it fails for good all its
-descendants (to mark them ``upstream_failed``), and whether it is a leaf (a leaf reaching a
-final state may finish the run). :class:`DagGraph` precomputes those from an immutable
+The scheduler never re-joins the DAG in SQL: when a task ends it needs the task's direct
+downstream ids (to count the outcome against their trigger rules), and when it fails for good
+the descendants that fail with it at once (:meth:`DagGraph.doomed_by`: every descendant reached
+through tasks whose rule needs success — all of them, for a DAG of default rules — marked
+``upstream_failed`` in one statement). :class:`DagGraph` precomputes those from an immutable
 ``dag_versions`` row; :class:`GraphCache` keeps the most recently used ones (versions are
 immutable, so a cached graph is never stale) and is bounded so memory stays flat however many
 versions exist.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from leoflow.model.spec import DagSpec, TaskSpec, parse_dag_spec
+from leoflow.model.trigger_rules import FAIL_FAST
 
 #: Cached versions. A version's graph is a few KB per 100 tasks; 256 keeps it well under 100 MB
 #: even for maximal 10,000-task DAGs while covering every active version in practice.
@@ -38,6 +40,7 @@ class DagGraph:
         self.downstream: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in downstream.items()}
         self.leaves = frozenset(k for k, v in self.downstream.items() if not v)
         self._descendants: dict[str, tuple[str, ...]] = {}
+        self._doomed: dict[str, frozenset[str]] = {}
 
     def task(self, task_id: str) -> TaskSpec | None:
         return self.tasks.get(task_id)
@@ -54,6 +57,26 @@ class DagGraph:
                     seen[node] = None
                     stack.extend(self.downstream[node])
             cached = self._descendants[task_id] = tuple(seen)
+        return cached
+
+
+    def doomed_by(self, task_id: str) -> frozenset[str]:
+        """The descendants that become ``upstream_failed`` as soon as ``task_id`` fails.
+
+        Reached from ``task_id`` through tasks whose trigger rule fails at the first failed
+        upstream (:data:`~leoflow.model.trigger_rules.FAIL_FAST`); the others (``all_done``,
+        ``one_failed``, ...) decide from their counters instead.
+        """
+        cached = self._doomed.get(task_id)
+        if cached is None:
+            seen: set[str] = set()
+            stack = [d for d in self.downstream.get(task_id, ()) if self.tasks[d].trigger_rule in FAIL_FAST]
+            while stack:
+                node = stack.pop()
+                if node not in seen:
+                    seen.add(node)
+                    stack.extend(d for d in self.downstream[node] if self.tasks[d].trigger_rule in FAIL_FAST)
+            cached = self._doomed[task_id] = frozenset(seen)
         return cached
 
 

@@ -222,6 +222,9 @@ MAX_RETRY_DELAY = Range("`tasks[].max_retry_delay_seconds`", 0, 7 * DAY,
 TIMEOUT = Range("`tasks[].timeout_seconds`", 0, 30 * DAY,
                 "month-long jobs (model training) fit; 10^12 s would overflow date arithmetic",
                 above_minimum=True, seconds=True)
+RUN_TIMEOUT = Range("`run_timeout_seconds` (DAG, trigger request)", 0, 366 * DAY,
+                    "a run deadline of up to a year: longer than any run anyone waits for, far from "
+                    "date arithmetic's limits", above_minimum=True, seconds=True)
 TASKS = Count("`tasks`", 1, 10_000, "tasks", "a run's task instances are created in one "
               "statement; far beyond any hand-written DAG")
 EDGES = Count("`tasks[].depends_on` (all tasks)", 0, 50_000, "dependencies",
@@ -244,6 +247,8 @@ CONF = Size("`conf` (trigger request)", 64 * 1024, 32, 10_000,
             "every try receives it as LEOFLOW_RUN_CONF (one string: the kernel allows 128 KiB); "
             "plain JSON: string keys, finite numbers, no NUL characters")
 
+CLEAR_TASKS = Count("`tasks` (clear request)", 1, 10_000, "task ids", "every task of the largest DAG")
+
 # --------------------------------------------------------------------------- request bodies and files
 
 DOCUMENT = Documents("a YAML or JSON document (request body, `dags apply` file)", 64, 500_000,
@@ -260,6 +265,6 @@ TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL in
 #: Every limit, in the order the README's "Limits" table lists them.
 LIMITS: tuple[Limit, ...] = (
     DAG_ID, TASK_ID, RUN_ID, DESCRIPTION, SCHEDULE, TIMEZONE, START_DATE, MAX_ACTIVE_RUNS, RETRIES,
-    RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, RESOURCES, QUANTITY, SPEC,
-    CONF, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
+    RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, RUN_TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, RESOURCES, QUANTITY,
+    SPEC, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
 )

@@ -1,6 +1,7 @@
 """What a trigger request may ask for: a run id of the caller's choosing and a ``conf``.
 
-``POST /api/v2/dags/{dag_id}/runs`` (``leoflow runs trigger``) sends ``{"run_id"?, "conf"?}``.
+``POST /api/v2/dags/{dag_id}/runs`` (``leoflow runs trigger``) sends ``{"run_id"?, "conf"?,
+"run_timeout_seconds"?}`` (the deadline within :data:`leoflow.model.limits.RUN_TIMEOUT`).
 The run id follows :data:`leoflow.model.limits.RUN_ID` (it becomes a URL segment and
 ``LEOFLOW_RUN_ID``); the conf must be plain JSON within :data:`leoflow.model.limits.CONF`,
 because every try of the run receives it as one environment variable (``LEOFLOW_RUN_CONF``),
@@ -17,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.bounds import check_size, shown_repr, type_name
-from leoflow.model.limits import CONF, RUN_ID
+from leoflow.model.bounds import check_size, shown_repr, type_name, within
+from leoflow.model.limits import CONF, RUN_ID, RUN_TIMEOUT
 
-_FIELDS = ("run_id", "conf")
+_FIELDS = ("run_id", "conf", "run_timeout_seconds")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class RunRequest:
 
     run_id: str | None = None
     conf: dict[str, Any] = field(default_factory=dict)
+    #: This run's deadline in seconds from its start (None: the DAG's ``run_timeout_seconds``).
+    run_timeout_seconds: float | None = None
 
 
 def check_conf(value: object, path: str = "conf") -> dict[str, Any]:
@@ -59,6 +62,9 @@ def parse_run_request(body: object) -> RunRequest:
     unknown = sorted(k for k in body if k not in _FIELDS)
     if unknown:
         name = unknown[0] if len(unknown[0]) <= 60 else unknown[0][:60] + "..."
-        raise ValidationFailed(name, "unknown field (expected run_id, conf)")
+        raise ValidationFailed(name, "unknown field (expected run_id, conf, run_timeout_seconds)")
     run_id = body.get("run_id")
-    return RunRequest(run_id=None if run_id is None else check_run_id(run_id), conf=check_conf(body.get("conf")))
+    timeout = body.get("run_timeout_seconds")
+    return RunRequest(run_id=None if run_id is None else check_run_id(run_id), conf=check_conf(body.get("conf")),
+                      run_timeout_seconds=None if timeout is None else float(within(timeout, "run_timeout_seconds",
+                                                                                    RUN_TIMEOUT)))

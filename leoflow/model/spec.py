@@ -55,6 +55,7 @@ from leoflow.model.fields import (
 from leoflow.model.notify import NotifyRule, parse_notify
 from leoflow.model.params import check_scheduled_defaults, parse_params
 from leoflow.model.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_own, resolve
+from leoflow.model.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
 
 MAX_TASKS = limits.TASKS.maximum
 DEFAULT_MAX_ACTIVE_RUNS = 16
@@ -66,9 +67,9 @@ SCHEDULE_CHECK_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
-               "paused", "default_retries", "defaults", "tasks", "notify", "params"}
+               "paused", "default_retries", "defaults", "tasks", "notify", "params", "run_timeout_seconds"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
-                "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", *POD_FIELDS}
+                "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class TaskSpec:
     #: fields (``env`` included) in canonical form: what the stored spec keeps.
     pod: PodFields = field(default_factory=PodFields)
     pod_own: Mapping[str, Any] = field(default_factory=dict)
+    #: When the task may run given how its upstream tasks ended (leoflow.model.trigger_rules).
+    trigger_rule: TriggerRule = DEFAULT_TRIGGER_RULE
 
     @property
     def max_tries(self) -> int:
@@ -115,6 +118,8 @@ class TaskSpec:
             out["max_retry_delay_seconds"] = plain_number(self.max_retry_delay_seconds)
         if self.timeout_seconds is not None:
             out["timeout_seconds"] = plain_number(self.timeout_seconds)
+        if self.trigger_rule != DEFAULT_TRIGGER_RULE:  # absent when default: existing hashes stay
+            out["trigger_rule"] = self.trigger_rule
         return out
 
 
@@ -138,6 +143,8 @@ class DagSpec:
     params: Mapping[str, Any] | None = None
     #: The ``defaults:`` block (pod fields every container task inherits), canonical form.
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: Seconds a run may take from its start before it is failed (``run deadline exceeded``).
+    run_timeout_seconds: float | None = None
 
     @property
     def tz(self) -> tzinfo:
@@ -167,6 +174,8 @@ class DagSpec:
             out["params"] = plain_mapping(self.params)
         if self.defaults:
             out["defaults"] = dict(self.defaults)
+        if self.run_timeout_seconds is not None:
+            out["run_timeout_seconds"] = plain_number(self.run_timeout_seconds)
         return out
 
     def spec_hash(self) -> str:
@@ -219,10 +228,16 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
     params = parse_params(doc.get("params"))
     if schedule is not None:
         check_scheduled_defaults(params)
+    run_timeout = run_timeout_field(doc.get("run_timeout_seconds"), "run_timeout_seconds")
     return DagSpec(dag_id=dag_id, tasks=tasks, schedule=schedule, timezone=timezone, catchup=catchup,
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
                    default_retries=default_retries, description=description, notify=notify, params=params,
-                   defaults=defaults)
+                   defaults=defaults, run_timeout_seconds=run_timeout)
+
+
+def run_timeout_field(value: object, path: str) -> float | None:
+    """``run_timeout_seconds`` (the DAG's, or a trigger's): None, or seconds within :data:`limits.RUN_TIMEOUT`."""
+    return None if value is None else float(within(value, path, limits.RUN_TIMEOUT))
 
 
 def _defaults(raw: object) -> dict[str, Any]:
@@ -289,10 +304,14 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
         if dep in deps:
             raise ValidationFailed(f"{path}.depends_on[{j}]", f"duplicate dependency {dep!r}")
         deps[dep] = None
+    trigger_rule = doc.get("trigger_rule", DEFAULT_TRIGGER_RULE)
+    if not isinstance(trigger_rule, str) or trigger_rule not in TRIGGER_RULES:
+        got = repr(trigger_rule[:60]) if isinstance(trigger_rule, str) else type_name(trigger_rule)
+        raise ValidationFailed(f"{path}.trigger_rule", f"must be one of {', '.join(TRIGGER_RULES)}, got {got}")
     return TaskSpec(id=task_id, kind=kind, image=image, command=command, args=args, env=env, retries=retries,
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
-                    pod_own=pod_own)
+                    pod_own=pod_own, trigger_rule=trigger_rule)
 
 
 def _check_graph(tasks: Sequence[TaskSpec]) -> None:

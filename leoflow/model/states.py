@@ -13,14 +13,15 @@ from __future__ import annotations
 from typing import Literal
 
 TaskState = Literal["pending", "queued", "running", "up_for_retry", "success", "failed", "upstream_failed",
-                    "cancelled"]
+                    "skipped", "cancelled"]
 RunState = Literal["queued", "running", "success", "failed", "cancelled"]
 
 #: Task states in which a task instance is not finished.
 ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("pending", "queued", "running", "up_for_retry")
 #: Task states counted against ``LEOFLOW_PARALLELISM``.
 SLOT_TASK_STATES: tuple[TaskState, ...] = ("queued", "running")
-TERMINAL_TASK_STATES: tuple[TaskState, ...] = ("success", "failed", "upstream_failed", "cancelled")
+#: ``upstream_failed`` and ``skipped`` are decided by trigger rules (leoflow.model.trigger_rules).
+TERMINAL_TASK_STATES: tuple[TaskState, ...] = ("success", "failed", "upstream_failed", "skipped", "cancelled")
 TASK_STATES: tuple[TaskState, ...] = ACTIVE_TASK_STATES + TERMINAL_TASK_STATES
 
 ACTIVE_RUN_STATES: tuple[RunState, ...] = ("queued", "running")

@@ -8,6 +8,12 @@ Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's
   creation is redone;
 - **timeouts**: running tasks past ``timeout_at`` fail (or go up for retry) and their tries are
   flagged for killing;
+- **run deadlines**: running runs past their ``deadline_at`` (``run_timeout_seconds`` after
+  their start, on the database's clock) fail with the reason ``run deadline exceeded``
+  (:data:`~leoflow.model.notify.DEADLINE_REASON`, which the notifier announces as a
+  ``deadline`` event); their unfinished tasks are cancelled and their live tries killed;
+- **clear and mark**: the commands operators recorded through the API, applied under this
+  term (:mod:`leoflow.scheduler.commands`);
 - **starting runs**: queued runs that ``max_active_runs`` allows start; their task instances
   are created and their roots handed to the step as ready (also called whenever a finished run
   frees a slot).
@@ -26,11 +32,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from leoflow.db import completion_store
+from leoflow.db import command_store, completion_store
 from leoflow.db import scheduler_store as store
 from leoflow.metrics import scheduler as metrics
+from leoflow.model.notify import DEADLINE_REASON
 from leoflow.model.run_ids import scheduled_run_id
 from leoflow.model.timetable import plan_scheduled_runs
+from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.step import Step
@@ -44,6 +52,8 @@ T = TypeVar("T")
 CATCHUP_RUNS_PER_TICK = 50
 #: DAGs examined for due scheduled runs per tick.
 DUE_DAGS_PER_TICK = 100
+#: Clears and marks applied per tick (each resets up to a whole run; operators send few).
+COMMANDS_PER_TICK = 20
 
 
 @dataclass(frozen=True)
@@ -68,12 +78,15 @@ class Periodic:
     async def run(self, step: Step) -> None:
         await self.create_scheduled_runs(step)
         await self.apply_timeouts(step)
+        await self.apply_deadlines(step)
+        await self.apply_commands(step)
         await self.start_runs(step)
         step.kill_check = True
 
     def parts(self) -> list[Part[Any]]:
         return [Part("dag", self._due, self._create, lambda d: d.dag_id),
                 Part("task", self._timed_out, self._time_out, lambda i: i),
+                Part("run", self._past_deadline, self._expire, lambda i: i),
                 Part("run", self._startable, self._start, lambda r: r.run_pk)]
 
     # ------------------------------------------------------------------ scheduled runs
@@ -136,6 +149,31 @@ class Periodic:
             await completion_store.request_kill(step.conn, [(t.ti_id, t.try_number)], t.reason or "timed out")
             log.info("task timed out", extra={"task_instance_id": t.ti_id, "state": t.new_state})
         step.kill_check = step.kill_check or bool(done)
+
+    # ------------------------------------------------------------------ run deadlines
+
+    async def apply_deadlines(self, step: Step) -> None:
+        await self._expire(step, await self._past_deadline(step))
+
+    async def _past_deadline(self, step: Step) -> list[int]:
+        run_pks = await completion_store.runs_past_deadline(step.conn, self.batch_size)
+        return [r for r in run_pks if ("run", r) not in self.quarantine]
+
+    async def _expire(self, step: Step, run_pks: Sequence[int]) -> None:
+        if not run_pks:
+            return
+        expired = await completion_store.fail_runs(step.conn, [(r, DEADLINE_REASON) for r in run_pks], step.now,
+                                                   step.term)
+        step.finished.extend(expired)
+        step.kill_check = step.kill_check or bool(expired)
+        for run in expired:
+            log.info("run deadline exceeded", extra={"dag_id": run.dag_id, "run_id": run.run_id})
+
+    # ------------------------------------------------------------------ clear and mark
+
+    async def apply_commands(self, step: Step) -> None:
+        """Operators' clears and marks, recorded by the API (leoflow.scheduler.commands)."""
+        await apply_commands(step, await command_store.pending_commands(step.conn, COMMANDS_PER_TICK))
 
     # ------------------------------------------------------------------ starting runs
 

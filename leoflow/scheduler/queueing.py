@@ -28,6 +28,7 @@ from leoflow.db.scheduler_store import QueuedTry, ReadyTask
 from leoflow.model.graph import DagGraph
 from leoflow.model.run_context import RunContext, task_environment
 from leoflow.model.tries import TaskLaunch, TryKey
+from leoflow.model.trigger_rules import UpstreamCounts, decide
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry
@@ -98,21 +99,29 @@ class Queuer:
         empties: list[ReadyTask] = []
         containers: list[ReadyTask] = []
         edges: list[tuple[int, int, str]] = []
+        decided: list[tuple[int, str]] = []
         for r in step.usable(ready, graphs):
             task = graphs[r.version_id].task(r.task_id)
             if task is None:
                 step.fail("task", r.id, LookupError(f"task {r.task_id!r} is not in its DAG version"))
+                continue
+            decision = "run" if r.state != "pending" else decide(task.trigger_rule, UpstreamCounts(
+                0, r.upstream_successes, r.upstream_failures, r.upstream_skips))
+            if decision != "run":  # left ready by a writer that reset it; its rule says otherwise
+                decided.append((r.id, decision))
             elif task.kind == "empty":
                 empties.append(r)
                 edges.extend((r.id, r.run_pk, d) for d in graphs[r.version_id].downstream.get(r.task_id, ()))
             else:
                 containers.append(r)
+        if decided:
+            await step.decide_ready(decided, {r.id: r for r in ready})
         if empties:
             done = await completion_store.succeed_empty_tasks(step.conn, [r.id for r in empties], edges, step.now,
                                                            step.term)
             step.transitions["success"] += len(done.succeeded)
             step.touch(run_pk for _, run_pk in done.succeeded)
-            step.released(done.released)
+            await step.counted(done.counted)
         if not containers:
             return True
         queued = await store.queue_task_instances(step.conn, containers, step.now, step.term,

@@ -5,14 +5,16 @@ tasks queued, timeouts, entities failed — it collects the consequences as it g
 :meth:`Step.settle` draws them before the commit:
 
 - entities the step could not handle (:class:`~leoflow.scheduler.containment.Fault`) are failed
-  durably: task instances ``failed`` (their descendants ``upstream_failed``), runs ``failed``,
-  DAG schedules stopped;
+  durably: task instances ``failed`` (their downstream decided by their trigger rules), runs
+  ``failed``, DAG schedules stopped;
 - every run in which a task reached a final state (``touched``) is finished if nothing in it is
   still active, **in this same transaction** (issue 21: a run is terminal the moment its last
   task is, whatever the DAG's shape; the periodic sweep only repairs what a bug left behind).
 
-Tasks that became ready in the step (released downstream, due retries, roots of started runs)
-are kept as ``candidates`` so the step can queue them without scanning for them.
+Every task that reached a final state is counted on its direct downstream and their trigger
+rules decided (:meth:`Step.propagate`, :mod:`leoflow.model.trigger_rules`). Tasks that became
+ready in the step (their rule says run, due retries, roots of started runs) are kept as
+``candidates`` so the step can queue them without scanning for them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from leoflow.db.database import Connection
 from leoflow.db.scheduler_store import ReadyTask, TaskInstanceRow, Transition
 from leoflow.model.graph import DagGraph
 from leoflow.model.tries import TaskLaunch
+from leoflow.model.trigger_rules import decide
 from leoflow.scheduler.containment import EntityKind, Fault, contained
 from leoflow.scheduler.graphs import VersionGraphs
 
@@ -46,7 +49,17 @@ class OfRun(Protocol):
 R = TypeVar("R", bound=OfRun)
 
 #: Final task states that end a task for good (``up_for_retry`` is not one: it will run again).
-FINAL = ("success", "failed", "upstream_failed", "cancelled")
+FINAL = ("success", "failed", "upstream_failed", "skipped", "cancelled")
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A task instance that reached a final state in this step: its downstream must hear of it."""
+
+    run_pk: int
+    version_id: int
+    task_id: str
+    state: str
 
 
 @dataclass
@@ -116,48 +129,113 @@ class Step:
             self.touched.add(run_pk)
             self.active.discard(run_pk)
 
-    def released(self, released: completion_store.Released) -> None:
-        self.active.update(released.runs)
-        self.add_candidates(released.ready)
-
     # ------------------------------------------------------------------ consequences of transitions
 
     async def after_transitions(self, applied: Sequence[Transition], rows: Mapping[int, TaskInstanceRow],
                                 graphs: Mapping[int, DagGraph]) -> None:
-        """What applied transitions do downstream: release, doom, retry now, and touch their runs."""
-        release: list[tuple[int, str]] = []
-        doomed: list[tuple[int, str]] = []
+        """What applied transitions do downstream: count outcomes, retry now, and touch their runs."""
+        ended: list[Ended] = []
         for t in applied:
             row = rows[t.ti_id]
             self.transitions[t.new_state] += 1
             if t.new_state in FINAL:
                 self.touch([row.run_pk])
+                ended.append(Ended(row.run_pk, row.version_id, row.task_id, t.new_state))
             else:
                 self.active.add(row.run_pk)
-            try:
-                graph = graphs[row.version_id]
-                if t.new_state == "success":
-                    release.extend((row.run_pk, d) for d in graph.downstream.get(row.task_id, ()))
-                elif t.new_state == "failed":
-                    doomed.extend((row.run_pk, d) for d in graph.descendants(row.task_id))
-            except Exception as exc:  # containment: the graph of this one task's version
-                self.fail("run", row.run_pk, exc)
-                continue
             # A retry without delay is ready in this very step (the database sets next_try_at = now()).
             if t.new_state == "up_for_retry" and t.retry_after is not None and t.retry_after <= 0:
                 self.candidates[row.id] = ReadyTask(
                     id=row.id, run_pk=row.run_pk, task_id=row.task_id, state="up_for_retry",
                     try_number=row.try_number, max_tries=row.max_tries, dag_id=row.dag_id, run_id=row.run_id,
                     version_id=row.version_id)
-        self.released(await completion_store.release_downstream(self.conn, release, self.now))
-        await self.doom(doomed)
+        await self.propagate(ended)
 
-    async def doom(self, pairs: Sequence[tuple[int, str]]) -> None:
-        """Descendants (run_pk, task_id) of failed tasks → ``upstream_failed``."""
-        marked = await completion_store.mark_upstream_failed(self.conn, pairs, self.now, self.term)
-        if marked:
-            self.transitions["upstream_failed"] += marked
-            self.touch(run_pk for run_pk, _ in pairs)
+    async def propagate(self, ended: Sequence[Ended]) -> None:
+        """Count each task's final state on its direct downstream and decide their trigger rules,
+        level by level, until no decision ends another task.
+
+        A failure first dooms, in one statement, every descendant reached through rules that
+        need success (:meth:`~leoflow.model.graph.DagGraph.doomed_by`); only the edges leaving
+        that closure are counted. So a DAG of default rules costs what it always did (one
+        statement per success, one per failure) and other rules one statement per level.
+        """
+        while ended:
+            graphs = await self.graphs.load(self.conn, {e.version_id for e in ended})
+            versions = {e.run_pk: e.version_id for e in ended}
+            outcomes: list[tuple[int, str, str]] = []
+            doomed: list[tuple[int, str]] = []
+            closures: dict[int, set[str]] = {}
+            for e in ended:
+                graph = graphs.get(e.version_id)
+                if graph is None:
+                    self.fail_run(e.run_pk, self.graphs.broken(e.version_id) or "scheduler error: DAG version missing")
+                    continue
+                try:
+                    downstream = graph.downstream[e.task_id]
+                    if e.state in ("failed", "upstream_failed"):
+                        closure = graph.doomed_by(e.task_id)
+                        closures.setdefault(e.run_pk, set()).update(closure)
+                        doomed.extend((e.run_pk, d) for d in closure)
+                        outcomes.extend((e.run_pk, d, e.state) for d in downstream if d not in closure)
+                    elif e.state in ("success", "skipped"):
+                        outcomes.extend((e.run_pk, d, e.state) for d in downstream)
+                except Exception as exc:  # containment: the graph of this one task's version
+                    self.fail("run", e.run_pk, exc)
+            marked = await completion_store.mark_upstream_failed(self.conn, doomed, self.now, self.term)
+            if marked:
+                self.transitions["upstream_failed"] += len(marked)
+                self.touch(m.run_pk for m in marked)
+            for m in marked:  # the edges leaving the closure
+                graph = graphs[versions[m.run_pk]]
+                outcomes.extend((m.run_pk, d, m.state) for d in graph.downstream[m.task_id]
+                                if d not in closures[m.run_pk])
+            ended = await self._decide(await completion_store.count_outcomes(self.conn, outcomes, self.now))
+
+    async def counted(self, counted: Sequence[completion_store.Counted]) -> None:
+        """Task instances whose upstream counters a statement changed: decide them and propagate."""
+        await self.propagate(await self._decide(counted))
+
+    async def decide_ready(self, decisions: Sequence[tuple[int, str]], rows: Mapping[int, ReadyTask]) -> None:
+        """Ready task instances (id, ``upstream_failed`` | ``skipped``) their rule ends unrun."""
+        await self.propagate(await self._end_unrun(decisions, {rows[i].run_pk: rows[i].version_id
+                                                               for i, _ in decisions}))
+
+    async def _end_unrun(self, decisions: Sequence[tuple[int, str]], versions: Mapping[int, int]) -> list[Ended]:
+        """Pending task instances (id, state) ended by their rule; ``versions`` by run_pk."""
+        decided = await completion_store.decide_pending(self.conn, decisions, self.now, self.term)
+        for d in decided:
+            self.transitions[d.state] += 1
+        self.touch(d.run_pk for d in decided)
+        return [Ended(d.run_pk, versions[d.run_pk], d.task_id, d.state) for d in decided]
+
+    async def _decide(self, counted: Sequence[completion_store.Counted]) -> list[Ended]:
+        """Apply the trigger rules to counted task instances; returns those the rules ended."""
+        if not counted:
+            return []
+        graphs = await self.graphs.load(self.conn, {c.task.version_id for c in counted})
+        early: dict[int, ReadyTask] = {}
+        final: list[tuple[int, str]] = []
+        versions: dict[int, int] = {}
+        for c in counted:
+            graph = graphs.get(c.task.version_id)
+            task = graph.task(c.task.task_id) if graph is not None else None
+            if task is None:
+                self.fail("task", c.task.id, LookupError(f"task {c.task.task_id!r} is not in its DAG version"))
+                continue
+            decision = decide(task.trigger_rule, c.counts)
+            if decision == "run" and c.counts.pending <= 0:
+                self.add_candidates([c.task])
+            elif decision == "run":
+                early[c.task.id] = c.task
+            elif decision == "wait":
+                self.active.add(c.task.run_pk)
+            else:
+                final.append((c.task.id, decision))
+                versions[c.task.run_pk] = c.task.version_id
+        released = await completion_store.release_early(self.conn, list(early), self.now)
+        self.add_candidates(early[i] for i in sorted(released))
+        return await self._end_unrun(final, versions)
 
     # ------------------------------------------------------------------ before the commit
 
@@ -178,14 +256,14 @@ class Step:
         failed = await completion_store.fail_task_instances(
             self.conn, [(int(k), v) for k, v in tasks.items()], self.now, self.term)
         graphs = await self.graphs.load(self.conn, {f.version_id for f in failed})
-        doomed: list[tuple[int, str]] = []
+        ended: list[Ended] = []
         for task in failed:
             self.touch([task.run_pk])
-            try:
-                doomed.extend((task.run_pk, d) for d in graphs[task.version_id].descendants(task.task_id))
-            except Exception as exc:  # containment: no graph to follow: fail the task's whole run
-                self.fail("run", task.run_pk, exc, reason=tasks[task.ti_id])
-        await self.doom(doomed)
+            if task.version_id in graphs:
+                ended.append(Ended(task.run_pk, task.version_id, task.task_id, "failed"))
+            else:  # no graph to follow: fail the task's whole run
+                self.fail_run(task.run_pk, tasks[task.ti_id])
+        await self.propagate(ended)
         self.transitions["failed"] += len(failed)
         self.finished.extend(await completion_store.fail_runs(
             self.conn, [(int(k), v) for k, v in runs.items()], self.now, self.term))

@@ -134,3 +134,20 @@ def test_the_run_document_postgres_renders_matches_the_python_rendered_answers(
     assert from_postgres["created_at"].endswith("+00:00") and from_postgres["conf"] == {"n": [1, 2], "s": "é"}
     listed = api_client.get("/api/v2/dags/etl/runs", headers=READ).json()["items"][0]
     assert _normalised(listed) == _normalised({k: v for k, v in from_postgres.items() if k != "tasks"})
+
+
+def test_trigger_takes_a_run_timeout_and_names_a_bad_one(api_client: httpx.Client, database_url: str) -> None:
+    import psycopg
+
+    _dag(api_client)
+    created = api_client.post("/api/v2/dags/etl/runs", json={"run_id": "bounded", "run_timeout_seconds": 90.5},
+                              headers=ADMIN)
+    assert created.status_code == 201, created.text
+    assert created.json()["deadline_at"] is None  # set when the run starts
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT run_timeout_seconds FROM dag_runs WHERE run_id = 'bounded'").fetchone()
+    assert row == (90.5,)
+    for bad in (0, -5, "60", True, 1e12, [60], {"s": 1}, 366 * 86400 + 1):
+        answer = api_client.post("/api/v2/dags/etl/runs", json={"run_timeout_seconds": bad}, headers=ADMIN)
+        assert answer.status_code == 422, (bad, answer.text)
+        assert answer.json()["error"]["details"]["field"] == "run_timeout_seconds"

@@ -103,6 +103,8 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("runs trigger", ["etl", "--run-id", "r2"]), ("runs trigger", ["etl", "--run-id", "r3", "--wait"]),
     ("runs list", ["etl"]), ("runs show", ["etl", "r1"]),
     ("runs wait", ["etl", "r1"]), ("runs cancel", ["etl", "r2"]),
+    ("runs clear", ["etl", "r1", "--task", "extract", "--downstream"]),
+    ("tasks mark", ["etl", "r1", "extract", "failed"]),
     ("tasks list", ["etl", "r1"]), ("tasks show", ["etl", "r1", "extract"]), ("tasks logs", ["etl", "r1", "extract"]),
     ("dags backfill", ["etl", "--start", "2026-03-01", "--end", "2026-03-01T03:00:00Z"]),
     ("backfills list", ["etl"]), ("backfills show", ["etl", "1"]), ("backfills cancel", ["etl", "1"]),
@@ -119,6 +121,11 @@ ENDINGS = {
     "dags backfill": "UPDATE backfills SET state = 'cancelled' WHERE state = 'running' RETURNING id",
     "runs trigger": "UPDATE dag_runs SET state = 'success', ended_at = now() WHERE run_id = 'r3' "
                     "AND state = 'queued' RETURNING id",
+    # A clear or mark waits for the leader to apply the command it recorded.
+    "runs clear": "UPDATE run_commands SET applied_at = now(), outcome = '{\"tasks\": []}' "
+                  "WHERE applied_at IS NULL RETURNING id",
+    "tasks mark": "UPDATE run_commands SET applied_at = now(), outcome = '{\"tasks\": []}' "
+                  "WHERE applied_at IS NULL RETURNING id",
 }
 
 
@@ -162,7 +169,7 @@ def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, mon
             if argv == ["runs", "trigger", "etl", "--run-id", "r2"]:
                 _seed(database_url)
             recorder.seen.clear()
-            if "--wait" in argv:  # no leader here: end it from the side, the follower then returns
+            if "--wait" in argv or name in ("runs clear", "tasks mark"):  # no leader: end it from the side
                 threading.Thread(target=_end_soon, args=(database_url, ENDINGS[name]), daemon=True).start()
             code = main(argv)
             out, err = capsys.readouterr()

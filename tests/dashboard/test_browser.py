@@ -86,11 +86,22 @@ def retry_dag(marker: Path) -> dict[str, Any]:
                        "retries": 1, "retry_delay_seconds": 1}]}
 
 
+def rerun_dag(marker: Path) -> dict[str, Any]:
+    """Fails its first run (no retries; leaves a marker file), succeeds when cleared; `after`
+    only runs after a success."""
+    script = f"if [ -e {marker} ]; then echo rerun-ok; else touch {marker}; echo first-run-fails; exit 4; fi"
+    return {"dag_id": "dash-rerun", "schedule": None,
+            "tasks": [{"id": "flaky", "image": "busybox:1.36", "command": ["sh", "-c", script]},
+                      {"id": "after", "image": "busybox:1.36", "command": ["sh", "-c", "echo after"],
+                       "depends_on": ["flaky"]}]}
+
+
 @pytest.fixture(scope="module")
 def server(live_server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     marker = tmp_path_factory.mktemp("retry") / "first-try-done"
+    rerun_marker = tmp_path_factory.mktemp("rerun") / "first-run-done"
     with live_server.client() as client:
-        for spec in (FLOW_DAG, SLOW_DAG, TAIL_DAG, PAUSE_DAG, PARAMS_DAG, retry_dag(marker)):
+        for spec in (FLOW_DAG, SLOW_DAG, TAIL_DAG, PAUSE_DAG, PARAMS_DAG, retry_dag(marker), rerun_dag(rerun_marker)):
             response = client.post("/api/v2/dags", json=spec)
             assert response.status_code in (200, 201), response.text
     yield live_server
@@ -303,6 +314,37 @@ def test_cancel_from_the_run_page_stops_the_run(server: LiveServer, open_page: C
         "data-state", "cancelled", timeout=RUN_TIMEOUT_MS)
     expect(page.get_by_test_id("cancel-run")).to_have_count(0)
     assert api_get(server, f"/dags/dash-slow/runs/{run_id}")["state"] == "cancelled"
+
+
+def test_clear_failed_tasks_and_mark_success_from_the_run_page(server: LiveServer,
+                                                               open_page: Callable[..., Browse]) -> None:
+    require_runs_execute(server)
+    run_id = trigger(server, "dash-rerun", run_id="rerun-1")
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment=f"#/dags/dash-rerun/runs/{run_id}")
+    state = page.get_by_test_id("run-state").locator(".badge")
+    expect(state).to_have_attribute("data-state", "failed", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("[data-testid=ti-table] tr[data-task=after]")).to_have_attribute("data-state",
+                                                                                      "upstream_failed")
+    browse.screenshot("run-failed-clear")
+    page.get_by_test_id("clear-failed").click()
+    page.get_by_test_id("clear-failed-confirm").click()
+    expect(page.get_by_text("Cleared: after, flaky.")).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    expect(state).to_have_attribute("data-state", "success", timeout=RUN_TIMEOUT_MS)
+    flaky = page.locator("[data-testid=ti-table] tr[data-task=flaky]")
+    expect(flaky).to_contain_text("2/2")  # the rerun is try 2 with a fresh budget; try 1 is kept
+    expect(page.get_by_test_id("clear-failed")).to_have_count(0)
+
+    slow = trigger(server, "dash-slow")
+    page.goto(f"{server.url}/#/dags/dash-slow/runs/{slow}")
+    expect(page.locator("[data-testid=ti-table] tr[data-task=wait]")).to_have_attribute(
+        "data-state", "running", timeout=RUN_TIMEOUT_MS)
+    page.get_by_test_id("mark-success-wait").click()
+    page.get_by_test_id("mark-success-wait-confirm").click()
+    expect(state).to_have_attribute("data-state", "success", timeout=RUN_TIMEOUT_MS)
+    run = api_get(server, f"/dags/dash-slow/runs/{slow}")
+    assert run["tasks"][0]["state"] == "success" and run["tasks"][0]["reason"].startswith("marked success by ")
 
 
 def test_each_try_has_its_own_log_tab(server: LiveServer, open_page: Callable[..., Browse]) -> None:

@@ -15,6 +15,7 @@ import pytest
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_document_shape, check_size
+from leoflow.model.run_commands import parse_clear
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec import parse_dag_spec
 from tests.inputs.corpus import corpus, nested
@@ -132,6 +133,14 @@ CASES: list[Case] = [
                   "tasks[0].max_retry_delay_seconds"),
     *_range_cases(limits.TIMEOUT, lambda v: with_task(timeout_seconds=v), "tasks[0].timeout_seconds"),
     spec_case(limits.TIMEOUT, "timeout 1e12", with_task(timeout_seconds=1e12), "tasks[0].timeout_seconds"),
+    *_range_cases(limits.RUN_TIMEOUT, lambda v: dag(run_timeout_seconds=v), "run_timeout_seconds"),
+    spec_case(limits.RUN_TIMEOUT, "run deadline 1e12", dag(run_timeout_seconds=1e12), "run_timeout_seconds"),
+    run_case(limits.RUN_TIMEOUT, "trigger deadline 31,622,400 s", {"run_timeout_seconds": 366 * 86400}, None),
+    run_case(limits.RUN_TIMEOUT, "trigger deadline 0", {"run_timeout_seconds": 0}, "run_timeout_seconds"),
+    run_case(limits.RUN_TIMEOUT, "trigger deadline a string", {"run_timeout_seconds": "60"}, "run_timeout_seconds"),
+    run_case(limits.RUN_TIMEOUT, "trigger deadline true", {"run_timeout_seconds": True}, "run_timeout_seconds"),
+    run_case(limits.RUN_TIMEOUT, "trigger deadline NaN", {"run_timeout_seconds": float("nan")},
+             "run_timeout_seconds"),
     spec_case(limits.RETRIES, "retries 3.0 (an integer, as JSON Schema counts)", with_task(retries=3.0), None),
     spec_case(limits.RETRIES, "retries 1000.0 + 1", with_task(retries=1001.0), "tasks[0].retries"),
     spec_case(limits.MAX_ACTIVE_RUNS, "max_active_runs of 5,000 digits", dag(max_active_runs=10**5000),
@@ -197,6 +206,11 @@ CASES: list[Case] = [
     run_case(limits.CONF, "conf with infinity", {"conf": {"a": float("inf")}}, "conf.a"),
     run_case(limits.CONF, "conf with a set (what YAML's !!set builds)", {"conf": {"a": {1, 2}}}, "conf.a"),
     run_case(limits.CONF, "conf with a tuple", {"conf": {"a": (1, 2)}}, "conf.a"),
+    Case(limits.CLEAR_TASKS, "clear of 10,000 task ids",
+         lambda: parse_clear({"tasks": [f"t{i}" for i in range(10_000)]}), None),
+    Case(limits.CLEAR_TASKS, "clear of 10,001 task ids",
+         lambda: parse_clear({"tasks": [f"t{i}" for i in range(10_001)]}), "tasks"),
+    Case(limits.CLEAR_TASKS, "clear of no task ids", lambda: parse_clear({"tasks": []}), "tasks"),
     Case(limits.DOCUMENT, "document nested 64 deep", lambda: check_document_shape(nested(64), "body", limits.DOCUMENT),
          None),
     Case(limits.DOCUMENT, "document nested 65 deep", lambda: check_document_shape(nested(65), "body", limits.DOCUMENT),

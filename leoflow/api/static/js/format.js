@@ -2,7 +2,7 @@
 
 import { h } from "./dom.js";
 
-export const TERMINAL_TASK_STATES = new Set(["success", "failed", "upstream_failed", "cancelled"]);
+export const TERMINAL_TASK_STATES = new Set(["success", "failed", "upstream_failed", "skipped", "cancelled"]);
 export const TERMINAL_RUN_STATES = new Set(["success", "failed", "cancelled"]);
 
 function pad(n) {

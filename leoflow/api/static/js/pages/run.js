@@ -1,5 +1,7 @@
-// One run: its task instances (state, tries, durations), a Gantt-style bar per task, and the
-// cancel button (admins, active runs only).
+// One run: its task instances (state, tries, durations), a Gantt-style bar per task, and for
+// admins the cancel button (active runs), "clear failed tasks" (runs with unsuccessful tasks)
+// and per task: clear it (and its downstream), mark it success or failed. Clears and marks are
+// applied by the leader; the answer says what it did (or that it is recorded for the next one).
 
 import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
@@ -89,6 +91,20 @@ export default {
       }
       await ctx.refresh();
     };
+    /** POST a clear or mark and say what the leader did. */
+    const command = (path, body, label) => async () => {
+      try {
+        const answer = await api(`/dags/${enc(dagId)}/runs/${enc(runId)}${path}`, { method: "POST", body });
+        const c = answer.command || {};
+        if (c.state === "pending") errors.set(`${label}: recorded; the leader will apply it.`, "info");
+        else if (!(c.tasks || []).length) errors.set(`${label}: nothing to change.`, "info");
+        else errors.set(`${label}: ${c.tasks.join(", ")}.`, "info");
+      } catch (err) {
+        errors.set(`Could not ${label.toLowerCase()}: ${err.message}`);
+      }
+      await ctx.refresh();
+    };
+    const UNSUCCESSFUL = new Set(["failed", "upstream_failed", "cancelled"]);
     let lastState = null;
 
     return {
@@ -105,10 +121,16 @@ export default {
         const instances = instancesOf(run);
         const ids = [...order.filter((id) => instances.has(id)), ...[...instances.keys()].filter((id) => !order.includes(id))];
 
-        if (run.state !== lastState) {
-          lastState = run.state;
+        const unsuccessful = [...instances.values()].some((ti) => UNSUCCESSFUL.has(ti.state));
+        const headKey = `${run.state}/${unsuccessful}`;
+        if (headKey !== lastState) {
+          lastState = headKey;
           fill(head, ctx.canWrite && !TERMINAL_RUN_STATES.has(run.state)
-            ? confirmButton("Cancel run", "Yes, cancel it", cancel, { testid: "cancel-run" }) : null);
+            ? confirmButton("Cancel run", "Yes, cancel it", cancel, { testid: "cancel-run" }) : null,
+          ctx.canWrite && unsuccessful && run.state !== "queued"
+            ? confirmButton("Clear failed tasks", "Yes, run them again",
+              command("/clear", { failed_only: true, downstream: true }, "Cleared"), { testid: "clear-failed", danger: false })
+            : null);
         }
         fill(facts,
           h("div", { class: "fact" }, h("span", { class: "fact-label" }, "State"), h("span", { "data-testid": "run-state" }, badge(run.state))),
@@ -129,6 +151,13 @@ export default {
           { title: "Started", class: "opt", cell: (ti) => timeEl(ti.started_at) },
           { title: "Duration", cell: (ti) => (ti.started_at ? fmtDuration(secondsBetween(ti.started_at, ti.ended_at)) : "—") },
           { title: "Reason", class: "opt", cell: (ti) => ti.reason ? h("span", { class: "reason" }, ti.reason) : "" },
+          ...(ctx.canWrite && run.state !== "queued" ? [{ title: "", cell: (ti) => h("span", { class: "row-actions" },
+            confirmButton("Clear", "Clear it and downstream", command("/clear", { tasks: [ti.task_id], downstream: true }, "Cleared"),
+              { testid: `clear-task-${ti.task_id}`, danger: false }),
+            ti.state !== "success" ? confirmButton("Mark success", "Yes, success",
+              command(`/tasks/${enc(ti.task_id)}/mark`, { state: "success" }, "Marked success"), { testid: `mark-success-${ti.task_id}`, danger: false }) : null,
+            ti.state !== "failed" && run.state !== "cancelled" ? confirmButton("Mark failed", "Yes, failed",
+              command(`/tasks/${enc(ti.task_id)}/mark`, { state: "failed" }, "Marked failed"), { testid: `mark-failed-${ti.task_id}` }) : null) }] : []),
         ], rows, { empty: "This run has no task instances yet.", testid: "ti-table", rowAttrs: (ti) => ({ "data-task": ti.task_id, "data-state": ti.state }) }));
         fill(gantt.body, ganttChart(dagId, runId, ids, instances, run));
         const sent = items(await api("/notifications", { query: { dag_id: dagId, run_id: runId, limit: 50 } }));
@@ -136,7 +165,7 @@ export default {
         notes.el.hidden = !sent.length;
         fill(notes.body, notificationsTable(sent, ctx, errors.set));
       },
-      pollMs: () => (TERMINAL_RUN_STATES.has(lastState) ? 5000 : 1500),
+      pollMs: () => (TERMINAL_RUN_STATES.has((lastState || "").split("/")[0]) ? 5000 : 1500),
     };
   },
 };

@@ -1,0 +1,111 @@
+"""Clear a run's task instances, mark one task instance: recorded here, applied by the leader.
+
+The API holds no fencing term, so these routes do not touch task instances: they validate the
+request against the run (404 for a missing run or task, 409 for a run that has not started, 422
+naming the field for a bad body), record a command (:mod:`leoflow.db.command_store`) in the same
+transaction as the audit row, and wait up to :data:`COMMAND_WAIT` seconds for the leader to
+apply it under its term (:mod:`leoflow.scheduler.commands`). The answer is then ``200`` with
+what the leader did and the run as it is now, ``409`` with the leader's reason if it refused,
+or ``202`` with the command id if no leader applied it in time (it stays recorded: the next
+leader applies it; follow the run with ``leoflow runs show``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leoflow.api.audit import audited_transaction
+from leoflow.api.endpoint import api_state, read_document, require_object
+from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.routes_dags import not_found, path_dag_id
+from leoflow.api.routes_runs import PUBLIC_RUN, path_run_id
+from leoflow.db import api_queries, command_store
+from leoflow.model.limits import TASK_ID
+from leoflow.model.run_commands import MarkRequest, parse_clear, parse_mark, unknown_tasks
+
+#: Seconds a clear or mark waits for the leader (it applies commands on the NOTIFY, well under a
+#: second when healthy; a failover takes longer, and the command waits for the next leader).
+COMMAND_WAIT = 10.0
+POLL = 0.05
+
+
+def _principal_name(request: Request) -> str | None:
+    principal = getattr(request.state, "principal", None)
+    return None if principal is None else str(principal.name)[:100]
+
+
+async def _run(request: Request, conn: Any, dag_id: str, run_id: str) -> dict[str, Any]:
+    run = await api_queries.get_run(conn, dag_id, run_id)
+    if run is None:
+        if not await api_queries.dag_exists(conn, dag_id):
+            raise not_found(dag_id)
+        raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
+    if run["state"] == "queued":
+        raise ApiError(409, f"run {run_id!r} of DAG {dag_id!r} has not started yet: nothing to clear or mark")
+    return run
+
+
+async def clear_run(request: Request) -> Response:
+    """``POST …/runs/{run_id}/clear {tasks?, failed_only?, downstream?}``."""
+    dag_id = path_dag_id(request)
+    run_id = path_run_id(request)
+    document = await read_document(request)
+    request_ = parse_clear(require_object({} if document is None else document))
+    async with audited_transaction(request) as write:
+        run = await _run(request, write.conn, dag_id, run_id)
+        missing = unknown_tasks(request_, (t["task_id"] for t in run["tasks"]))
+        if missing:
+            index, task_id = missing[0]
+            raise bad_field(f"tasks[{index}]", f"run {run_id!r} has no task {task_id[:60]!r}", status=422)
+        command_id = await command_store.create_command(
+            write.conn, run_pk=run["id"], dag_id=dag_id, kind="clear", body=request_.to_json(),
+            requested_by=_principal_name(request))
+        write.details.update(command_id=command_id, **request_.to_json())
+    return await _answer(request, command_id, dag_id, run_id)
+
+
+async def mark_task(request: Request) -> Response:
+    """``POST …/runs/{run_id}/tasks/{task_id}/mark {state: success | failed}``."""
+    dag_id = path_dag_id(request)
+    run_id = path_run_id(request)
+    task_id: str = request.path_params["task_id"]
+    document = await read_document(request)
+    mark: MarkRequest = parse_mark(task_id, require_object({} if document is None else document))
+    async with audited_transaction(request) as write:
+        run = await _run(request, write.conn, dag_id, run_id)
+        if run["state"] == "cancelled":
+            raise ApiError(409, f"run {run_id!r} of DAG {dag_id!r} was cancelled: clear its tasks to run them again")
+        if not TASK_ID.matches(task_id) or task_id not in {t["task_id"] for t in run["tasks"]}:
+            raise ApiError(404, f"task {task_id[:60]!r} not found in run {run_id!r} of DAG {dag_id!r}")
+        command_id = await command_store.create_command(
+            write.conn, run_pk=run["id"], dag_id=dag_id, kind="mark", body=mark.to_json(),
+            requested_by=_principal_name(request))
+        write.details.update(command_id=command_id, **mark.to_json())
+    return await _answer(request, command_id, dag_id, run_id)
+
+
+async def _answer(request: Request, command_id: int, dag_id: str, run_id: str) -> Response:
+    db = api_state(request).db
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + COMMAND_WAIT
+    while True:
+        async with db.connect() as conn:
+            state = await command_store.command_state(conn, command_id)
+            if state is not None and state.applied_at is not None:
+                run = await api_queries.get_run(conn, dag_id, run_id)
+                break
+        if loop.time() >= deadline:
+            return JsonResponse({"command": {"id": command_id, "state": "pending"}}, status_code=202)
+        await asyncio.sleep(POLL)
+    if state.error is not None:
+        raise ApiError(409, state.error, details={"command_id": command_id})
+    command = {"id": command_id, "kind": state.kind, "state": "applied", **(state.outcome or {})}
+    body: dict[str, Any] = {"command": command}
+    if run is not None:
+        body["run"] = {**{k: run[k] for k in PUBLIC_RUN}, "tasks": run["tasks"]}
+    return JsonResponse(body)

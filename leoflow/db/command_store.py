@@ -1,0 +1,212 @@
+"""Run commands (clear, mark): recorded by the API, applied by the leader under its term.
+
+The API holds no fencing term and the scheduler keeps state between its steps, so an operator's
+write to task instances must not race the leader's. The API therefore only *records* the
+command (:func:`create_command`, with a NOTIFY so the leader wakes at once) and waits for it to
+be applied; the leader applies pending commands in its fenced step (:mod:`leoflow.scheduler.commands`)
+with the statements below and marks each one applied in the same transaction — so a command is
+applied exactly once, by the newest term, whatever fails over in between, and a command a stale
+leader applied never commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from leoflow.db.completion_store import Counted, counted_rows
+from leoflow.db.errors import translated_async
+from leoflow.db.models import TERMINAL_RUNS_SQL, run_deadline_sql
+from leoflow.db.wakeup import notify_wakeup
+
+
+@dataclass(frozen=True)
+class Command:
+    id: int
+    run_pk: int
+    kind: str
+    body: dict[str, Any]
+    requested_by: str | None
+
+
+@dataclass(frozen=True)
+class CommandState:
+    """What became of a command: not applied yet (``applied_at`` None), applied, or refused (``error``)."""
+
+    id: int
+    kind: str
+    applied_at: datetime | None
+    outcome: dict[str, Any] | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """The run a command is about, row-locked for the command's step."""
+
+    run_pk: int
+    dag_id: str
+    run_id: str
+    state: str
+    version_id: int
+
+
+# --------------------------------------------------------------------------- the API's side
+
+async def create_command(conn: AsyncConnection, *, run_pk: int, dag_id: str, kind: str, body: dict[str, Any],
+                         requested_by: str | None) -> int:
+    """Record a command for the leader (woken when the caller's transaction commits)."""
+    command_id = (await conn.execute(text("""
+        INSERT INTO run_commands (run_pk, kind, body, requested_by) VALUES (:run, :kind, CAST(:body AS jsonb), :who)
+        RETURNING id
+    """), {"run": run_pk, "kind": kind, "body": json.dumps(body), "who": requested_by})).scalar_one()
+    await notify_wakeup(conn, dag_id)
+    return int(command_id)
+
+
+async def command_state(conn: AsyncConnection, command_id: int) -> CommandState | None:
+    row = (await conn.execute(text("""
+        SELECT id, kind, applied_at, outcome, error FROM run_commands WHERE id = :id
+    """), {"id": command_id})).first()
+    return None if row is None else CommandState(int(row.id), row.kind, row.applied_at, row.outcome, row.error)
+
+
+# --------------------------------------------------------------------------- the leader's side
+
+@asynccontextmanager
+async def savepoint(conn: AsyncConnection) -> AsyncIterator[None]:
+    """One command's statements: if they raise, they are rolled back alone (the step goes on);
+    driver errors leave as Leoflow errors (a lost connection is still the leader's fault)."""
+    async with translated_async(), conn.begin_nested():
+        yield
+
+
+async def pending_commands(conn: AsyncConnection, limit: int) -> list[Command]:
+    """Commands not applied yet, oldest first."""
+    rows = await conn.execute(text("""
+        SELECT id, run_pk, kind, body, requested_by FROM run_commands WHERE applied_at IS NULL ORDER BY id LIMIT :limit
+    """), {"limit": limit})
+    return [Command(int(r.id), int(r.run_pk), r.kind, r.body if isinstance(r.body, dict) else {}, r.requested_by)
+            for r in rows]
+
+
+async def finish_command(conn: AsyncConnection, command_id: int, now: datetime, term: int, *,
+                         outcome: dict[str, Any] | None = None, error: str | None = None) -> None:
+    await conn.execute(text("""
+        UPDATE run_commands SET applied_at = :now, term = :term, outcome = CAST(:outcome AS jsonb), error = :error
+        WHERE id = :id AND applied_at IS NULL
+    """), {"id": command_id, "now": now, "term": term, "outcome": None if outcome is None else json.dumps(outcome),
+           "error": error})
+
+
+async def lock_run(conn: AsyncConnection, run_pk: int) -> CommandRun | None:
+    row = (await conn.execute(text("""
+        SELECT id, dag_id, run_id, state, dag_version_id FROM dag_runs WHERE id = :id FOR UPDATE
+    """), {"id": run_pk})).first()
+    return None if row is None else CommandRun(int(row.id), row.dag_id, row.run_id, row.state, int(row.dag_version_id))
+
+
+async def lock_task_states(conn: AsyncConnection, run_pk: int) -> dict[str, str]:
+    """The run's task instances (task id → state), row-locked in id order."""
+    rows = await conn.execute(text("""
+        SELECT task_id, state FROM task_instances WHERE run_pk = :run ORDER BY id FOR UPDATE
+    """), {"run": run_pk})
+    return {r.task_id: r.state for r in rows}
+
+
+_KILL_LIVE_TRIES = """
+    UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, :reason)
+    FROM changed WHERE tt.task_instance_id = changed.id AND tt.state IN ('queued', 'running')
+"""
+
+
+async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Sequence[tuple[str, int]], reason: str,
+                               now: datetime, term: int) -> list[str]:
+    """Task instances (task id, retries) → ``pending`` with a fresh retry budget (try numbers keep
+    counting); their live tries are flagged ``cancelling``. Returns the task ids reset."""
+    if not resets:
+        return []
+    rows = await conn.execute(text(f"""
+        WITH c AS (
+            SELECT * FROM unnest(CAST(:tasks AS text[]), CAST(:retries AS int[])) AS c(task_id, retries)
+        ), changed AS (
+            UPDATE task_instances ti
+            SET state = 'pending', max_tries = ti.try_number + c.retries + 1, pending_upstreams = 0,
+                upstream_successes = 0, upstream_failures = 0, upstream_skips = 0, queued_at = NULL,
+                started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL, reason = NULL,
+                updated_at = :now, term = :term
+            FROM c WHERE ti.run_pk = :run AND ti.task_id = c.task_id
+            RETURNING ti.id, ti.task_id
+        ), killed AS ({_KILL_LIVE_TRIES})
+        SELECT task_id FROM changed ORDER BY task_id
+    """), {"run": run_pk, "tasks": [r[0] for r in resets], "retries": [r[1] for r in resets], "now": now,
+           "term": term, "reason": reason})
+    return [r.task_id for r in rows]
+
+
+async def set_task_state(conn: AsyncConnection, run_pk: int, task_id: str, state: str, reason: str,
+                         now: datetime, term: int) -> bool:
+    """Mark a task instance ``state`` (success/failed) as if it had ended so; a live try is killed."""
+    rows = await conn.execute(text(f"""
+        WITH changed AS (
+            UPDATE task_instances ti
+            SET state = :state, reason = :reason, ended_at = :now, started_at = coalesce(ti.started_at, :now),
+                timeout_at = NULL, next_try_at = NULL, updated_at = :now, term = :term
+            WHERE ti.run_pk = :run AND ti.task_id = :task AND ti.state <> :state
+            RETURNING ti.id
+        ), killed AS ({_KILL_LIVE_TRIES})
+        SELECT id FROM changed
+    """), {"run": run_pk, "task": task_id, "state": state, "reason": reason, "now": now, "term": term})
+    return rows.first() is not None
+
+
+async def reopen_run(conn: AsyncConnection, run_pk: int, now: datetime, term: int) -> bool:
+    """A finished run → ``running`` again (a fresh deadline; the observer will announce its new end)."""
+    rows = await conn.execute(text(f"""
+        UPDATE dag_runs r SET state = 'running', ended_at = NULL, reason = NULL, observed_at = NULL,
+               deadline_at = {run_deadline_sql("r", "v")}, updated_at = :now, term = :term
+        FROM dag_versions v
+        WHERE r.id = :run AND r.state IN {TERMINAL_RUNS_SQL} AND v.id = r.dag_version_id
+        RETURNING r.id
+    """), {"run": run_pk, "now": now, "term": term})
+    return rows.first() is not None
+
+
+async def recount_pending(conn: AsyncConnection, run_pk: int, now: datetime) -> list[Counted]:
+    """Recompute the upstream counters of the run's pending task instances from their upstream
+    tasks' current states (a ``cancelled`` upstream counts as failed); returns them all, for
+    their trigger rules to be decided again."""
+    rows = await conn.execute(text("""
+        WITH tasks AS (
+            SELECT t->>'id' AS task_id, coalesce(t->'depends_on', '[]'::jsonb) AS deps
+            FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id
+            CROSS JOIN LATERAL jsonb_array_elements(v.spec->'tasks') AS t
+            WHERE r.id = :run
+        ), tallies AS (
+            SELECT tasks.task_id,
+                   count(up.id) FILTER (WHERE up.state NOT IN ('success', 'failed', 'upstream_failed', 'skipped',
+                                                               'cancelled')) AS n,
+                   count(up.id) FILTER (WHERE up.state = 'success') AS s,
+                   count(up.id) FILTER (WHERE up.state IN ('failed', 'upstream_failed', 'cancelled')) AS f,
+                   count(up.id) FILTER (WHERE up.state = 'skipped') AS k
+            FROM tasks
+            LEFT JOIN LATERAL jsonb_array_elements_text(tasks.deps) AS d(task_id) ON true
+            LEFT JOIN task_instances up ON up.run_pk = :run AND up.task_id = d.task_id
+            GROUP BY tasks.task_id
+        )
+        UPDATE task_instances ti SET pending_upstreams = c.n, upstream_successes = c.s, upstream_failures = c.f,
+               upstream_skips = c.k, updated_at = :now
+        FROM tallies c, dag_runs r
+        WHERE ti.run_pk = :run AND ti.task_id = c.task_id AND ti.state = 'pending' AND r.id = ti.run_pk
+        RETURNING ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.pending_upstreams,
+                  ti.upstream_successes, ti.upstream_failures, ti.upstream_skips,
+                  r.dag_id, r.run_id, r.dag_version_id AS version_id
+    """), {"run": run_pk, "now": now})
+    return counted_rows(rows)
