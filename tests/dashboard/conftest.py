@@ -60,6 +60,8 @@ class LiveServer:
     #: True when a leader runs the scheduler and executor (runs reach a terminal state).
     runs_execute: bool
     log_path: Path | None
+    #: The server's database (libpq URL), for tests that plant rows only an older release could write.
+    database_url: str = ""
 
     def client(self, token: str = ADMIN_TOKEN) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30, headers={"Authorization": f"Bearer {token}"})
@@ -98,7 +100,8 @@ def _standalone(database_url: str, home: Path) -> Iterator[LiveServer]:
     with log_path.open("wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "leoflow", "standalone", "--host", "127.0.0.1",
                                  "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    server = LiveServer(url=f"http://127.0.0.1:{port}", runs_execute=True, log_path=log_path)
+    server = LiveServer(url=f"http://127.0.0.1:{port}", runs_execute=True, log_path=log_path,
+                        database_url=database_url)
     try:
         with server.client() as client:
             _wait_until(lambda: proc.poll() is None and client.get("/readyz").status_code == 200,
@@ -150,7 +153,7 @@ def serve_api(settings: Any) -> Iterator[str]:
 
 def _api_only(database_url: str) -> Iterator[LiveServer]:
     with serve_api(api_settings(database_url)) as url:
-        yield LiveServer(url=url, runs_execute=False, log_path=None)
+        yield LiveServer(url=url, runs_execute=False, log_path=None, database_url=database_url)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.dashboard.conftest import (
@@ -522,3 +523,30 @@ def test_the_run_page_shows_its_notifications(server: LiveServer, open_page: Cal
         expect(row).to_contain_text("success")
         assert receiver.accepted()[0].json["run_id"] == "notified-1"
         browse.screenshot("run-notifications")
+
+
+def test_a_scheduler_error_shows_on_the_run_and_a_stopped_schedule_on_the_dag(
+        server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    """Issue 16: a contained failure is readable where users look — the run page and the DAG page.
+
+    The rows are planted as the scheduler leaves them (a run failed with its reason, a schedule
+    stopped with its error), so the test needs no poison to get past the API's validation.
+    """
+    with server.client() as client:
+        spec = {"dag_id": "dash-poisoned", "schedule": "0 * * * *", "start_date": "2026-01-01T00:00:00Z",
+                "paused": True, "tasks": [{"id": "only", "image": "busybox:1.36", "command": ["true"]}]}
+        assert client.post("/api/v2/dags", json=spec).status_code in (200, 201)
+    reason = "scheduler error: RecursionError: maximum recursion depth exceeded while decoding a JSON object"
+    error = "scheduler error: CroniterBadDateError: failed to find prev date"
+    with psycopg.connect(server.database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, reason, ended_at) "
+                     "SELECT dag_id, 'poisoned-1', current_version_id, 'manual', 'failed', %s, now() "
+                     "FROM dags WHERE dag_id = 'dash-poisoned'", (reason,))
+        conn.execute("UPDATE dags SET schedule_error = %s WHERE dag_id = 'dash-poisoned'", (error,))
+    browse = open_page(DESKTOP)
+    sign_in(browse, server, fragment="#/dags/dash-poisoned/runs/poisoned-1")
+    expect(browse.page.get_by_test_id("run-reason")).to_have_text(f"run failed: {reason}")
+    browse.screenshot("run-scheduler-error")
+    browse.page.goto(f"{server.url}/#/dags/dash-poisoned")
+    expect(browse.page.get_by_test_id("schedule-error")).to_have_text(error)
+    browse.screenshot("dag-schedule-stopped")

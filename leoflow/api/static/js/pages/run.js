@@ -136,8 +136,6 @@ export default {
           h("div", { class: "fact" }, h("span", { class: "fact-label" }, "State"), h("span", { "data-testid": "run-state" }, badge(run.state))),
           run.reason ? fact("Reason", h("span", { class: "reason", "data-testid": "run-reason" }, `run ${run.state}: ${run.reason}`)) : null,
           fact("Type", run.run_type || "—"),
-          run.reason ? h("div", { class: "fact" }, h("span", { class: "fact-label" }, "Reason"),
-            h("span", { class: "reason", "data-testid": "run-reason" }, run.reason)) : null,
           fact("Logical date", fmtTime(run.logical_date)),
           fact("Started", timeEl(run.started_at)),
           fact("Duration", run.started_at ? fmtDuration(secondsBetween(run.started_at, run.ended_at)) : "—"),
