@@ -85,6 +85,7 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
         ApiRoute("GET", task + "/logs", routes_logs.get_task_logs, "read"),
         ApiRoute("POST", run + "/cancel", routes_runs.cancel_run, "admin"),
         ApiRoute("POST", run + "/clear", routes_commands.clear_run, "admin"),
+        ApiRoute("POST", run + "/mark", routes_commands.mark_run, "admin"),
         ApiRoute("POST", task + "/mark", routes_commands.mark_task, "admin"),
         ApiRoute("GET", "/healthz", routes_system.healthz, "open"),
         ApiRoute("GET", "/readyz", routes_system.readyz, "open"),

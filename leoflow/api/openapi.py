@@ -185,7 +185,7 @@ SCHEMAS: dict[str, Any] = {
     }, required=[]),
     "MarkRequest": _obj({"state": {"type": "string", "enum": list(MARK_STATES)}}),
     "CommandResult": _obj({
-        "command": _obj({"id": _INT, "kind": {"type": "string", "enum": ["clear", "mark"]},
+        "command": _obj({"id": _INT, "kind": {"type": "string", "enum": ["clear", "mark", "mark_run"]},
                          "state": {"type": "string", "enum": ["applied"]},
                          "tasks": {"type": "array", "items": _STR,
                                    "description": "Task ids cleared, or the task marked (empty: unchanged)"},
@@ -358,6 +358,11 @@ def operations() -> dict[str, dict[str, Any]]:
                 **_json("200", "CommandResult", "Applied by the leader"),
                 **_json("202", "CommandPending", "Recorded; no leader applied it within 10 s (the next one will)")},
                 body="ClearRequest", auth="admin", errors="404 409", params=_RUN_PATH)},
+        "/api/v2/dags/{dag_id}/runs/{run_id}/mark": {
+            "post": _op("Mark a run success or failed, with its unfinished tasks (the leader applies it)", {
+                **_json("200", "CommandResult", "Applied by the leader"),
+                **_json("202", "CommandPending", "Recorded; no leader applied it within 10 s (the next one will)")},
+                body="MarkRequest", auth="admin", errors="404 409", params=_RUN_PATH)},
         "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark": {
             "post": _op("Mark a task instance success or failed (the leader applies it)", {
                 **_json("200", "CommandResult", "Applied by the leader"),

@@ -1,4 +1,4 @@
-"""Clear a run's task instances, mark one task instance: recorded here, applied by the leader.
+"""Clear a run's task instances, mark one task instance or the run: recorded here, applied by the leader.
 
 The API holds no fencing term, so these routes do not touch task instances: they validate the
 request against the run (404 for a missing run or task, 409 for a run that has not started, 422
@@ -26,7 +26,7 @@ from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.routes_runs import PUBLIC_RUN, path_run_id
 from leoflow.db import api_queries, command_store
 from leoflow.model.limits import TASK_ID
-from leoflow.model.run_commands import MarkRequest, parse_clear, parse_mark, unknown_tasks
+from leoflow.model.run_commands import MarkRequest, parse_clear, parse_mark, parse_mark_run, unknown_tasks
 
 #: Seconds a clear or mark waits for the leader (it applies commands on the NOTIFY, well under a
 #: second when healthy; a failover takes longer, and the command waits for the next leader).
@@ -86,6 +86,21 @@ async def mark_task(request: Request) -> Response:
             write.conn, run_pk=run["id"], dag_id=dag_id, kind="mark", body=mark.to_json(),
             requested_by=_principal_name(request))
         write.details.update(command_id=command_id, **mark.to_json())
+    return await _answer(request, command_id, dag_id, run_id)
+
+
+async def mark_run(request: Request) -> Response:
+    """``POST …/runs/{run_id}/mark {state: success | failed}`` (Airflow's mark run success / failed)."""
+    dag_id = path_dag_id(request)
+    run_id = path_run_id(request)
+    document = await read_document(request)
+    state = parse_mark_run(require_object({} if document is None else document))
+    async with audited_transaction(request) as write:
+        run = await _run(request, write.conn, dag_id, run_id)
+        command_id = await command_store.create_command(
+            write.conn, run_pk=run["id"], dag_id=dag_id, kind="mark_run", body={"state": state},
+            requested_by=_principal_name(request))
+        write.details.update(command_id=command_id, state=state)
     return await _answer(request, command_id, dag_id, run_id)
 
 

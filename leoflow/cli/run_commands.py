@@ -26,6 +26,12 @@ def register(sub: Any) -> None:
                        help="only task instances failed, upstream_failed or cancelled")
     clear.add_argument("--downstream", action="store_true", help="also every task downstream of them")
 
+    mark_run = verb(runs, "mark", "mark a run success or failed with its unfinished tasks (running tries killed)",
+                    runs_mark, "POST /api/v2/dags/{dag_id}/runs/{run_id}/mark")
+    mark_run.add_argument("dag_id", metavar="DAG")
+    mark_run.add_argument("run_id", metavar="RUN")
+    mark_run.add_argument("state", choices=("success", "failed"))
+
     tasks = group(sub, "tasks", "task instances and their logs (via the HTTP API)")
     mark = verb(tasks, "mark", "mark a task instance success or failed; downstream follows as if it ended so",
                 tasks_mark, "POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark")
@@ -46,6 +52,13 @@ def runs_clear(args: argparse.Namespace, settings: Settings) -> int:
     return _report(answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id}")
 
 
+def runs_mark(args: argparse.Namespace, settings: Settings) -> int:
+    with Api(settings) as api:
+        answer = api.request("POST", f"{run_path(args.dag_id, args.run_id)}/mark", ok=(200, 202),
+                             json={"state": args.state})
+    return _report(answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id}")
+
+
 def tasks_mark(args: argparse.Namespace, settings: Settings) -> int:
     path = f"{run_path(args.dag_id, args.run_id)}/tasks/{args.task_id}/mark"
     with Api(settings) as api:
@@ -59,7 +72,9 @@ def _report(status: int, body: dict[str, Any], subject: str) -> int:
         print(f"{subject}: command {command.get('id')} recorded; no leader applied it yet (the next one will)")
         return 0
     changed = command.get("tasks") or []
-    if command.get("kind") == "mark":
+    if command.get("kind") == "mark_run":
+        what = f"run marked {command.get('marked')} ({len(changed)} task(s) changed)"
+    elif command.get("kind") == "mark":
         what = f"marked {command.get('marked')}" if changed else f"already {command.get('marked')}: unchanged"
     else:
         what = f"cleared {len(changed)} task(s): {', '.join(changed)}" if changed else "nothing to clear"

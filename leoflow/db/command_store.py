@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.completion_store import Counted, counted_rows
 from leoflow.db.errors import translated_async
-from leoflow.db.models import TERMINAL_RUNS_SQL, run_deadline_sql
+from leoflow.db.models import ACTIVE_TASKS_SQL, TERMINAL_RUNS_SQL, run_deadline_sql
 from leoflow.db.wakeup import notify_wakeup
 
 
@@ -165,6 +165,29 @@ async def set_task_state(conn: AsyncConnection, run_pk: int, task_id: str, state
         SELECT id FROM changed
     """), {"run": run_pk, "task": task_id, "state": state, "reason": reason, "now": now, "term": term})
     return rows.first() is not None
+
+
+async def mark_run(conn: AsyncConnection, run_pk: int, state: str, reason: str, now: datetime, term: int) -> list[str]:
+    """Airflow's mark run success/failed: the task instances (see leoflow.model.run_commands) and the
+    run itself; live tries flagged ``cancelling``. Returns the task ids changed."""
+    rows = await conn.execute(text(f"""
+        WITH changed AS (
+            UPDATE task_instances ti
+            SET state = CASE WHEN :state = 'success' THEN 'success'
+                             WHEN ti.state IN ('queued', 'running') THEN 'failed' ELSE 'skipped' END,
+                reason = :reason, ended_at = :now, timeout_at = NULL, next_try_at = NULL, updated_at = :now,
+                term = :term
+            WHERE ti.run_pk = :run AND CASE WHEN :state = 'success' THEN ti.state <> 'success'
+                                            ELSE ti.state IN {ACTIVE_TASKS_SQL} END
+            RETURNING ti.id, ti.task_id
+        ), killed AS ({_KILL_LIVE_TRIES}), run AS (
+            UPDATE dag_runs SET state = :state, ended_at = :now, updated_at = :now, term = :term, observed_at = NULL,
+                   reason = CASE WHEN :state = 'failed' THEN :reason END
+            WHERE id = :run
+        )
+        SELECT task_id FROM changed ORDER BY task_id
+    """), {"run": run_pk, "state": state, "reason": reason, "now": now, "term": term})
+    return [r.task_id for r in rows]
 
 
 async def reopen_run(conn: AsyncConnection, run_pk: int, now: datetime, term: int) -> bool:

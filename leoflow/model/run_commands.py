@@ -20,6 +20,9 @@ Semantics (Airflow's ``tasks clear`` and ``mark success|failed``):
   running try is killed); the tasks downstream of it that a trigger rule had ended without
   running (``upstream_failed``, ``skipped``) are decided again, so downstream scheduling
   follows the new state. A finished run is re-decided (and reopened if work remains).
+- **mark a run** (Airflow's mark run success / failed): ``success`` makes every task instance
+  that did not succeed ``success``; ``failed`` makes its queued and running ones ``failed`` and
+  its other unfinished ones ``skipped``; live tries are killed and the run takes the state.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from leoflow.model.bounds import type_name
 from leoflow.model.graph import DagGraph
 from leoflow.model.limits import CLEAR_TASKS
 
-CommandKind = Literal["clear", "mark"]
+CommandKind = Literal["clear", "mark", "mark_run"]
 MarkState = Literal["success", "failed"]
 MARK_STATES: tuple[MarkState, ...] = ("success", "failed")
 #: Task states ``failed_only`` selects: the task did not succeed and was not skipped by a rule.
@@ -104,6 +107,11 @@ def parse_mark(task_id: str, body: Mapping[str, Any]) -> MarkRequest:
         got = repr(state[:40]) if isinstance(state, str) else type_name(state)
         raise ValidationFailed("state", f"must be 'success' or 'failed', got {got}")
     return MarkRequest(task_id=task_id, state="success" if state == "success" else "failed")
+
+
+def parse_mark_run(body: Mapping[str, Any]) -> MarkState:
+    """``{state: success | failed}`` for the run in the path."""
+    return parse_mark("", body).state
 
 
 def unknown_tasks(request: ClearRequest, known: Iterable[str]) -> list[tuple[int, str]]:

@@ -24,11 +24,13 @@ from collections.abc import Sequence
 
 from leoflow.db import command_store
 from leoflow.db.command_store import Command
+from leoflow.db.completion_store import FinishedRun
 from leoflow.errors import ValidationFailed, is_leader_fault
 from leoflow.model.run_commands import (
     decided_downstream,
     parse_clear,
     parse_mark,
+    parse_mark_run,
     tasks_to_clear,
     unknown_tasks,
 )
@@ -105,6 +107,13 @@ async def _apply(step: Step, command: Command) -> dict[str, object]:
                 f"marked {mark.state} upstream", step.now, step.term)
             step.transitions[mark.state] += 1
         outcome = {"tasks": changed, "marked": mark.state}
+    elif command.kind == "mark_run":
+        state = parse_mark_run({"state": command.body.get("state")})
+        changed = await command_store.mark_run(step.conn, run.run_pk, state, f"run marked {state} by {who}",
+                                               step.now, step.term)
+        step.kill_check = True
+        step.finished.append(FinishedRun(run.run_pk, run.dag_id, run.run_id, state))
+        return {"tasks": changed, "marked": state}
     else:
         raise CommandRefused(f"unknown command {command.kind!r}")
     if changed:

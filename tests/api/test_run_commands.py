@@ -45,6 +45,9 @@ def test_bad_bodies_are_422_naming_the_field(run_with_tasks: httpx.Client, datab
         answer = run_with_tasks.post("/api/v2/dags/etl/runs/r1/tasks/extract/mark", json=body, headers=ADMIN)
         assert answer.status_code == 422, (body, answer.text)
         assert answer.json()["error"]["details"]["field"] == field
+    for body in ({}, {"state": "skipped"}, {"state": "success", "tasks": ["a"]}):
+        answer = run_with_tasks.post("/api/v2/dags/etl/runs/r1/mark", json=body, headers=ADMIN)
+        assert answer.status_code == 422, (body, answer.text)
     assert commands(database_url) == []  # nothing recorded for the leader
 
 
@@ -91,6 +94,15 @@ def _apply_soon(database_url: str, *, error: str | None = None) -> threading.Thr
     thread = threading.Thread(target=apply)
     thread.start()
     return thread
+
+
+def test_mark_run_records_its_command(run_with_tasks: httpx.Client, database_url: str,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(routes_commands, "COMMAND_WAIT", 0.2)
+    answer = run_with_tasks.post("/api/v2/dags/etl/runs/r1/mark", json={"state": "failed"}, headers=ADMIN)
+    assert answer.status_code == 202, answer.text
+    [(kind, body, _, applied)] = commands(database_url)
+    assert (kind, body, applied) == ("mark_run", {"state": "failed"}, None)
 
 
 def test_the_answer_reports_what_the_leader_did_or_why_it_refused(run_with_tasks: httpx.Client,

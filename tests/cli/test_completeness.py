@@ -104,7 +104,7 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("runs list", ["etl"]), ("runs show", ["etl", "r1"]),
     ("runs wait", ["etl", "r1"]), ("runs cancel", ["etl", "r2"]),
     ("runs clear", ["etl", "r1", "--task", "extract", "--downstream"]),
-    ("tasks mark", ["etl", "r1", "extract", "failed"]),
+    ("tasks mark", ["etl", "r1", "extract", "failed"]), ("runs mark", ["etl", "r1", "success"]),
     ("tasks list", ["etl", "r1"]), ("tasks show", ["etl", "r1", "extract"]), ("tasks logs", ["etl", "r1", "extract"]),
     ("dags backfill", ["etl", "--start", "2026-03-01", "--end", "2026-03-01T03:00:00Z"]),
     ("backfills list", ["etl"]), ("backfills show", ["etl", "1"]), ("backfills cancel", ["etl", "1"]),
@@ -126,6 +126,8 @@ ENDINGS = {
                   "WHERE applied_at IS NULL RETURNING id",
     "tasks mark": "UPDATE run_commands SET applied_at = now(), outcome = '{\"tasks\": []}' "
                   "WHERE applied_at IS NULL RETURNING id",
+    "runs mark": "UPDATE run_commands SET applied_at = now(), outcome = '{\"tasks\": []}' "
+                 "WHERE applied_at IS NULL RETURNING id",
 }
 
 
@@ -169,7 +171,7 @@ def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, mon
             if argv == ["runs", "trigger", "etl", "--run-id", "r2"]:
                 _seed(database_url)
             recorder.seen.clear()
-            if "--wait" in argv or name in ("runs clear", "tasks mark"):  # no leader: end it from the side
+            if "--wait" in argv or name in ("runs clear", "tasks mark", "runs mark"):  # no leader: end it from the side
                 threading.Thread(target=_end_soon, args=(database_url, ENDINGS[name]), daemon=True).start()
             code = main(argv)
             out, err = capsys.readouterr()

@@ -347,6 +347,15 @@ def test_clear_failed_tasks_and_mark_success_from_the_run_page(server: LiveServe
     run = api_get(server, f"/dags/dash-slow/runs/{slow}")
     assert run["tasks"][0]["state"] == "success" and run["tasks"][0]["reason"].startswith("marked success by ")
 
+    other = trigger(server, "dash-slow")
+    page.goto(f"{server.url}/#/dags/dash-slow/runs/{other}")
+    expect(page.locator("[data-testid=ti-table] tr[data-task=wait]")).to_have_attribute(
+        "data-state", "running", timeout=RUN_TIMEOUT_MS)
+    page.get_by_test_id("mark-run-failed").click()
+    page.get_by_test_id("mark-run-failed-confirm").click()
+    expect(state).to_have_attribute("data-state", "failed", timeout=RUN_TIMEOUT_MS)
+    expect(page.get_by_test_id("run-reason")).to_contain_text("run marked failed by ")
+
 
 def test_each_try_has_its_own_log_tab(server: LiveServer, open_page: Callable[..., Browse]) -> None:
     require_runs_execute(server)

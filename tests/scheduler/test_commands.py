@@ -199,3 +199,40 @@ def test_a_command_is_applied_once_and_only_under_the_newest_term(settings: Sett
                 assert (await new.tasks(run))["a"] == ("success", "marked success by ops")
 
     asyncio.run(main())
+
+
+def test_mark_run_failed_fails_running_tasks_and_skips_the_rest(settings: Settings) -> None:
+    """Airflow's mark run failed: queued/running → failed (tries killed), other unfinished → skipped."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            run = await started(st, CHAIN)
+            first = st.key("chain", run, "a")
+            st.report(first, "running")
+            await st.tick()
+            answer = await command(st, run, "mark_run", {"state": "failed"})
+            assert answer == {"error": None, "tasks": ["a", "b", "c"], "marked": "failed"}
+            assert {t: s for t, (s, _) in (await st.tasks(run)).items()} == {
+                "a": "failed", "b": "skipped", "c": "skipped"}
+            assert await st.run(run) == ("failed", "run marked failed by ops")
+            assert (await tries(st, run, "a"))[0][1] in ("cancelling", "cancelled")
+
+    asyncio.run(main())
+
+
+def test_mark_run_success_makes_every_task_succeed(settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings) as st:
+            run = await started(st, CHAIN)
+            st.finish("chain", run, "a", "failed")
+            await st.tick()
+            st.finish("chain", run, "a", "failed")
+            await st.tick()
+            assert (await st.run(run))[0] == "failed"
+            answer = await command(st, run, "mark_run", {"state": "success"})
+            assert answer["tasks"] == ["a", "b", "c"]
+            assert {s for s, _ in (await st.tasks(run)).values()} == {"success"}
+            assert await st.run(run) == ("success", None)
+            await st.tick(periodic=True)
+            assert await st.run(run) == ("success", None)  # nothing reopens it
+
+    asyncio.run(main())

@@ -130,7 +130,13 @@ export default {
           ctx.canWrite && unsuccessful && run.state !== "queued"
             ? confirmButton("Clear failed tasks", "Yes, run them again",
               command("/clear", { failed_only: true, downstream: true }, "Cleared"), { testid: "clear-failed", danger: false })
-            : null);
+            : null,
+          ctx.canWrite && run.state !== "queued" && run.state !== "success"
+            ? confirmButton("Mark run success", "Yes, success", command("/mark", { state: "success" }, "Run marked success"),
+              { testid: "mark-run-success", danger: false }) : null,
+          ctx.canWrite && run.state !== "queued" && run.state !== "failed"
+            ? confirmButton("Mark run failed", "Yes, failed", command("/mark", { state: "failed" }, "Run marked failed"),
+              { testid: "mark-run-failed" }) : null);
         }
         fill(facts,
           h("div", { class: "fact" }, h("span", { class: "fact-label" }, "State"), h("span", { "data-testid": "run-state" }, badge(run.state))),
