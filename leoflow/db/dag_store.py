@@ -60,12 +60,13 @@ async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> Ap
     now = clock.now()
     digest = spec.spec_hash()
     created = (await conn.execute(text("""
-        INSERT INTO dags (dag_id, paused, schedule, next_run_at, created_at, updated_at)
-        VALUES (:dag_id, :paused, :schedule, :next_run_at, :now, :now)
+        INSERT INTO dags (dag_id, paused, schedule, next_run_at, max_active_tasks, created_at, updated_at)
+        VALUES (:dag_id, :paused, :schedule, :next_run_at, :max_active_tasks, :now, :now)
         ON CONFLICT (dag_id) DO NOTHING
         RETURNING dag_id
     """), {"dag_id": spec.dag_id, "paused": spec.paused, "schedule": spec.schedule,
-           "next_run_at": first_scheduled_run(spec, now), "now": now})).first() is not None
+           "next_run_at": first_scheduled_run(spec, now), "max_active_tasks": spec.max_active_tasks,
+           "now": now})).first() is not None
     dag = (await conn.execute(text("""
         SELECT d.deleted, d.schedule_error, v.version, v.spec_hash, v.spec
         FROM dags d LEFT JOIN dag_versions v ON v.id = d.current_version_id
@@ -91,8 +92,10 @@ async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> Ap
 
     replan = (created or dag["deleted"] or dag["spec"] is None or dag["schedule_error"] is not None
               or _schedule_changed(dag["spec"], spec))
-    params: dict[str, Any] = {"dag_id": spec.dag_id, "vid": version_id, "schedule": spec.schedule, "now": now}
-    sets = "current_version_id = :vid, schedule = :schedule, deleted = false, updated_at = :now"
+    params: dict[str, Any] = {"dag_id": spec.dag_id, "vid": version_id, "schedule": spec.schedule, "now": now,
+                              "max_active_tasks": spec.max_active_tasks}
+    sets = ("current_version_id = :vid, schedule = :schedule, max_active_tasks = :max_active_tasks, "
+            "deleted = false, updated_at = :now")
     if replan:
         sets += ", next_run_at = :next_run_at, schedule_error = NULL"
         params["next_run_at"] = first_scheduled_run(spec, now)

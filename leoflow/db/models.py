@@ -133,6 +133,9 @@ class Dag(Base):
     source: Mapped[str | None] = mapped_column(String(63))
     # Why the leader stopped scheduling this DAG (a scheduler error; cleared by re-applying it).
     schedule_error: Mapped[str | None] = mapped_column(Text)
+    # The current version's ``max_active_tasks`` (None: no limit), kept here for the queueing
+    # statement, which must not open a version's spec per task (leoflow.model.fairness).
+    max_active_tasks: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
     updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
 
@@ -237,6 +240,11 @@ class TaskInstance(Base):
     updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
     term: Mapped[int | None] = mapped_column(BigInteger)
     reason: Mapped[str | None] = mapped_column(Text)
+    # The pool whose slot the task holds while queued or running, and its priority in that pool
+    # (copied from the spec when the run starts). None: a ``kind: empty`` task (no slot), or a row
+    # an older release wrote, which the scheduler classifies from the spec when it is ready.
+    pool: Mapped[str | None] = mapped_column(String(50))
+    priority: Mapped[int] = mapped_column(Integer, server_default=text("0"))
 
     __table_args__ = (
         UniqueConstraint("run_pk", "task_id"),
@@ -245,9 +253,13 @@ class TaskInstance(Base):
         # Is this run complete? One probe, checked with every task transition that may complete it.
         Index("ix_task_instances_run_active", "run_pk",
               postgresql_where=text(f"state IN {sql_list(ACTIVE_TASK_STATES)}")),
-        # The scheduler's hot "ready to queue" scan; stays small however many tasks wait upstream.
-        Index("ix_task_instances_ready", "id",
+        # The scheduler's hot "ready to queue" scan, per pool in priority order (highest first,
+        # then oldest); stays small however many tasks wait upstream.
+        Index("ix_task_instances_ready", "pool", text("priority DESC"), "id",
               postgresql_where=text("state = 'pending' AND pending_upstreams = 0")),
+        # Slots in use per pool: only the task instances queued or running.
+        Index("ix_task_instances_pool_slots", "pool",
+              postgresql_where=text(f"state IN {sql_list(SLOT_TASK_STATES)}")),
     )
 
 
@@ -418,6 +430,18 @@ class ClusterEvent(Base):
 
 
 # --------------------------------------------------------------------------- day-2 operations
+
+class Pool(Base):
+    """A named pool of task slots (leoflow.model.fairness); the ``default`` pool is not stored."""
+
+    __tablename__ = "pools"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    slots: Mapped[int] = mapped_column(Integer)
+    description: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
 
 class Backfill(Base):
     """A request to run a DAG's cron slots in ``[start_at, end_at)``, driven by the leader.

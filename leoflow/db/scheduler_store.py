@@ -37,7 +37,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.models import ACTIVE_RUNS_SQL, LIVE_TRIES_SQL, SLOT_TASKS_SQL, run_deadline_sql
+from leoflow.db.models import ACTIVE_RUNS_SQL, LIVE_TRIES_SQL, run_deadline_sql
+from leoflow.model.fairness import DEFAULT_POOL, MAX_PRIORITY, MIN_PRIORITY
 from leoflow.model.tries import TryKey
 
 
@@ -78,23 +79,14 @@ class ReadyTask(TaskInstanceRow):
     upstream_failures: int = 0
     upstream_skips: int = 0
 
+    #: False: the row has no pool yet (an empty task, or written by an older release).
+    classified: bool = True
+
 
 @dataclass(frozen=True)
 class StartableRun:
     run_pk: int
     version_id: int
-
-
-@dataclass(frozen=True)
-class QueuedTry:
-    """A try created by the queue transition, with what its launch needs of its run."""
-
-    task_instance_id: int
-    task_try_id: int
-    try_number: int
-    #: The run's ``conf`` as JSON text (decoded by the scheduler, per run) and logical date.
-    conf_json: str
-    logical_date: datetime | None
 
 
 @dataclass(frozen=True)
@@ -245,29 +237,37 @@ async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetim
             WHERE r.id = ANY(CAST(:ids AS bigint[])) AND r.state = 'queued' AND v.id = r.dag_version_id
             RETURNING r.id, r.dag_id, r.run_id, r.dag_version_id
         ), version_tasks AS (
-            SELECT v.id AS version_id, t
+            SELECT v.id AS version_id, e.t, e.ord
             FROM (SELECT DISTINCT dag_version_id FROM started) AS sv
             JOIN dag_versions v ON v.id = sv.dag_version_id
-            CROSS JOIN LATERAL jsonb_array_elements(v.spec->'tasks') AS t
+            CROSS JOIN LATERAL jsonb_array_elements(v.spec->'tasks') WITH ORDINALITY AS e(t, ord)
         ), upstreams AS (  -- the tasks something depends on (the others are leaves), once per version
             SELECT DISTINCT vt.version_id, d.task_id
             FROM version_tasks vt
             CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(vt.t->'depends_on', '[]'::jsonb)) AS d(task_id)
         ), created AS (
             INSERT INTO task_instances (run_pk, task_id, state, max_tries, pending_upstreams, is_leaf, term,
-                                        updated_at)
+                                        updated_at, pool, priority)
             SELECT s.id, vt.t->>'id', 'pending', coalesce((vt.t->>'retries')::int, 0) + 1,
-                   jsonb_array_length(coalesce(vt.t->'depends_on', '[]'::jsonb)), u.task_id IS NULL, :term, :now
+                   jsonb_array_length(coalesce(vt.t->'depends_on', '[]'::jsonb)), u.task_id IS NULL, :term, :now,
+                   CASE WHEN vt.t->>'kind' = 'empty' THEN NULL
+                        ELSE left(coalesce(vt.t->>'pool', :default_pool), 50) END,
+                   CASE WHEN jsonb_typeof(vt.t->'priority') = 'number'
+                        THEN least(greatest((vt.t->>'priority')::numeric, :min_priority), :max_priority)::int
+                        ELSE 0 END
             FROM started s
             JOIN version_tasks vt ON vt.version_id = s.dag_version_id
             LEFT JOIN upstreams u ON u.version_id = vt.version_id AND u.task_id = vt.t->>'id'
+            -- ids in run order, then the spec's task order: equal priorities go oldest first
+            ORDER BY s.id, vt.ord
             ON CONFLICT (run_pk, task_id) DO NOTHING
             RETURNING id, run_pk, task_id, state, try_number, max_tries, pending_upstreams
         )
         SELECT s.id AS run_pk, s.dag_id, s.run_id, s.dag_version_id AS version_id, c.id, c.task_id, c.state,
                c.try_number, c.max_tries
         FROM started s LEFT JOIN created c ON c.run_pk = s.id AND c.pending_upstreams = 0
-    """), {"ids": list(run_pks), "now": now, "term": term})
+    """), {"ids": list(run_pks), "now": now, "term": term, "default_pool": DEFAULT_POOL,
+           "min_priority": MIN_PRIORITY, "max_priority": MAX_PRIORITY})
     started: dict[int, None] = {}
     roots: list[ReadyTask] = []
     for r in rows:
@@ -282,62 +282,25 @@ async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetim
 # --------------------------------------------------------------------------- queueing
 
 async def ready_task_instances(conn: AsyncConnection, limit: int) -> list[ReadyTask]:
-    """Pending tasks with every upstream succeeded, and retries whose delay is over (database clock); oldest first."""
+    """Pending tasks with every upstream succeeded, and retries whose delay is over (database clock); oldest
+    first (whatever their pool: the scheduler's isolation of a failing step bisects over them)."""
     rows = await conn.execute(text("""
         SELECT * FROM (
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
                     r.dag_id, r.run_id, r.dag_version_id AS version_id, ti.upstream_successes,
-                    ti.upstream_failures, ti.upstream_skips
+                    ti.upstream_failures, ti.upstream_skips, ti.pool IS NOT NULL AS classified
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
              WHERE ti.state = 'pending' AND ti.pending_upstreams = 0
              ORDER BY ti.id LIMIT :limit)
             UNION ALL
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
-                    r.dag_id, r.run_id, r.dag_version_id AS version_id, 0, 0, 0
+                    r.dag_id, r.run_id, r.dag_version_id AS version_id, 0, 0, 0, ti.pool IS NOT NULL
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
              WHERE ti.state = 'up_for_retry' AND ti.next_try_at <= now()
              ORDER BY ti.id LIMIT :limit)
         ) AS ready ORDER BY id LIMIT :limit
     """), {"limit": limit})
     return [ReadyTask(**r._mapping) for r in rows]
-
-
-async def queue_task_instances(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: datetime,
-                               term: int, *, parallelism: int) -> list[QueuedTry]:
-    """CAS pending/up_for_retry → queued, bump the try number and create the try row, in order, for
-    as many of ``tasks`` as ``parallelism`` leaves slots free (counted in the same statement).
-
-    One round trip: the slot count, the queue transition, the try rows and what each launch needs
-    of its run (``conf`` as text, ``logical_date``).
-    """
-    if not tasks:
-        return []
-    rows = await conn.execute(text(f"""
-        WITH free AS (
-            SELECT greatest(0, :parallelism - count(*)) AS n FROM task_instances WHERE state IN {SLOT_TASKS_SQL}
-        ), c AS (
-            SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:states AS text[]), CAST(:tries AS int[]))
-                WITH ORDINALITY AS c(id, state, try_number, ord)
-        ), q AS (
-            UPDATE task_instances ti
-            SET state = 'queued', try_number = ti.try_number + 1, queued_at = :now, started_at = NULL,
-                ended_at = NULL, timeout_at = NULL, next_try_at = NULL, reason = NULL, updated_at = :now,
-                term = :term
-            FROM c, free
-            WHERE ti.id = c.id AND ti.state = c.state AND ti.try_number = c.try_number AND c.ord <= free.n
-              AND (ti.state = 'up_for_retry' OR ti.pending_upstreams = 0)
-            RETURNING ti.id, ti.run_pk, ti.try_number
-        ), t AS (
-            INSERT INTO task_tries (task_instance_id, try_number, state, term, queued_at)
-            SELECT id, try_number, 'queued', :term, :now FROM q
-            RETURNING id, task_instance_id, try_number
-        )
-        SELECT t.id, t.task_instance_id, t.try_number, r.conf::text AS conf, r.logical_date
-        FROM t JOIN q ON q.id = t.task_instance_id JOIN dag_runs r ON r.id = q.run_pk
-    """), {"ids": [t.id for t in tasks], "states": [t.state for t in tasks],
-           "tries": [t.try_number for t in tasks], "now": now, "term": term, "parallelism": parallelism})
-    return [QueuedTry(task_instance_id=int(r.task_instance_id), task_try_id=int(r.id), try_number=int(r.try_number),
-                      conf_json=str(r.conf), logical_date=r.logical_date) for r in rows]
 
 
 # --------------------------------------------------------------------------- status changes

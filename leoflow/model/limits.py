@@ -241,6 +241,18 @@ SPEC = Size("a DAG spec (whole document)", 8 * 1024 * 1024, 16, 1_000_000,
             "a 10,000-task DAG fits; it is stored in PostgreSQL (no NUL characters or lone surrogates in any "
             "string) and parsed again by the scheduler")
 
+# --------------------------------------------------------------------------- fairness (pools, priorities)
+
+POOL_NAME = Name("`tasks[].pool`, `name` (pool request)", NAME_RE, 50, NAME_RULE,
+                 "the same rule as DAG and task ids: pool names appear in URLs, the CLI and the dashboard")
+PRIORITY = Range("`tasks[].priority`", -1_000_000, 1_000_000, "only the order matters; symmetric and far inside "
+                 "PostgreSQL's 32-bit integer", integer=True)
+MAX_ACTIVE_TASKS = Range("`max_active_tasks`", 1, 100_000, "like `max_active_runs`: beyond any cluster's "
+                         "concurrency", integer=True)
+POOL_SLOTS = Range("`slots` (pool request)", 0, 100_000, "far above any cluster's concurrent pods; 0 holds the "
+                   "pool's tasks back", integer=True)
+POOL_DESCRIPTION = Length("`description` (pool request)", 500, "one line in the pool list")
+
 # --------------------------------------------------------------------------- run requests
 
 CONF = Size("`conf` (trigger request)", 64 * 1024, 32, 10_000,
@@ -266,5 +278,6 @@ TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL in
 LIMITS: tuple[Limit, ...] = (
     DAG_ID, TASK_ID, RUN_ID, DESCRIPTION, SCHEDULE, TIMEZONE, START_DATE, MAX_ACTIVE_RUNS, RETRIES,
     RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, RUN_TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, RESOURCES, QUANTITY,
-    SPEC, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
+    SPEC, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS, POOL_DESCRIPTION, CONF, CLEAR_TASKS,
+    DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
 )

@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_count, check_cron_fires, check_name, check_size, shown_repr, within
+from leoflow.model.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
 from leoflow.model.fields import (
     CRON_PRESETS,
     as_mapping,
@@ -67,9 +68,11 @@ SCHEDULE_CHECK_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
-               "paused", "default_retries", "defaults", "tasks", "notify", "params", "run_timeout_seconds"}
+               "paused", "default_retries", "defaults", "tasks", "notify", "params", "run_timeout_seconds",
+               "max_active_tasks"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
-                "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS}
+                "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
+                "pool", "priority"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,10 @@ class TaskSpec:
     pod_own: Mapping[str, Any] = field(default_factory=dict)
     #: When the task may run given how its upstream tasks ended (leoflow.model.trigger_rules).
     trigger_rule: TriggerRule = DEFAULT_TRIGGER_RULE
+    #: The pool whose slot a try holds (leoflow.model.fairness); None for ``kind: empty`` tasks.
+    pool: str | None = DEFAULT_POOL
+    #: Higher runs first among the ready tasks of a pool.
+    priority: int = 0
 
     @property
     def max_tries(self) -> int:
@@ -120,6 +127,11 @@ class TaskSpec:
             out["timeout_seconds"] = plain_number(self.timeout_seconds)
         if self.trigger_rule != DEFAULT_TRIGGER_RULE:  # absent when default: existing hashes stay
             out["trigger_rule"] = self.trigger_rule
+        # Only when not the default, so specs written before pools existed keep their hash.
+        if self.kind == "container" and self.pool != DEFAULT_POOL:
+            out["pool"] = self.pool
+        if self.priority:
+            out["priority"] = self.priority
         return out
 
 
@@ -145,6 +157,8 @@ class DagSpec:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     #: Seconds a run may take from its start before it is failed (``run deadline exceeded``).
     run_timeout_seconds: float | None = None
+    #: Most task instances of this DAG queued or running at once, all runs together; None: no limit.
+    max_active_tasks: int | None = None
 
     @property
     def tz(self) -> tzinfo:
@@ -176,6 +190,8 @@ class DagSpec:
             out["defaults"] = dict(self.defaults)
         if self.run_timeout_seconds is not None:
             out["run_timeout_seconds"] = plain_number(self.run_timeout_seconds)
+        if self.max_active_tasks is not None:
+            out["max_active_tasks"] = self.max_active_tasks
         return out
 
     def spec_hash(self) -> str:
@@ -212,6 +228,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
         check_cron_fires(CRON_PRESETS.get(schedule, schedule), timezone, reference, "schedule", limits.SCHEDULE)
     max_active_runs = int(within(doc.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS), "max_active_runs",
                                  limits.MAX_ACTIVE_RUNS))
+    max_active_tasks = max_active_tasks_field(doc.get("max_active_tasks"), "max_active_tasks")
     paused = bool_field(doc.get("paused", False), "paused")
     default_retries = int(within(doc.get("default_retries", 0), "default_retries", limits.RETRIES))
     defaults = _defaults(doc.get("defaults"))
@@ -232,7 +249,8 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
     return DagSpec(dag_id=dag_id, tasks=tasks, schedule=schedule, timezone=timezone, catchup=catchup,
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
                    default_retries=default_retries, description=description, notify=notify, params=params,
-                   defaults=defaults, run_timeout_seconds=run_timeout)
+                   defaults=defaults, run_timeout_seconds=run_timeout,
+                   max_active_tasks=max_active_tasks)
 
 
 def run_timeout_field(value: object, path: str) -> float | None:
@@ -262,8 +280,9 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     env: dict[str, str] = {}
     resources: dict[str, Any] = {}
     pod, pod_own = PodFields(), {}
+    pool: str | None = None
     if kind == "empty":
-        for key in ("image", "command", "args", "env", "resources", *POD_FIELDS):
+        for key in ("image", "command", "args", "env", "resources", "pool", "priority", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
@@ -284,6 +303,8 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
         for key, limit in (("command", limits.COMMAND), ("args", limits.COMMAND), ("env", limits.ENV),
                            ("resources", limits.RESOURCES)):
             check_size(doc.get(key), f"{path}.{key}", limit)
+        pool = pool_name(doc.get("pool", DEFAULT_POOL), f"{path}.pool")
+    priority = priority_field(doc.get("priority", 0), f"{path}.priority")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
     retry_delay = float(within(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
                                limits.RETRY_DELAY))
@@ -311,7 +332,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     return TaskSpec(id=task_id, kind=kind, image=image, command=command, args=args, env=env, retries=retries,
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
-                    pod_own=pod_own, trigger_rule=trigger_rule)
+                    pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority)
 
 
 def _check_graph(tasks: Sequence[TaskSpec]) -> None:

@@ -9,8 +9,9 @@ transaction** (a :class:`~leoflow.scheduler.step.Step`):
   start the queued runs ``max_active_runs`` allows, scan for ready tasks;
 - every tick: apply a batch of executor reports (successes release downstream tasks, final
   failures mark descendants ``upstream_failed``, failures with tries left become
-  ``up_for_retry``); queue the tasks that became ready up to ``LEOFLOW_PARALLELISM``
-  (``kind: empty`` tasks succeed on the spot); fail the entities the step could not handle;
+  ``up_for_retry``); give the free slots of every pool to its best ready tasks (priority, then
+  age, within ``max_active_tasks``; :mod:`leoflow.scheduler.queueing`; ``kind: empty`` tasks
+  succeed on the spot); fail the entities the step could not handle;
   finish every run that the step completed, and start the queued runs that frees.
 
 The queued tries are handed to the executor after the commit, so an executor never sees a try
@@ -187,11 +188,12 @@ class SchedulerCore:
     async def _queue_and_settle(self, step: Step, *, scan: bool, candidates: Sequence[store.ReadyTask] = ()) -> None:
         """Queue what is ready, settle, and start the queued runs that finished runs made room for."""
         step.add_candidates(candidates)
-        backlog = (await self.queuer.queue(step, scan=scan)).backlog
+        only = [r.id for r in candidates] if candidates else None
+        backlog = (await self.queuer.queue(step, scan=scan, only=only)).backlog
         for _ in range(START_ROUNDS):
             if not await step.settle() or not await self.periodic.start_runs(step):
                 break
-            backlog = (await self.queuer.queue(step, scan=False)).backlog or backlog
+            backlog = (await self.queuer.queue(step, scan=False, only=only)).backlog or backlog
         self._scan = backlog
 
     # ------------------------------------------------------------------ isolation

@@ -1,15 +1,20 @@
 """Ready tasks → queued tries (or, for ``kind: empty`` tasks, success on the spot), inside a step.
 
-What is ready comes from two places: the step's ``candidates`` (tasks its own transitions made
-ready: released downstream, due retries, roots of runs it started) and, when the scheduler
-cannot know otherwise, a scan of the ``ix_task_instances_ready`` index (at the start of a term,
-once per interval, after a NOTIFY, after a failed step, and while a backlog remains). The
-common path — a report releases the next task of a chain — therefore queues it without a scan.
+Container tasks are queued by pool, priority and ``max_active_tasks``
+(:mod:`leoflow.model.fairness`): one statement (:func:`leoflow.db.queue_store.queue_ready`)
+gives every pool's free slots to its best ready tasks, wherever they came from, so a task that
+became ready in this step never jumps ahead of a better one that has waited for a slot. It runs
+whenever slots may have been freed or tasks became ready — a step that applied transitions or
+failed entities, a step with candidates, and every scan (the start of a term, once per interval,
+after a NOTIFY, after a failed step, and while work is held back) — and reads only as many ready
+rows as there are free slots, never the backlog.
 
-Each round is one statement per kind: empty tasks succeed and release their own downstream in
-one statement that returns what became ready (a chain of empty tasks resolves in one step,
-one round trip per link); container tasks are queued up to the free ``LEOFLOW_PARALLELISM``
-slots in one statement that also returns what the launch needs of the run.
+Empty tasks take no slot and have no pool: the step's ``candidates`` (tasks its own transitions
+made ready: released downstream, due retries, roots of runs it started) and, on a scan, the
+ready rows without a pool resolve them; they succeed and release their own downstream in one
+statement that returns what became ready (a chain of empty tasks resolves in one step, one round
+trip per link). Rows without a pool that are container tasks were written by an older release:
+they get their pool and priority from the spec and are queued like the others.
 
 Containment: a task missing from its version, a run whose ``conf`` cannot be decoded, a launch
 that cannot be built — each fails its own task or run (:class:`~leoflow.scheduler.step.Step`),
@@ -22,9 +27,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from leoflow.db import completion_store
-from leoflow.db import scheduler_store as store
-from leoflow.db.scheduler_store import QueuedTry, ReadyTask
+from leoflow.db import completion_store, queue_store
+from leoflow.db.queue_store import QueuedTask
+from leoflow.db.scheduler_store import ReadyTask
+from leoflow.model.fairness import DEFAULT_POOL
 from leoflow.model.graph import DagGraph
 from leoflow.model.run_context import RunContext, task_environment
 from leoflow.model.tries import TaskLaunch, TryKey
@@ -34,7 +40,8 @@ from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry
 
 #: Rounds per step while empty tasks keep making more tasks ready (a chain of empty tasks
-#: resolves one link per round; each round is one statement).
+#: resolves one link per round; each round is one statement), or while DAG limits hold tasks back
+#: that other tasks of the same pool could replace.
 MAX_ROUNDS = 200
 #: Ready rows handled per step, in units of the batch size (bounds a step's transaction).
 ROW_BUDGET = 5
@@ -42,7 +49,7 @@ ROW_BUDGET = 5
 
 @dataclass
 class QueueOutcome:
-    #: Ready tasks may remain that the step did not queue (no free slot, budget spent, full scan).
+    #: Ready tasks may remain that a free slot could take (budget spent, full scan, DAG limits).
     backlog: bool = False
 
 
@@ -71,35 +78,47 @@ class Queuer:
         self.parallelism = parallelism
         self.batch_size = batch_size
 
-    async def queue(self, step: Step, *, scan: bool) -> QueueOutcome:
+    async def queue(self, step: Step, *, scan: bool, only: Sequence[int] | None = None) -> QueueOutcome:
+        """Resolve the step's candidates and queue what the pools have room for.
+
+        ``only``: queue no task instance but these (the isolation of a failing step bisects over them).
+        """
         outcome = QueueOutcome()
         if scan:
-            scanned = await store.ready_task_instances(step.conn, self.batch_size)
-            step.add_candidates(scanned)
-            outcome.backlog = len(scanned) >= self.batch_size
+            unclassified = await queue_store.unclassified_ready(step.conn, self.batch_size)
+            step.add_candidates(unclassified)
+            outcome.backlog = len(unclassified) >= self.batch_size
+        # Slots may be free: the step finished, failed or retried tasks, or the caller scans.
+        look = scan or bool(step.transitions) or bool(step.pending_faults) or bool(step.faults)
         budget = ROW_BUDGET * self.batch_size
         for _ in range(MAX_ROUNDS):
-            if not step.candidates:
-                return outcome
-            if budget <= 0:
+            if step.candidates:
+                if budget <= 0:
+                    break
+                ordered = sorted(step.candidates)
+                take = [step.candidates.pop(i) for i in ordered[:self.batch_size]]
+                budget -= len(take)
+                take = [r for r in take if ("task", r.id) not in self.quarantine]
+                look = await self._resolve(step, take) or look
+                continue
+            if not look or budget <= 0:
                 break
-            ordered = sorted(step.candidates)
-            take = [step.candidates.pop(i) for i in ordered[:self.batch_size]]
-            budget -= len(take)
-            take = [r for r in take if ("task", r.id) not in self.quarantine]
-            if not await self._round(step, take):
-                outcome.backlog = True
-        outcome.backlog = outcome.backlog or bool(step.candidates)
+            queued = await self._queue_containers(step, min(self.batch_size, budget), only)
+            budget -= queued.count
+            look = queued.more and queued.count > 0
+            outcome.backlog = outcome.backlog or queued.more
+        outcome.backlog = outcome.backlog or bool(step.candidates) or look
         step.candidates.clear()  # left for the next scan (the backlog flag asks for one)
         return outcome
 
-    async def _round(self, step: Step, ready: Sequence[ReadyTask]) -> bool:
-        """Succeed the empty ones, queue the others; False if some could not be queued (no slot)."""
+    async def _resolve(self, step: Step, ready: Sequence[ReadyTask]) -> bool:
+        """Succeed the empty ones (releasing their downstream); True if any is a container task."""
         graphs = await step.graphs.load(step.conn, {r.version_id for r in ready})
         empties: list[ReadyTask] = []
-        containers: list[ReadyTask] = []
         edges: list[tuple[int, int, str]] = []
         decided: list[tuple[int, str]] = []
+        containers = False
+        unclassified: list[tuple[int, str, int]] = []
         for r in step.usable(ready, graphs):
             task = graphs[r.version_id].task(r.task_id)
             if task is None:
@@ -113,45 +132,75 @@ class Queuer:
                 empties.append(r)
                 edges.extend((r.id, r.run_pk, d) for d in graphs[r.version_id].downstream.get(r.task_id, ()))
             else:
-                containers.append(r)
+                containers = True
+                if not r.classified:
+                    unclassified.append((r.id, task.pool or DEFAULT_POOL, task.priority))
         if decided:
             await step.decide_ready(decided, {r.id: r for r in ready})
+        await queue_store.classify(step.conn, unclassified)
         if empties:
             done = await completion_store.succeed_empty_tasks(step.conn, [r.id for r in empties], edges, step.now,
                                                            step.term)
             step.transitions["success"] += len(done.succeeded)
             step.touch(run_pk for _, run_pk in done.succeeded)
             await step.counted(done.counted)
-        if not containers:
-            return True
-        queued = await store.queue_task_instances(step.conn, containers, step.now, step.term,
-                                                  parallelism=self.parallelism)
-        self._launches(step, {r.id: r for r in containers}, graphs, queued)
-        return len(queued) == len(containers)
+        return containers
 
-    def _launches(self, step: Step, rows: dict[int, ReadyTask], graphs: dict[int, DagGraph],
-                  queued: Sequence[QueuedTry]) -> None:
+    async def _queue_containers(self, step: Step, limit: int, only: Sequence[int] | None) -> _Queued:
+        """Pick the best ready tasks for the free slots, end those their rule says not to run, queue the rest."""
+        excluded = [int(e) for kind, e in self.quarantine if kind == "task"]
+        picked = await queue_store.pick_ready(step.conn, parallelism=self.parallelism, limit=limit,
+                                              excluded=excluded, only=only)
+        graphs = await step.graphs.load(step.conn, {r.version_id for r in picked.tasks})
+        runnable: list[ReadyTask] = []
+        decided: list[tuple[int, str]] = []
+        for r in step.usable(picked.tasks, graphs):
+            task = graphs[r.version_id].task(r.task_id)
+            if task is None:
+                step.fail("task", r.id, LookupError(f"task {r.task_id!r} is not in its DAG version"))
+                continue
+            decision = "run" if r.state != "pending" else decide(task.trigger_rule, UpstreamCounts(
+                0, r.upstream_successes, r.upstream_failures, r.upstream_skips))
+            if decision == "run":
+                runnable.append(r)
+            else:  # left ready by a writer that reset it; its rule says otherwise
+                decided.append((r.id, decision))
+        if decided:
+            await step.decide_ready(decided, {r.id: r for r in picked.tasks})
+        queued = await queue_store.queue_picked(step.conn, runnable, step.now, step.term)
+        self._launches(step, graphs, queued)
+        # A decided task leaves its slot free: another round may give it to the next one.
+        return _Queued(len(queued) + len(decided), picked.more or bool(decided))
+
+    def _launches(self, step: Step, graphs: dict[int, DagGraph], queued: Sequence[QueuedTask]) -> None:
         if len(self.inflight) > 4 * max(self.parallelism, self.batch_size):
             self.inflight.clear()  # entries of tries that never reported; the slow path covers them
         runs: dict[int, RunContext | None] = {}
         for q in queued:
-            r = rows[q.task_instance_id]
-            if r.run_pk not in runs:
+            if q.run_pk not in runs:
                 try:
-                    runs[r.run_pk] = run_context(q.conf_json, q.logical_date)
+                    runs[q.run_pk] = run_context(q.conf_json, q.logical_date)
                 except Exception as exc:  # containment: this run's stored conf
-                    runs[r.run_pk] = None
-                    step.fail("run", r.run_pk, exc)
-            run = runs[r.run_pk]
+                    runs[q.run_pk] = None
+                    step.fail("run", q.run_pk, exc)
+            run = runs[q.run_pk]
             if run is None:
                 continue
-            key = TryKey(r.dag_id, r.run_id, r.task_id, q.try_number)
+            key = TryKey(q.dag_id, q.run_id, q.task_id, q.try_number)
             try:
-                launch = build_launch(graphs[r.version_id], key, q.task_try_id, step.term, run)
+                if graphs[q.version_id].task(q.task_id) is None:
+                    raise LookupError(f"task {q.task_id!r} is not in its DAG version")
+                launch = build_launch(graphs[q.version_id], key, q.task_try_id, step.term, run)
             except Exception as exc:  # containment: this task's launch
-                step.fail("task", r.id, exc)
+                step.fail("task", q.task_instance_id, exc)
                 continue
-            self.inflight[key] = InFlightTry(r.id, r.run_pk, r.task_id, q.try_number, r.max_tries, r.dag_id,
-                                             r.run_id, r.version_id)
+            self.inflight[key] = InFlightTry(q.task_instance_id, q.run_pk, q.task_id, q.try_number, q.max_tries,
+                                             q.dag_id, q.run_id, q.version_id)
             step.launches.append(launch)
-            step.active.add(r.run_pk)
+            step.active.add(q.run_pk)
+
+
+@dataclass(frozen=True)
+class _Queued:
+    count: int
+    more: bool

@@ -245,7 +245,8 @@ NODE_DOWN_AFTER = Variable("LEOFLOW_NODE_DOWN_AFTER", 15.0, number(),
 SCHEDULER_INTERVAL = Variable("LEOFLOW_SCHEDULER_INTERVAL", 1.0, number(),
                               "Seconds between scheduler ticks (triggers wake it at once).")
 PARALLELISM = Variable("LEOFLOW_PARALLELISM", 128, integer(),
-                       "Most task instances queued or running at once, cluster-wide.")
+                       "Slots of the `default` pool: most task instances naming no pool queued or running at "
+                       "once, cluster-wide (named pools add their own).")
 MAX_RETRY_DELAY = Variable("LEOFLOW_MAX_RETRY_DELAY", 3600.0, number(),
                            "Cap in seconds on a task's exponential retry delay.")
 LOCAL_PARALLELISM = Variable[int | None](

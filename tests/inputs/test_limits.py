@@ -15,6 +15,7 @@ import pytest
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_document_shape, check_size
+from leoflow.model.fairness import parse_pool_request
 from leoflow.model.run_commands import parse_clear
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec import parse_dag_spec
@@ -83,6 +84,10 @@ def _range_cases(limit: limits.Range, place: Callable[[float], dict[str, Any]], 
             spec_case(limit, f"{path}={limit.maximum + step}", place(limit.maximum + step), path)]
 
 
+def pool_request(**fields: Any) -> object:
+    return parse_pool_request({"name": "gpu", "slots": 1, **fields}, creating=True)
+
+
 def _cron(length: int) -> str:
     return "0 0 * *" + " " * (length - 8) + "*"
 
@@ -126,6 +131,22 @@ CASES: list[Case] = [
     spec_case(limits.START_DATE, "start 2200-01-01", dag(start_date="2200-01-01T00:00:00Z"), "start_date"),
     spec_case(limits.START_DATE, "start overflowing UTC", dag(start_date="9999-12-31T23:59:59-12:00"), "start_date"),
     *_range_cases(limits.MAX_ACTIVE_RUNS, lambda v: dag(max_active_runs=v), "max_active_runs"),
+    *_range_cases(limits.MAX_ACTIVE_TASKS, lambda v: dag(max_active_tasks=v), "max_active_tasks"),
+    *_range_cases(limits.PRIORITY, lambda v: with_task(priority=v), "tasks[0].priority"),
+    spec_case(limits.POOL_NAME, "pool 50", with_task(pool="p" * 50), None),
+    spec_case(limits.POOL_NAME, "pool 51", with_task(pool="p" * 51), "tasks[0].pool"),
+    spec_case(limits.POOL_NAME, "pool with a capital", with_task(pool="GPU"), "tasks[0].pool"),
+    Case(limits.POOL_NAME, "pool request name 51", lambda: pool_request(name="p" * 51), "name"),
+    Case(limits.POOL_SLOTS, "slots 0", lambda: pool_request(slots=0), None),
+    Case(limits.POOL_SLOTS, "slots -1", lambda: pool_request(slots=-1), "slots"),
+    Case(limits.POOL_SLOTS, "slots 100,000", lambda: pool_request(slots=100_000), None),
+    Case(limits.POOL_SLOTS, "slots 100,001", lambda: pool_request(slots=100_001), "slots"),
+    Case(limits.POOL_SLOTS, "slots 1.5", lambda: pool_request(slots=1.5), "slots"),
+    Case(limits.POOL_DESCRIPTION, "description 500", lambda: pool_request(description="d" * 500), None),
+    Case(limits.POOL_DESCRIPTION, "description 501", lambda: pool_request(description="d" * 501), "description"),
+    Case(limits.POOL_DESCRIPTION, "description with NUL", lambda: pool_request(description="a\x00"), "description"),
+    Case(limits.POOL_DESCRIPTION, "description with a lone surrogate", lambda: pool_request(description="\ud800"),
+         "description"),
     *_range_cases(limits.RETRIES, lambda v: with_task(retries=v), "tasks[0].retries"),
     *_range_cases(limits.RETRIES, lambda v: dag(default_retries=v), "default_retries"),
     *_range_cases(limits.RETRY_DELAY, lambda v: with_task(retry_delay_seconds=v), "tasks[0].retry_delay_seconds"),

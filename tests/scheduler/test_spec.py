@@ -84,6 +84,23 @@ def test_paused_is_not_part_of_the_hash_but_other_fields_are() -> None:
     assert parse_dag_spec(doc).spec_hash() != original
 
 
+def test_fairness_fields_keep_old_hashes_and_enter_the_canonical_form_when_set() -> None:
+    plain = parse_dag_spec(base())
+    explicit = copy.deepcopy(base())
+    explicit["tasks"][0].update(pool="default", priority=0)
+    assert parse_dag_spec(explicit).spec_hash() == plain.spec_hash()  # defaults spelled out change nothing
+    assert "pool" not in plain.to_canonical()["tasks"][0] and "max_active_tasks" not in plain.to_canonical()
+    tuned = copy.deepcopy(base())
+    tuned["max_active_tasks"] = 4
+    tuned["tasks"][0].update(pool="gpu", priority=-7)
+    spec = parse_dag_spec(tuned)
+    canonical = spec.to_canonical()
+    assert canonical["max_active_tasks"] == 4
+    assert (canonical["tasks"][0]["pool"], canonical["tasks"][0]["priority"]) == ("gpu", -7)
+    assert parse_dag_spec(canonical).spec_hash() == spec.spec_hash() != plain.spec_hash()
+    assert (spec.tasks[0].pool, spec.tasks[0].priority, spec.tasks[1].pool) == ("gpu", -7, "default")
+
+
 def test_default_retries_applies_to_tasks_without_their_own() -> None:
     doc = base()
     doc["default_retries"] = 4
@@ -166,6 +183,21 @@ REJECTIONS = [
     ("tasks[0].resources", {"requests": {"cpu": "lots"}}, "tasks[0].resources.requests.cpu", "quantity"),
     ("tasks[0].resources", {"maximum": {}}, "tasks[0].resources.maximum", "unknown field"),
     ("tasks[0].kind", "python", "tasks[0].kind", "'container' or 'empty'"),
+    # Fairness (issue 19): pools, priorities, max_active_tasks.
+    ("max_active_tasks", 0, "max_active_tasks", "between 1 and 100,000"),
+    ("max_active_tasks", 100_001, "max_active_tasks", "between 1 and 100,000"),
+    ("max_active_tasks", True, "max_active_tasks", "integer"),
+    ("max_active_tasks", "4", "max_active_tasks", "integer"),
+    ("tasks[0].pool", "GPU!", "tasks[0].pool", "not a valid name"),
+    ("tasks[0].pool", "x" * 51, "tasks[0].pool", "not a valid name"),
+    ("tasks[0].pool", "", "tasks[0].pool", "not a valid name"),
+    ("tasks[0].pool", 5, "tasks[0].pool", "must be a string"),
+    ("tasks[0].pool", ["gpu"], "tasks[0].pool", "must be a string"),
+    ("tasks[0].priority", 1_000_001, "tasks[0].priority", "between -1,000,000 and 1,000,000"),
+    ("tasks[0].priority", -(10**30), "tasks[0].priority", "between -1,000,000 and 1,000,000"),
+    ("tasks[0].priority", 1.5, "tasks[0].priority", "integer"),
+    ("tasks[0].priority", "high", "tasks[0].priority", "integer"),
+    ("tasks[0].priority", False, "tasks[0].priority", "integer"),
 ]
 
 
@@ -207,9 +239,9 @@ def test_empty_task_needs_no_image_or_command() -> None:
     assert spec.tasks[0].kind == "empty" and spec.tasks[0].image is None
 
 
-@pytest.mark.parametrize("field", ["image", "command", "args", "env"])
+@pytest.mark.parametrize("field", ["image", "command", "args", "env", "pool", "priority"])
 def test_empty_task_rejects_container_fields(field: str) -> None:
-    values = {"image": "busybox", "command": ["true"], "args": ["x"], "env": {"A": "b"}}
+    values = {"image": "busybox", "command": ["true"], "args": ["x"], "env": {"A": "b"}, "pool": "gpu", "priority": 3}
     error = rejected({"dag_id": "e", "tasks": [{"id": "join", "kind": "empty", field: values[field]}]})
     assert error.path == f"tasks[0].{field}" and "empty task" in error.problem
 
