@@ -36,6 +36,7 @@ from leoflow.api import (
     routes_dags,
     routes_logs,
     routes_notifications,
+    routes_pools,
     routes_runs,
     routes_system,
     routes_versions,
@@ -111,6 +112,11 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
         ApiRoute("POST", "/api/v2/notifications/{notification_id}/retry", routes_notifications.retry_notification,
                  "admin"),
         ApiRoute("GET", "/api/v2/audit", routes_notifications.list_audit, "admin"),
+        ApiRoute("GET", "/api/v2/pools", routes_pools.list_pools, "read"),
+        ApiRoute("POST", "/api/v2/pools", routes_pools.create_pool, "admin"),
+        ApiRoute("GET", "/api/v2/pools/{pool}", routes_pools.get_pool, "read"),
+        ApiRoute("PATCH", "/api/v2/pools/{pool}", routes_pools.update_pool, "admin"),
+        ApiRoute("DELETE", "/api/v2/pools/{pool}", routes_pools.delete_pool, "admin"),
     )
 
 

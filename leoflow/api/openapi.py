@@ -124,6 +124,8 @@ SCHEMAS: dict[str, Any] = {
             "params": {"type": "object", "description": "JSON Schema (draft 2020-12) of the runs' conf."},
             "run_timeout_seconds": {**_range(limits.RUN_TIMEOUT), "description": "Seconds a run may take from "
                                     "its start; then it fails with the reason 'run deadline exceeded'."},
+            "max_active_tasks": {**_range(limits.MAX_ACTIVE_TASKS), "description": "Most task instances of the "
+                                 "DAG queued or running at once, all runs together (default: no limit)"},
             "tasks": {"type": "array", "minItems": limits.TASKS.minimum, "maxItems": limits.TASKS.maximum,
                       "items": {"type": "object", "required": ["id"], "additionalProperties": False, "properties": {
                           "id": _name(limits.TASK_ID), "kind": {"type": "string", "enum": ["container", "empty"]},
@@ -136,7 +138,10 @@ SCHEMAS: dict[str, Any] = {
                           "depends_on": {"type": "array", "items": _name(limits.TASK_ID),
                                          "maxItems": limits.TASKS.maximum},
                           "trigger_rule": {"type": "string", "enum": list(TRIGGER_RULES), "default": "all_success"},
-                          **_POD_FIELDS}}},
+                          "pool": {**_name(limits.POOL_NAME), "description": "The pool whose slot the task takes "
+                                   "(default: default)"},
+                          "priority": {**_range(limits.PRIORITY), "description": "Higher first among a pool's "
+                                       "ready tasks (default 0)"}, **_POD_FIELDS}}},
             "defaults": {"type": "object", "description": "Pod fields every container task inherits (README: "
                          "Task pods).", "properties": {"env": _ENV, **_POD_FIELDS}},
         },
@@ -393,14 +398,14 @@ def operations() -> dict[str, dict[str, Any]]:
 
 @cache
 def openapi_document() -> dict[str, Any]:
-    from leoflow.api import openapi_day2
+    from leoflow.api import openapi_day2, openapi_pools
 
     return {
         "openapi": "3.1.0",
         "info": {"title": "Leoflow API", "version": __version__,
                  "description": "The stateless HTTP API served by every Leoflow replica."},
-        "paths": {**operations(), **openapi_day2.operations()},
-        "components": {"schemas": {**SCHEMAS, **openapi_day2.SCHEMAS}, "responses": RESPONSES,
+        "paths": {**operations(), **openapi_day2.operations(), **openapi_pools.operations()},
+        "components": {"schemas": {**SCHEMAS, **openapi_day2.SCHEMAS, **openapi_pools.SCHEMAS}, "responses": RESPONSES,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
     }

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "leoflow.cli.backfill",
     "leoflow.cli.runs",
     "leoflow.cli.run_commands",
+    "leoflow.cli.pools",
     "leoflow.cli.operations",
 )
 

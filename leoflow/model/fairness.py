@@ -34,11 +34,9 @@ from leoflow.model.fields import no_unknown, opt_str
 
 #: The pool of tasks that name none; its size is LEOFLOW_PARALLELISM (not stored, not editable).
 DEFAULT_POOL = "default"
-MAX_POOL_SLOTS = int(limits.POOL_SLOTS.maximum)
 MIN_PRIORITY, MAX_PRIORITY = int(limits.PRIORITY.minimum), int(limits.PRIORITY.maximum)
 #: How many named pools may exist: every queueing round looks at each pool with free slots.
 MAX_POOLS = 1_000
-DESCRIPTION_MAX = limits.POOL_DESCRIPTION.maximum
 
 _POOL_FIELDS = {"name", "slots", "description"}
 

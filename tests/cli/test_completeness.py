@@ -111,6 +111,8 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("dags backfill", ["etl", "--start", "2026-03-02", "--end", "2026-03-02T03:00:00Z", "--wait"]),
     ("cluster leader", []), ("cluster nodes", []), ("cluster events", []),
     ("notifications list", []), ("notifications retry", ["1"]), ("audit list", []),
+    ("pools create", ["gpu", "--slots", "2"]), ("pools list", []), ("pools show", ["gpu"]),
+    ("pools resize", ["gpu", "--slots", "3"]), ("pools delete", ["gpu"]),
     ("dags delete", ["etl"]),
 ]
 

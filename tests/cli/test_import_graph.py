@@ -39,7 +39,7 @@ VERBS = [
     ["--help"], ["dags", "list"], ["dags", "show", "x", "--version", "2"],
     ["dags", "backfill", "x", "--start", "2026-01-01", "--end", "2026-01-02", "--wait"], ["dags", "delete", "x"],
     ["runs", "trigger", "x", "--wait"], ["runs", "wait", "x", "r"], ["tasks", "list", "x", "r", "-o", "json"],
-    ["notifications", "list"], ["audit", "list"], ["api", "ready"],
+    ["notifications", "list"], ["audit", "list"], ["api", "ready"], ["pools", "resize", "gpu", "--slots", "2"],
 ]
 
 

@@ -431,6 +431,7 @@ def test_every_page_renders_usable_at(viewport: dict[str, int], server: LiveServ
         ("run", f"#/dags/dash-flow/runs/{run_id}", "ti-table"),
         ("logs", f"#/dags/dash-flow/runs/{run_id}/tasks/extract", "log"),
         ("audit", "#/audit", "audit-table"),
+        ("pools", "#/pools", "pools-table"),
     ]
     for name, fragment, landmark in pages:
         page.goto(f"{server.url}/{fragment}")
@@ -513,6 +514,29 @@ def test_the_audit_page_lists_writes_and_read_tokens_do_not_see_it(server: LiveS
     expect(reader.page.get_by_test_id("audit-forbidden")).to_be_visible()
     nav = reader.page.get_by_role("navigation", name="Main").get_by_role("link", name="Audit")
     expect(nav).to_be_hidden()
+
+
+def test_the_pools_page_lists_pools_their_use_and_missing_ones(server: LiveServer,
+                                                               open_page: Callable[..., Browse]) -> None:
+    require_runs_execute(server)
+    with server.client() as client:
+        created = client.post("/api/v2/pools", json={"name": "dash-gpu", "slots": 3, "description": "GPU nodes"})
+        assert created.status_code == 201, created.text
+        spec = {"dag_id": "dash-pooled", "tasks": [{"id": "wait", "image": "busybox", "command": ["true"],
+                                                    "pool": "dash-nowhere"}]}
+        assert client.post("/api/v2/dags", json=spec).status_code in (200, 201)
+    trigger(server, "dash-pooled")
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/pools")
+    table = page.get_by_test_id("pools-table")
+    expect(table.locator("tr[data-pool=default]")).to_contain_text("built in")
+    expect(table.locator("tr[data-pool=dash-gpu]")).to_contain_text("GPU nodes")
+    # The run's only task names a pool nobody created: it waits, and the page says why.
+    missing = table.locator("tr[data-pool=dash-nowhere]")
+    expect(missing).to_contain_text("missing")
+    expect(missing).to_contain_text("1")
+    browse.screenshot("pools")
 
 
 def test_the_run_page_shows_its_notifications(server: LiveServer, open_page: Callable[..., Browse]) -> None:

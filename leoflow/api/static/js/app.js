@@ -7,6 +7,7 @@ import clusterPage from "./pages/cluster.js";
 import dagPage from "./pages/dag.js";
 import dagsPage from "./pages/dags.js";
 import logsPage from "./pages/logs.js";
+import poolsPage from "./pages/pools.js";
 import runPage from "./pages/run.js";
 
 const POLL_MS = 2000;
@@ -18,6 +19,7 @@ const ROUTES = [
   [/^\/cluster$/, clusterPage, "cluster"],
   [/^\/dags$/, dagsPage, "dags"],
   [/^\/audit$/, auditPage, "audit"],
+  [/^\/pools$/, poolsPage, "pools"],
   [/^\/dags\/([^/]+)$/, dagPage, "dags", ["dagId"]],
   [/^\/dags\/([^/]+)\/runs\/([^/]+)$/, runPage, "dags", ["dagId", "runId"]],
   [/^\/dags\/([^/]+)\/runs\/([^/]+)\/tasks\/([^/]+)$/, logsPage, "dags", ["dagId", "runId", "taskId"]],

@@ -1,0 +1,100 @@
+"""Pool routes: list, show, create, resize and delete named pools of task slots.
+
+``GET /api/v2/pools`` lists the built-in ``default`` pool (its ``slots`` are this replica's
+``LEOFLOW_PARALLELISM``; every replica of a cluster is configured alike), every named pool, and
+every pool that ready tasks name but that does not exist (``missing``) — with the slots in use
+and the tasks waiting (:mod:`leoflow.db.pool_store`). ``POST`` creates a pool (409 if the name is
+taken), ``PATCH`` resizes or re-describes one, ``DELETE`` removes one: tries running in it run on,
+its waiting tasks wait until a pool of that name exists again. The ``default`` pool cannot be
+created, changed or deleted here (409): its size is ``LEOFLOW_PARALLELISM``.
+
+Every change is audited and wakes the leader, which fills new slots on its next tick.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leoflow.api.audit import audited_transaction
+from leoflow.api.endpoint import api_state, read_document, require_object
+from leoflow.api.errors import ApiError
+from leoflow.api.jsonresp import JsonResponse
+from leoflow.clock import SystemClock
+from leoflow.db import pool_store
+from leoflow.db.database import Connection
+from leoflow.errors import Conflict
+from leoflow.model.fairness import DEFAULT_POOL, parse_pool_request
+from leoflow.model.fields import NAME_RE
+
+
+def path_pool(request: Request) -> str:
+    """The ``{pool}`` path parameter; names that cannot exist are simply not found."""
+    name: str = request.path_params["pool"]
+    if not NAME_RE.match(name):
+        raise ApiError(404, f"pool {name[:60]!r} not found")
+    return name
+
+
+def _not_found(name: str) -> ApiError:
+    return ApiError(404, f"pool {name!r} not found")
+
+
+def _builtin(name: str) -> None:
+    if name == DEFAULT_POOL:
+        raise Conflict(f"the {DEFAULT_POOL!r} pool is built in: its size is LEOFLOW_PARALLELISM")
+
+
+async def _document(request: Request, conn: Connection, name: str) -> dict[str, Any]:
+    found = await pool_store.list_pools(conn, parallelism=api_state(request).settings.scheduler.parallelism,
+                                        name=name)
+    if not found:
+        raise _not_found(name)
+    return found[0]
+
+
+async def list_pools(request: Request) -> Response:
+    async with api_state(request).db.connect() as conn:
+        pools = await pool_store.list_pools(conn, parallelism=api_state(request).settings.scheduler.parallelism)
+    return JsonResponse({"items": pools})
+
+
+async def get_pool(request: Request) -> Response:
+    name = path_pool(request)
+    async with api_state(request).db.connect() as conn:
+        return JsonResponse(await _document(request, conn, name))
+
+
+async def create_pool(request: Request) -> Response:
+    change = parse_pool_request(require_object(await read_document(request)), creating=True)
+    assert change.name is not None and change.slots is not None
+    async with audited_transaction(request, status=201) as write:
+        write.details.update(pool=change.name, slots=change.slots)
+        await pool_store.create_pool(write.conn, change.name, change.slots, change.description, SystemClock().now())
+        pool = await _document(request, write.conn, change.name)
+    return JsonResponse(pool, status_code=201)
+
+
+async def update_pool(request: Request) -> Response:
+    name = path_pool(request)
+    _builtin(name)
+    change = parse_pool_request(require_object(await read_document(request)), creating=False)
+    async with audited_transaction(request) as write:
+        write.details.update(pool=name, slots=change.slots)
+        if not await pool_store.update_pool(write.conn, name, slots=change.slots, description=change.description,
+                                            sets_description=change.sets_description, now=SystemClock().now()):
+            raise _not_found(name)
+        pool = await _document(request, write.conn, name)
+    return JsonResponse(pool)
+
+
+async def delete_pool(request: Request) -> Response:
+    name = path_pool(request)
+    _builtin(name)
+    async with audited_transaction(request, status=204) as write:
+        write.details["pool"] = name
+        if not await pool_store.delete_pool(write.conn, name):
+            raise _not_found(name)
+    return Response(status_code=204)
