@@ -14,6 +14,13 @@ executor that completes every try instantly:
    seeded with ``generate_series`` (not through the API), then the leader schedules for
    ``--memory-seconds``; its RSS is sampled throughout. Memory must stay flat.
 
+3. **Fairness** (``--fairness``, issue 19): one run of a ``--catch-up-tasks`` (default 10,000)
+   task DAG drains through the default pool while a high-priority DAG (one task, ``priority:
+   10``) is triggered every ``--urgent-every`` seconds; reports the p50/p99/max wait of the
+   urgent task for a slot (``queued_at - started_at`` of its run: ready at run start) and from
+   the trigger (``queued_at - created_at``), the catch-up's drain rate, and the same for an
+   identical DAG without priority (the control: oldest-first, what Leoflow did before pools).
+
 Targets: >= 2,000 tasks/s, p99 < 1.5 s, peak RSS < 300 MB at 1M. Prints one JSON object as the
 last line and saves ``bench/scheduler.png`` (or ``--png``).
 
@@ -24,6 +31,7 @@ applied on the next tick, so the parallelism caps the tasks moved per tick; rais
 
     python bench/scheduler.py                       # full run
     python bench/scheduler.py --runs 200 --waiting 200000 --memory-seconds 20   # quicker
+    python bench/scheduler.py --runs 200 --waiting 0 --fairness                   # throughput + fairness
 """
 
 from __future__ import annotations
@@ -262,8 +270,8 @@ def phase_memory(url: str, args: argparse.Namespace) -> dict[str, Any]:
             FROM generate_series(1, %s) g, dags d WHERE d.dag_id = %s
         """, (DAG_ID, runs, DAG_ID))
         conn.execute("""
-            INSERT INTO task_instances (run_pk, task_id, state, max_tries, pending_upstreams)
-            SELECT r.id, t.task_id, 'pending', 1, t.ups
+            INSERT INTO task_instances (run_pk, task_id, state, max_tries, pending_upstreams, pool)
+            SELECT r.id, t.task_id, 'pending', 1, t.ups, 'default'
             FROM dag_runs r,
                  (SELECT 'root' AS task_id, 0 AS ups
                   UNION ALL SELECT 'm' || i, 1 FROM generate_series(0, %s - 3) i
@@ -296,13 +304,89 @@ def phase_memory(url: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+CATCH_UP, URGENT, PLAIN = "bench-catch-up", "bench-urgent", "bench-plain"
+
+
+def apply_fairness_specs(url: str, tasks: int) -> None:
+    from leoflow.db import dag_store
+    from leoflow.db.engine import make_async_engine
+    from leoflow.model.spec import parse_dag_spec
+    from leoflow.settings import DatabaseSettings
+
+    step = {"image": "busybox", "command": ["true"]}
+    specs = [{"dag_id": CATCH_UP, "max_active_runs": 1, "tasks": [{"id": f"t{i}", **step} for i in range(tasks)]},
+             {"dag_id": URGENT, "max_active_runs": 1000, "tasks": [{"id": "now", "priority": 10, **step}]},
+             {"dag_id": PLAIN, "max_active_runs": 1000, "tasks": [{"id": "now", **step}]}]
+
+    async def main() -> None:
+        engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)
+        async with engine.begin() as conn:
+            for spec in specs:
+                await dag_store.apply_dag(conn, parse_dag_spec(spec), clock=SystemClock())
+        await engine.dispose()
+    asyncio.run(main())
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    ordered = sorted(values)
+    if not ordered:
+        return {"p50": None, "p99": None, "max": None}
+    return {"p50": round(ordered[len(ordered) // 2], 4),
+            "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 4), "max": round(ordered[-1], 4)}
+
+
+def phase_fairness(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A 10k-task catch-up drains while urgent (priority 10) and plain (priority 0) runs arrive."""
+    apply_fairness_specs(url, args.catch_up_tasks)
+    with psycopg.connect(url, autocommit=True) as conn:
+        reset(conn)
+        conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state) "
+                     "SELECT dag_id, 'catch-up', current_version_id, 'manual', now(), 'queued' FROM dags "
+                     "WHERE dag_id = %s", (CATCH_UP,))
+        proc = start_leader(url, args)
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < args.timeout:
+            state = conn.execute("SELECT state FROM dag_runs WHERE run_id = 'catch-up'").fetchone()
+            if state and state[0] not in ("queued", "running"):
+                break
+            n += 1
+            for dag_id in (URGENT, PLAIN):
+                conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state) "
+                             "SELECT dag_id, %s, current_version_id, 'manual', now(), 'queued' FROM dags "
+                             "WHERE dag_id = %s", (f"arrival-{n}", dag_id))
+            conn.execute("SELECT pg_notify('leoflow_wakeup', 'bench')")
+            time.sleep(args.urgent_every)
+        drained = time.monotonic() - started
+        while time.monotonic() - started < args.timeout and conn.execute(
+                "SELECT count(*) FROM dag_runs WHERE state IN ('queued', 'running')").fetchone() != (0,):
+            time.sleep(0.2)
+        stop_leader(proc)
+        waits: dict[str, Any] = {}
+        for dag_id in (URGENT, PLAIN):
+            found = conn.execute("""
+                SELECT extract(epoch FROM ti.queued_at - r.started_at), extract(epoch FROM ti.queued_at - r.created_at)
+                FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk WHERE r.dag_id = %s
+                  AND ti.queued_at IS NOT NULL AND r.created_at < (SELECT ended_at FROM dag_runs
+                                                                   WHERE run_id = 'catch-up')""", (dag_id,)).fetchall()
+            waits[dag_id] = {"samples": len(found), "wait_for_slot_seconds": _percentiles([float(a) for a, _ in found]),
+                             "wait_from_trigger_seconds": _percentiles([float(b) for _, b in found])}
+        [(span,)] = conn.execute("SELECT extract(epoch FROM ended_at - started_at) FROM dag_runs "
+                                 "WHERE run_id = 'catch-up'").fetchall()
+    return {"catch_up_tasks": args.catch_up_tasks, "parallelism": args.parallelism, "arrivals": n,
+            "catch_up_drain_seconds": round(float(span), 2) if span is not None else None,
+            "catch_up_tasks_per_second": round(args.catch_up_tasks / float(span), 1) if span else None,
+            "wall_seconds": round(drained, 2), "urgent_priority_10": waits[URGENT], "plain_priority_0": waits[PLAIN]}
+
+
 def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    fair = result.get("fairness")
+    fig, axes = plt.subplots(1, 4 if fair else 3, figsize=(21 if fair else 16, 4.5))
     tp = result["throughput"]
     per = tp.pop("_per_second")
     if per:
@@ -328,6 +412,16 @@ def plot(result: dict[str, Any], path: Path) -> None:
     axes[2].axhline(300, color="red", linestyle="--", label="target 300 MB")
     axes[2].set(title="Leader RSS", xlabel="s", ylabel="MB", ylim=(0, None))
     axes[2].legend()
+    if fair:
+        groups = [("urgent_priority_10", "priority 10"), ("plain_priority_0", "priority 0 (oldest first)")]
+        for offset, (key, label) in enumerate(groups):
+            wait = fair[key]["wait_for_slot_seconds"]
+            axes[3].bar([x + offset * 0.4 for x in range(3)], [wait["p50"] or 0, wait["p99"] or 0, wait["max"] or 0],
+                        width=0.4, label=label)
+        axes[3].set_xticks([0.2, 1.2, 2.2], ["p50", "p99", "max"])
+        axes[3].set(title=f"Wait for a slot while a {fair['catch_up_tasks']:,}-task catch-up drains\n"
+                    f"({fair['arrivals']} arrivals each, parallelism {fair['parallelism']})", ylabel="seconds")
+        axes[3].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     result["throughput"].pop("_rss", None)
@@ -347,6 +441,9 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=1_000_000, help="task instances for the memory phase (0: skip)")
     parser.add_argument("--memory-seconds", type=float, default=60.0)
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--fairness", action="store_true", help="also run the fairness phase (issue 19)")
+    parser.add_argument("--catch-up-tasks", type=int, default=10_000, help="tasks of the fairness phase's catch-up")
+    parser.add_argument("--urgent-every", type=float, default=0.1, help="seconds between urgent arrivals")
     parser.add_argument("--png", type=Path, default=ROOT / "bench" / "scheduler.png")
     args = parser.parse_args()
     if args.leader:
@@ -358,6 +455,8 @@ def main() -> None:
         result: dict[str, Any] = {"benchmark": "scheduler", "cpus": os.cpu_count(),
                                   "throughput": phase_throughput(url, args)}
         result["memory"] = phase_memory(url, args) if args.waiting > 0 else {}
+        if args.fairness:
+            result["fairness"] = phase_fairness(url, args)
         tp, mem = result["throughput"], result["memory"]
         result["targets"] = {
             "tasks_per_second>=2000": (tp["tasks_per_second"] or 0) >= 2000,
