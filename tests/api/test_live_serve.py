@@ -29,11 +29,16 @@ BIN = Path(sys.executable).parent
 MAX_EXAMPLES = "6"
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,"
           "response_schema_conformance,response_headers_conformance,negative_data_rejection")
+#: The stateful phase gets more examples than the others: its scenarios pick among every operation
+#: of the document (36 with pools), and 6 rarely chain apply → trigger → read past two links.
 #: Schemathesis' own list of refusals for negative data, plus 413: a schema-violating body can
 #: also be too large to read (10,001 sync files of 1,024-character names are 2.7 MB, past
 #: LEOFLOW_MAX_BODY_BYTES), and "too large" is a refusal too.
 CONFIG = """[checks.negative_data_rejection]
 expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
+
+[phases.stateful.generation]
+max-examples = 15
 """
 
 
