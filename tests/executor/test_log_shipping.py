@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -208,3 +209,58 @@ def test_adopting_a_try_from_another_host_keeps_its_stored_output(settings: Sett
         assert str(row["logs_unavailable"]).startswith("output unavailable on this host (test-node)")
 
     run(here, body)
+
+
+async def claim_as_another_replica(engine: AsyncEngine, claim_for: float) -> list[int]:
+    """What another replica's shipper would claim right now (try ids)."""
+    async with Database(engine).transaction() as conn:
+        claims = await executor_store.claim_unshipped(conn, "default", limit=5, claim_for=claim_for)
+    return [c.record.task_try_id for c in claims]
+
+
+def test_a_read_longer_than_the_claim_keeps_it_renewed(settings: Settings, fake_k8s: FakeKubernetes) -> None:
+    """The claim is a lease: a slow read renews it, so no other replica reads the same log meanwhile."""
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        t, rec, ex = await one_finished_pod(s, engine, "echo slow read")
+        fake_k8s.inject(Fault("log", delay=9.0))  # three claims long
+        shipping = asyncio.ensure_future(PodLogShipper(claim_seconds=3.0).ship_once(s, Database(engine), ex.api))
+        await rec.wait_for(lambda: any(r["verb"] == "log" for r in fake_k8s.requests), what="the read")
+        stolen: list[int] = []
+        while not shipping.done():
+            stolen += await claim_as_another_replica(engine, claim_for=3.0)
+            await asyncio.sleep(0.2)
+        assert await shipping == 1
+        await ex.stop()
+        assert stolen == [], "another replica took a claim that was being renewed"
+        assert sum(r["verb"] == "log" for r in fake_k8s.requests) == 1
+        logs = await log_row(engine, t.task_try_id)
+        assert logs is not None and logs["content"] == "slow read\n"
+
+    run(s, body)
+
+
+def test_a_shipper_that_dies_mid_read_holds_its_claim_only_until_it_lapses(
+        settings: Settings, fake_k8s: FakeKubernetes) -> None:
+    """A replica killed mid-read stops renewing: another ships the try once the lease lapses (not 5 min later)."""
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        t, rec, ex = await one_finished_pod(s, engine, "echo shipped by the survivor")
+        fake_k8s.inject(Fault("log", delay=60.0))
+        dying = asyncio.ensure_future(PodLogShipper(claim_seconds=3.0).ship_once(s, Database(engine), ex.api))
+        await rec.wait_for(lambda: any(r["verb"] == "log" for r in fake_k8s.requests), what="the read")
+        dying.cancel()  # the replica dies: its read and its renewals stop
+        with contextlib.suppress(asyncio.CancelledError):
+            await dying
+        assert await claim_as_another_replica(engine, claim_for=3.0) == []  # the claim still holds
+        survivor = PodLogShipper(claim_seconds=3.0)
+        async with asyncio.timeout(60):  # the lease is 3 s; generous for a loaded machine
+            while await survivor.ship_once(s, Database(engine), ex.api) == 0:
+                await asyncio.sleep(0.2)
+        await ex.stop()
+        logs = await log_row(engine, t.task_try_id)
+        assert logs is not None and logs["content"] == "shipped by the survivor\n"
+
+    run(s, body)

@@ -10,7 +10,8 @@ Logs never block each other:
 - **each try has its own backoff and attempt budget**: a replica claims due tries in a short
   transaction of its own (:func:`leoflow.db.executor_store.claim_unshipped`: the attempt is
   counted and the try is pushed :data:`CLAIM_SECONDS` ahead, so no other replica takes it
-  meanwhile), commits, and only then reads the logs — no transaction is ever held across a call
+  meanwhile; the claim is a lease, renewed every :data:`CLAIM_RENEW_SECONDS` while its read and
+  store go on), commits, and only then reads the logs — no transaction is ever held across a call
   to the API server. A read that fails for a reason that may pass (a ``NotReady`` node answering
   500, no answer, 403) makes that try due again after its own backoff (``backoff_base`` doubling
   up to ``backoff_cap`` seconds, on the database's clock); the other tries are shipped meanwhile;
@@ -22,7 +23,9 @@ Logs never block each other:
 
 A pod that no longer exists (404) or whose container never started (400) is settled at once with
 a one-line note instead of logs. Logs read while the database is away (a restart, a partition)
-are kept and their store retried; a replica that dies mid-read simply lets its claim expire.
+are kept and their store retried; a replica that dies mid-read stops renewing its claim, so
+another replica ships that try within :data:`CLAIM_SECONDS` (a fixed claim long enough for any
+read held a dead replica's tries for five minutes).
 """
 
 from __future__ import annotations
@@ -44,9 +47,16 @@ from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: Seconds a claimed try is kept from other replicas: longer than a log read may take (connect
-#: 5 s + reads of up to 120 s), so two replicas never read the same log at once.
-CLAIM_SECONDS = 300.0
+#: Seconds a claim keeps a try from other replicas unless renewed: a lease, renewed while its
+#: read (connect 5 s + reads of up to 120 s) and store go on, so two live replicas never read the
+#: same log at once, and a replica that died mid-read holds its tries only this long.
+CLAIM_SECONDS = 30.0
+#: How often a live claim is renewed: three chances before it lapses.
+CLAIM_RENEW_SECONDS = CLAIM_SECONDS / 3
+#: How long logs already read are kept while their store fails (the database away): longer than
+#: the claim, so a short outage costs no second read; if the claim lapsed meanwhile and another
+#: replica stored the same log first, the late store writes the same log again (never a shorter one).
+STORE_RETRY_SECONDS = 150.0
 
 
 async def fetch_pod_logs(api: KubernetesApi, pod_name: str, max_bytes: int) -> CappedOutput:
@@ -81,8 +91,10 @@ class PodLogShipper:
 
     def __init__(self, *, interval: float = 2.0, batch: int = 20, concurrency: int = 4,
                  api: KubernetesApi | None = None, backoff_base: float = 2.0, backoff_cap: float = 60.0,
-                 store_retry_base: float = 0.5) -> None:
+                 store_retry_base: float = 0.5, claim_seconds: float = CLAIM_SECONDS) -> None:
         self.interval = interval
+        self.claim_seconds = claim_seconds
+        self.claim_renew_seconds = claim_seconds / 3
         self.store_retry_base = store_retry_base
         self.batch = batch
         self.concurrency = concurrency
@@ -128,28 +140,47 @@ class PodLogShipper:
     async def _claim(self, settings: Settings, db: Database, limit: int) -> list[ShippingClaim]:
         async with db.transaction() as conn:
             return await executor_store.claim_unshipped(conn, settings.cluster.name, limit=limit,
-                                                        claim_for=CLAIM_SECONDS)
+                                                        claim_for=self.claim_seconds)
 
     async def ship(self, settings: Settings, db: Database, api: KubernetesApi, claim: ShippingClaim) -> bool:
-        """Read one claimed try's log (no transaction open) and settle it; True once settled."""
+        """Read one claimed try's log (no transaction open) and settle it; True once settled.
+
+        The claim is renewed while the read and the store go on; the renewal stops before a
+        failure is recorded (that write sets the try's own backoff, which a renewal would undo).
+        """
         record = claim.record
         assert record.executor_ref is not None
+        keeper = {start_guarded(self._keep_claim(db, claim), f"keep-log-claim:{record.task_try_id}")}
         try:
-            logs = await fetch_pod_logs(api, record.executor_ref, settings.executor.task_log_max_bytes)
-        except KubernetesError as err:
-            return await self._failed(settings, db, claim, err)
-        return await self._store(db, claim, logs)
+            try:
+                logs = await fetch_pod_logs(api, record.executor_ref, settings.executor.task_log_max_bytes)
+            except KubernetesError as err:
+                await cancel_and_wait(keeper)
+                return await self._failed(settings, db, claim, err)
+            return await self._store(db, claim, logs)
+        finally:
+            await cancel_and_wait(keeper)
+
+    async def _keep_claim(self, db: Database, claim: ShippingClaim) -> None:
+        """Renew the claim every :data:`CLAIM_RENEW_SECONDS` until cancelled (a lease: see the module)."""
+        while True:
+            await asyncio.sleep(self.claim_renew_seconds)
+            try:
+                await _in_transaction(db, lambda conn: executor_store.retry_shipping_later(
+                    conn, claim.record.task_try_id, delay=self.claim_seconds))
+            except DatabaseError as exc:  # the next renewal may get through; if none does, the claim lapses
+                log.warning("could not renew a log shipping claim",
+                            extra={"pod": claim.record.executor_ref, "error": str(exc)[:300]})
 
     async def _store(self, db: Database, claim: ShippingClaim, logs: CappedOutput) -> bool:
         """Store logs already read, retrying while the database is away (a restart, a partition).
 
-        The read succeeded and our claim keeps every other replica off this try for
-        :data:`CLAIM_SECONDS`; giving up at the first database error would leave the logs
-        unshipped for that long. So the store is retried with backoff for half the claim; only
-        then is the claim left to expire, and the next attempt reads the log again.
+        The read succeeded; giving up at the first database error would mean reading the log
+        again later. So the store is retried with backoff for :data:`STORE_RETRY_SECONDS`; only
+        then is the claim left to lapse, and the next attempt reads the log again.
         """
         loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + CLAIM_SECONDS / 2
+        give_up_at = loop.time() + STORE_RETRY_SECONDS
         delay = self.store_retry_base
         while True:
             try:
