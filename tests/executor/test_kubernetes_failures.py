@@ -30,10 +30,14 @@ def test_watch_drop_and_410_gone_relist_and_still_report(settings: Settings, fak
         fake_k8s.kubelet.paused.set()
         await ex.submit(first.launch(["sh", "-c", "sleep 0.2"], term=1))
         await rec.wait_for(lambda: len(fake_k8s.pods(NAMESPACE)) == 1, what="first pod")
+        await rec.wait_for(lambda: fake_k8s.open_watches() > 0, what="the executor's watch")
         fake_k8s.store.compact()  # the executor's resourceVersion is now too old: 410 on reconnect
         fake_k8s.drop_watches()
         fake_k8s.kubelet.paused.clear()
         assert (await rec.wait_final(first.key)).state == "success"
+        # Cut the watch the executor opened after its relist (cutting before it is open cuts nothing,
+        # and the second report would arrive on it without the 500s ever being answered).
+        await rec.wait_for(lambda: fake_k8s.open_watches() > 0, what="the watch after the relist")
         fake_k8s.inject(Fault("watch", code=500, times=2))
         fake_k8s.drop_watches()
         await ex.submit(second.launch(["sh", "-c", "exit 4"], term=1))

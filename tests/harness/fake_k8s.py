@@ -157,6 +157,11 @@ class FakeKubernetes:
         with self._lock:
             self.faults.clear()
 
+    def open_watches(self) -> int:
+        """Watch streams open right now (and not dropped): what :meth:`drop_watches` would cut."""
+        with self._lock:
+            return sum(1 for w in self._watches if not w.dropped)
+
     def drop_watches(self) -> None:
         """Cut every open watch stream abruptly (as a load balancer or API server restart would)."""
         with self._lock:
