@@ -539,6 +539,42 @@ def test_the_pools_page_lists_pools_their_use_and_missing_ones(server: LiveServe
     browse.screenshot("pools")
 
 
+def test_admins_create_resize_and_delete_pools_on_the_pools_page(server: LiveServer,
+                                                                 open_page: Callable[..., Browse]) -> None:
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/pools")
+    table = page.get_by_test_id("pools-table")
+    expect(table.locator("tr[data-pool=default]")).to_contain_text("built in")
+    # Create: a row with its slots and none in use.
+    page.get_by_test_id("pool-name").fill("dash-batch")
+    page.get_by_test_id("pool-slots").fill("2")
+    page.get_by_test_id("pool-description").fill("nightly batch")
+    page.get_by_test_id("pool-submit").click()
+    row = table.locator("tr[data-pool=dash-batch]")
+    expect(row).to_contain_text("0 / 2")
+    expect(row).to_contain_text("nightly batch")
+    # A bad size is refused with the API's message naming the field; nothing changes.
+    browse.problems.tolerate("422", "/api/v2/pools/dash-batch")  # provoked here, on purpose
+    row.get_by_test_id("pool-edit").click()
+    page.get_by_test_id("pool-slots").fill("-1")
+    page.get_by_test_id("pool-submit").click()
+    expect(page.get_by_test_id("pool-message")).to_contain_text("slots: must be between 0 and 100,000")
+    expect(row).to_contain_text("0 / 2")
+    # Resize from the row's button, then delete (asked in place).
+    row.get_by_test_id("pool-edit").click()
+    page.get_by_test_id("pool-slots").fill("5")
+    page.get_by_test_id("pool-submit").click()
+    expect(row).to_contain_text("0 / 5")
+    with server.client() as client:
+        assert client.get("/api/v2/pools/dash-batch").json()["slots"] == 5
+    row.get_by_test_id("pool-delete").click()
+    row.get_by_test_id("pool-delete-confirm").click()
+    expect(table.locator("tr[data-pool=dash-batch]")).to_have_count(0)
+    with server.client() as client:
+        assert client.get("/api/v2/pools/dash-batch").status_code == 404
+
+
 def test_the_run_page_shows_its_notifications(server: LiveServer, open_page: Callable[..., Browse]) -> None:
     from tests.day2.harness import WebhookReceiver
 
