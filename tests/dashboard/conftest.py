@@ -263,7 +263,9 @@ def sign_in(browse: Browse, server: LiveServer, token: str = ADMIN_TOKEN, fragme
 
     page = browse.page
     page.goto(f"{server.url}/{fragment}")
-    expect(page.get_by_test_id("token-input")).to_be_visible()
+    # The first page a worker loads also starts its browser's caches and the server's first
+    # requests: on a loaded host that takes longer than playwright's default 5 s.
+    expect(page.get_by_test_id("token-input")).to_be_visible(timeout=30_000)
     page.get_by_test_id("token-input").fill(token)
     page.get_by_test_id("token-submit").click()
     expect(page.get_by_test_id("scope")).to_be_visible()
