@@ -10,7 +10,7 @@ Logs never block each other:
 - **each try has its own backoff and attempt budget**: a replica claims due tries in a short
   transaction of its own (:func:`leoflow.db.executor_store.claim_unshipped`: the attempt is
   counted and the try is pushed :data:`CLAIM_SECONDS` ahead, so no other replica takes it
-  meanwhile; the claim is a lease, renewed every :data:`CLAIM_RENEW_SECONDS` while its read and
+  meanwhile; the claim is a lease, renewed :data:`RENEWALS_PER_CLAIM` times a claim while its read and
   store go on), commits, and only then reads the logs — no transaction is ever held across a call
   to the API server. A read that fails for a reason that may pass (a ``NotReady`` node answering
   500, no answer, 403) makes that try due again after its own backoff (``backoff_base`` doubling
@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 #: read (connect 5 s + reads of up to 120 s) and store go on, so two live replicas never read the
 #: same log at once, and a replica that died mid-read holds its tries only this long.
 CLAIM_SECONDS = 30.0
-#: How often a live claim is renewed: three chances before it lapses.
-CLAIM_RENEW_SECONDS = CLAIM_SECONDS / 3
+#: How often a live claim is renewed within one claim's length: three chances before it lapses.
+RENEWALS_PER_CLAIM = 3
 #: How long logs already read are kept while their store fails (the database away): longer than
 #: the claim, so a short outage costs no second read; if the claim lapsed meanwhile and another
 #: replica stored the same log first, the late store writes the same log again (never a shorter one).
@@ -94,7 +94,6 @@ class PodLogShipper:
                  store_retry_base: float = 0.5, claim_seconds: float = CLAIM_SECONDS) -> None:
         self.interval = interval
         self.claim_seconds = claim_seconds
-        self.claim_renew_seconds = claim_seconds / 3
         self.store_retry_base = store_retry_base
         self.batch = batch
         self.concurrency = concurrency
@@ -162,9 +161,9 @@ class PodLogShipper:
             await cancel_and_wait(keeper)
 
     async def _keep_claim(self, db: Database, claim: ShippingClaim) -> None:
-        """Renew the claim every :data:`CLAIM_RENEW_SECONDS` until cancelled (a lease: see the module)."""
+        """Renew the claim :data:`RENEWALS_PER_CLAIM` times a claim until cancelled (a lease: see the module)."""
         while True:
-            await asyncio.sleep(self.claim_renew_seconds)
+            await asyncio.sleep(self.claim_seconds / RENEWALS_PER_CLAIM)
             try:
                 await _in_transaction(db, lambda conn: executor_store.retry_shipping_later(
                     conn, claim.record.task_try_id, delay=self.claim_seconds))
