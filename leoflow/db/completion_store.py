@@ -68,14 +68,23 @@ _COUNTED = """
               r.dag_id, r.run_id, r.dag_version_id AS version_id
 """
 
+#: ``state = 'pending'`` written so that no partial index can serve it. PostgreSQL has no hints:
+#: with ``state = 'pending'`` and ``run_pk = …`` it may probe ``ix_task_instances_run_active`` by
+#: run_pk alone and filter every active task of the run, for each (run_pk, task_id) looked up —
+#: work of keys x run width (1,568 keys x 100 tasks per step under ``bench/scheduler.py``,
+#: quadratic in a wide fan-out; tests/scheduler/test_plan_work.py). Written as an expression, the
+#: check keeps its compare-and-set meaning and leaves the unique (run_pk, task_id) index, one probe
+#: per key, as the index to use.
+PENDING = "(ti.state || '') = 'pending'"
+
 #: Adds a ``d(run_pk, task_id, n, s, f, k)`` of outcomes to the counters of pending task
 #: instances still waiting for an upstream (a task released early no longer counts).
-_COUNT = """
+_COUNT = f"""
     UPDATE task_instances ti SET pending_upstreams = ti.pending_upstreams - d.n,
            upstream_successes = ti.upstream_successes + d.s, upstream_failures = ti.upstream_failures + d.f,
            upstream_skips = ti.upstream_skips + d.k, updated_at = :now
     FROM d, dag_runs r
-    WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending' AND ti.pending_upstreams > 0
+    WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND {PENDING} AND ti.pending_upstreams > 0
       AND r.id = ti.run_pk
 """
 
@@ -197,7 +206,7 @@ async def mark_upstream_failed(conn: AsyncConnection, pairs: Sequence[tuple[int,
         UPDATE task_instances ti SET state = 'upstream_failed', ended_at = :now, updated_at = :now, term = :term,
                reason = '{REASONS["upstream_failed"]}'
         FROM (SELECT DISTINCT * FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS x(run_pk, task_id)) d
-        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND ti.state = 'pending'
+        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND {PENDING}
         RETURNING ti.run_pk, ti.task_id, ti.state
     """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now, "term": term})
     return [Decided(int(r.run_pk), r.task_id, r.state) for r in rows]
