@@ -3,6 +3,7 @@
 Usage::
 
     python bench/vs_airflow.py [--rounds 2] [--runs 20] [--workdir bench/.work/vs_airflow]
+    python bench/vs_airflow.py --chain [--rounds 2] [--repeats 3] [--true-repeats 1]   # ~6 min
 
 What it does (every figure is measured here, nothing is quoted from elsewhere):
 
@@ -22,6 +23,16 @@ What it does (every figure is measured here, nothing is quoted from elsewhere):
    latency (trigger -> run success), time to the first task's success, and the scheduler's peak
    memory over its whole process tree (PSS, sampled every 100 ms).
 5. Prints a JSON table (both systems + ratios) as the last line and saves a bar chart PNG.
+
+With ``--chain`` (issue 21) the workloads are bench/chain.py's two chains instead: ``--empty-steps``
+(100) ``kind: empty`` tasks (Airflow: EmptyOperator, which its scheduler marks done without
+running) and ``--true-steps`` (40) tasks running ``true`` (Airflow: BashOperator), one run at a
+time, trigger -> run success polled every 10 ms; one warm-up run per chain and system, then
+``--rounds`` rounds, the systems alternating which goes first, each running ``--repeats`` empty and
+``--true-repeats`` ``true`` chains. Airflow gets the latency settings an operator would tune (its
+idle loop sleep lowered to 0.05 s; see bench/airflow_chains.py, which also says what each
+system's figure includes). Reported per chain: p50 over every repeat, per-step ms, the database's
+own duration, and the ratio Airflow/Leoflow of the p50s.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +61,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import airflow_chains  # noqa: E402
+from bench.chain import Client as ChainClient  # noqa: E402
+from bench.chain import timed_chain  # noqa: E402
 from leoflow.standalone.embedded import EmbeddedPostgres, free_port  # noqa: E402
 
 AIRFLOW_VERSION = "2.10.5"
@@ -210,10 +224,12 @@ def _epoch(ts: datetime) -> float:
 # --------------------------------------------------------------------------- Airflow
 
 class Airflow:
-    def __init__(self, workdir: Path, db_url: str) -> None:
+    def __init__(self, workdir: Path, db_url: str, settings: dict[str, str] | None = None) -> None:
         self.venv = workdir / "airflow-venv"
         self.home = workdir / "airflow-home"
         self.db_url = db_url
+        self.settings = settings or {}  # AIRFLOW__* on top of the defaults below
+        self.dag_ids: tuple[str, ...] = ()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def install(self) -> None:
@@ -242,12 +258,17 @@ class Airflow:
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.home / "dags"),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
             "AIRFLOW__WEBSERVER__SECRET_KEY": "bench-only",
+            **self.settings,
         })
         return env
 
-    def start(self) -> None:
+    def start(self, dag_file: str = AIRFLOW_DAGS, dag_ids: Sequence[str] = ("bench_fan", "bench_true")) -> None:
+        """Migrate, write ``dag_file`` as the only DAG file, start the scheduler, wait for ``dag_ids``."""
+        self.dag_ids = tuple(dag_ids)
         (self.home / "dags").mkdir(parents=True, exist_ok=True)
-        (self.home / "dags" / "bench_dags.py").write_text(AIRFLOW_DAGS)
+        for old in (self.home / "dags").glob("*.py"):
+            old.unlink()
+        (self.home / "dags" / "bench_dags.py").write_text(dag_file)
         airflow = str(self.venv / "bin" / "airflow")
         subprocess.run([airflow, "db", "migrate"], env=self.env, check=True, capture_output=True)
         log = open(self.home / "scheduler.log", "ab")  # noqa: SIM115 - lives as long as the process
@@ -257,10 +278,10 @@ class Airflow:
 
     def _dags_serialized(self) -> bool:
         try:
-            rows = query(self.db_url, "SELECT count(*) FROM serialized_dag WHERE dag_id IN ('bench_fan', 'bench_true')")
+            rows = query(self.db_url, "SELECT count(*) FROM serialized_dag WHERE dag_id = ANY(%s)", list(self.dag_ids))
         except psycopg.Error:
             return False
-        return rows[0][0] == 2
+        return bool(rows[0][0] == len(self.dag_ids))
 
     def run(self, dag_id: str, runs: int, tag: str) -> dict[str, Any]:
         assert self.proc is not None
@@ -285,6 +306,22 @@ class Airflow:
             "SELECT min(end_date) FROM task_instance WHERE dag_id = %s AND run_id LIKE %s AND state = 'success'",
             dag_id, f"{tag}_%")[0][0]
         return summarize("airflow", dag_id, runs, first_trigger, ends, _epoch(first_task), peak)
+
+    def run_chain(self, dag_id: str, repeats: int, tag: str) -> tuple[list[float], list[float]]:
+        """``repeats`` runs one after the other, trigger → success: (wall seconds, database seconds)."""
+        out = subprocess.run([str(self.venv / "bin" / "python"), "-c", airflow_chains.AIRFLOW_CHAIN_RUNNER, dag_id,
+                              str(repeats), tag, self.db_url], env=self.env, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"Airflow chain {dag_id} {tag}: {out.stderr[-2000:]}")
+        walls: list[float] = []
+        dbs: list[float] = []
+        for run_id, state, wall in json.loads(out.stdout.strip().splitlines()[-1])["runs"]:
+            if state != "success":
+                raise RuntimeError(f"Airflow run {dag_id}/{run_id} ended {state}")
+            walls.append(wall)
+            dbs.append(float(query(self.db_url, "SELECT extract(epoch FROM end_date - queued_at) FROM dag_run "
+                                   "WHERE dag_id = %s AND run_id = %s", dag_id, run_id)[0][0]))
+        return walls, dbs
 
     def stop(self) -> None:
         stop_process_group(self.proc)
@@ -311,7 +348,11 @@ class Leoflow:
         })
         return env
 
-    def start(self) -> None:
+    def start(self, specs: Sequence[dict[str, Any]] | None = None) -> None:
+        """Migrate, start one replica, wait for its leadership, apply ``specs`` (default: the fan DAGs)."""
+        if specs is None:
+            specs = [leoflow_spec(leoflow_dag_id(workload), empty=empty)
+                     for workload, empty in (("bench_fan", True), ("bench_true", False))]
         self.home.mkdir(parents=True, exist_ok=True)
         leoflow = [sys.executable, "-m", "leoflow"]
         subprocess.run([*leoflow, "db", "upgrade"], env=self.env, check=True, capture_output=True)
@@ -319,8 +360,7 @@ class Leoflow:
         self.proc = subprocess.Popen([*leoflow, "serve"], env=self.env, stdout=log, stderr=log,
                                      start_new_session=True)
         wait_for(self._leading, 60, "Leoflow to elect itself")
-        for workload, empty in (("bench_fan", True), ("bench_true", False)):
-            spec = leoflow_spec(leoflow_dag_id(workload), empty=empty)
+        for spec in specs:
             r = httpx.post(f"{self.url}/api/v2/dags", json=spec, timeout=30)
             r.raise_for_status()
 
@@ -354,6 +394,22 @@ class Leoflow:
             "SELECT min(ti.ended_at) FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
             "WHERE r.dag_id = %s AND r.run_id LIKE %s AND ti.state = 'success'", dag_id, f"{tag}_%")[0][0]
         return summarize("leoflow", workload, runs, first_trigger, ends, _epoch(first_task), peak)
+
+    def run_chain(self, dag_id: str, repeats: int, tag: str) -> tuple[list[float], list[float]]:
+        """``repeats`` runs one after the other through bench/chain.py's API client (trigger, GET
+        every 10 ms): (wall seconds, database seconds). ``tag`` is unused: Leoflow names the runs."""
+        walls: list[float] = []
+        dbs: list[float] = []
+        with httpx.Client(base_url=self.url, timeout=30) as http:
+            client = ChainClient(http, self.db_url)
+            try:
+                for _ in range(repeats):
+                    one = timed_chain(client, dag_id, 1)
+                    walls += one["_walls"]
+                    dbs.append(one["db_p50_s"])
+            finally:
+                client.db.close()
+        return walls, dbs
 
     def stop(self) -> None:
         stop_process_group(self.proc)
@@ -405,13 +461,74 @@ def report(results: list[dict[str, Any]], plot: Path) -> dict[str, Any]:
     return table
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds, alternating which system goes first")
     parser.add_argument("--runs", type=int, default=20, help="bench_fan runs triggered at once")
+    parser.add_argument("--chain", action="store_true",
+                        help="instead of the fan workloads: bench/chain.py's two chains, trigger -> run success")
+    parser.add_argument("--empty-steps", type=int, default=100, help="--chain: steps of the empty chain")
+    parser.add_argument("--true-steps", type=int, default=40, help="--chain: steps of the `true` chain")
+    parser.add_argument("--repeats", type=int, default=3, help="--chain: empty-chain runs per system per round")
+    parser.add_argument("--true-repeats", type=int, default=1,
+                        help="--chain: `true`-chain runs per system per round")
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".work" / "vs_airflow")
-    parser.add_argument("--plot", type=Path, default=ROOT / "bench" / "results" / "vs_airflow.png")
-    args = parser.parse_args()
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="PNG path (default bench/results/vs_airflow.png, with --chain vs_airflow_chain.png)")
+    args = parser.parse_args(argv)
+    for name in ("rounds", "runs", "empty_steps", "true_steps", "repeats", "true_repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.plot is None:
+        args.plot = ROOT / "bench" / "results" / ("vs_airflow_chain.png" if args.chain else "vs_airflow.png")
+    return args
+
+
+def fan_rounds(airflow: Airflow, leoflow: Leoflow, args: argparse.Namespace) -> dict[str, Any]:
+    """The fan workloads, systems alternating per round; the report table (and the plot)."""
+    airflow.start()
+    leoflow.start()
+    stamp = datetime.now(UTC).strftime("%H%M%S")
+    results: list[dict[str, Any]] = []
+    for rnd in range(args.rounds):
+        for system in (airflow, leoflow) if rnd % 2 == 0 else (leoflow, airflow):
+            for dag_id, runs in (("bench_fan", args.runs), ("bench_true", 1)):
+                tag = f"r{rnd}_{stamp}"
+                result = system.run(dag_id, runs, tag)
+                result["round"] = rnd
+                print(json.dumps(result), file=sys.stderr)
+                results.append(result)
+    return report(results, args.plot)
+
+
+def chain_rounds(airflow: Airflow, leoflow: Leoflow, args: argparse.Namespace) -> dict[str, Any]:
+    """bench/chain.py's chains in both systems, alternating per round after one warm-up run each."""
+    specs = airflow_chains.chain_specs(args.empty_steps, args.true_steps)
+    airflow.start(airflow_chains.airflow_dag_file(specs), [spec["dag_id"] for spec in specs])
+    leoflow.start(specs)
+    plan = ((airflow_chains.EMPTY_CHAIN, args.repeats), (airflow_chains.TRUE_CHAIN, args.true_repeats))
+    stamp = datetime.now(UTC).strftime("%H%M%S")
+    systems: dict[str, Airflow | Leoflow] = {"airflow": airflow, "leoflow": leoflow}
+    for name, system in systems.items():  # first-run caches, page faults: as bench/chain.py does
+        for dag_id, _ in plan:
+            system.run_chain(dag_id, 1, f"warmup_{stamp}")
+            print(f"vs_airflow --chain: warmed up {name} {dag_id}", file=sys.stderr)
+    timed: dict[str, dict[str, tuple[list[float], list[float]]]] = {
+        dag_id: {name: ([], []) for name in systems} for dag_id, _ in plan}
+    for rnd in range(args.rounds):
+        for name in airflow_chains.SYSTEMS if rnd % 2 == 0 else airflow_chains.SYSTEMS[::-1]:
+            for dag_id, repeats in plan:
+                walls, dbs = systems[name].run_chain(dag_id, repeats, f"r{rnd}_{stamp}")
+                timed[dag_id][name][0].extend(walls)
+                timed[dag_id][name][1].extend(dbs)
+                print(json.dumps({"round": rnd, "system": name, "chain": dag_id, "walls_s": walls}), file=sys.stderr)
+    table = airflow_chains.side_by_side(timed, {spec["dag_id"]: len(spec["tasks"]) for spec in specs})
+    airflow_chains.plot(table, args.plot)
+    return {"airflow_settings": airflow_chains.AIRFLOW_LATENCY_SETTINGS, "poll_s": airflow_chains.POLL, **table}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     # SIGTERM unwinds through the finally blocks, so no scheduler or PostgreSQL is left behind.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -421,31 +538,21 @@ def main() -> int:
         pg = EmbeddedPostgres(Path(tmp) / "data", port=free_port(), max_connections=300)
         pg.start()
         pg.wait_ready()
-        airflow = Airflow(args.workdir, pg.create_database("airflow"))
+        airflow = Airflow(args.workdir, pg.create_database("airflow"),
+                          airflow_chains.AIRFLOW_LATENCY_SETTINGS if args.chain else None)
         leoflow = Leoflow(args.workdir, pg.create_database("leoflow"))
-        results: list[dict[str, Any]] = []
         try:
             print("installing Airflow (cached after the first run)...", file=sys.stderr)
             airflow.install()
-            airflow.start()
-            leoflow.start()
-            stamp = datetime.now(UTC).strftime("%H%M%S")
-            for rnd in range(args.rounds):
-                for system in (airflow, leoflow) if rnd % 2 == 0 else (leoflow, airflow):
-                    for dag_id, runs in (("bench_fan", args.runs), ("bench_true", 1)):
-                        tag = f"r{rnd}_{stamp}"
-                        result = system.run(dag_id, runs, tag)
-                        result["round"] = rnd
-                        print(json.dumps(result), file=sys.stderr)
-                        results.append(result)
+            table = (chain_rounds if args.chain else fan_rounds)(airflow, leoflow, args)
         finally:
             airflow.stop()
             leoflow.stop()
             pg.stop()
-    table = report(results, args.plot)
     machine = {"cpus": os.cpu_count(), "python": sys.version.split()[0], "airflow": AIRFLOW_VERSION,
-               "date": datetime.now(UTC).isoformat(timespec="seconds")}
-    print(json.dumps({"machine": machine, "rounds": args.rounds, "results": table, "plot": str(args.plot)}))
+               "date": datetime.now(UTC).isoformat(timespec="seconds"), "load_1m": round(os.getloadavg()[0], 2)}
+    mode = {"benchmark": "vs_airflow_chain"} if args.chain else {}
+    print(json.dumps({**mode, "machine": machine, "rounds": args.rounds, "results": table, "plot": str(args.plot)}))
     return 0
 
 
