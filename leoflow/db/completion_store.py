@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db import arrays
 from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.tries import TryKey
@@ -105,14 +106,15 @@ class Counted:
 
 
 def counted_rows(rows: Any) -> list[Counted]:
-    return [Counted(ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
-                              try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=r.dag_id,
-                              run_id=r.run_id, version_id=int(r.version_id),
-                              upstream_successes=int(r.upstream_successes), upstream_failures=int(r.upstream_failures),
-                              upstream_skips=int(r.upstream_skips)),
-                    UpstreamCounts(pending=int(r.pending_upstreams), success=int(r.upstream_successes),
-                                   failed=int(r.upstream_failures), skipped=int(r.upstream_skips)))
-            for r in rows]
+    """Rows of :data:`_COUNTED` as :class:`Counted` (attribute access once per column: a step builds
+    hundreds; the columns are ints already, as the driver reads them)."""
+    out: list[Counted] = []
+    for r in rows:
+        successes, failures, skips = r.upstream_successes, r.upstream_failures, r.upstream_skips
+        task = ReadyTask(r.id, r.run_pk, r.task_id, r.state, r.try_number, r.max_tries, r.dag_id, r.run_id,
+                         r.version_id, successes, failures, skips)
+        out.append(Counted(task, UpstreamCounts(r.pending_upstreams, successes, failures, skips)))
+    return out
 
 
 async def count_outcomes(conn: AsyncConnection, outcomes: Sequence[tuple[int, str, str]],
@@ -130,8 +132,8 @@ async def count_outcomes(conn: AsyncConnection, outcomes: Sequence[tuple[int, st
         )
         {_COUNT}
         {_COUNTED}
-    """), {"runs": [o[0] for o in outcomes], "tasks": [o[1] for o in outcomes],
-           "outcomes": [o[2] for o in outcomes], "now": now})
+    """), {"runs": arrays.ints(o[0] for o in outcomes), "tasks": arrays.texts(o[1] for o in outcomes),
+           "outcomes": arrays.texts(o[2] for o in outcomes), "now": now})
     return counted_rows(rows)
 
 
@@ -176,8 +178,9 @@ async def succeed_empty_tasks(conn: AsyncConnection, ids: Sequence[int], downstr
         UNION ALL
         SELECT 'c', id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
                upstream_failures, upstream_skips, dag_id, run_id, version_id FROM counted
-    """), {"ids": list(ids), "ups": [d[0] for d in downstream], "runs": [d[1] for d in downstream],
-           "tasks": [d[2] for d in downstream], "now": now, "term": term})
+    """), {"ids": arrays.ints(ids), "ups": arrays.ints(d[0] for d in downstream),
+           "runs": arrays.ints(d[1] for d in downstream), "tasks": arrays.texts(d[2] for d in downstream),
+           "now": now, "term": term})
     succeeded: list[tuple[int, int]] = []
     counted: list[Any] = []
     for r in rows:
@@ -208,7 +211,8 @@ async def mark_upstream_failed(conn: AsyncConnection, pairs: Sequence[tuple[int,
         FROM (SELECT DISTINCT * FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS x(run_pk, task_id)) d
         WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND {PENDING}
         RETURNING ti.run_pk, ti.task_id, ti.state
-    """), {"runs": [p[0] for p in pairs], "tasks": [p[1] for p in pairs], "now": now, "term": term})
+    """), {"runs": arrays.ints(p[0] for p in pairs), "tasks": arrays.texts(p[1] for p in pairs), "now": now,
+           "term": term})
     return [Decided(int(r.run_pk), r.task_id, r.state) for r in rows]
 
 

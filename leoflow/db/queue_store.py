@@ -35,6 +35,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db import arrays
 from leoflow.db.models import SLOT_TASKS_SQL
 from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.fairness import DEFAULT_POOL
@@ -155,6 +156,7 @@ _PICK_READY = f"""
 
 _FIELDS = ("id", "run_pk", "task_id", "state", "try_number", "max_tries", "dag_id", "run_id", "version_id",
            "upstream_successes", "upstream_failures", "upstream_skips")
+_READY_WIDTH = 1 + len(_FIELDS)
 
 
 async def pick_ready(conn: AsyncConnection, *, parallelism: int, limit: int, excluded: Sequence[int] = (),
@@ -169,7 +171,8 @@ async def pick_ready(conn: AsyncConnection, *, parallelism: int, limit: int, exc
     rows = (await conn.execute(text(_PICK_READY), {
         "default_pool": DEFAULT_POOL, "parallelism": parallelism, "limit": limit,
         "excluded": list(excluded), "only": None if only is None else list(only)})).all()
-    tasks = [ReadyTask(**{f: getattr(r, f) for f in _FIELDS}) for r in rows if r.id is not None]
+    # Positional: the first columns after ``more`` are _READY_COLUMNS, in ReadyTask's field order.
+    tasks = [ReadyTask(*r[1:_READY_WIDTH]) for r in rows if r.id is not None]
     return Picked(tasks=tasks, more=bool(rows[0].more) if rows else False)
 
 
@@ -205,12 +208,11 @@ async def queue_picked(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: d
         -- the two by a nested loop, quadratic in the batch (500 ms for 1,568 tries). The statement's
         -- snapshot still shows each task instance's old row, and run_pk, task_id and max_tries are
         -- not what the update changes: one primary-key probe per try instead.
-        SELECT t.id AS task_try_id, t.task_instance_id, t.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,
+        SELECT t.task_instance_id, t.id AS task_try_id, t.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,
                r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date
         FROM t JOIN task_instances ti ON ti.id = t.task_instance_id JOIN dag_runs r ON r.id = ti.run_pk
-    """), {"ids": [t.id for t in tasks], "states": [t.state for t in tasks], "tries": [t.try_number for t in tasks],
+    """), {"ids": arrays.ints(t.id for t in tasks), "states": arrays.texts(t.state for t in tasks),
+           "tries": arrays.ints(t.try_number for t in tasks),
            "now": now, "term": term})
-    return [QueuedTask(task_instance_id=int(r.task_instance_id), task_try_id=int(r.task_try_id),
-                       try_number=int(r.try_number), run_pk=int(r.run_pk), task_id=r.task_id,
-                       max_tries=int(r.max_tries), dag_id=r.dag_id, run_id=r.run_id, version_id=int(r.version_id),
-                       conf_json=str(r.conf), logical_date=r.logical_date) for r in rows]
+    # Positional, in QueuedTask's field order (the SELECT list above): a step builds hundreds.
+    return [QueuedTask(*r) for r in rows]

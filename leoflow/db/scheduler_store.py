@@ -37,6 +37,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db import arrays
 from leoflow.db.models import ACTIVE_RUNS_SQL, LIVE_TRIES_SQL, run_deadline_sql
 from leoflow.model.fairness import DEFAULT_POOL, MAX_PRIORITY, MIN_PRIORITY
 from leoflow.model.tries import TryKey
@@ -371,20 +372,25 @@ _TRY_CHANGES = f"""
 
 def _transition_params(transitions: Sequence[Transition], now: datetime, term: int) -> dict[str, Any]:
     return {
-        "ids": [t.ti_id for t in transitions], "expected": [t.expected for t in transitions],
-        "tries": [t.try_number for t in transitions], "states": [t.new_state for t in transitions],
-        "started": [t.started_at for t in transitions], "ended": [t.ended_at for t in transitions],
-        "timeouts": [t.timeout_after for t in transitions], "next_tries": [t.retry_after for t in transitions],
-        "reasons": [t.reason for t in transitions], "now": now, "term": term,
+        "ids": arrays.ints(t.ti_id for t in transitions), "expected": arrays.texts(t.expected for t in transitions),
+        "tries": arrays.ints(t.try_number for t in transitions),
+        "states": arrays.texts(t.new_state for t in transitions),
+        "started": arrays.timestamps(t.started_at for t in transitions),
+        "ended": arrays.timestamps(t.ended_at for t in transitions),
+        "timeouts": arrays.floats(t.timeout_after for t in transitions),
+        "next_tries": arrays.floats(t.retry_after for t in transitions),
+        "reasons": arrays.texts(t.reason for t in transitions), "now": now, "term": term,
     }
 
 
 def _try_params(changes: Sequence[TryChange]) -> dict[str, Any]:
     return {
-        "t_ids": [c.ti_id for c in changes], "t_tries": [c.try_number for c in changes],
-        "t_states": [c.state for c in changes], "t_started": [c.started_at for c in changes],
-        "t_ended": [c.ended_at for c in changes], "t_codes": [c.exit_code for c in changes],
-        "t_reasons": [c.reason for c in changes], "t_refs": [c.executor_ref for c in changes],
+        "t_ids": arrays.ints(c.ti_id for c in changes), "t_tries": arrays.ints(c.try_number for c in changes),
+        "t_states": arrays.texts(c.state for c in changes),
+        "t_started": arrays.timestamps(c.started_at for c in changes),
+        "t_ended": arrays.timestamps(c.ended_at for c in changes),
+        "t_codes": arrays.optional_ints(c.exit_code for c in changes),
+        "t_reasons": arrays.texts(c.reason for c in changes), "t_refs": arrays.texts(c.executor_ref for c in changes),
     }
 
 
