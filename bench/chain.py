@@ -136,6 +136,24 @@ class Client:
         return float(row[0]) if row and row[0] is not None else float("nan")
 
 
+def step_breakdown_ms(client: Client, dag_id: str, runs: int) -> dict[str, float]:
+    """Where a chain step's time goes, median over the steps of the last ``runs`` runs, from the
+    database's timestamps: the upstream try's end → the scheduler step that queued the next one
+    (report, wake-up, the step's start: its ``queued_at``), queued → the process started (the
+    step's work and commit, the hand-over, the executor's claim and spawn), and the process itself."""
+    rows = client.db.execute("""
+        SELECT extract(epoch FROM tt.queued_at - lag(tt.ended_at) OVER w) * 1000,
+               extract(epoch FROM tt.started_at - tt.queued_at) * 1000,
+               extract(epoch FROM tt.ended_at - tt.started_at) * 1000
+        FROM task_tries tt JOIN task_instances ti ON ti.id = tt.task_instance_id
+        JOIN (SELECT id FROM dag_runs WHERE dag_id = %s ORDER BY id DESC LIMIT %s) r ON r.id = ti.run_pk
+        WINDOW w AS (PARTITION BY ti.run_pk ORDER BY ti.task_id)
+    """, (dag_id, runs)).fetchall()
+    parts = ("upstream_end_to_queued", "queued_to_process_start", "process")
+    return {name: round(statistics.median(float(r[i]) for r in rows if r[i] is not None), 1)
+            for i, name in enumerate(parts)}
+
+
 def timed_chain(client: Client, dag_id: str, repeats: int) -> dict[str, Any]:
     walls: list[float] = []
     dbs: list[float] = []
@@ -245,6 +263,7 @@ def main() -> int:
             timed_chain(client, "true-chain", 1)
             true_chain = timed_chain(client, "true-chain", args.true_repeats)
             true_chain["per_step_ms"] = round(1000 * true_chain["p50_s"] / args.true_steps, 1)
+            true_chain["step_breakdown_ms"] = step_breakdown_ms(client, "true-chain", args.true_repeats)
             result["true_chain"] = {"steps": args.true_steps, **true_chain}
             result["completion"] = completion(client, args.shape_repeats)
             client.db.close()
