@@ -232,4 +232,4 @@ async def recount_pending(conn: AsyncConnection, run_pk: int, now: datetime) -> 
                   ti.upstream_successes, ti.upstream_failures, ti.upstream_skips,
                   r.dag_id, r.run_id, r.dag_version_id AS version_id
     """), {"run": run_pk, "now": now})
-    return counted_rows(rows)
+    return counted_rows(rows.all())
