@@ -15,7 +15,16 @@ contention (p99 ≈ 180 ms at 1,900 req/s) and ``pool_pre_ping`` adds a round tr
   (:class:`PoolConnection`). One pool, one bound, no second set of connections.
 
 Pooled connections start in autocommit; a SQLAlchemy checkout switches to transactional mode
-(SQLAlchemy manages BEGIN/COMMIT itself) and the pool's ``reset`` switches back on return.
+(SQLAlchemy manages BEGIN/COMMIT itself) and handing it back switches back
+(:meth:`PoolConnection.close`). Not psycopg_pool's ``reset`` hook: with one configured, the pool
+returns *every* connection through a queue and a worker task, a hop the hot read paid on each
+request for a reset only SQLAlchemy's connections need.
+
+Hot reads wait for a connection in this replica's own FIFO (:meth:`PooledDatabase.raw`, a
+semaphore of the pool's size) rather than in psycopg_pool's queue, whose waiters cost a task and
+a timer each (``asyncio.wait_for``): at 64 concurrent requests on a pool of 7 nearly every
+request waits. Both bounds stay: at most the pool's size in connections, and at most
+:data:`CHECKOUT_TIMEOUT` of waiting in all (``bench/api.py``, issue 21).
 
 Failure semantics: a broken connection (server restarted, network cut) fails the statement
 that uses it — the request answers 503 + ``Retry-After`` — and the pool discards it and
@@ -26,21 +35,26 @@ connection is bounded by :data:`CHECKOUT_TIMEOUT` (then 503, never a hung reques
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
+from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from leoflow.db.database import Connection, Database
 from leoflow.db.engine import DIALECT_URL
-from leoflow.db.errors import translated_async
+from leoflow.db.errors import DRIVER_ERRORS, translate
 from leoflow.db.session import SessionSetup, behind_pooler, connect_kwargs, libpq_url, setup_session
-from leoflow.errors import DatabaseUnavailable
+from leoflow.errors import DatabaseUnavailable, LeoflowError
 from leoflow.settings import DatabaseSettings
 
 #: Seconds a request waits for a free connection before answering 503 (also the wait while
@@ -65,13 +79,24 @@ class PoolConnection(AsyncConnection[Any]):
 
     async def close(self) -> None:
         pool = getattr(self, "_pool", None)  # set by the pool while the connection is lent out
-        if pool is not None:
-            await pool.putconn(self)
+        if pool is None:
+            await super().close()
             return
-        await super().close()
+        try:
+            await _back_to_autocommit(self)
+        except psycopg.Error:
+            # A connection that cannot be reset is not lent again: closed here, the pool
+            # discards it on return and connects a replacement (as its own reset hook would).
+            await super().close()
+        await pool.putconn(self)
 
 
-async def _back_to_autocommit(conn: PoolConnection) -> None:
+async def _back_to_autocommit(conn: AsyncConnection[Any]) -> None:
+    """Back to the pool's resting state: no open transaction, autocommit on (no-op for raw reads)."""
+    if conn.closed or conn.autocommit:
+        return
+    if conn.pgconn.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        await conn.rollback()
     await conn.set_autocommit(True)
 
 
@@ -122,7 +147,7 @@ def make_connection_pool(settings: DatabaseSettings, *, size: int, application_n
 
     return AsyncConnectionPool(
         libpq_url(settings.url), kwargs={**connect_kwargs(application_name), "autocommit": True},
-        connection_class=Recording, min_size=1, max_size=size, open=False, reset=_back_to_autocommit,
+        connection_class=Recording, min_size=1, max_size=size, open=False,
         configure=configure, timeout=CHECKOUT_TIMEOUT, name=application_name,
         # A lost connection is re-established in the background with backoff (1, 2, 4 s...);
         # after RECONNECT_WINDOW the slot is given up and the next request regrows it at once.
@@ -169,6 +194,8 @@ class PooledDatabase(Database):
         self.pool = pool
         self.failures = failures or ConnectFailures()
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+        #: Hot reads' admission (see the module docstring): never more than the pool holds.
+        self.raw_slots = asyncio.Semaphore(pool.max_size)
 
     @classmethod
     def create(cls, settings: DatabaseSettings, *, size: int, application_name: str) -> PooledDatabase:
@@ -176,16 +203,23 @@ class PooledDatabase(Database):
         pool = make_connection_pool(settings, size=size, application_name=application_name, failures=failures)
         return cls(pool, engine_on_pool(pool), failures)
 
+    def translate(self, exc: BaseException) -> LeoflowError:
+        """``exc`` as a Leoflow error; "cannot connect" carries the server's last refusal."""
+        error = translate(exc)
+        if isinstance(error, DatabaseUnavailable) and self.failures.last is not None:
+            return DatabaseUnavailable(f"cannot connect to the database: {self.failures.last}")
+        return error
+
     @asynccontextmanager
     async def translated(self) -> AsyncIterator[None]:
-        """Driver errors as Leoflow errors; "cannot connect" carries the server's last refusal."""
+        """Driver errors as Leoflow errors (:meth:`translate`)."""
         try:
-            async with translated_async():
-                yield
-        except DatabaseUnavailable as exc:
-            if self.failures.last is None:
+            yield
+        except (*DRIVER_ERRORS, DatabaseUnavailable) as exc:
+            error = self.translate(exc)
+            if error is exc:
                 raise
-            raise DatabaseUnavailable(f"cannot connect to the database: {self.failures.last}") from exc
+            raise error from exc
 
     async def open(self) -> None:
         async with self.translated():
@@ -201,7 +235,67 @@ class PooledDatabase(Database):
         async with self.translated(), self._reader.connect() as conn:
             yield conn
 
-    @asynccontextmanager
-    async def raw(self) -> AsyncIterator[PoolConnection]:
-        async with self.translated(), self.pool.connection() as conn:
-            yield conn
+    def raw(self) -> RawRead:
+        """A pooled connection in autocommit for one hot read; 503 after CHECKOUT_TIMEOUT of waiting.
+
+        No transaction block around it (``pool.connection()`` would COMMIT-check on exit): the
+        read is one statement in autocommit; a connection returned mid-statement (the request
+        was cancelled) is closed and replaced by the pool.
+        """
+        return RawRead(self)
+
+    async def _checkout(self) -> PoolConnection:
+        slots = self.raw_slots
+        timeout = CHECKOUT_TIMEOUT
+        if slots.locked():
+            started = time.monotonic()
+            try:
+                async with asyncio.timeout(CHECKOUT_TIMEOUT):
+                    await slots.acquire()
+            except TimeoutError:
+                raise PoolTimeout(f"couldn't get a connection after {CHECKOUT_TIMEOUT:.2f} sec") from None
+            # The whole wait stays within CHECKOUT_TIMEOUT (getconn refuses a timeout of 0).
+            timeout = max(CHECKOUT_TIMEOUT - (time.monotonic() - started), 0.001)
+        else:
+            await slots.acquire()  # a free slot: returns at once
+        try:
+            return await self.pool.getconn(timeout)
+        except BaseException:  # not swallowed: the slot goes back whatever ended the wait
+            slots.release()
+            raise
+
+
+class RawRead:
+    """``async with db.raw() as conn``: checkout, hand back, driver errors as Leoflow errors.
+
+    A plain class rather than two nested ``@asynccontextmanager`` generators: this runs on every
+    hot read, and the generators' machinery was a measurable share of its CPU (issue 21).
+    """
+
+    __slots__ = ("_conn", "_db")
+
+    def __init__(self, db: PooledDatabase) -> None:
+        self._db = db
+        self._conn: PoolConnection | None = None
+
+    async def __aenter__(self) -> PoolConnection:
+        try:
+            self._conn = await self._db._checkout()
+        except DRIVER_ERRORS as exc:
+            raise self._db.translate(exc) from exc
+        return self._conn
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        conn, self._conn = self._conn, None
+        assert conn is not None
+        try:
+            await self._db.pool.putconn(conn)
+        except DRIVER_ERRORS as failed:
+            raise self._db.translate(failed) from failed
+        finally:
+            self._db.raw_slots.release()
+        if isinstance(exc, (*DRIVER_ERRORS, DatabaseUnavailable)):
+            error = self._db.translate(exc)
+            if error is not exc:
+                raise error from exc
