@@ -45,7 +45,7 @@ from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
 from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
-from leoflow.api.middleware import RequestMetrics
+from leoflow.api.middleware import HotRoutes, RequestMetrics
 from leoflow.api.run_waits import Waiters
 from leoflow.db.budget import ConnectionBudget
 from leoflow.db.pool import PooledDatabase
@@ -120,6 +120,11 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
     )
 
 
+#: Served past Starlette's exception middleware and router (:class:`~leoflow.api.middleware.HotRoutes`):
+#: the run document that run pages, dashboards and ``runs wait`` poll (issue 21).
+HOT_ROUTES = (("GET", "/api/v2/dags/{dag_id}/runs/{run_id}"),)
+
+
 def _starlette_routes(settings: Settings) -> list[BaseRoute]:
     by_path: dict[str, list[ApiRoute]] = {}
     for route in api_routes(settings):
@@ -168,10 +173,13 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
             if live_logs is not None:
                 live_logs.close()
 
+    routes = _starlette_routes(settings)
+    hot = [r for r in routes if isinstance(r, Route) and any(
+        r.path == path and method in (r.methods or ()) for method, path in HOT_ROUTES)]
     return Starlette(
         # The web dashboard (``/``, ``/static``) is public static files; see leoflow.api.dashboard.
-        routes=_starlette_routes(settings) + dashboard_routes(),
-        middleware=[Middleware(RequestMetrics)],
+        routes=routes + dashboard_routes(),
+        middleware=[Middleware(RequestMetrics), Middleware(HotRoutes, routes=hot)],
         exception_handlers={HTTPException: http_exception_handler},
         lifespan=lifespan,
     )

@@ -31,6 +31,8 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from leoflow.api.audit import record_outcome
 from leoflow.api.auth import Authenticator, Scope
@@ -78,24 +80,41 @@ def api_state(request: Request) -> ApiState:
     return state
 
 
-def endpoint(handler: Handler, needed: Scope) -> Handler:
-    """Wrap ``handler`` with auth for scope ``needed`` and the error boundary."""
+class Endpoint:
+    """A route's handler as the ASGI app Starlette calls: auth, the deadline, the error boundary.
 
-    async def wrapped(request: Request) -> Response:
+    An ASGI app rather than a ``request -> response`` function, so Starlette's router calls it
+    directly: its ``request_response`` adapter would add two closures, an exception-handler
+    wrapper and one more ``send`` layer to every request, for exceptions that never get there
+    (every ``Exception`` of a handler becomes an answer here). ``bench/api.py``, issue 21.
+    """
+
+    def __init__(self, handler: Handler, needed: Scope) -> None:
+        self.handler = handler
+        self.needed = needed
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        response = await self.answer(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+    async def answer(self, request: Request) -> Response:
+        """The handler's response, or the error envelope for whatever it raised."""
+        needed = self.needed
         try:
             state = api_state(request)
             request.state.principal = state.auth.require(request.headers.get("authorization"), needed)
             async with asyncio.timeout(state.request_timeout):
-                response = await handler(request)
+                response = await self.handler(request)
         except Exception as exc:  # the one boundary where every failure becomes an answer
             response = error_response(translate(exc))
         if needed == "admin" and request.method not in ("GET", "HEAD"):
             await record_outcome(request, response.status_code)
         return response
 
-    wrapped.__name__ = handler.__name__
-    wrapped.__doc__ = handler.__doc__
-    return wrapped
+
+def endpoint(handler: Handler, needed: Scope) -> Endpoint:
+    """``handler`` with auth for scope ``needed`` and the error boundary, as an ASGI app."""
+    return Endpoint(handler, needed)
 
 
 # --------------------------------------------------------------------------- bodies

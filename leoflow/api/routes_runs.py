@@ -119,7 +119,8 @@ async def get_run(request: Request) -> Response:
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
     state = api_state(request)
-    wait = parse_wait(request.query_params.get("wait"), state.request_timeout)
+    # Most reads carry no query string: skip parsing one (QueryParams) for them.
+    wait = parse_wait(request.query_params.get("wait"), state.request_timeout) if request.scope["query_string"] else 0.0
     known = request.headers.get("if-none-match")
     waiters: Waiters = request.app.state.run_waiters
     admitted = wait > 0 and known is not None and waiters.admit()
