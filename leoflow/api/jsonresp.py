@@ -27,6 +27,19 @@ class JsonResponse(JSONResponse):
 
 
 class RenderedJsonResponse(Response):
-    """A JSON document rendered elsewhere (by PostgreSQL, see :mod:`leoflow.db.api_documents`)."""
+    """A JSON document rendered elsewhere (by PostgreSQL, see :mod:`leoflow.db.api_documents`), with its ETag.
+
+    Headers built directly, the same three in the same order as Starlette's ``init_headers``
+    would (which lowercases and scans a mapping on every response): this answers the hottest
+    read (issue 21).
+    """
 
     media_type = "application/json"
+
+    def __init__(self, document: str, etag: str) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = document.encode("utf-8")
+        self.raw_headers = [(b"etag", etag.encode("latin-1")),
+                            (b"content-length", str(len(self.body)).encode("latin-1")),
+                            (b"content-type", b"application/json")]

@@ -136,7 +136,7 @@ async def get_run(request: Request) -> Response:
                 raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
             etag = etag_of(document)
             if etag != known:
-                return RenderedJsonResponse(document, headers={"ETag": etag})
+                return RenderedJsonResponse(document, etag)
             if not admitted or time.monotonic() >= deadline or _ended(document):
                 return Response(status_code=304, headers={"ETag": etag})
             await pause(checks)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
+
+from leoflow.db.pool import PoolConnection
 
 _RUN_WITH_TASKS = """
 SELECT json_build_object(
@@ -38,14 +40,18 @@ SELECT json_build_object(
 _DAG_EXISTS = "SELECT EXISTS (SELECT 1 FROM dags WHERE dag_id = %s AND NOT deleted)"
 
 
+def _cursor(conn: AsyncConnection[Any]) -> AsyncCursor[Any]:
+    return conn.reading_cursor() if isinstance(conn, PoolConnection) else conn.cursor()
+
+
 async def run_with_tasks(conn: AsyncConnection[Any], dag_id: str, run_id: str) -> str | None:
     """The run's public JSON document with its task instances (ordered by task id)."""
-    cursor = await conn.execute(_RUN_WITH_TASKS, (dag_id, run_id))
+    cursor = await _cursor(conn).execute(_RUN_WITH_TASKS, (dag_id, run_id))
     row = await cursor.fetchone()
     return None if row is None else str(row[0])
 
 
 async def dag_exists(conn: AsyncConnection[Any], dag_id: str) -> bool:
-    cursor = await conn.execute(_DAG_EXISTS, (dag_id,))
+    cursor = await _cursor(conn).execute(_DAG_EXISTS, (dag_id,))
     row = await cursor.fetchone()
     return bool(row and row[0])

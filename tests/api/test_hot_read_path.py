@@ -3,7 +3,8 @@
 - a hot read waits for a connection in the replica's own FIFO, never in psycopg_pool's queue
   (whose waiters cost a task and a timer each), and its wait stays bounded (503, slots not lost);
 - a connection goes back to the pool when the read ends, not later through a worker task, and a
-  connection SQLAlchemy used comes back in autocommit (rolled back if left in a transaction).
+  connection SQLAlchemy used comes back in autocommit (rolled back if left in a transaction);
+- hot reads reuse their connection's cursor (no new cursor and adapters map per statement).
 
 No timing: each step is driven and checked through the pool's own counters.
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import text
 
+from leoflow.db import api_documents
 from leoflow.db import pool as pool_module
 from leoflow.db.pool import PooledDatabase
 from leoflow.errors import DatabaseUnavailable
@@ -143,6 +145,25 @@ def test_a_connection_sqlalchemy_used_comes_back_in_autocommit(settings: Setting
                 assert raw.autocommit
                 cursor = await raw.execute("SELECT to_regclass('pg_temp.left_open') IS NULL")
                 assert (await cursor.fetchone()) == (True,)  # the transaction was rolled back
+        finally:
+            await db.close()
+
+    asyncio.run(scenario())
+
+
+def test_hot_reads_reuse_their_connections_cursor(settings: Settings) -> None:
+    async def scenario() -> None:
+        db = _database(settings, 1)  # one connection: both reads get the same one
+        await db.open()
+        try:
+            async with db.raw() as conn:
+                cursor = conn.reading_cursor()
+                assert cursor.pgresult is None
+                assert await api_documents.dag_exists(conn, "nope") is False
+                assert cursor.pgresult is not None  # the statement ran on this very cursor
+            async with db.raw() as conn:
+                assert conn.reading_cursor() is cursor
+                assert await api_documents.run_with_tasks(conn, "nope", "r1") is None
         finally:
             await db.close()
 
