@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 from leoflow.errors import LeoflowError
-from leoflow.settings import Settings
 
 if TYPE_CHECKING:  # http.client and the standalone lookup cost tens of milliseconds: loaded by a request
     from leoflow.cli.http import HttpAnswer
+    from leoflow.settings import Settings
 
 
 class ClientError(LeoflowError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.api import (
     Api,
@@ -24,7 +24,9 @@ from leoflow.cli.api import (
     table,
     verb,
 )
-from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 #: Seconds between progress reads of ``--wait`` (a backfill's runs take minutes to hours).
 PROGRESS_INTERVAL = 1.0

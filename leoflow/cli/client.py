@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.api import (
     Api,
@@ -34,7 +34,9 @@ from leoflow.cli.api import (
     verb,
     wants_json,
 )
-from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 #: How long `tasks logs --follow` rides out an unreachable API (a restarting replica) before giving up.
 FOLLOW_OUTAGE_TOLERANCE = 120.0

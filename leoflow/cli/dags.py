@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.api import Api, ClientError, dag_path, emitted_json, group, short, table, verb
-from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 
 def register(sub: Any) -> None:

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.api import Api, ApiUnavailable, ClientError, dag_path, usage, verb
 from leoflow.errors import ValidationFailed
-from leoflow.settings import Settings
 
 if TYPE_CHECKING:  # yaml and the DAG model load when apply/sync run, not when any verb parses
     from leoflow.model.documents import Document
+    from leoflow.settings import Settings
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"

@@ -18,10 +18,9 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from leoflow.settings import Settings
-
 if TYPE_CHECKING:
     from leoflow.db.retention_store import PurgeCounts
+    from leoflow.settings import Settings
 
 
 def register(sub: Any) -> None:

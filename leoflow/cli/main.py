@@ -12,11 +12,13 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from leoflow import __version__
 from leoflow.errors import LeoflowError, SettingsError
-from leoflow.logs import configure_logging, redact_text, url_secrets
-from leoflow.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 #: Modules that contribute verbs, in the order ``leoflow --help`` lists them.
 COMMAND_MODULES = (
@@ -52,18 +54,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, code: int, secrets: Sequence[str] = ()) -> int:
+    from leoflow.logs import redact_text
+
     print(f"leoflow: error: {redact_text(message, secrets)}", file=sys.stderr)
     return code
 
 
 def _secrets(settings: Settings) -> list[str]:
     """What must never be printed: API tokens and the database URL's passwords."""
+    from leoflow.logs import url_secrets
+
     return [*(t.token for t in settings.api.tokens), *settings.notify.secrets(), *url_secrets(settings.database.url)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Imported once the arguments parsed: ``--help``, ``--version`` and usage errors exit above
+    # without loading the settings and logging modules (a third of the CLI's import time).
+    from leoflow.logs import configure_logging
+    from leoflow.settings import load_settings
+
     secrets: list[str] = []
     try:
         settings: Settings = load_settings()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.api import Api, emitted_json, group, print_json, short, table, usage, verb
-from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 
 def register(sub: Any) -> None:

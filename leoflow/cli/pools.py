@@ -9,10 +9,12 @@ README, Pools and priorities). ``list`` also shows pools that tasks name but tha
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.api import Api, emitted_json, group, q, short, table, verb
-from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 POOL = "/api/v2/pools/{pool}"
 

@@ -8,10 +8,12 @@ is recorded and will be applied by the next leader when none answered in time (H
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.api import Api, group, run_path, verb
-from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 
 def register(sub: Any) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.api import (
     Api,
@@ -30,7 +30,9 @@ from leoflow.cli.api import (
     verb,
 )
 from leoflow.model.states import TERMINAL_RUN_STATES
-from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 #: Seconds one long-poll request waits for the run to change.
 LONG_POLL = 25.0

@@ -8,10 +8,12 @@ database cannot be started, 2 for a bad setting or flag (e.g. the port is taken)
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.serve import port_argument
-from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.settings import Settings
 
 #: Standalone serves one person on one machine: loopback only unless --host says otherwise.
 DEFAULT_HOST = "127.0.0.1"
