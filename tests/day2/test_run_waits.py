@@ -61,3 +61,21 @@ def test_bad_waits_are_400(api_client: httpx.Client) -> None:
     for bad in ("-1", "31", "soon", "nan"):
         answer = api_client.get(path, params={"wait": bad}, headers=READ)
         assert answer.status_code == 400 and answer.json()["error"]["details"]["field"] == "wait", bad
+
+
+def test_a_change_is_seen_within_a_fifth_of_the_time_waited_and_never_later_than_the_cap() -> None:
+    """The re-read schedule: the pause before each check is at most a fifth of the time already
+    waited (plus the first pause), never more than LAST_CHECK, and reaches the cap (so a long
+    wait costs ten reads a second, not more). Growing by half, as before, answered a run that
+    ended after 100 ms 30-50 ms late."""
+    from leoflow.api.run_waits import FIRST_CHECK, LAST_CHECK, check_delay
+
+    waited, checks_in_first_second = 0.0, 0
+    for checks in range(200):
+        delay = check_delay(checks)
+        assert delay <= LAST_CHECK
+        assert delay <= FIRST_CHECK + waited / 5 + 1e-9, (checks, waited, delay)
+        waited += delay
+        checks_in_first_second += waited <= 1.0
+    assert check_delay(10_000) == LAST_CHECK
+    assert checks_in_first_second <= 20
