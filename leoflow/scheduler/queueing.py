@@ -33,6 +33,7 @@ from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.fairness import DEFAULT_POOL
 from leoflow.model.graph import DagGraph
 from leoflow.model.run_context import RunContext, task_environment
+from leoflow.model.spec import TaskSpec
 from leoflow.model.tries import TaskLaunch, TryKey
 from leoflow.model.trigger_rules import UpstreamCounts, decide
 from leoflow.scheduler.containment import EntityKind
@@ -66,6 +67,30 @@ def run_context(conf_json: str, logical_date: object) -> RunContext:
     if not isinstance(conf, dict):
         raise ValueError(f"conf is a JSON {type(conf).__name__}, not an object")
     return RunContext(conf=conf, logical_date=logical_date)  # type: ignore[arg-type]
+
+
+def _still_runnable(step: Step, ready: Sequence[ReadyTask], graphs: dict[int, DagGraph],
+                    decided: list[tuple[int, str]]) -> list[tuple[ReadyTask, TaskSpec]]:
+    """The ready rows to run, with their task's spec, after checking each one's trigger rule again.
+
+    A writer that reset task instances (a clear, a backfill's rerun) may have left one ready
+    although its rule now says otherwise: those go to ``decided`` as (id, state) for
+    :meth:`Step.decide_ready`. Rows whose version did not compile, or lacks the task, are failed
+    on the step (containment).
+    """
+    runnable: list[tuple[ReadyTask, TaskSpec]] = []
+    for r in step.usable(ready, graphs):
+        task = graphs[r.version_id].task(r.task_id)
+        if task is None:
+            step.fail("task", r.id, LookupError(f"task {r.task_id!r} is not in its DAG version"))
+            continue
+        decision = "run" if r.state != "pending" else decide(task.trigger_rule, UpstreamCounts(
+            0, r.upstream_successes, r.upstream_failures, r.upstream_skips))
+        if decision == "run":
+            runnable.append((r, task))
+        else:
+            decided.append((r.id, decision))
+    return runnable
 
 
 class Queuer:
@@ -119,16 +144,8 @@ class Queuer:
         decided: list[tuple[int, str]] = []
         containers = False
         unclassified: list[tuple[int, str, int]] = []
-        for r in step.usable(ready, graphs):
-            task = graphs[r.version_id].task(r.task_id)
-            if task is None:
-                step.fail("task", r.id, LookupError(f"task {r.task_id!r} is not in its DAG version"))
-                continue
-            decision = "run" if r.state != "pending" else decide(task.trigger_rule, UpstreamCounts(
-                0, r.upstream_successes, r.upstream_failures, r.upstream_skips))
-            if decision != "run":  # left ready by a writer that reset it; its rule says otherwise
-                decided.append((r.id, decision))
-            elif task.kind == "empty":
+        for r, task in _still_runnable(step, ready, graphs, decided):
+            if task.kind == "empty":
                 empties.append(r)
                 edges.extend((r.id, r.run_pk, d) for d in graphs[r.version_id].downstream.get(r.task_id, ()))
             else:
@@ -152,19 +169,8 @@ class Queuer:
         picked = await queue_store.pick_ready(step.conn, parallelism=self.parallelism, limit=limit,
                                               excluded=excluded, only=only)
         graphs = await step.graphs.load(step.conn, {r.version_id for r in picked.tasks})
-        runnable: list[ReadyTask] = []
         decided: list[tuple[int, str]] = []
-        for r in step.usable(picked.tasks, graphs):
-            task = graphs[r.version_id].task(r.task_id)
-            if task is None:
-                step.fail("task", r.id, LookupError(f"task {r.task_id!r} is not in its DAG version"))
-                continue
-            decision = "run" if r.state != "pending" else decide(task.trigger_rule, UpstreamCounts(
-                0, r.upstream_successes, r.upstream_failures, r.upstream_skips))
-            if decision == "run":
-                runnable.append(r)
-            else:  # left ready by a writer that reset it; its rule says otherwise
-                decided.append((r.id, decision))
+        runnable = [r for r, _ in _still_runnable(step, picked.tasks, graphs, decided)]
         if decided:
             await step.decide_ready(decided, {r.id: r for r in picked.tasks})
         queued = await queue_store.queue_picked(step.conn, runnable, step.now, step.term)
