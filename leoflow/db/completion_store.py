@@ -97,7 +97,7 @@ _TALLY = """
 """
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Counted:
     """A pending task instance whose upstream counters an outcome just changed (decide its rule)."""
 

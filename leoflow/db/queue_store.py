@@ -75,7 +75,7 @@ async def classify(conn: AsyncConnection, tasks: Sequence[tuple[int, str, int]])
     """), {"ids": [t[0] for t in tasks], "pools": [t[1] for t in tasks], "priorities": [t[2] for t in tasks]})
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class QueuedTask:
     """A try created by :func:`queue_picked`, with what its launch needs of its task and run."""
 

@@ -57,7 +57,7 @@ REASONS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class UpstreamCounts:
     """How a task instance's direct upstream tasks stand."""
 

@@ -52,7 +52,7 @@ R = TypeVar("R", bound=OfRun)
 FINAL = ("success", "failed", "upstream_failed", "skipped", "cancelled")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Ended:
     """A task instance that reached a final state in this step: its downstream must hear of it."""
 
