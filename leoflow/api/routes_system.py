@@ -25,10 +25,11 @@ from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, error_response
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import openapi_document
-from leoflow.db import api_queries, dag_metrics_store, migrations
+from leoflow.db import api_queries, dag_metrics_store, migrations, pool_store
 from leoflow.errors import DatabaseError
 from leoflow.metrics.dags import DAG_METRICS, RunStatsRow
 from leoflow.metrics.http import STATE_GAUGE_TTL, set_work_gauges
+from leoflow.metrics.pools import set_pool_gauges
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,8 @@ class WorkGauges:
             if time.monotonic() - self._refreshed < STATE_GAUGE_TTL:
                 return
             self._refreshed = time.monotonic()
-            limits = api_state(request).settings.notify
+            settings = api_state(request).settings
+            limits = settings.notify
             try:
                 async with asyncio.timeout(GAUGE_QUERY_TIMEOUT), api_state(request).db.connect() as conn:
                     task_counts = await api_queries.count_task_instances_by_state(conn)
@@ -98,10 +100,12 @@ class WorkGauges:
                     run_stats = await dag_metrics_store.folded_run_stats(conn, limits.metrics_max_dags)
                     failures = await dag_metrics_store.folded_task_failures(conn, limits.metrics_max_dags,
                                                                             limits.metrics_max_tasks)
+                    pools = await pool_store.list_pools(conn, parallelism=settings.scheduler.parallelism)
             except (DatabaseError, TimeoutError) as exc:  # stale gauges beat a failed scrape
                 logger.warning("work gauges not refreshed", extra={"error": str(exc)[:200] or type(exc).__name__})
                 return
             set_work_gauges(task_counts, run_counts)
+            set_pool_gauges(pools)
             DAG_METRICS.update([RunStatsRow(r.dag_id, r.state, r.duration_sum, r.bins, r.last_ended_at)
                                 for r in run_stats], failures)
 

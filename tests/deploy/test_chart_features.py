@@ -209,7 +209,7 @@ def test_notification_webhook_reaches_the_replicas(render: Render, webhook: dict
 # ---------------------------------------------------------------------- PrometheusRule
 
 RULE_VALUES = {"metrics": {"prometheusRule": {"enabled": True, "additionalLabels": {"release": "kube-prometheus"}}}}
-ALERTS = ["LeoflowDagNotSucceeding", "LeoflowTaskFailures", "LeoflowNoLeader"]
+ALERTS = ["LeoflowDagNotSucceeding", "LeoflowTaskFailures", "LeoflowPoolWithoutSlots", "LeoflowNoLeader"]
 #: Metrics the alerts use that the code exports later (issue 20: run history metrics). Once the
 #: README's metrics list has them they drop out of this set by themselves.
 PENDING_METRICS: set[str] = set()
@@ -245,7 +245,7 @@ def test_alert_rules_pass_promtool_check(render: Render, tmp_path: Path) -> None
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule_groups(render(RULE_VALUES))))
     checked = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 3 rules found" in checked.stdout
+    assert "SUCCESS: 4 rules found" in checked.stdout
 
 
 def test_alert_rules_use_only_metrics_leoflow_exports(render: Render) -> None:
@@ -314,6 +314,19 @@ SCENARIOS: list[tuple[str, list[dict[str, str]], list[tuple[str, str, list[dict[
     ], [("1m", "LeoflowTaskFailures", []),
         ("5m", "LeoflowTaskFailures", [{"severity": "warning", "dag_id": "etl", "task_id": "extract"}]),
         ("2h", "LeoflowTaskFailures", [])]),
+    ("pool-without-slots", [
+        # "later" is named by waiting tasks but has no slots; "gpu" is full with a backlog (normal);
+        # "etl" had no slots only briefly (created 10 minutes in).
+        series("leoflow_pool_waiting_tasks", "3x40", pool="later"),
+        series("leoflow_pool_slots", "0x40", pool="later"),
+        series("leoflow_pool_waiting_tasks", "3x40", pool="later", pod="wf-leoflow-1"),
+        series("leoflow_pool_slots", "0x40", pool="later", pod="wf-leoflow-1"),
+        series("leoflow_pool_waiting_tasks", "50x40", pool="gpu"),
+        series("leoflow_pool_slots", "4x40", pool="gpu"),
+        series("leoflow_pool_waiting_tasks", "2x10 0x30", pool="etl"),
+        series("leoflow_pool_slots", "0x10 2x30", pool="etl"),
+    ], [("10m", "LeoflowPoolWithoutSlots", []),
+        ("16m", "LeoflowPoolWithoutSlots", [{"severity": "warning", "pool": "later"}])]),
 ]
 
 
