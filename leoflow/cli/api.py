@@ -1,8 +1,10 @@
 """What every client verb shares: the API client, its errors, output (table or JSON), registration.
 
 Client verbs import only this module, :mod:`leoflow.cli.http` and the light parts of the
-package (settings, errors, model names): never the server, the database or the migrations, so
-a verb starts in a few tens of milliseconds (``tests/cli/test_import_graph.py`` guards it).
+package (the client's settings, errors, model names): never the server, the database, the
+migrations, the server's settings groups or the logging setup, so a verb starts in a few tens
+of milliseconds (``tests/cli/test_import_graph.py`` guards it). Their handlers receive
+:class:`~leoflow.settings.ClientSettings` (``handler(args, client)``).
 
 Each verb declares the API operations it calls (``operations=("GET /api/v2/dags", ...)`` in its
 ``set_defaults``); ``tests/cli/test_completeness.py`` walks the OpenAPI document and fails when
@@ -22,7 +24,7 @@ from leoflow.errors import LeoflowError
 
 if TYPE_CHECKING:  # http.client and the standalone lookup cost tens of milliseconds: loaded by a request
     from leoflow.cli.http import HttpAnswer
-    from leoflow.settings import Settings
+    from leoflow.settings.client import ClientSettings
 
 
 class ClientError(LeoflowError):
@@ -42,13 +44,15 @@ class ApiUnavailable(ClientError):
 class Api:
     """A small synchronous client of the Leoflow HTTP API."""
 
-    def __init__(self, settings: Settings, *, timeout: float = 30.0) -> None:
+    def __init__(self, client: ClientSettings, *, timeout: float = 30.0) -> None:
         from leoflow.cli.http import HttpClient, TransportError
-        from leoflow.standalone.discovery import client_settings
 
-        # With no LEOFLOW_TOKEN, a live local standalone serving exactly LEOFLOW_URL lends its
-        # stored admin token (never sent to any other server).
-        client = client_settings(settings)
+        if not client.token:
+            # A live local standalone serving exactly LEOFLOW_URL lends its stored admin token
+            # (never sent to any other server). Imported only here: it reads files, hashes.
+            from leoflow.standalone.discovery import with_local_token
+
+            client = with_local_token(client)
         self.base = client.url.rstrip("/")
         headers = {"User-Agent": "leoflow-cli", "Accept": "application/json"}
         if client.token:
@@ -175,9 +179,13 @@ def usage(message: str) -> NoReturn:
 
 def verb(verbs: Any, name: str, help: str, handler: Any, *operations: str, read: bool = False,
          **defaults: Any) -> argparse.ArgumentParser:
-    """Add a client verb that calls ``operations`` (``"GET /api/v2/..."``); read verbs get ``--output``."""
+    """Add a client verb that calls ``operations`` (``"GET /api/v2/..."``); read verbs get ``--output``.
+
+    ``handler(args, client)`` receives only :class:`~leoflow.settings.ClientSettings` (see
+    :mod:`leoflow.cli.main`).
+    """
     parser: argparse.ArgumentParser = verbs.add_parser(name, help=help, description=help)
-    parser.set_defaults(handler=handler, configure_logging=False, operations=operations, **defaults)
+    parser.set_defaults(handler=handler, client=True, configure_logging=False, operations=operations, **defaults)
     if read:
         parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
                             help="table (default) or json: the API's answer, for scripts")

@@ -26,7 +26,7 @@ from leoflow.cli.api import (
 )
 
 if TYPE_CHECKING:
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings
 
 #: Seconds between progress reads of ``--wait`` (a backfill's runs take minutes to hours).
 PROGRESS_INTERVAL = 1.0
@@ -68,11 +68,11 @@ def progress(b: dict[str, Any]) -> str:
         f" ({', '.join(parts)})" if parts else "")
 
 
-def dags_backfill(args: argparse.Namespace, settings: Settings) -> int:
+def dags_backfill(args: argparse.Namespace, client: ClientSettings) -> int:
     body: dict[str, Any] = {"start": args.start, "end": args.end, "rerun_failed": args.rerun_failed}
     if args.max_active_runs is not None:
         body["max_active_runs"] = args.max_active_runs
-    with Api(settings) as api:
+    with Api(client) as api:
         b = api.request("POST", f"{dag_path(args.dag_id)}/backfill", ok=(201,), json=body).json()
         print(f"{b['dag_id']}: backfill {b['id']} started: {b['slots_total']} slots from {short(b['start'])} "
               f"to {short(b['end'])}, at most {b['max_active_runs']} runs at once", flush=True)
@@ -112,8 +112,8 @@ def _follow(api: Api, b: dict[str, Any]) -> int:
     return 0
 
 
-def backfills_list(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def backfills_list(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         items = api.pages(f"{dag_path(args.dag_id)}/backfills")
     if emitted_json(args, items):
         return 0
@@ -123,8 +123,8 @@ def backfills_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def backfills_show(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def backfills_show(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         b = api.json("GET", f"{dag_path(args.dag_id)}/backfills/{args.backfill_id}")
     if emitted_json(args, b):
         return 0
@@ -138,8 +138,8 @@ def backfills_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def backfills_cancel(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def backfills_cancel(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         b = api.json("POST", f"{dag_path(args.dag_id)}/backfills/{args.backfill_id}/cancel")
     print(progress(b))
     return 0

@@ -36,7 +36,7 @@ from leoflow.cli.api import (
 )
 
 if TYPE_CHECKING:
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings
 
 #: How long `tasks logs --follow` rides out an unreachable API (a restarting replica) before giving up.
 FOLLOW_OUTAGE_TOLERANCE = 120.0
@@ -99,8 +99,8 @@ def _conf(value: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- dags
 
-def dags_list(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def dags_list(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         dags = api.pages("/api/v2/dags")
     if emitted_json(args, dags):
         return 0
@@ -114,8 +114,8 @@ def dags_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def dags_pause(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def dags_pause(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         dag = api.json("PATCH", dag_path(args.dag_id), json={"paused": args.paused})
     print(f"{dag['dag_id']}: {'paused' if dag['paused'] else 'unpaused'}")
     return 0
@@ -123,10 +123,10 @@ def dags_pause(args: argparse.Namespace, settings: Settings) -> int:
 
 # --------------------------------------------------------------------------- runs
 
-def runs_trigger(args: argparse.Namespace, settings: Settings) -> int:
+def runs_trigger(args: argparse.Namespace, client: ClientSettings) -> int:
     from leoflow.cli.runs import follow
 
-    with Api(settings) as api:
+    with Api(client) as api:
         body: dict[str, Any] = {"conf": args.conf or {}}
         if args.run_id:
             body["run_id"] = args.run_id
@@ -139,10 +139,10 @@ def runs_trigger(args: argparse.Namespace, settings: Settings) -> int:
         return follow(api, run["dag_id"], run["run_id"])
 
 
-def runs_list(args: argparse.Namespace, settings: Settings) -> int:
+def runs_list(args: argparse.Namespace, client: ClientSettings) -> int:
     if args.limit < 1:
         usage("--limit must be at least 1")
-    with Api(settings) as api:
+    with Api(client) as api:
         params = {"state": args.state} if args.state else {}
         runs = api.pages(f"{dag_path(args.dag_id)}/runs", params, limit=args.limit)
     if emitted_json(args, runs):
@@ -152,8 +152,8 @@ def runs_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def runs_show(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def runs_show(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         run = api.json("GET", run_path(args.dag_id, args.run_id))
     if emitted_json(args, run):
         return 0
@@ -171,11 +171,11 @@ def runs_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def tasks_logs(args: argparse.Namespace, settings: Settings) -> int:
+def tasks_logs(args: argparse.Namespace, client: ClientSettings) -> int:
     if args.try_number is not None and args.try_number < 1:
         usage("--try must be at least 1")
     path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/logs"
-    with Api(settings) as api:
+    with Api(client) as api:
         if args.follow:
             from leoflow.cli.follow import follow
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from leoflow.cli.api import Api, ClientError, dag_path, emitted_json, group, short, table, verb
 
 if TYPE_CHECKING:
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings
 
 
 def register(sub: Any) -> None:
@@ -29,8 +29,8 @@ def register(sub: Any) -> None:
     replace.add_argument("file", metavar="FILE", help="one DAG spec (YAML or JSON)")
 
 
-def dags_show(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def dags_show(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         dag = api.json("GET", dag_path(args.dag_id))
         version = None
         if args.version is not None:
@@ -47,8 +47,8 @@ def dags_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def dags_versions(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def dags_versions(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         items = api.pages(f"{dag_path(args.dag_id)}/versions")
     if emitted_json(args, items):
         return 0
@@ -57,14 +57,14 @@ def dags_versions(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def dags_replace(args: argparse.Namespace, settings: Settings) -> int:
+def dags_replace(args: argparse.Namespace, client: ClientSettings) -> int:
     path = Path(args.file)
     try:
         content = path.read_bytes()
     except OSError as exc:
         raise ClientError(f"{path}: cannot read ({exc.strerror})") from None
     kind = "application/json" if path.suffix == ".json" else "application/yaml"
-    with Api(settings) as api:
+    with Api(client) as api:
         answer = api.request("PUT", dag_path(args.dag_id), ok=(200, 201), content=content,
                              headers={"Content-Type": kind})
     dag = answer.json()

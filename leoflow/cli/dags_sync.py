@@ -29,7 +29,7 @@ from leoflow.errors import ValidationFailed
 
 if TYPE_CHECKING:  # yaml and the DAG model load when apply/sync run, not when any verb parses
     from leoflow.model.documents import Document
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -102,12 +102,12 @@ def _apply_document(api: Api, document: Document, several: bool) -> str:
     return f"{dag['dag_id']}: {verb} (version {dag['version']})"
 
 
-def dags_apply(args: argparse.Namespace, settings: Settings) -> int:
+def dags_apply(args: argparse.Namespace, client: ClientSettings) -> int:
     from leoflow.model.documents import DocumentError, load_documents
 
     if args.files.count(STDIN) > 1:
         usage("'-' (stdin) can be given only once")
-    api = Api(settings)
+    api = Api(client)
     failed = 0
     try:
         for name in args.files:
@@ -133,21 +133,21 @@ def dags_apply(args: argparse.Namespace, settings: Settings) -> int:
 
 # --------------------------------------------------------------------------- sync
 
-def _source(args: argparse.Namespace, settings: Settings) -> str:
+def _source(args: argparse.Namespace, client: ClientSettings) -> str:
     from leoflow.model.source_labels import source_label
 
     try:
-        return source_label(args.source if args.source is not None else settings.dag_files.source, "--source")
+        return source_label(args.source if args.source is not None else client.dags_source, "--source")
     except ValidationFailed as exc:
         usage(str(exc))
 
 
-def dags_sync(args: argparse.Namespace, settings: Settings) -> int:
+def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
     from leoflow.housekeeping.dag_directory import DagDirectoryError, read_dag_directory
 
     if args.prune_unlabeled and not args.prune:
         usage("--prune-unlabeled only applies together with --prune")
-    source = _source(args, settings)
+    source = _source(args, client)
     try:
         snapshot = read_dag_directory(Path(args.directory))
     except DagDirectoryError as exc:
@@ -160,7 +160,7 @@ def dags_sync(args: argparse.Namespace, settings: Settings) -> int:
             # With unreadable files nothing may change; the server still reports on the others.
             "dry_run": args.dry_run or bool(local),
             "files": [{"name": f.name, "content": f.text} for f in snapshot.files]}
-    api = Api(settings)
+    api = Api(client)
     try:
         plan = api.json("POST", "/api/v2/dags:sync", json=body)
     except ApiUnavailable:
@@ -210,8 +210,8 @@ def _print_plan(plan: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------- delete
 
-def dags_delete(args: argparse.Namespace, settings: Settings) -> int:
-    api = Api(settings)
+def dags_delete(args: argparse.Namespace, client: ClientSettings) -> int:
+    api = Api(client)
     failed = 0
     try:
         for dag_id in args.dag_ids:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -47,11 +46,15 @@ class Headers(dict[str, str]):
         return super().get(key.lower(), default)
 
 
-@dataclass(frozen=True)
 class HttpAnswer:
-    status_code: int
-    headers: Headers
-    content: bytes
+    """One HTTP answer, read whole (a plain class: :mod:`dataclasses` would cost a verb ~10 ms to import)."""
+
+    __slots__ = ("content", "headers", "status_code")
+
+    def __init__(self, status_code: int, headers: Headers, content: bytes) -> None:
+        self.status_code = status_code
+        self.headers = headers
+        self.content = content
 
     @property
     def text(self) -> str:

@@ -1,9 +1,13 @@
 """Entry point of the ``leoflow`` command.
 
 Each verb group lives in its own module exposing ``register(subparsers)``; a verb's handler
-receives the parsed arguments and the :class:`~leoflow.settings.Settings` loaded once here.
+receives the parsed arguments and the settings loaded once here: the full
+:class:`~leoflow.settings.Settings` for the server-side verbs (``serve``, ``standalone``,
+``db``), only :class:`~leoflow.settings.ClientSettings` for the client verbs (marked
+``client=True`` by :func:`leoflow.cli.api.verb`), which must start at once and so load neither
+the server's settings groups nor the logging setup (``tests/cli/test_import_graph.py``).
 Errors never escape as tracebacks: configuration problems print one line and exit 2, other
-Leoflow errors print one line and exit 1.
+Leoflow errors print one line and exit 1; every secret the environment configures is masked.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from leoflow import __version__
 from leoflow.errors import LeoflowError, SettingsError
 
 if TYPE_CHECKING:
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings, Settings
 
 #: Modules that contribute verbs, in the order ``leoflow --help`` lists them.
 COMMAND_MODULES = (
@@ -67,9 +71,27 @@ def _secrets(settings: Settings) -> list[str]:
     return [*(t.token for t in settings.api.tokens), *settings.notify.secrets(), *url_secrets(settings.database.url)]
 
 
+def _environment_secrets() -> list[str]:
+    """A client verb's error path: every secret the full settings would know, or none if they do not load.
+
+    Loaded only when a client verb fails, so that its error line masks exactly what a server
+    verb's would (the server's tokens, the notification secrets, the database URL's passwords;
+    the caller adds the client token); the cost does not matter on the way out.
+    """
+    from leoflow.settings import load_settings
+
+    try:
+        settings = load_settings()
+    except LeoflowError:
+        return []
+    return _secrets(settings)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "client", False):
+        return _run_client_verb(args)
     # Imported once the arguments parsed: ``--help``, ``--version`` and usage errors exit above
     # without loading the settings and logging modules (a third of the CLI's import time).
     from leoflow.logs import configure_logging
@@ -91,6 +113,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), 2, secrets)
     except LeoflowError as exc:
         return _fail(str(exc), 1, secrets)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run_client_verb(args: argparse.Namespace) -> int:
+    """A client verb: only the client's settings, no logging setup (it prints, it does not log)."""
+    from leoflow.settings.client import load_client_settings
+
+    token: list[str] = []
+    try:
+        client: ClientSettings = load_client_settings()
+        token = [client.token] if client.token else []
+        return int(args.handler(args, client) or 0)
+    except SettingsError as exc:
+        return _fail(str(exc), 2, [*_environment_secrets(), *token])
+    except LeoflowError as exc:
+        return _fail(str(exc), 1, [*_environment_secrets(), *token])
     except KeyboardInterrupt:
         return 130
 

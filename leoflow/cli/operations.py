@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from leoflow.cli.api import Api, emitted_json, group, print_json, short, table, usage, verb
 
 if TYPE_CHECKING:
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings
 
 
 def register(sub: Any) -> None:
@@ -55,8 +55,8 @@ def _limit(value: int) -> int:
     return value
 
 
-def cluster_leader(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def cluster_leader(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         leader = api.json("GET", "/api/v2/cluster/leader")
     if not emitted_json(args, leader):
         print(f"leader:   {leader['node_id']} (term {leader['term']}, since {short(leader['since'])})")
@@ -65,8 +65,8 @@ def cluster_leader(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cluster_nodes(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def cluster_nodes(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         nodes = api.json("GET", "/api/v2/cluster/nodes")["items"]
     if not emitted_json(args, nodes):
         table([[n["node_id"], n["state"], "yes" if n["is_leader"] else "", n["version"] or "-", short(n["last_seen"]),
@@ -74,8 +74,8 @@ def cluster_nodes(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cluster_events(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def cluster_events(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         events = api.pages("/api/v2/cluster/events", limit=_limit(args.limit))
     if not emitted_json(args, events):
         table([[short(e["ts"]), e["kind"], e["node_id"] or "-", "-" if e["term"] is None else str(e["term"]),
@@ -84,9 +84,9 @@ def cluster_events(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def notifications_list(args: argparse.Namespace, settings: Settings) -> int:
+def notifications_list(args: argparse.Namespace, client: ClientSettings) -> int:
     params = {"dag_id": args.dag_id, "run_id": args.run_id, "state": args.state}
-    with Api(settings) as api:
+    with Api(client) as api:
         items = api.pages("/api/v2/notifications", {k: v for k, v in params.items() if v}, limit=_limit(args.limit))
     if not emitted_json(args, items):
         table([[str(n["id"]), short(n["created_at"]), n["event"], f"{n['dag_id']}/{n['run_id']}", n["target"],
@@ -95,16 +95,16 @@ def notifications_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def notifications_retry(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def notifications_retry(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         n = api.json("POST", f"/api/v2/notifications/{args.notification_id}/retry")
     print(f"notification {n['id']}: {n['state']}, next attempt {short(n['next_attempt_at'])}")
     return 0
 
 
-def audit_list(args: argparse.Namespace, settings: Settings) -> int:
+def audit_list(args: argparse.Namespace, client: ClientSettings) -> int:
     params = {"actor": args.actor, "dag_id": args.dag_id}
-    with Api(settings) as api:
+    with Api(client) as api:
         items = api.pages("/api/v2/audit", {k: v for k, v in params.items() if v}, limit=_limit(args.limit))
     if not emitted_json(args, items):
         table([[short(e["ts"]), e["actor"], e["method"], e["path"], str(e["status"]), e["remote_addr"] or "-"]
@@ -112,8 +112,8 @@ def audit_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def api_get(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def api_get(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         answer = api.request("GET", args.path, ok=(200, 503))
     body = answer.json()
     if not emitted_json(args, body):
@@ -122,13 +122,13 @@ def api_get(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if answer.status_code == 200 else 1
 
 
-def api_text(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def api_text(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         sys.stdout.write(api.request("GET", args.path).text)
     return 0
 
 
-def api_openapi(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def api_openapi(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         print_json(api.json("GET", "/api/v2/openapi.json"))
     return 0

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from leoflow.cli.api import Api, emitted_json, group, q, short, table, verb
 
 if TYPE_CHECKING:
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings
 
 POOL = "/api/v2/pools/{pool}"
 
@@ -46,8 +46,8 @@ def line(p: dict[str, Any]) -> str:
             f"{p['queued_slots']} queued), {p['waiting_tasks']} waiting{kind}")
 
 
-def pools_list(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def pools_list(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         items = api.json("GET", "/api/v2/pools")["items"]
     if emitted_json(args, items):
         return 0
@@ -57,8 +57,8 @@ def pools_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def pools_show(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def pools_show(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         p = api.json("GET", f"/api/v2/pools/{q(args.name)}")
     if emitted_json(args, p):
         return 0
@@ -70,28 +70,28 @@ def pools_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def pools_create(args: argparse.Namespace, settings: Settings) -> int:
+def pools_create(args: argparse.Namespace, client: ClientSettings) -> int:
     body: dict[str, Any] = {"name": args.name, "slots": args.slots}
     if args.description is not None:
         body["description"] = args.description
-    with Api(settings) as api:
+    with Api(client) as api:
         p = api.request("POST", "/api/v2/pools", ok=(201,), json=body).json()
     print(f"created {line(p)}")
     return 0
 
 
-def pools_resize(args: argparse.Namespace, settings: Settings) -> int:
+def pools_resize(args: argparse.Namespace, client: ClientSettings) -> int:
     body: dict[str, Any] = {"slots": args.slots}
     if args.description is not None:
         body["description"] = args.description
-    with Api(settings) as api:
+    with Api(client) as api:
         p = api.json("PATCH", f"/api/v2/pools/{q(args.name)}", json=body)
     print(f"resized {line(p)}")
     return 0
 
 
-def pools_delete(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def pools_delete(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         api.request("DELETE", f"/api/v2/pools/{q(args.name)}", ok=(204,))
     print(f"deleted pool {args.name}")
     return 0

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from leoflow.cli.api import Api, group, run_path, verb
 
 if TYPE_CHECKING:
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings
 
 
 def register(sub: Any) -> None:
@@ -43,27 +43,27 @@ def register(sub: Any) -> None:
     mark.add_argument("state", choices=("success", "failed"))
 
 
-def runs_clear(args: argparse.Namespace, settings: Settings) -> int:
+def runs_clear(args: argparse.Namespace, client: ClientSettings) -> int:
     body: dict[str, Any] = {"downstream": args.downstream}
     if args.tasks:
         body["tasks"] = args.tasks
     if args.failed:
         body["failed_only"] = True
-    with Api(settings) as api:
+    with Api(client) as api:
         answer = api.request("POST", f"{run_path(args.dag_id, args.run_id)}/clear", ok=(200, 202), json=body)
     return _report(answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id}")
 
 
-def runs_mark(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def runs_mark(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         answer = api.request("POST", f"{run_path(args.dag_id, args.run_id)}/mark", ok=(200, 202),
                              json={"state": args.state})
     return _report(answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id}")
 
 
-def tasks_mark(args: argparse.Namespace, settings: Settings) -> int:
+def tasks_mark(args: argparse.Namespace, client: ClientSettings) -> int:
     path = f"{run_path(args.dag_id, args.run_id)}/tasks/{args.task_id}/mark"
-    with Api(settings) as api:
+    with Api(client) as api:
         answer = api.request("POST", path, ok=(200, 202), json={"state": args.state})
     return _report(answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id} task {args.task_id}")
 

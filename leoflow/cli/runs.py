@@ -32,7 +32,7 @@ from leoflow.cli.api import (
 from leoflow.model.states import TERMINAL_RUN_STATES
 
 if TYPE_CHECKING:
-    from leoflow.settings import Settings
+    from leoflow.settings import ClientSettings
 
 #: Seconds one long-poll request waits for the run to change.
 LONG_POLL = 25.0
@@ -69,15 +69,15 @@ def register(sub: Any) -> None:
     show.add_argument("task_id", metavar="TASK")
 
 
-def runs_cancel(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def runs_cancel(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         run = api.json("POST", f"{run_path(args.dag_id, args.run_id)}/cancel")
     print(f"{run['dag_id']}: run {run['run_id']} {run['state']}")
     return 0
 
 
-def runs_wait(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def runs_wait(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         return follow(api, args.dag_id, args.run_id)
 
 
@@ -141,8 +141,8 @@ def follow(api: Api, dag_id: str, run_id: str) -> int:
     return 0
 
 
-def tasks_list(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def tasks_list(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         params = {"state": args.state} if args.state else {}
         items = api.pages(f"{run_path(args.dag_id, args.run_id)}/tasks", params)
     if emitted_json(args, items):
@@ -153,8 +153,8 @@ def tasks_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def tasks_show(args: argparse.Namespace, settings: Settings) -> int:
-    with Api(settings) as api:
+def tasks_show(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
         ti = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}")
     if emitted_json(args, ti):
         return 0

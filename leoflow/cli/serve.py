@@ -8,7 +8,6 @@ over gracefully and exits 0 (see :mod:`leoflow.replica`).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from leoflow.errors import SettingsError
@@ -36,6 +35,8 @@ def port_argument(value: str) -> int:
 
 
 def _overrides(args: argparse.Namespace, settings: Settings) -> Settings:
+    import dataclasses  # here, not at the top: every verb's parser imports this module
+
     api = settings.api
     if args.host:
         api = dataclasses.replace(api, host=args.host)

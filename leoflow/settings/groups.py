@@ -1,7 +1,9 @@
 """The settings a process runs with: frozen dataclasses grouped by the part that uses them.
 
 Defaults come from the declarations in :mod:`.declared` (never written twice); the loader
-(:mod:`.loader`) builds these from the environment once, and tests build them directly.
+(:mod:`.loader`) builds these from the environment once, and tests build them directly. The
+client verbs' group, :class:`~.client.ClientSettings`, lives in :mod:`.client` so that a client
+verb can load it alone.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Literal
 
 from leoflow.errors import SettingsError
 from leoflow.settings import declared as v
+from leoflow.settings.client import ClientSettings
 
 ExecutorKind = Literal["kubernetes", "local", "memory"]
 LogFormat = Literal["json", "text"]
@@ -52,14 +55,6 @@ class ApiSettings:
     tokens: tuple[ApiToken, ...] = ()
     metrics_auth: bool = v.METRICS_AUTH.default
     max_body_bytes: int = v.MAX_BODY_BYTES.default
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """What the CLI's client verbs (dags, runs, tasks) need to reach a server."""
-
-    url: str = v.URL.default
-    token: str | None = field(default=v.TOKEN.default, repr=False)
 
 
 @dataclass(frozen=True)

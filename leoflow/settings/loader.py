@@ -4,7 +4,8 @@ Why one object: configuration read lazily all over the code (in default argument
 time) makes behaviour depend on *when* a module was imported and makes tests leak into each
 other. Instead the CLI calls :func:`load_settings` exactly once, applies its flag overrides, and
 passes the frozen result down. Nothing in the package reads ``os.environ`` for ``LEOFLOW_*``
-except this module.
+except this module and :mod:`.client` (the client verbs' few variables, parsed by the same
+declarations through the same :class:`EnvironmentReader`).
 
 Failure semantics: a bad value raises :class:`~leoflow.errors.SettingsError` naming the
 variable and what is wrong, *without echoing the value* when the variable may carry a secret
@@ -18,15 +19,15 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
 
 from leoflow.errors import SettingsError
 from leoflow.settings import declared as v
+from leoflow.settings.client import client_settings_from
 from leoflow.settings.database_url import parse_database_url
+from leoflow.settings.environment import EnvironmentReader
 from leoflow.settings.groups import (
     ApiSettings,
     ApiToken,
-    ClientSettings,
     ClusterSettings,
     DagFilesSettings,
     DatabaseSettings,
@@ -40,41 +41,6 @@ from leoflow.settings.groups import (
     Settings,
     default_local_parallelism,
 )
-
-T = TypeVar("T")
-
-
-class EnvironmentReader:
-    """Reads declared variables from one environment mapping; remembers which it read."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self.env = env
-        self.read: set[str] = set()
-
-    def raw(self, variable: v.Variable[object]) -> str | None:
-        self.read.add(variable.name)
-        value = self.env.get(variable.name)
-        if value is None or value.strip() == "":
-            return None
-        return value.strip()
-
-    def prefixed(self, family: v.Variable[object]) -> tuple[tuple[str, str], ...]:
-        """Every non-blank ``PREFIX_<NAME>`` variable of a declared family (name ``PREFIX_*``)."""
-        self.read.add(family.name)
-        prefix = family.name.rstrip("*")
-        return tuple(sorted((k, val) for k, val in self.env.items()
-                            if k.startswith(prefix) and len(k) > len(prefix) and val.strip()))
-
-    def get(self, variable: v.Variable[T]) -> T:
-        """The parsed value, or the declared default when unset or blank."""
-        value = self.raw(variable)  # type: ignore[arg-type]
-        if value is None:
-            return variable.default
-        try:
-            return variable.parse(value)
-        except ValueError as exc:
-            shown = "" if variable.secret else f", got {value!r}"
-            raise SettingsError(variable.name, f"{exc}{shown}") from None
 
 
 def validate_database_url(url: str, *, variable: str = v.DATABASE_URL.name) -> str:
@@ -164,7 +130,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             metrics_auth=r.get(v.METRICS_AUTH),
             max_body_bytes=r.get(v.MAX_BODY_BYTES),
         ),
-        client=ClientSettings(url=r.get(v.URL), token=r.get(v.TOKEN)),
+        client=client_settings_from(r),
         election=election,
         scheduler=SchedulerSettings(
             interval=r.get(v.SCHEDULER_INTERVAL),

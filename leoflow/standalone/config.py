@@ -31,8 +31,7 @@ def standalone_settings(settings: Settings, *, database_url: str, host: str, por
         database=dataclasses.replace(settings.database, url=database_url),
         api=dataclasses.replace(settings.api, host=host, port=port,
                                 public_url=settings.api.public_url or url, tokens=tokens),
-        client=dataclasses.replace(settings.client, url=url,
-                                   token=tokens[0].token if tokens else settings.client.token),
+        client=settings.client._replace(url=url, token=tokens[0].token if tokens else settings.client.token),
         executor=dataclasses.replace(settings.executor, kind="local"),
     )
 

@@ -19,9 +19,7 @@ and its parents to reach its data directory; :mod:`leoflow.standalone.embedded` 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +65,9 @@ class StandaloneHome:
         preferred = self.postgres_dir / "socket"
         if len(str(preferred)) <= _MAX_SOCKET_DIR:
             return preferred
+        import hashlib  # here: the CLI's client verbs locate the token file without them
+        import tempfile
+
         digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
         return Path(tempfile.gettempdir()) / f"leoflow-{os.geteuid()}-{digest}"
 

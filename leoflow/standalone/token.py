@@ -10,16 +10,18 @@ file (delete it to get a new token) rather than silently replaced.
 
 from __future__ import annotations
 
-import logging
 import os
-import secrets
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from leoflow.errors import LeoflowError
-from leoflow.settings import ApiToken
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from leoflow.settings import ApiToken
+
+# The CLI's client verbs read the token (read_admin_token) before their request: this module
+# imports logging, secrets and the settings groups only where a token is generated or checked.
 
 TOKEN_NAME = "admin"
 _MIN_LENGTH = 8
@@ -44,6 +46,10 @@ def read_admin_token(token_file: Path) -> str | None:
 
 def ensure_secret(path: Path, what: str) -> tuple[str, bool]:
     """The secret stored in ``path``, generated (mode 0600, URL-safe) on first use; (secret, generated)."""
+    import logging
+    import secrets
+
+    logger = logging.getLogger(__name__)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -63,5 +69,7 @@ def ensure_secret(path: Path, what: str) -> tuple[str, bool]:
 
 def ensure_admin_token(token_file: Path) -> ApiToken:
     """Load the stored admin token, generating it (mode 0600) on first use."""
+    from leoflow.settings import ApiToken
+
     token, _ = ensure_secret(token_file, "admin API token")
     return ApiToken(name=TOKEN_NAME, scope="admin", token=token)
