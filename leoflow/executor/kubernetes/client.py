@@ -64,6 +64,8 @@ T = TypeVar("T")
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 #: Per-request timeout (connect, read) in seconds for ordinary calls; watches use their own.
 REQUEST_TIMEOUT = (5.0, 30.0)
+#: Seconds a log read may wait for data (the kubelet streams a large log through the API server).
+LOG_READ_TIMEOUT = 120.0
 #: Upper bound of a create/delete call's total deadline, whatever the lease.
 MAX_CALL_DEADLINE = 30.0
 
@@ -217,19 +219,22 @@ class KubernetesApi:
                 return items, str((data.get("metadata") or {}).get("resourceVersion", ""))
 
     async def read_log_tail(self, name: str, max_bytes: int, *, tail_lines: int | None = None,
-                            since_seconds: int | None = None, timestamps: bool = False) -> tuple[bytes, int]:
+                            since_seconds: int | None = None, timestamps: bool = False,
+                            read_timeout: float = LOG_READ_TIMEOUT) -> tuple[bytes, int]:
         """The last ``max_bytes`` of the task container's log (streamed, never held whole) and the size read.
 
         ``tail_lines`` / ``since_seconds`` bound what the kubelet sends (a live tail of a running
         pod must not transfer its whole log on every look); ``timestamps`` prefixes each line
-        with the kubelet's RFC 3339 time.
+        with the kubelet's RFC 3339 time. ``read_timeout`` bounds each wait for data (and the
+        connect, at most 5 s): a kill passes a short one, since it must not wait on a slow kubelet.
         """
+        timeout = (min(5.0, read_timeout), read_timeout)
         options: dict[str, Any] = {"tail_lines": tail_lines, "since_seconds": since_seconds,
                                    "timestamps": timestamps or None}
 
         def read() -> tuple[bytes, int]:
             response: Any = self.core.read_namespaced_pod_log(
-                name, self.namespace, container="task", _preload_content=False, _request_timeout=(5.0, 120.0),
+                name, self.namespace, container="task", _preload_content=False, _request_timeout=timeout,
                 **{k: v for k, v in options.items() if v is not None})
             tail, size = bytearray(), 0
             try:

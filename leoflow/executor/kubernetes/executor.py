@@ -32,7 +32,11 @@ Runs only on the leader, for one fencing term (``start`` … ``stop``). Promises
 - **Kills** (cancel, timeout, stuck image) run at most ``kill_concurrency`` at once, beside the
   event loop: the log tail is read with no transaction open, stored in a short one, then the pod
   is deleted in a fenced window. Cancelling a run of hundreds of pods therefore neither starves
-  the leader's few database connections nor the API client's threads.
+  the leader's few database connections nor the API client's threads. The log read before a
+  kill is best effort and bounded by ``kill_log_timeout`` (:data:`KILL_LOG_TIMEOUT`): a kubelet
+  that does not answer (a node going away) must not keep a cancelled try ``cancelling`` for the
+  ordinary read timeout of two minutes, nor hold one of the few kill slots meanwhile; the pod is
+  deleted anyway and the log shipper then notes that the pod is gone.
 - Timeouts use ``activeDeadlineSeconds``; a try still unfinished ``deadline_slack`` seconds past its
   timeout (e.g. stuck before the kubelet started it) is deleted by the executor.
 - Status updates are reported at least once per transition; duplicates are harmless.
@@ -66,6 +70,11 @@ from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
 
+#: Seconds a kill waits for the pod's log tail before deleting the pod without it. A healthy
+#: kubelet answers in milliseconds; one that does not (node unreachable) would otherwise hold the
+#: kill, and the try ``cancelling``, for the full read timeout.
+KILL_LOG_TIMEOUT = 5.0
+
 
 class KubernetesExecutor(PodCreation):
     """Implements :class:`leoflow.executor.base.Executor` with pods."""
@@ -74,7 +83,8 @@ class KubernetesExecutor(PodCreation):
 
     def __init__(self, settings: Settings, *, api: KubernetesApi | None = None, concurrency: int = 16,
                  resync_interval: float = 30.0, watch_timeout: int = 60, create_deadline: float = 120.0,
-                 delete_grace: int = 10, deadline_slack: float = 60.0, kill_concurrency: int = 8) -> None:
+                 delete_grace: int = 10, deadline_slack: float = 60.0, kill_concurrency: int = 8,
+                 kill_log_timeout: float = KILL_LOG_TIMEOUT) -> None:
         self.settings = settings
         self.k8s = settings.executor.kubernetes
         self.api = api or KubernetesApi(settings, concurrency=concurrency)
@@ -84,6 +94,7 @@ class KubernetesExecutor(PodCreation):
         self.create_deadline = create_deadline
         self.delete_grace = delete_grace
         self.deadline_slack = deadline_slack
+        self.kill_log_timeout = kill_log_timeout
         self.selector = pods.cluster_selector(settings.cluster.name)
         self._max_log_bytes = settings.executor.task_log_max_bytes
         self._concurrency = concurrency
@@ -327,10 +338,19 @@ class KubernetesExecutor(PodCreation):
         await self._finish(t, state, exit_code, reason)
 
     async def _save_logs(self, task_try_id: int, pod_name: str) -> None:
-        """Best effort: the log tail of a pod about to be deleted (the shipper skips shipped tries)."""
+        """Best effort: the log tail of a pod about to be deleted (the shipper skips shipped tries).
+
+        The read gets at most :attr:`kill_log_timeout` seconds in all (each wait for data as
+        long; the worker thread is freed by that socket timeout); then the kill goes on without it.
+        """
         try:
-            logs = await fetch_pod_logs(self.api, pod_name, self._max_log_bytes)
+            logs = await asyncio.wait_for(
+                fetch_pod_logs(self.api, pod_name, self._max_log_bytes, read_timeout=self.kill_log_timeout),
+                timeout=self.kill_log_timeout)
             await store_pod_logs(self._require_ctx().db, task_try_id, logs)
+        except TimeoutError:
+            log.warning("gave up reading the logs of a pod being deleted", extra={
+                "pod": pod_name, "seconds": self.kill_log_timeout})
         except (KubernetesError, DatabaseError) as exc:
             log.warning("could not save the logs of a pod being deleted", extra={"pod": pod_name,
                                                                                    "error": str(exc)[:300]})

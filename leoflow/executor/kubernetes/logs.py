@@ -39,7 +39,7 @@ from leoflow.db import executor_store
 from leoflow.db.database import Connection, Database
 from leoflow.db.executor_store import ShippingClaim
 from leoflow.errors import DatabaseError
-from leoflow.executor.kubernetes.client import KubernetesApi
+from leoflow.executor.kubernetes.client import LOG_READ_TIMEOUT, KubernetesApi
 from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
 from leoflow.executor.output import CappedOutput, cap_tail
 from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
@@ -59,14 +59,16 @@ RENEWALS_PER_CLAIM = 3
 STORE_RETRY_SECONDS = 150.0
 
 
-async def fetch_pod_logs(api: KubernetesApi, pod_name: str, max_bytes: int) -> CappedOutput:
+async def fetch_pod_logs(api: KubernetesApi, pod_name: str, max_bytes: int, *,
+                         read_timeout: float = LOG_READ_TIMEOUT) -> CappedOutput:
     """The capped tail of the pod's log, or a one-line note when it will never have one.
 
     Raises :class:`~.errors.KubernetesError` when the read failed for a reason that may pass
-    (5xx, no answer, 403 while RBAC is being fixed). Network only: call it outside transactions.
+    (5xx, no answer within ``read_timeout``, 403 while RBAC is being fixed). Network only: call
+    it outside transactions.
     """
     try:
-        tail, size = await api.read_log_tail(pod_name, max_bytes)
+        tail, size = await api.read_log_tail(pod_name, max_bytes, read_timeout=read_timeout)
     except ObjectNotFound:
         return CappedOutput(f"[leoflow] no logs: pod {pod_name} no longer exists\n", False, 0)
     except RequestRefused as err:
