@@ -23,6 +23,13 @@ ENTITY_ERRORS = Counter("leoflow_scheduler_entity_errors_total",
 SWEEP_REPAIRS = Counter("leoflow_scheduler_sweep_repairs_total",
                         "Runs the completion sweep found complete but still running (expected 0: runs are "
                         "finished in the transaction that completes them)")
+KILL_SECONDS = Histogram("leoflow_scheduler_kill_duration_seconds",
+                         "Time from the leader starting to kill a try (cancelled run, deadline, timeout, clear) "
+                         "to the kill recorded, waiting for a kill slot included",
+                         buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
+SLOW_KILLS = Counter("leoflow_scheduler_slow_kills_total",
+                     "Kills the executor had not finished 30 s after starting them (each also logged as a "
+                     "warning naming the try); expected 0")
 
 #: ``kind`` of ENTITY_ERRORS: a DAG's schedule, a DAG version's spec, a run, a task instance, an
 #: executor report that names no task instance, an executor's handling of one try.

@@ -68,6 +68,12 @@ SWEEP_INTERVAL = 10.0
 #: hundreds of kills (each reads logs and calls the API server); the rest wait their turn,
 #: holding nothing (no database connection is held while an executor kills).
 KILL_CONCURRENCY = 16
+#: Seconds after which a kill the executor has not finished is reported (a warning naming the try,
+#: ``leoflow_scheduler_slow_kills_total``): the try shows ``cancelling`` all that time. Far past
+#: what a kill may take when its API server or processes answer (the Kubernetes executor bounds
+#: its log read to 5 s and each delete to a quarter of the lease; the local one waits its kill
+#: grace), so each one is worth a look.
+SLOW_KILL_AFTER = 30.0
 #: Times per step that finished runs start queued ones whose roots are queued in turn.
 START_ROUNDS = 5
 #: Entities whose failure could not even be written, skipped for the rest of the term.
@@ -94,6 +100,7 @@ class SchedulerCore:
         self._killing: dict[int, asyncio.Task[None]] = {}
         self._kill_tasks: Registry = set()
         self._kill_slots = asyncio.Semaphore(KILL_CONCURRENCY)
+        self.slow_kill_after = SLOW_KILL_AFTER
         self._sweep_after = 0
         self._next_sweep = 0.0
         self._next_periodic = 0.0
@@ -322,13 +329,23 @@ class SchedulerCore:
         """Executor cancels may wait for a grace period; they run beside the loop, not in it.
 
         At most :data:`KILL_CONCURRENCY` at once; the cancel (network) happens with no
-        transaction open, the "killed" mark is a short fenced write after it.
+        transaction open, the "killed" mark is a short fenced write after it. The time from here
+        to the mark is ``leoflow_scheduler_kill_duration_seconds``; a kill not done
+        :attr:`slow_kill_after` seconds after it got its slot is reported while it still hangs.
         """
+        loop = asyncio.get_running_loop()
+        requested = started = loop.time()
+        watchdog: asyncio.TimerHandle | None = None
         try:
             async with self._kill_slots:
+                started = loop.time()
+                watchdog = loop.call_later(self.slow_kill_after, self._kill_is_slow, key)
                 await self.executor.cancel(key)
             async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
                 await completion_store.mark_tries_killed(conn, [task_try_id], self.now())
+            metrics.KILL_SECONDS.observe(loop.time() - requested)
+            if loop.time() - started >= self.slow_kill_after:
+                log.warning("slow kill recorded", extra={"try": str(key), "seconds": round(loop.time() - started, 3)})
         except asyncio.CancelledError:
             raise
         except FencedOut:
@@ -338,7 +355,14 @@ class SchedulerCore:
         except Exception:  # containment: one try the executor cannot kill must not stop the others' kills
             log.exception("could not kill try; will retry", extra={"try": str(key)})
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             self._killing.pop(task_try_id, None)
+
+    def _kill_is_slow(self, key: TryKey) -> None:
+        metrics.SLOW_KILLS.inc()
+        log.warning("kill not completed", extra={"try": str(key), "seconds": self.slow_kill_after,
+                                                 "executor": getattr(self.executor, "name", "?")})
 
     async def close(self) -> None:
         await cancel_and_wait(self._kill_tasks)
