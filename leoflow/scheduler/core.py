@@ -42,7 +42,7 @@ from typing import TypeVar
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import completion_store
 from leoflow.db import scheduler_store as store
-from leoflow.errors import DatabaseError, FencedOut
+from leoflow.errors import DatabaseError, FencedOut, LeoflowError
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
@@ -352,6 +352,8 @@ class SchedulerCore:
             log.info("kill not recorded: fenced out", extra={"try": str(key)})
         except DatabaseError as exc:
             log.warning("could not record a kill; will retry", extra={"try": str(key), "error": str(exc)})
+        except LeoflowError as exc:  # the executor could not kill it (its API refused): it stays cancelling
+            log.warning("could not kill try; will retry", extra={"try": str(key), "error": str(exc)[:300]})
         except Exception:  # containment: one try the executor cannot kill must not stop the others' kills
             log.exception("could not kill try; will retry", extra={"try": str(key)})
         finally:

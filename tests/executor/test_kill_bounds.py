@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from leoflow.executor.kubernetes.errors import KubernetesError
 from leoflow.executor.naming import try_name
 from leoflow.settings import Settings
 from tests.executor.conftest import NAMESPACE, k8s_settings
@@ -43,5 +45,33 @@ def test_a_kubelet_that_does_not_serve_logs_does_not_hold_a_cancel(settings: Set
         [delete] = [r for r in fake_k8s.requests if r["verb"] == "delete"]
         assert "done" not in read and delete["code"] == 200  # deleted while the read was still unanswered
         assert await log_row(engine, t.task_try_id) is None  # given up: the shipper notes the pod gone
+
+    run(s, body)
+
+
+def test_a_cancel_whose_delete_fails_keeps_the_try_cancelling_until_a_retry_deletes_the_pod(
+        settings: Settings, fake_k8s: FakeKubernetes) -> None:
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        [t] = await seed_tries(engine, 1)
+        rec = Recorder(engine)
+        ex = await started(s, engine, 1, rec)
+        await ex.submit(t.launch(["sh", "-c", "echo waiting; sleep 600"], term=1))
+        await rec.wait_for(lambda: "running" in rec.states(t.key), what="running")
+        fake_k8s.inject(Fault("delete", code=500, name_prefix=try_name("default", t.key)))
+        with pytest.raises(KubernetesError):
+            await ex.cancel(t.key)
+        # Not reported ended (the scheduler keeps the try cancelling): its pod still runs.
+        assert rec.final(t.key) is None and len(fake_k8s.pods(NAMESPACE)) == 1
+        await ex.cancel(t.key)  # the scheduler's next attempt
+        final = await rec.wait_final(t.key)
+        await ex.stop()
+        assert (final.state, final.reason) == ("failed", "cancelled")
+        assert fake_k8s.pods(NAMESPACE) == []
+        assert [r["code"] for r in fake_k8s.requests if r["verb"] == "delete"] == [500, 200]
+        assert len([r for r in fake_k8s.requests if r["verb"] == "log"]) == 1  # the log is read once
+        logs = await log_row(engine, t.task_try_id)
+        assert logs is not None and logs["content"] == "waiting\n"
 
     run(s, body)

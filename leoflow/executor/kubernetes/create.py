@@ -62,6 +62,7 @@ class Tracked:
     final: bool = False
     killing: bool = False
     cancel_requested: bool = False
+    logs_saved: bool = False
     stuck_since: float | None = None
     last: StatusUpdate | None = None
 

@@ -168,7 +168,7 @@ class KubernetesExecutor(PodCreation):
             return
         if not tracked.killing:
             tracked.killing = True
-            await self._kill(tracked, "cancelled")
+            await self._kill(tracked, "cancelled", must_delete=True)
 
     async def logs(self, key: TryKey) -> str | None:
         ctx = self._require_ctx()
@@ -315,26 +315,35 @@ class KubernetesExecutor(PodCreation):
         t.killing = True
         self._spawn(self._end(t, state, exit_code, reason), f"k8s-kill:{t.name}", may_return=True)
 
-    async def _kill(self, t: Tracked, reason: str) -> None:
+    async def _kill(self, t: Tracked, reason: str, *, must_delete: bool = False) -> None:
         """Save what logs there are, delete the pod (fenced), report the try failed with ``reason``."""
-        await self._end(t, "failed", None, reason)
+        await self._end(t, "failed", None, reason, must_delete=must_delete)
 
-    async def _end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+    async def _end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
+                   must_delete: bool = False) -> None:
         """Save the pod's logs, delete it (fenced), report ``state`` (a kill, or sidecars left running).
 
-        At most ``kill_concurrency`` at once; no transaction is open while the log is read.
+        At most ``kill_concurrency`` at once; no transaction is open while the log is read. With
+        ``must_delete`` (the scheduler's cancel) a delete the API server refused or did not answer
+        raises instead of reporting the try ended: the pod still runs, so the try stays
+        ``cancelling`` and the scheduler's next cancel deletes it again (the logs already saved
+        are not read twice).
         """
         t.killing = True
         async with self._kill_slots:
-            if t.task_try_id is not None:
+            if t.task_try_id is not None and not t.logs_saved:
                 await self._save_logs(t.task_try_id, t.name)
+                t.logs_saved = True
             try:
-                await self._delete(t, None)
+                await self._delete(t, None, must_delete=must_delete)
             except FencedOut:
                 log.warning("not deleting pod: fenced out", extra={"pod": t.name})
                 return
             except CallNotSent:  # the executor is stopping; the next leader kills it
                 return
+            except (KubernetesError, DatabaseError):  # only with must_delete: the next cancel tries again
+                t.killing = False
+                raise
         await self._finish(t, state, exit_code, reason)
 
     async def _save_logs(self, task_try_id: int, pod_name: str) -> None:
@@ -355,8 +364,8 @@ class KubernetesExecutor(PodCreation):
             log.warning("could not save the logs of a pod being deleted", extra={"pod": pod_name,
                                                                                    "error": str(exc)[:300]})
 
-    async def _delete(self, t: Tracked, pod: dict[str, Any] | None) -> None:
-        """Delete the try's pod in a fenced window; API errors are logged (the next resync retries)."""
+    async def _delete(self, t: Tracked, pod: dict[str, Any] | None, *, must_delete: bool = False) -> None:
+        """Delete the try's pod in a fenced window; API errors are logged (and raised with ``must_delete``)."""
         t.killing = True
         uid = (pod or {}).get("metadata", {}).get("uid")
         try:
@@ -365,6 +374,8 @@ class KubernetesExecutor(PodCreation):
             raise
         except (KubernetesError, DatabaseError) as err:
             log.warning("could not delete pod", extra={"pod": t.name, "error": str(err)[:300]})
+            if must_delete:
+                raise
 
     async def delete_pod_fenced(self, name: str, *, uid: str | None, grace_seconds: int) -> bool:
         """Delete a pod inside a fenced window of this term; False if it was already gone.
