@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from leoflow.errors import LeoflowError
 
-if TYPE_CHECKING:  # http.client and the standalone lookup cost tens of milliseconds: loaded by a request
+if TYPE_CHECKING:  # the transport and the standalone lookup cost milliseconds: loaded by a request
     from leoflow.cli.http import HttpAnswer
     from leoflow.settings.client import ClientSettings
 

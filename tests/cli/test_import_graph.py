@@ -11,8 +11,10 @@ A second probe looks closer, at the moment the verb opens its connection (an aud
 ``socket.connect``): by then a client verb has loaded neither the server's settings groups,
 loader and database-URL parser (it reads only its own variables, :mod:`leoflow.settings.client`),
 nor the models they pulled in, nor the logging setup, nor :mod:`dataclasses` (with
-:mod:`inspect` behind it), nor the local-standalone token lookup when ``LEOFLOW_TOKEN`` is set.
-Those are what a verb did before sending its request until issue 21 (about 50 ms of ~150);
+:mod:`inspect` behind it), nor the local-standalone token lookup when ``LEOFLOW_TOKEN`` is set,
+nor — for an ``http://`` URL — :mod:`http.client`, :mod:`email` and :mod:`ssl` (the verb
+speaks HTTP/1.1 on a plain socket, :mod:`leoflow.cli.http`), nor the idna codec.
+Those are what a verb loaded before sending its request until issue 21 (about 75 ms of ~155);
 the error path may load them afterwards (to mask every configured secret).
 """
 
@@ -57,7 +59,8 @@ sys.addaudithook(_on_connect)
 #: What a client verb no longer loads before its request is sent (see the module docstring).
 NOT_BEFORE_THE_REQUEST = ("leoflow.settings.groups", "leoflow.settings.loader", "leoflow.settings.database_url",
                           "leoflow.model.notify", "leoflow.model.run_context", "leoflow.model.tries", "leoflow.logs",
-                          "logging", "dataclasses", "inspect", "leoflow.standalone.discovery")
+                          "logging", "dataclasses", "inspect", "leoflow.standalone.discovery",
+                          "http.client", "email", "ssl", "encodings.idna")
 
 #: One verb or more of every module that contributes client verbs (client, dags, backfill, runs,
 #: operations); each run costs a fresh interpreter.
