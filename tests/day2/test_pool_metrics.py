@@ -11,8 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from leoflow.api.app import create_app
-from tests.api.conftest import ADMIN, api_settings, spec
+from tests.api.conftest import ADMIN, api_settings
 from tests.api.live import client_for
+from tests.day2.pool_usage import USAGE, seed_pool_usage
 
 POOL_METRICS = ("leoflow_pool_slots", "leoflow_pool_occupied_slots", "leoflow_pool_open_slots",
                 "leoflow_pool_waiting_tasks")
@@ -50,15 +51,7 @@ def test_pool_gauges_follow_the_pools(client: httpx.Client, database_url: str) -
         "leoflow_pool_open_slots": 7, "leoflow_pool_waiting_tasks": 0}
 
     assert client.post("/api/v2/pools", json={"name": "gpu", "slots": 3}, headers=ADMIN).status_code == 201
-    assert client.post("/api/v2/dags", json=spec(), headers=ADMIN).status_code == 201
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state) "
-                     "SELECT 'etl', 'r1', current_version_id, 'manual', 'running' FROM dags")
-        conn.execute("""INSERT INTO task_instances (run_pk, task_id, state, pool)
-                        SELECT id, t.task_id, t.state, t.pool FROM dag_runs, (VALUES
-                          ('a', 'running', 'gpu'), ('b', 'queued', 'gpu'), ('c', 'pending', 'gpu'),
-                          ('d', 'pending', 'later'), ('e', 'running', 'default'),
-                          ('f', 'success', 'gpu')) AS t(task_id, state, pool)""")
+    seed_pool_usage(client, database_url, [*USAGE, ("f", "success", "gpu")])  # a finished task holds nothing
     samples = scrape(client)
     assert of(samples, "gpu") == {
         "leoflow_pool_slots": 3, "leoflow_pool_occupied_slots_queued": 1, "leoflow_pool_occupied_slots_running": 1,

@@ -12,8 +12,9 @@ import pytest
 
 from leoflow.api.app import create_app
 from leoflow.cli.main import main
-from tests.api.conftest import ADMIN, ADMIN_TOKEN, READ, api_settings, spec
+from tests.api.conftest import ADMIN, ADMIN_TOKEN, READ, api_settings
 from tests.api.live import client_for, serve
+from tests.day2.pool_usage import seed_pool_usage
 
 
 @pytest.fixture
@@ -43,14 +44,7 @@ def test_create_resize_list_and_delete_a_pool(client: httpx.Client, database_url
     assert again.status_code == 409 and "already exists" in again.json()["error"]["message"]
 
     # Usage: two gpu tasks running, one waiting, one ready task in a pool nobody created.
-    assert client.post("/api/v2/dags", json=spec(), headers=ADMIN).status_code == 201
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state) "
-                     "SELECT 'etl', 'r1', current_version_id, 'manual', 'running' FROM dags")
-        conn.execute("""INSERT INTO task_instances (run_pk, task_id, state, pool)
-                        SELECT id, t.task_id, t.state, t.pool FROM dag_runs, (VALUES
-                          ('a', 'running', 'gpu'), ('b', 'queued', 'gpu'), ('c', 'pending', 'gpu'),
-                          ('d', 'pending', 'later'), ('e', 'running', 'default')) AS t(task_id, state, pool)""")
+    seed_pool_usage(client, database_url)
     listed = pools(client)
     assert list(listed) == ["default", "gpu", "later"]
     gpu = listed["gpu"]
