@@ -34,6 +34,10 @@ export default {
     const wanted = Number.parseInt(ctx.query.get("try") || "", 10);
     let selected = Number.isFinite(wanted) ? wanted : null;
     let live = true;
+    // The task instance and the log are two requests: a try that ends between them shows a
+    // complete log beside a still-running state. Keep the live pace until the state shown is
+    // final too, or the page would show that mismatch for a whole idle poll.
+    let settled = false;
     let lastText = null;
 
     pre.addEventListener("scroll", () => {
@@ -77,9 +81,8 @@ export default {
         if (!ctx.isCurrent()) return;
 
         const tryState = current ? current.state : ti.state;
-        live = complete === null
-          ? !TERMINAL_TASK_STATES.has(tryState) && !(current && current.ended_at)
-          : !complete;
+        settled = TERMINAL_TASK_STATES.has(tryState) || Boolean(current && current.ended_at);
+        live = complete === null ? !settled : !complete;
         fill(tabs, tries.map((t) => h("button", {
           type: "button", role: "tab", class: `tab ${t.try_number === selected ? "active" : ""}`,
           "aria-selected": t.try_number === selected ? "true" : "false", "data-testid": `try-tab-${t.try_number}`,
@@ -114,7 +117,7 @@ export default {
           if (follow.checked) pre.scrollTop = pre.scrollHeight;
         }
       },
-      pollMs: () => (live ? LIVE_POLL_MS : IDLE_POLL_MS),
+      pollMs: () => (live || !settled ? LIVE_POLL_MS : IDLE_POLL_MS),
     };
   },
 };
