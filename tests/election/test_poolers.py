@@ -27,6 +27,7 @@ from tests.harness.postgres import PostgresServer
 pytestmark = pytest.mark.skipif(PGBOUNCER is None, reason="pgbouncer is not installed (apt-get install pgbouncer)")
 
 POOLER_LINE = "transaction-mode pooler"
+REFUSAL = "refusing to elect a leader"
 
 
 def leoflow(*args: str, url: str) -> subprocess.CompletedProcess[str]:
@@ -85,9 +86,11 @@ def test_session_pooler_works_and_transaction_mode_is_refused(
 
         # The operator switches the pool to transaction mode and reloads, replicas running.
         bouncer.switch("transaction")
-        refused = wait_for(lambda: [r for r in replicas if POOLER_LINE in r.log()], 60, "a refusal")
+        # Wait for the refusal itself: the pooler's reason may reach the log first in another line
+        # (the leader losing its lock session), and the refusal a moment later.
+        refused = wait_for(lambda: [r for r in replicas if REFUSAL in r.log()], 60, "a refusal")
         for r in refused:
-            lines = [line for line in r.log().splitlines() if "refusing to elect a leader" in line]
+            lines = [line for line in r.log().splitlines() if REFUSAL in line]
             assert len(lines) == 1 and "session-mode pooler" in lines[0] and "LEOFLOW_DATABASE_URL" in lines[0]
             answer = wait_for(lambda r=r: r.get("/readyz").status_code == 503 and r.get("/readyz"), 30, "unready")
             assert POOLER_LINE in answer.json()["error"]["message"]
