@@ -16,8 +16,8 @@ from leoflow.executor.kubernetes.errors import KubernetesError
 from leoflow.executor.naming import try_name
 from leoflow.settings import Settings
 from tests.executor.conftest import NAMESPACE, k8s_settings
-from tests.executor.test_kubernetes import run, started
-from tests.executor.world import Recorder, log_row, seed_tries
+from tests.executor.test_kubernetes import one_running_pod, run
+from tests.executor.world import log_row
 from tests.harness.fake_k8s import FakeKubernetes, Fault
 
 
@@ -29,11 +29,8 @@ def test_a_kubelet_that_does_not_serve_logs_does_not_hold_a_cancel(settings: Set
     stall = 60 * kill_log_timeout
 
     async def body(engine: AsyncEngine) -> None:
-        [t] = await seed_tries(engine, 1)
-        rec = Recorder(engine)
-        ex = await started(s, engine, 1, rec, kill_log_timeout=kill_log_timeout)
-        await ex.submit(t.launch(["sh", "-c", "echo waiting; sleep 600"], term=1))
-        await rec.wait_for(lambda: "running" in rec.states(t.key), what="running")
+        t, rec, ex = await one_running_pod(s, engine, ["sh", "-c", "echo waiting; sleep 600"],
+                                           kill_log_timeout=kill_log_timeout)
         fake_k8s.inject(Fault("log", delay=stall, name_prefix=try_name("default", t.key)))
         # Before the bound, the kill waited for the stalled read (the client's read timeout is 120 s).
         await asyncio.wait_for(ex.cancel(t.key), timeout=stall / 2)
@@ -54,11 +51,7 @@ def test_a_cancel_whose_delete_fails_keeps_the_try_cancelling_until_a_retry_dele
     s = k8s_settings(settings)
 
     async def body(engine: AsyncEngine) -> None:
-        [t] = await seed_tries(engine, 1)
-        rec = Recorder(engine)
-        ex = await started(s, engine, 1, rec)
-        await ex.submit(t.launch(["sh", "-c", "echo waiting; sleep 600"], term=1))
-        await rec.wait_for(lambda: "running" in rec.states(t.key), what="running")
+        t, rec, ex = await one_running_pod(s, engine, ["sh", "-c", "echo waiting; sleep 600"])
         fake_k8s.inject(Fault("delete", code=500, name_prefix=try_name("default", t.key)))
         with pytest.raises(KubernetesError):
             await ex.cancel(t.key)

@@ -15,7 +15,7 @@ from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
 from tests.executor.conftest import NAMESPACE, k8s_settings
-from tests.executor.world import Recorder, run_with_term, seed_tries, set_term, try_row
+from tests.executor.world import Recorder, Seeded, run_with_term, seed_tries, set_term, try_row
 from tests.harness.fake_k8s import FakeKubernetes, Fault
 
 
@@ -32,6 +32,17 @@ async def started(s: Settings, engine: AsyncEngine, term: int, rec: Recorder, **
     ex = executor(s, **kw)
     await ex.start(LeaderContext(term, s, Database(engine)), rec)
     return ex
+
+
+async def one_running_pod(s: Settings, engine: AsyncEngine, command: list[str],
+                          **kw: object) -> tuple[Seeded, Recorder, KubernetesExecutor]:
+    """One try launched in term 1 as a pod running ``command``, once the executor reports it running."""
+    [t] = await seed_tries(engine, 1)
+    rec = Recorder(engine)
+    ex = await started(s, engine, 1, rec, **kw)
+    await ex.submit(t.launch(command, term=1))
+    await rec.wait_for(lambda: "running" in rec.states(t.key), what="running")
+    return t, rec, ex
 
 
 def test_pod_spec_labels_and_outcomes(settings: Settings, fake_k8s: FakeKubernetes) -> None:

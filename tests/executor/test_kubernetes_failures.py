@@ -14,7 +14,7 @@ from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
 from tests.executor.conftest import NAMESPACE, k8s_settings
-from tests.executor.test_kubernetes import run, started
+from tests.executor.test_kubernetes import one_running_pod, run, started
 from tests.executor.world import Recorder, log_row, seed_tries, try_row
 from tests.harness.fake_k8s import FakeKubernetes, Fault
 
@@ -56,11 +56,7 @@ def test_pod_deleted_behind_our_back_fails_the_try(settings: Settings, fake_k8s:
     s = k8s_settings(settings)
 
     async def body(engine: AsyncEngine) -> None:
-        [t] = await seed_tries(engine, 1)
-        rec = Recorder(engine)
-        ex = await started(s, engine, 1, rec)
-        await ex.submit(t.launch(["sh", "-c", "sleep 30"], term=1))
-        await rec.wait_for(lambda: "running" in rec.states(t.key), what="running")
+        t, rec, ex = await one_running_pod(s, engine, ["sh", "-c", "sleep 30"])
         fake_k8s.store.delete(NAMESPACE, try_name("default", t.key), 0)
         final = await rec.wait_final(t.key)
         await ex.stop()
@@ -203,11 +199,7 @@ def test_cancel_asks_the_api_server_when_the_try_is_not_in_memory(settings: Sett
     s = k8s_settings(settings)
 
     async def body(engine: AsyncEngine) -> None:
-        [t] = await seed_tries(engine, 1)
-        rec = Recorder(engine)
-        ex = await started(s, engine, 1, rec, resync_interval=3600)
-        await ex.submit(t.launch(["sh", "-c", "echo hi; sleep 60"], term=1))
-        await rec.wait_for(lambda: "running" in rec.states(t.key), what="running")
+        t, rec, ex = await one_running_pod(s, engine, ["sh", "-c", "echo hi; sleep 60"], resync_interval=3600)
         ex._tracked.clear()  # the executor forgot (e.g. state lost); the pod is still there
         await ex.cancel(t.key)
         final = await rec.wait_final(t.key)
