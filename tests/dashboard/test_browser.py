@@ -167,10 +167,12 @@ def test_token_is_kept_for_the_browser_session(server: LiveServer, open_page: Ca
     page = browse.page
     sign_in(browse, server, fragment="#/dags")
     page.reload()
-    expect(page.get_by_test_id("dags-table")).to_be_visible()
+    # After a reload the page fetches the DAG list again: on a loaded machine that can take
+    # longer than Playwright's default 5 s, so wait with the run's generous bound.
+    expect(page.get_by_test_id("dags-table")).to_be_visible(timeout=RUN_TIMEOUT_MS)
     expect(page.get_by_test_id("token-input")).to_be_hidden()
     page.get_by_role("button", name="Sign out").click()
-    expect(page.get_by_test_id("token-input")).to_be_visible()
+    expect(page.get_by_test_id("token-input")).to_be_visible(timeout=RUN_TIMEOUT_MS)
     assert page.evaluate("sessionStorage.length") == 0
 
 
