@@ -36,6 +36,11 @@ def texts(values: Iterable[str | None]) -> str:
     return "{" + ",".join(["NULL" if v is None else _quoted(v) for v in values]) + "}"
 
 
+def bools(values: Iterable[bool]) -> str:
+    """``{t,f}`` for ``boolean[]``."""
+    return "{" + ",".join(["t" if v else "f" for v in values]) + "}"
+
+
 def optional_ints(values: Iterable[int | None]) -> str:
     return "{" + ",".join(["NULL" if v is None else str(int(v)) for v in values]) + "}"
 

@@ -90,7 +90,7 @@ _COUNT = f"""
 """
 
 #: Outcome columns of ``d`` from rows of ``x(run_pk, task_id, outcome)``.
-_TALLY = """
+TALLY = """
     count(*) AS n, count(*) FILTER (WHERE x.outcome = 'success') AS s,
     count(*) FILTER (WHERE x.outcome IN ('failed', 'upstream_failed')) AS f,
     count(*) FILTER (WHERE x.outcome = 'skipped') AS k
@@ -124,7 +124,7 @@ async def count_outcomes(conn: AsyncConnection, outcomes: Sequence[tuple[int, st
         return []
     rows = await conn.execute(text(f"""
         WITH d AS (
-            SELECT x.run_pk, x.task_id, {_TALLY}
+            SELECT x.run_pk, x.task_id, {TALLY}
             FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[]), CAST(:outcomes AS text[]))
                  AS x(run_pk, task_id, outcome)
             GROUP BY x.run_pk, x.task_id
@@ -166,7 +166,7 @@ async def succeed_empty_tasks(conn: AsyncConnection, ids: Sequence[int], downstr
                  AS x(up_id, run_pk, task_id)
             JOIN s ON s.id = x.up_id
         ), d AS (
-            SELECT x.run_pk, x.task_id, {_TALLY} FROM x GROUP BY x.run_pk, x.task_id
+            SELECT x.run_pk, x.task_id, {TALLY} FROM x GROUP BY x.run_pk, x.task_id
         ), counted AS (
             {_COUNT}
             {_COUNTED}

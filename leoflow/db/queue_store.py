@@ -21,6 +21,15 @@ never to the waiting backlog, however large. A DAG at its limit with a large rea
 higher priority than everything else is skipped row by row in the pool's index range (bounded
 by that backlog); that is the one case where a round reads more than it queues.
 
+**One write** (issue 21): when an upstream's success completes a task's counters and its pool
+has room, :func:`count_and_queue` counts and queues it in the same update, with its try row —
+instead of a counter update, a pick and a second update of the same row. It takes a pool only
+when :func:`pick_ready` would queue every such task at once anyway: the pool's free slots cover
+them all, no ready task (pending with every upstream done, a due retry, a row still without a
+pool) waits in it, their DAGs have no ``max_active_tasks``, and there are at most ``limit`` of
+them. Otherwise it only counts, and the tasks wait for the round as before; so fairness is
+unchanged, and a wide fan-out under a full pool costs what it did.
+
 Rows the previous release wrote have no pool (``NULL``, like ``kind: empty`` tasks, which take
 no slot): :func:`unclassified_ready` finds them and :func:`classify` gives the containers their
 pool and priority from the spec.
@@ -36,6 +45,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays
+from leoflow.db.completion_store import PENDING, TALLY, Counted, counted_rows
 from leoflow.db.models import SLOT_TASKS_SQL
 from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.fairness import DEFAULT_POOL
@@ -216,3 +226,126 @@ async def queue_picked(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: d
            "now": now, "term": term})
     # Positional, in QueuedTask's field order (the SELECT list above): a step builds hundreds.
     return [QueuedTask(*r) for r in rows]
+
+
+@dataclass(frozen=True)
+class QueueRoom:
+    """What :func:`count_and_queue` needs to apply :func:`pick_ready`'s rules."""
+
+    #: The ``default`` pool's slots (``LEOFLOW_PARALLELISM``).
+    parallelism: int
+    #: Tasks one pool may take in one statement (the scheduler's row budget for a step).
+    limit: int
+    #: Task instances the scheduler quarantined this term: never queued here.
+    excluded: Sequence[int] = ()
+
+
+@dataclass(slots=True)
+class CountedAndQueued:
+    """What :func:`count_and_queue` did: task instances only counted, and those it also queued."""
+
+    counted: list[Counted]
+    queued: list[QueuedTask]
+
+
+#: The outcomes per task instance, as ``d(run_pk, task_id, n, s, f, k, eligible)``.
+_OUTCOMES = f"""
+    SELECT x.run_pk, x.task_id, {TALLY}, bool_and(x.eligible) AS eligible
+    FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[]), CAST(:outcomes AS text[]),
+                CAST(:eligible AS boolean[])) AS x(run_pk, task_id, outcome, eligible)
+    GROUP BY x.run_pk, x.task_id"""
+
+#: A counted row (``ti``, before the update) that the outcomes ``d`` make ready to run now.
+_READY_NOW = """(d.eligible AND d.s = d.n AND ti.pending_upstreams = d.n AND ti.upstream_failures = 0
+    AND ti.upstream_skips = 0 AND ti.pool IS NOT NULL AND ti.id <> ALL(CAST(:excluded AS bigint[]))
+    AND ti.run_pk <> ALL(ARRAY(SELECT id FROM limited)))"""
+
+#: ...and that its pool takes now.
+_QUEUE_NOW = f"({_READY_NOW} AND ti.pool = ANY(ARRAY(SELECT pool FROM room)))"
+
+# Shaped as count_outcomes' update (outcomes joined to the unique (run_pk, task_id) index, one
+# probe each), whose plan tests/scheduler/test_plan_work.py holds linear; the pool decision is
+# made once, in MATERIALIZED CTEs, and read by each row as a constant array.
+_COUNT_AND_QUEUE = f"""
+    WITH limited AS MATERIALIZED (  -- runs of DAGs with a max_active_tasks: theirs take the round
+        SELECT r.id FROM dag_runs r JOIN dags g ON g.dag_id = r.dag_id
+        WHERE r.id = ANY(CAST(:runs AS bigint[])) AND g.max_active_tasks IS NOT NULL
+    ), wanted AS MATERIALIZED (
+        SELECT ti.pool, count(*) AS n
+        FROM ({_OUTCOMES}) d JOIN task_instances ti ON ti.run_pk = d.run_pk AND ti.task_id = d.task_id
+        WHERE {PENDING} AND ti.pending_upstreams > 0 AND {_READY_NOW}
+        GROUP BY ti.pool
+    ), room AS MATERIALIZED (  -- pools whose free slots take all of them, with nothing ready waiting
+        SELECT wanted.pool FROM wanted
+        JOIN (SELECT name, slots FROM pools UNION ALL SELECT :default_pool, :parallelism) p ON p.name = wanted.pool
+        WHERE wanted.n <= :limit
+          AND p.slots - (SELECT count(*) FROM task_instances u WHERE u.state IN {SLOT_TASKS_SQL}
+                         AND coalesce(u.pool, :default_pool) = wanted.pool) >= wanted.n
+          AND NOT EXISTS (SELECT 1 FROM task_instances w
+                          WHERE w.pool = wanted.pool AND w.state = 'pending' AND w.pending_upstreams = 0)
+          AND NOT EXISTS (SELECT 1 FROM task_instances w
+                          WHERE w.pool IS NULL AND w.state = 'pending' AND w.pending_upstreams = 0)
+          AND NOT EXISTS (SELECT 1 FROM task_instances w
+                          WHERE w.state = 'up_for_retry' AND w.next_try_at <= now()
+                            AND coalesce(w.pool, :default_pool) = wanted.pool)
+    ), u AS (
+        UPDATE task_instances ti
+        SET pending_upstreams = ti.pending_upstreams - d.n, upstream_successes = ti.upstream_successes + d.s,
+            upstream_failures = ti.upstream_failures + d.f, upstream_skips = ti.upstream_skips + d.k,
+            updated_at = :now,
+            state = CASE WHEN {_QUEUE_NOW} THEN 'queued' ELSE ti.state END,
+            try_number = ti.try_number + CASE WHEN {_QUEUE_NOW} THEN 1 ELSE 0 END,
+            queued_at = CASE WHEN {_QUEUE_NOW} THEN :now ELSE ti.queued_at END,
+            started_at = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.started_at END,
+            ended_at = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.ended_at END,
+            timeout_at = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.timeout_at END,
+            next_try_at = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.next_try_at END,
+            reason = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.reason END,
+            term = CASE WHEN {_QUEUE_NOW} THEN :term ELSE ti.term END
+        FROM ({_OUTCOMES}) d, dag_runs r
+        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND {PENDING} AND ti.pending_upstreams > 0
+          AND r.id = ti.run_pk
+        RETURNING ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.pending_upstreams,
+                  ti.upstream_successes, ti.upstream_failures, ti.upstream_skips,
+                  r.dag_id, r.run_id, r.dag_version_id AS version_id,
+                  CASE WHEN ti.state = 'queued' THEN r.conf::text END AS conf, r.logical_date,
+                  ti.state = 'queued' AS q
+    ), t AS (
+        INSERT INTO task_tries (task_instance_id, try_number, state, term, queued_at)
+        SELECT id, try_number, 'queued', :term, :now FROM u WHERE q
+        RETURNING id, task_instance_id
+    )
+    -- Two row kinds, not ``u LEFT JOIN t``: the planner cannot estimate a CTE's rows and would
+    -- join them by a nested loop, quadratic in the batch (see queue_picked).
+    SELECT id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
+           upstream_failures, upstream_skips, dag_id, run_id, version_id, conf, logical_date, q, NULL::bigint AS try_id
+    FROM u
+    UNION ALL
+    SELECT task_instance_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           NULL, id FROM t
+"""
+
+
+async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, str, str]], eligible: Sequence[bool],
+                          now: datetime, term: int, room: QueueRoom) -> CountedAndQueued:
+    """Count each (run_pk, task_id, outcome) as :func:`~leoflow.db.completion_store.count_outcomes`
+    does, and queue the tasks it makes ready when their pool has room (the module docstring).
+
+    ``eligible[i]``: the scheduler's word that ``outcomes[i]``'s task runs once every upstream
+    has succeeded (a container task whose rule says so,
+    :data:`~leoflow.model.trigger_rules.RUN_WHEN_ALL_SUCCEED`); the statement checks the rest —
+    every upstream done and succeeded, the pool's room, the DAG's limit, the quarantine.
+    """
+    if not outcomes:
+        return CountedAndQueued([], [])
+    rows = (await conn.execute(text(_COUNT_AND_QUEUE), {
+        "runs": arrays.ints(o[0] for o in outcomes), "tasks": arrays.texts(o[1] for o in outcomes),
+        "outcomes": arrays.texts(o[2] for o in outcomes), "eligible": arrays.bools(eligible),
+        "excluded": arrays.ints(room.excluded), "default_pool": DEFAULT_POOL, "parallelism": room.parallelism,
+        "limit": room.limit, "now": now, "term": term})).all()
+    tries = {r[0]: r[16] for r in rows if r[16] is not None}
+    counted = counted_rows(r[:13] for r in rows if r[16] is None and not r[15])
+    # Positional, in QueuedTask's field order: a step builds hundreds.
+    queued = [QueuedTask(r[0], tries[r[0]], r[4], r[1], r[2], r[5], r[10], r[11], r[12], r[13], r[14])
+              for r in rows if r[15]]
+    return CountedAndQueued(counted, queued)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from leoflow.model.spec import DagSpec, TaskSpec, parse_dag_spec
-from leoflow.model.trigger_rules import FAIL_FAST
+from leoflow.model.trigger_rules import FAIL_FAST, RUN_WHEN_ALL_SUCCEED
 
 #: Cached versions. A version's graph is a few KB per 100 tasks; 256 keeps it well under 100 MB
 #: even for maximal 10,000-task DAGs while covering every active version in practice.
@@ -39,6 +39,10 @@ class DagGraph:
                 downstream[dep].append(task.id)
         self.downstream: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in downstream.items()}
         self.leaves = frozenset(k for k, v in self.downstream.items() if not v)
+        #: Container tasks that run as soon as every upstream has succeeded: counting their last
+        #: upstream's success may queue them in the same write (the scheduler's one-write path).
+        self.queued_on_success = frozenset(t.id for t in spec.tasks
+                                           if t.kind != "empty" and t.trigger_rule in RUN_WHEN_ALL_SUCCEED)
         self._descendants: dict[str, tuple[str, ...]] = {}
         self._doomed: dict[str, frozenset[str]] = {}
 

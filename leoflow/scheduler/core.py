@@ -107,6 +107,13 @@ class SchedulerCore:
         self._poked = True
         #: Scan for ready tasks in the next step (the step's own candidates may not be all of them).
         self._scan = True
+        #: Queue what an upstream's success makes ready in the write that counts it, when its
+        #: pool has room (:func:`~leoflow.db.queue_store.count_and_queue`); False: always through
+        #: the round (the tests compare the two).
+        self.one_write = True
+        #: Redoing a failed step entity by entity: no one-write queueing then, so that a task
+        #: instance whose queueing fails is blamed on its own, not on the upstream that finished.
+        self._isolating = False
 
     def now(self) -> datetime:
         return self.ctx.clock.now()
@@ -121,7 +128,8 @@ class SchedulerCore:
     async def step(self) -> AsyncIterator[Step]:
         """A fenced transaction; its faults and completed runs are settled before it commits."""
         async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
-            step = Step(conn, self.now(), self.ctx.term, self.graphs, self.ctx.settings.scheduler.max_retry_delay)
+            step = Step(conn, self.now(), self.ctx.term, self.graphs, self.ctx.settings.scheduler.max_retry_delay,
+                        launcher=self.queuer if self.one_write and not self._isolating else None)
             yield step
             await step.settle()
             if step.faults or step.kill_check:
@@ -207,6 +215,13 @@ class SchedulerCore:
 
     async def _isolated(self, batch: Sequence[StatusUpdate], periodic: bool) -> None:
         """The tick's work again, part by part, each part bisected until its culprits stand alone."""
+        self._isolating = True
+        try:
+            await self._isolate_all(batch, periodic)
+        finally:
+            self._isolating = False
+
+    async def _isolate_all(self, batch: Sequence[StatusUpdate], periodic: bool) -> None:
         if periodic:
             for part in self.periodic.parts():
                 await self._isolate_part(part)

@@ -9,6 +9,11 @@ failed entities, a step with candidates, and every scan (the start of a term, on
 after a NOTIFY, after a failed step, and while work is held back) — and reads only as many ready
 rows as there are free slots, never the backlog.
 
+Most tasks never wait for this round: when an upstream's success completes their counters and
+their pool has room for all of them with nothing ready waiting in it, the step queues them in the
+write that counts that success (:func:`leoflow.db.queue_store.count_and_queue`, through
+:meth:`Queuer.room` and :meth:`Queuer.launch`), one update per row instead of three statements.
+
 Empty tasks take no slot and have no pool: the step's ``candidates`` (tasks its own transitions
 made ready: released downstream, due retries, roots of runs it started) and, on a scan, the
 ready rows without a pool resolve them; they succeed and release their own downstream in one
@@ -24,11 +29,11 @@ never the round.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from leoflow.db import completion_store, queue_store
-from leoflow.db.queue_store import QueuedTask
+from leoflow.db.queue_store import QueuedTask, QueueRoom
 from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.fairness import DEFAULT_POOL
 from leoflow.model.graph import DagGraph
@@ -174,11 +179,17 @@ class Queuer:
         if decided:
             await step.decide_ready(decided, {r.id: r for r in picked.tasks})
         queued = await queue_store.queue_picked(step.conn, runnable, step.now, step.term)
-        self._launches(step, graphs, queued)
+        self.launch(step, graphs, queued)
         # A decided task leaves its slot free: another round may give it to the next one.
         return _Queued(len(queued) + len(decided), picked.more or bool(decided))
 
-    def _launches(self, step: Step, graphs: dict[int, DagGraph], queued: Sequence[QueuedTask]) -> None:
+    def room(self) -> QueueRoom:
+        """The rules a step's one-write queueing applies (:func:`~leoflow.db.queue_store.count_and_queue`)."""
+        return QueueRoom(parallelism=self.parallelism, limit=ROW_BUDGET * self.batch_size,
+                         excluded=[int(e) for kind, e in self.quarantine if kind == "task"])
+
+    def launch(self, step: Step, graphs: Mapping[int, DagGraph], queued: Sequence[QueuedTask]) -> None:
+        """Launches for tries queued in ``step`` (after its commit, the scheduler submits them)."""
         if len(self.inflight) > 4 * max(self.parallelism, self.batch_size):
             self.inflight.clear()  # entries of tries that never reported; the slow path covers them
         runs: dict[int, RunContext | None] = {}

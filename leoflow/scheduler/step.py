@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from leoflow.db import completion_store
-from leoflow.db.completion_store import FinishedRun, TryToKill
+from leoflow.db import completion_store, queue_store
+from leoflow.db.completion_store import Counted, FinishedRun, TryToKill
 from leoflow.db.database import Connection
+from leoflow.db.queue_store import QueuedTask, QueueRoom
 from leoflow.db.scheduler_store import ReadyTask, TaskInstanceRow, Transition
 from leoflow.model.graph import DagGraph
 from leoflow.model.tries import TaskLaunch
@@ -47,6 +48,14 @@ class OfRun(Protocol):
 
 
 R = TypeVar("R", bound=OfRun)
+
+
+class Launcher(Protocol):
+    """Turns tries a step queued into launches (the scheduler's :class:`~leoflow.scheduler.queueing.Queuer`)."""
+
+    def room(self) -> QueueRoom: ...
+
+    def launch(self, step: Step, graphs: Mapping[int, DagGraph], queued: Sequence[QueuedTask]) -> None: ...
 
 #: Final task states that end a task for good (``up_for_retry`` is not one: it will run again).
 FINAL = ("success", "failed", "upstream_failed", "skipped", "cancelled")
@@ -93,6 +102,10 @@ class Step:
     started: int = 0
     #: Look for tries to kill before the commit (timeouts, failed entities, the periodic check).
     kill_check: bool = False
+    #: Queues the tasks an upstream's success makes ready in the write that counts it, when
+    #: their pool has room (:func:`~leoflow.db.queue_store.count_and_queue`). None: only count
+    #: (the isolation of a failing step, which must blame each task instance on its own).
+    launcher: Launcher | None = None
 
     def busy(self) -> bool:
         """Did the step change anything (the loop then ticks again at once)?"""
@@ -190,7 +203,24 @@ class Step:
                 graph = graphs[versions[m.run_pk]]
                 outcomes.extend((m.run_pk, d, m.state) for d in graph.downstream[m.task_id]
                                 if d not in closures[m.run_pk])
-            ended = await self._decide(await completion_store.count_outcomes(self.conn, outcomes, self.now))
+            ended = await self._decide(await self._count(outcomes, graphs, versions))
+
+    async def _count(self, outcomes: Sequence[tuple[int, str, str]], graphs: Mapping[int, DagGraph],
+                     versions: Mapping[int, int]) -> list[Counted]:
+        """Count outcomes on their task instances; with a launcher, queue in the same write those
+        that become ready and fit their pool (their launches join the step's)."""
+        if self.launcher is None or not outcomes:
+            return await completion_store.count_outcomes(self.conn, outcomes, self.now)
+        queueable = {run_pk: graphs[v].queued_on_success for run_pk, v in versions.items() if v in graphs}
+        eligible = [outcome == "success" and task_id in queueable.get(run_pk, ())
+                    for run_pk, task_id, outcome in outcomes]
+        if not any(eligible):
+            return await completion_store.count_outcomes(self.conn, outcomes, self.now)
+        done = await queue_store.count_and_queue(self.conn, outcomes, eligible, self.now, self.term,
+                                                 self.launcher.room())
+        if done.queued:
+            self.launcher.launch(self, graphs, done.queued)
+        return done.counted
 
     async def counted(self, counted: Sequence[completion_store.Counted]) -> None:
         """Task instances whose upstream counters a statement changed: decide them and propagate."""

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from leoflow.errors import ValidationFailed
 from leoflow.model.spec import parse_dag_spec
-from leoflow.model.trigger_rules import TRIGGER_RULES, UpstreamCounts, decide
+from leoflow.model.trigger_rules import RUN_WHEN_ALL_SUCCEED, TRIGGER_RULES, UpstreamCounts, decide
 
 C = UpstreamCounts
 
@@ -122,3 +122,15 @@ def test_the_spec_takes_a_run_timeout_and_names_a_bad_one() -> None:
         with pytest.raises(ValidationFailed) as err:
             parse_dag_spec({"dag_id": "d", "run_timeout_seconds": bad, "tasks": [{"id": "a", "kind": "empty"}]})
         assert err.value.path == "run_timeout_seconds"
+
+
+def test_the_rules_that_run_when_every_upstream_succeeded_are_airflows() -> None:
+    """The scheduler queues these in the write that counts the last success (issue 21)."""
+    airflow = {"all_success", "all_done", "none_failed", "none_failed_min_one_success", "one_success"}
+    assert airflow == RUN_WHEN_ALL_SUCCEED
+
+
+@given(st.sampled_from(TRIGGER_RULES), st.integers(min_value=1, max_value=10_000))
+def test_every_upstream_succeeded_runs_exactly_the_one_write_rules(rule: str, upstreams: int) -> None:
+    runs = decide(rule, UpstreamCounts(pending=0, success=upstreams)) == "run"
+    assert runs == (rule in RUN_WHEN_ALL_SUCCEED)
