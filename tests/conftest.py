@@ -9,6 +9,7 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from leoflow.settings import Settings, load_settings
+from tests.harness.hang_dump import dump_if_hung
 from tests.harness.leftovers import LeftoverTasks
 from tests.harness.postgres import PostgresServer, session_server
 
@@ -64,6 +65,17 @@ def settings(database_url: str) -> Settings:
         "LEOFLOW_NODE_ID": "test-node",
         "LEOFLOW_LOG_FORMAT": "text",
     })
+
+
+@pytest.fixture(autouse=True)
+def tasks_dumped_if_hung(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test about to hit pytest-timeout prints its asyncio tasks' stacks (tests/harness/hang_dump.py)."""
+    timeout = float(request.config.getini("timeout") or 0)
+    if timeout <= 60:
+        yield
+        return
+    with dump_if_hung(timeout - 30):
+        yield
 
 
 @pytest.fixture(autouse=True)
