@@ -20,6 +20,7 @@ A server left behind by a killed owner is found through ``postmaster.pid`` and r
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import importlib.util
 import os
@@ -29,7 +30,9 @@ import signal
 import socket
 import stat
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,17 +77,48 @@ class ServiceUser:
     name: str
 
 
-def _service_user() -> ServiceUser | None:
-    """The OS user PostgreSQL runs as: ourselves normally, a helper user when we are root."""
+def service_user(name: str = SERVICE_USER) -> ServiceUser | None:
+    """The OS user PostgreSQL runs as: ourselves normally, a helper user when we are root.
+
+    The first use creates it. Processes that start at once on a new machine (three test workers,
+    two first ``leoflow standalone`` runs) must not each run ``useradd``: the losers fail with
+    "already exists", and a CI run saw a worker's user vanish under it ("could not look up
+    effective user ID"). So creation is serialized by a lock file, and the user is looked up
+    again under the lock before creating it.
+    """
     if os.geteuid() != 0:
         return None
+    entry = _lookup(name)
+    if entry is None:
+        with _user_lock():
+            entry = _lookup(name)
+            if entry is None:
+                result = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                                         name], capture_output=True, text=True)
+                entry = _lookup(name)
+                if entry is None:
+                    raise EmbeddedPostgresError(f"could not create the system user {name!r} to run PostgreSQL "
+                                                f"as: {result.stderr.strip()[-300:]}")
+    return ServiceUser(entry.pw_uid, entry.pw_gid, name)
+
+
+def _lookup(name: str) -> pwd.struct_passwd | None:
     try:
-        entry = pwd.getpwnam(SERVICE_USER)
+        return pwd.getpwnam(name)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                        SERVICE_USER], check=True, capture_output=True)
-        entry = pwd.getpwnam(SERVICE_USER)
-    return ServiceUser(entry.pw_uid, entry.pw_gid, SERVICE_USER)
+        return None
+
+
+@contextlib.contextmanager
+def _user_lock() -> Iterator[None]:
+    """An exclusive lock, across processes, for creating the helper user."""
+    lock_dir = Path("/run/lock") if Path("/run/lock").is_dir() else Path(tempfile.gettempdir())
+    with open(lock_dir / "leoflow-service-user.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _ensure_traversable(path: Path) -> None:
@@ -112,7 +146,7 @@ class EmbeddedPostgres:
         self.bin_dir = find_bin_dir()
         self.fast_unsafe = fast_unsafe
         self.max_connections = max_connections
-        self._user = _service_user()
+        self._user = service_user()
         #: The ``postgres`` role's password, when the server requires one (standalone mode).
         self.password = password
 
