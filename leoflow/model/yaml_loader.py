@@ -36,6 +36,10 @@ from leoflow.model.limits import DOCUMENT, DOCUMENT_MAX_BYTES, Documents
 #: libyaml when installed (every wheel of PyYAML ships it); the pure-Python parser otherwise.
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE = "tag:yaml.org,2002:merge"
+#: libyaml 0.2.6 (in PyYAML 6.0.4's wheels) refuses nesting past 1,000 levels in its scanner, which
+#: reads ahead of the events :func:`_scan` counts (up to a simple key's 1,024 characters): on a
+#: long run of ``[`` its error comes first. It is our depth limit, met a little late.
+_SCANNER_DEPTH_PROBLEM = "maximum nesting depth"
 
 
 class YamlRejected(LeoflowError):
@@ -120,6 +124,10 @@ def _scan(text: str, max_bytes: int, limit: Documents) -> None:
             if size > max_bytes:
                 raise _rejected_at(f"stands for more than {max_bytes:,} bytes of text (aliases count as what "
                                    "they expand to)", event.start_mark, too_large=True)
+    except yaml.MarkedYAMLError as exc:
+        if exc.problem and _SCANNER_DEPTH_PROBLEM in exc.problem:
+            raise _rejected_at(f"nested more than {limit.max_depth} levels deep", exc.problem_mark) from None
+        raise
     finally:
         loader.dispose()
 

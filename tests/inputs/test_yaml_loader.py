@@ -50,8 +50,10 @@ def test_nesting_boundary_and_a_very_deep_text_fails_fast() -> None:
     assert load_yaml(ok) is not None
     error = refused("[" * (depth + 1) + "]" * (depth + 1))
     assert (error.line, error.column) == (1, depth + 1) and f"more than {depth} levels" in error.problem
-    # The C composer would crash the process on this; the scan stops at the limit instead.
-    assert refused("[" * 300_000 + "]" * 300_000).column == depth + 1
+    # The C composer would crash the process on this; the scan stops at the limit instead (or
+    # libyaml's scanner, reading ahead, at its own 1,000 levels: the same refusal, a little later).
+    very_deep = refused("[" * 300_000 + "]" * 300_000)
+    assert f"more than {depth} levels" in very_deep.problem and depth + 1 <= very_deep.column <= 1_001
 
 
 @pytest.mark.parametrize(("text", "line", "column", "words"), [
