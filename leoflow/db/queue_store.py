@@ -255,43 +255,52 @@ _OUTCOMES = f"""
                 CAST(:eligible AS boolean[])) AS x(run_pk, task_id, outcome, eligible)
     GROUP BY x.run_pk, x.task_id"""
 
-#: A counted row (``ti``, before the update) that the outcomes ``d`` make ready to run now.
+#: A counted row (``ti``, as the statement's snapshot shows it) that the outcomes ``d`` make ready
+#: to run now.
 _READY_NOW = """(d.eligible AND d.s = d.n AND ti.pending_upstreams = d.n AND ti.upstream_failures = 0
     AND ti.upstream_skips = 0 AND ti.pool IS NOT NULL AND ti.id <> ALL(CAST(:excluded AS bigint[]))
     AND ti.run_pk <> ALL(ARRAY(SELECT id FROM limited)))"""
 
-#: ...and that its pool takes now.
-_QUEUE_NOW = f"({_READY_NOW} AND ti.pool = ANY(ARRAY(SELECT pool FROM room)))"
+#: The row the update reached is the one ``c`` judged (a writer outside the leader, e.g. a cancel,
+#: may have changed it since; then it is only counted, and the round decides it).
+_QUEUE_NOW = "(c.q AND ti.ctid = c.tid)"
 
-# Shaped as count_outcomes' update (outcomes joined to the unique (run_pk, task_id) index, one
-# probe each), whose plan tests/scheduler/test_plan_work.py holds linear; the pool decision is
-# made once, in MATERIALIZED CTEs, and read by each row as a constant array.
+# Each counted row is read once (``c``, one probe of the unique (run_pk, task_id) index per task),
+# judged once (``ready``), and updated through its primary key. The pool decision is made once,
+# in MATERIALIZED CTEs, and read by each row as a constant array. The try ids are drawn in the
+# update's RETURNING, so the statement returns one row per task instance and the tries are
+# inserted from it. tests/scheduler/test_plan_work.py holds the plan linear.
 _COUNT_AND_QUEUE = f"""
     WITH limited AS MATERIALIZED (  -- runs of DAGs with a max_active_tasks: theirs take the round
         SELECT r.id FROM dag_runs r JOIN dags g ON g.dag_id = r.dag_id
         WHERE r.id = ANY(CAST(:runs AS bigint[])) AND g.max_active_tasks IS NOT NULL
-    ), wanted AS MATERIALIZED (
-        SELECT ti.pool, count(*) AS n
+    ), c AS MATERIALIZED (
+        SELECT ti.id, ti.ctid AS tid, ti.pool, d.n, d.s, d.f, d.k, {_READY_NOW} AS ready
         FROM ({_OUTCOMES}) d JOIN task_instances ti ON ti.run_pk = d.run_pk AND ti.task_id = d.task_id
-        WHERE {PENDING} AND ti.pending_upstreams > 0 AND {_READY_NOW}
-        GROUP BY ti.pool
+        WHERE {PENDING} AND ti.pending_upstreams > 0
+    ), wanted AS MATERIALIZED (
+        SELECT c.pool, count(*) AS n FROM c WHERE c.ready GROUP BY c.pool
     ), room AS MATERIALIZED (  -- pools whose free slots take all of them, with nothing ready waiting
         SELECT wanted.pool FROM wanted
         JOIN (SELECT name, slots FROM pools UNION ALL SELECT :default_pool, :parallelism) p ON p.name = wanted.pool
         WHERE wanted.n <= :limit
           AND p.slots - (SELECT count(*) FROM task_instances u WHERE u.state IN {SLOT_TASKS_SQL}
                          AND coalesce(u.pool, :default_pool) = wanted.pool) >= wanted.n
+          -- OFFSET 0: probed once per wanted pool in ix_task_instances_ready (as an anti join, the
+          -- planner read every active row of ix_task_instances_run_active instead: 3 ms a burst)
           AND NOT EXISTS (SELECT 1 FROM task_instances w
-                          WHERE w.pool = wanted.pool AND w.state = 'pending' AND w.pending_upstreams = 0)
+                          WHERE w.pool = wanted.pool AND w.state = 'pending' AND w.pending_upstreams = 0 OFFSET 0)
           AND NOT EXISTS (SELECT 1 FROM task_instances w
-                          WHERE w.pool IS NULL AND w.state = 'pending' AND w.pending_upstreams = 0)
+                          WHERE w.pool IS NULL AND w.state = 'pending' AND w.pending_upstreams = 0 OFFSET 0)
           AND NOT EXISTS (SELECT 1 FROM task_instances w
                           WHERE w.state = 'up_for_retry' AND w.next_try_at <= now()
-                            AND coalesce(w.pool, :default_pool) = wanted.pool)
+                            AND coalesce(w.pool, :default_pool) = wanted.pool OFFSET 0)
+    ), tries AS MATERIALIZED (
+        SELECT pg_get_serial_sequence('task_tries', 'id')::regclass AS seq
     ), u AS (
         UPDATE task_instances ti
-        SET pending_upstreams = ti.pending_upstreams - d.n, upstream_successes = ti.upstream_successes + d.s,
-            upstream_failures = ti.upstream_failures + d.f, upstream_skips = ti.upstream_skips + d.k,
+        SET pending_upstreams = ti.pending_upstreams - c.n, upstream_successes = ti.upstream_successes + c.s,
+            upstream_failures = ti.upstream_failures + c.f, upstream_skips = ti.upstream_skips + c.k,
             updated_at = :now,
             state = CASE WHEN {_QUEUE_NOW} THEN 'queued' ELSE ti.state END,
             try_number = ti.try_number + CASE WHEN {_QUEUE_NOW} THEN 1 ELSE 0 END,
@@ -302,27 +311,23 @@ _COUNT_AND_QUEUE = f"""
             next_try_at = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.next_try_at END,
             reason = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.reason END,
             term = CASE WHEN {_QUEUE_NOW} THEN :term ELSE ti.term END
-        FROM ({_OUTCOMES}) d, dag_runs r
-        WHERE ti.run_pk = d.run_pk AND ti.task_id = d.task_id AND {PENDING} AND ti.pending_upstreams > 0
-          AND r.id = ti.run_pk
+        FROM (SELECT c.*, c.ready AND c.pool = ANY(ARRAY(SELECT pool FROM room)) AS q FROM c) c
+        WHERE ti.id = c.id AND {PENDING} AND ti.pending_upstreams > 0
         RETURNING ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.pending_upstreams,
                   ti.upstream_successes, ti.upstream_failures, ti.upstream_skips,
-                  r.dag_id, r.run_id, r.dag_version_id AS version_id,
-                  CASE WHEN ti.state = 'queued' THEN r.conf::text END AS conf, r.logical_date,
-                  ti.state = 'queued' AS q
+                  CASE WHEN ti.state = 'queued' THEN nextval((SELECT seq FROM tries)) END AS try_id
     ), t AS (
-        INSERT INTO task_tries (task_instance_id, try_number, state, term, queued_at)
-        SELECT id, try_number, 'queued', :term, :now FROM u WHERE q
-        RETURNING id, task_instance_id
+        INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
+        SELECT try_id, id, try_number, 'queued', :term, :now FROM u WHERE try_id IS NOT NULL
     )
-    -- Two row kinds, not ``u LEFT JOIN t``: the planner cannot estimate a CTE's rows and would
-    -- join them by a nested loop, quadratic in the batch (see queue_picked).
+    -- What the launches need of a run comes once per run (a row without a task instance id), not
+    -- with each of its hundreds of tasks: half the columns to send and parse.
     SELECT id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
-           upstream_failures, upstream_skips, dag_id, run_id, version_id, conf, logical_date, q, NULL::bigint AS try_id
-    FROM u
+           upstream_failures, upstream_skips, try_id, NULL, NULL, NULL::bigint, NULL, NULL::timestamptz FROM u
     UNION ALL
-    SELECT task_instance_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-           NULL, id FROM t
+    SELECT NULL, r.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, r.dag_id, r.run_id, r.dag_version_id,
+           r.conf::text, r.logical_date
+    FROM dag_runs r WHERE r.id = ANY(CAST(:runs AS bigint[]))
 """
 
 
@@ -343,9 +348,13 @@ async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, s
         "outcomes": arrays.texts(o[2] for o in outcomes), "eligible": arrays.bools(eligible),
         "excluded": arrays.ints(room.excluded), "default_pool": DEFAULT_POOL, "parallelism": room.parallelism,
         "limit": room.limit, "now": now, "term": term})).all()
-    tries = {r[0]: r[16] for r in rows if r[16] is not None}
-    counted = counted_rows(r[:13] for r in rows if r[16] is None and not r[15])
-    # Positional, in QueuedTask's field order: a step builds hundreds.
-    queued = [QueuedTask(r[0], tries[r[0]], r[4], r[1], r[2], r[5], r[10], r[11], r[12], r[13], r[14])
-              for r in rows if r[15]]
+    runs = {r[1]: r[11:] for r in rows if r[0] is None}
+    tasks = [r for r in rows if r[0] is not None]
+    counted = counted_rows((*r[:10], *runs[r[1]][:3]) for r in tasks if r[10] is None)
+    queued: list[QueuedTask] = []
+    for r in tasks:
+        if r[10] is not None:  # positional, in QueuedTask's field order: a step builds hundreds
+            dag_id, run_id, version_id, conf, logical_date = runs[r[1]]
+            queued.append(QueuedTask(r[0], r[10], r[4], r[1], r[2], r[5], dag_id, run_id, version_id, conf,
+                                     logical_date))
     return CountedAndQueued(counted, queued)

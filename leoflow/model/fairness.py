@@ -18,8 +18,9 @@ Three knobs decide which ready task gets the next free slot (Airflow's, simplifi
   across all its runs; none by default (only the pools bound it). A DAG at its limit is skipped,
   so its backlog never holds a slot another DAG could use.
 
-This module only validates and names things; the scheduler's choice is one SQL statement
-(:func:`leoflow.db.queue_store.queue_ready`).
+This module only validates and names things; the scheduler's choice is one SQL read
+(:func:`leoflow.db.queue_store.pick_ready`), or the one write that applies the same rules
+(:func:`leoflow.db.queue_store.count_and_queue`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Ready tasks → queued tries (or, for ``kind: empty`` tasks, success on the spot), inside a step.
 
 Container tasks are queued by pool, priority and ``max_active_tasks``
-(:mod:`leoflow.model.fairness`): one statement (:func:`leoflow.db.queue_store.queue_ready`)
+(:mod:`leoflow.model.fairness`): one read (:func:`leoflow.db.queue_store.pick_ready`)
 gives every pool's free slots to its best ready tasks, wherever they came from, so a task that
 became ready in this step never jumps ahead of a better one that has waited for a slot. It runs
 whenever slots may have been freed or tasks became ready — a step that applied transitions or

@@ -20,7 +20,10 @@ from typing import Any
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from sqlalchemy import text
 
+from leoflow.db import queue_store
+from leoflow.db.queue_store import QueueRoom
 from leoflow.model.trigger_rules import TRIGGER_RULES
 from leoflow.settings import Settings
 from tests.harness.postgres import PostgresServer
@@ -112,6 +115,37 @@ def test_a_dag_is_not_queued_past_its_max_active_tasks(settings: Settings) -> No
             await apply(st.engine, fan_out("capped", [container(f"c{i}") for i in range(5)], max_active_tasks=2))
             await end_root(st, "capped", await trigger(st.engine, "capped"))
             assert await queued(st, "capped") == {"c0", "c1"}
+
+    asyncio.run(main())
+
+
+
+def test_a_row_another_writer_changed_meanwhile_is_only_counted(settings: Settings) -> None:
+    """The statement judges each row as its snapshot shows it; if a writer outside the leader (a
+    cancel, an operator) changes the row before the update reaches it, the update sees the newer
+    row, and that row was never judged: it is counted, not queued, and the round decides it."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, fan_out("raced", [container("c0")]))
+            run = await trigger(st.engine, "raced")
+            await st.tick(periodic=True)
+            [(run_pk, ti_id)] = await rows(st.engine, "SELECT r.id, ti.id FROM task_instances ti JOIN dag_runs r "
+                                           "ON r.id = ti.run_pk WHERE r.run_id = :r AND ti.task_id = 'c0'", r=run)
+            async with st.engine.connect() as writer, st.engine.connect() as leader:
+                await writer.execute(text("UPDATE task_instances SET updated_at = now() WHERE id = :i"), {"i": ti_id})
+                writer_pid = (await writer.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+                counting = asyncio.create_task(queue_store.count_and_queue(
+                    leader, [(run_pk, "c0", "success")], [True], st.clock.now(), 1,
+                    QueueRoom(parallelism=8, limit=100)))
+                while not (await rows(st.engine, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                      "AND :w = ANY(pg_blocking_pids(pid))", w=writer_pid)):
+                    assert not counting.done(), counting.result()
+                    await asyncio.sleep(0.01)
+                await writer.commit()
+                done = await counting
+                await leader.rollback()
+            assert done.queued == []
+            assert [(c.task.task_id, c.counts.pending) for c in done.counted] == [("c0", 0)]
 
     asyncio.run(main())
 
