@@ -57,13 +57,12 @@ class RunContext:
 def task_environment(key: TryKey, run: RunContext, spec_env: Mapping[str, str]) -> dict[str, str]:
     """The spec's env plus the run context (which wins; specs cannot define these names)."""
     logical, conf = run.rendered
-    env = dict(spec_env)
-    env.update({
+    return {
+        **spec_env,
         "LEOFLOW_DAG_ID": key.dag_id,
         "LEOFLOW_RUN_ID": key.run_id,
         "LEOFLOW_TASK_ID": key.task_id,
         "LEOFLOW_TRY_NUMBER": str(key.try_number),
         "LEOFLOW_LOGICAL_DATE": logical,
         "LEOFLOW_RUN_CONF": conf,
-    })
-    return env
+    }
