@@ -390,8 +390,9 @@ class SchedulerCore:
         log.warning("kill not completed", extra={"try": str(key), "seconds": self.slow_kill_after,
                                                  "executor": getattr(self.executor, "name", "?")})
 
-    async def close(self) -> None:
-        await cancel_and_wait(self._kill_tasks)
+    async def close(self, timeout: float | None = None) -> None:
+        """Cancel the kills in progress; waits at most ``timeout`` s for them (None: until they end)."""
+        await cancel_and_wait(self._kill_tasks, timeout=timeout)
 
     # ------------------------------------------------------------------ the safety net
 

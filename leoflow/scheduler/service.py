@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 MAX_ERROR_BACKOFF = 5.0
 #: Pause before reconnecting a dropped LISTEN connection.
 LISTEN_RECONNECT_DELAY = 1.0
+#: Seconds a stopping scheduler waits for its wake-up listener to end once cancelled. A LISTEN
+#: connection ends at once; one that does not (a cancellation lost inside the driver, a close the
+#: server never answers) is logged by name and left behind, and must not hold up the hand-over to
+#: the next leader (a stopping service that never returned was seen to hang a test for 300 s).
+STOP_TIMEOUT = 5.0
 #: Longest wait before a ``running`` report alone wakes the loop (see the module docstring).
 #: Short against what a user notices, long against a trivial task's runtime (~5-10 ms).
 RUNNING_REPORT_DELAY = 0.05
@@ -102,8 +107,8 @@ class SchedulerService:
             if self._deferred_wake is not None:
                 self._deferred_wake.cancel()
                 self._deferred_wake = None
-            await cancel_and_wait([listener])
-            await core.close()
+            await cancel_and_wait([listener], timeout=STOP_TIMEOUT)
+            await core.close(timeout=STOP_TIMEOUT)
 
     async def _loop(self, ctx: LeaderContext, core: SchedulerCore) -> None:
         interval = ctx.settings.scheduler.interval
