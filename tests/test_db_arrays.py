@@ -52,3 +52,16 @@ def test_an_array_literal_reads_back_as_its_values(conn: psycopg.Connection[Any]
         assert read_back(conn, build(items), pg_type) == items
 
     check()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.none(), MOMENTS), max_size=30), st.lists(st.integers(0, 29), max_size=60))
+def test_timestamps_shared_between_arrays_read_the_same(moments: list[datetime | None], picks: list[int]) -> None:
+    """The arrays of one statement share their text by object (arrays.timestamps' ``seen``): the
+    same objects again, in another order, and equal moments that are other objects, all read as
+    each array alone would."""
+    again = [moments[i] for i in picks if i < len(moments)]
+    copies = [None if m is None else m + timedelta(0) for m in moments]
+    seen: dict[int, str] = {}
+    for values in (moments, again, copies, moments):
+        assert arrays.timestamps(values, seen) == arrays.timestamps(values)

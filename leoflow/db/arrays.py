@@ -50,7 +50,25 @@ def floats(values: Iterable[float | None]) -> str:
     return "{" + ",".join(["NULL" if v is None else repr(float(v)) for v in values]) + "}"
 
 
-def timestamps(values: Iterable[datetime | None]) -> str:
+def timestamps(values: Iterable[datetime | None], seen: dict[int, str] | None = None) -> str:
     """For ``timestamptz[]``: ISO 8601 with the offset (a naive datetime is read in the session's
-    time zone, as psycopg sends one)."""
-    return "{" + ",".join(["NULL" if v is None else '"' + v.isoformat() + '"' for v in values]) + "}"
+    time zone, as psycopg sends one).
+
+    ``seen``: the text already made for these very objects (by ``id``), shared by the arrays of one
+    statement. A report's time is its try's start and end and its task instance's start and end:
+    one object, four elements; formatting each was a tenth of the leader's time in a step that
+    applied 1,568 reports. The caller holds the objects while it builds the statement's
+    parameters, so no ``id`` is reused meanwhile.
+    """
+    if seen is None:
+        return "{" + ",".join(["NULL" if v is None else '"' + v.isoformat() + '"' for v in values]) + "}"
+    out: list[str] = []
+    for v in values:
+        if v is None:
+            out.append("NULL")
+            continue
+        text = seen.get(id(v))
+        if text is None:
+            text = seen[id(v)] = '"' + v.isoformat() + '"'
+        out.append(text)
+    return "{" + ",".join(out) + "}"

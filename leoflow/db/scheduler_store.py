@@ -376,25 +376,26 @@ _TRY_CHANGES = f"""
 """
 
 
-def _transition_params(transitions: Sequence[Transition], now: datetime, term: int) -> dict[str, Any]:
+def _transition_params(transitions: Sequence[Transition], now: datetime, term: int,
+                       iso: dict[int, str] | None = None) -> dict[str, Any]:
     return {
         "ids": arrays.ints(t.ti_id for t in transitions), "expected": arrays.texts(t.expected for t in transitions),
         "tries": arrays.ints(t.try_number for t in transitions),
         "states": arrays.texts(t.new_state for t in transitions),
-        "started": arrays.timestamps(t.started_at for t in transitions),
-        "ended": arrays.timestamps(t.ended_at for t in transitions),
+        "started": arrays.timestamps((t.started_at for t in transitions), iso),
+        "ended": arrays.timestamps((t.ended_at for t in transitions), iso),
         "timeouts": arrays.floats(t.timeout_after for t in transitions),
         "next_tries": arrays.floats(t.retry_after for t in transitions),
         "reasons": arrays.texts(t.reason for t in transitions), "now": now, "term": term,
     }
 
 
-def _try_params(changes: Sequence[TryChange]) -> dict[str, Any]:
+def _try_params(changes: Sequence[TryChange], iso: dict[int, str] | None = None) -> dict[str, Any]:
     return {
         "t_ids": arrays.ints(c.ti_id for c in changes), "t_tries": arrays.ints(c.try_number for c in changes),
         "t_states": arrays.texts(c.state for c in changes),
-        "t_started": arrays.timestamps(c.started_at for c in changes),
-        "t_ended": arrays.timestamps(c.ended_at for c in changes),
+        "t_started": arrays.timestamps((c.started_at for c in changes), iso),
+        "t_ended": arrays.timestamps((c.ended_at for c in changes), iso),
         "t_codes": arrays.optional_ints(c.exit_code for c in changes),
         "t_reasons": arrays.texts(c.reason for c in changes), "t_refs": arrays.texts(c.executor_ref for c in changes),
     }
@@ -415,9 +416,10 @@ async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transit
     if not try_changes:
         rows = await conn.execute(text(_TRANSITIONS), _transition_params(transitions, now, term))
         return {int(r.id) for r in rows}
+    iso: dict[int, str] = {}  # a report's time is in four arrays (arrays.timestamps)
     rows = await conn.execute(
         text(f"WITH tries AS ({_TRY_CHANGES} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed"),
-        {**_transition_params(transitions, now, term), **_try_params(try_changes)})
+        {**_transition_params(transitions, now, term, iso), **_try_params(try_changes, iso)})
     return {int(r.id) for r in rows}
 
 
