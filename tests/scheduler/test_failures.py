@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from prometheus_client import REGISTRY
 from sqlalchemy import text
 
 from leoflow.db.engine import make_async_engine
@@ -40,11 +41,14 @@ def test_executor_submit_error_fails_the_try_and_the_retry_runs(settings: Settin
         executor = FlakySubmitExecutor()
         try:
             await apply(engine, {"dag_id": "flaky", "tasks": [container("a", retries=1, retry_delay_seconds=0)]})
+            handed_before = REGISTRY.get_sample_value("leoflow_scheduler_tasks_queued_total") or 0.0
             async with running_scheduler(settings, executor, engine=engine):
                 run_id = await trigger(engine, "flaky")
                 await eventually(lambda: run_state(engine, run_id), lambda s: s in ("success", "failed"))
             assert await run_state(engine, run_id) == "success"
             assert executor.refused == ["a"]
+            # Only the try the executor took counts as handed over.
+            assert REGISTRY.get_sample_value("leoflow_scheduler_tasks_queued_total") == handed_before + 1
             tries = await rows(engine, "SELECT try_number, state, reason FROM task_tries ORDER BY try_number")
             assert tries[0][:2] == (1, "failed") and "executor backend unavailable" in tries[0][2]
             assert tries[1][:2] == (2, "success")
