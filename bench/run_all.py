@@ -307,12 +307,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def carried_over(date: str) -> dict[str, Any]:
+    """A new day's results: the latest earlier file's entries, each with its own machine and time.
+
+    So a day that re-runs only some benchmarks still renders the whole page (the others as they were
+    last measured, and the page's summary says when), instead of a page of only what ran today.
+    """
+    earlier = sorted(p for p in RESULTS.glob("????-??-??.json") if p.stem < date)
+    if not earlier:
+        return {"date": date, "benchmarks": {}}
+    previous = json.loads(earlier[-1].read_text())
+    return {"date": date, "benchmarks": dict(previous.get("benchmarks", {}))}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{date}.json"
-    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"date": date, "benchmarks": {}}
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else carried_over(date)
     failed = False
     if not args.render_only:
         here = machine()
