@@ -23,9 +23,11 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: ``on_death(name, exception)``; the exception is None when a loop returned unexpectedly.
 OnDeath = Callable[[str, BaseException | None], None]
@@ -91,3 +93,16 @@ async def cancel_and_wait(tasks: Collection[asyncio.Task[Any]], timeout: float |
     for task in still:
         log.error("task did not stop when cancelled", extra={"task": task.get_name()})
     return still
+
+
+async def wait_at_most(awaitable: Awaitable[T], timeout: float | None) -> T:
+    """``await awaitable``, raising TimeoutError after ``timeout`` seconds (None: no limit).
+
+    Use this, never ``asyncio.wait_for``: on Python 3.11, ``wait_for`` returns the awaitable's result
+    when the caller is cancelled in the same loop iteration as the awaitable completes — the
+    cancellation is lost and the caller runs on as if never cancelled (CPython gh-86296, fixed in
+    3.12). A stopping scheduler whose wake-up event was set just then kept ticking forever: the
+    leader's work must stop when it is told to. ``asyncio.timeout`` keeps the cancellation.
+    """
+    async with asyncio.timeout(timeout):
+        return await awaitable

@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import uvicorn
 
-from leoflow.aiotasks import Registry, cancel_and_wait, restarting, start_guarded
+from leoflow.aiotasks import Registry, cancel_and_wait, restarting, start_guarded, wait_at_most
 from leoflow.clock import Clock, SystemClock
 from leoflow.db import installation
 from leoflow.db.budget import ConnectionBudget
@@ -210,10 +210,10 @@ class Replica:
         await asyncio.to_thread(elector.release_and_join, settings.election.shutdown_grace + 5)
         await cancel_and_wait(background)
         with contextlib.suppress(LeoflowError, TimeoutError):  # best effort: the node is marked down by others
-            await asyncio.wait_for(membership.leave(settings, db), timeout=3)
+            await wait_at_most(membership.leave(settings, db), 3)
         server.should_exit = True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(server_task, timeout=settings.election.shutdown_grace + 5)
+            await wait_at_most(server_task, settings.election.shutdown_grace + 5)
         await cancel_and_wait([server_task, stop_task])
         with contextlib.suppress(LeoflowError):
             await db.dispose()

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from leoflow.aiotasks import cancel_and_wait, restarting, start_guarded
+from leoflow.aiotasks import cancel_and_wait, restarting, start_guarded, wait_at_most
 from tests.harness.leftovers import LeftoverTasks
 
 
@@ -68,3 +68,21 @@ def test_the_leftover_check_names_a_forgotten_task() -> None:
     with inner.watching():
         asyncio.run(main())
     assert inner.names == ["forgotten-loop"]
+
+
+def test_wait_at_most_keeps_a_cancellation_that_arrives_as_the_wait_ends() -> None:
+    """Python 3.11's ``asyncio.wait_for`` returns normally here (the cancellation is lost);
+    ``wait_at_most`` raises it. Also: a result comes back, and the limit raises TimeoutError."""
+    async def main() -> None:
+        done = asyncio.Event()
+        waiting = asyncio.create_task(wait_at_most(done.wait(), 10))
+        await asyncio.sleep(0)
+        done.set()
+        waiting.cancel()  # in the same loop iteration as the event
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert await wait_at_most(asyncio.sleep(0, result="ok"), 10) == "ok"
+        with pytest.raises(TimeoutError):
+            await wait_at_most(asyncio.Event().wait(), 0.01)
+
+    asyncio.run(main())

@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from leoflow.aiotasks import cancel_and_wait, start_guarded
+from leoflow.aiotasks import cancel_and_wait, start_guarded, wait_at_most
 from leoflow.clock import Clock
 from leoflow.db import election_store as store
 from leoflow.db.database import Database
@@ -160,7 +160,7 @@ class LeaderSupervisor:
                 # this timeout only guards against a broken one.
                 election = self.settings.election
                 limit = max(election.shutdown_grace, 1.0) + election.leader_lease
-                await asyncio.wait_for(executor.stop(), timeout=limit)
+                await wait_at_most(executor.stop(), limit)
             except Exception:  # boundary: a broken executor must not keep the next term from starting
                 log.exception("executor did not stop cleanly", extra={"term": term})
         log.info("leader services stopped", extra={"term": term, "why": why})

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leoflow.aiotasks import wait_at_most
 from leoflow.model.run_context import ENV_PREFIX
 
 log = logging.getLogger(__name__)
@@ -190,7 +191,7 @@ async def terminate(proc: ChildProcess, grace: float) -> int:
     """SIGTERM the group, wait up to ``grace`` seconds, then SIGKILL; returns the exit status."""
     signal_group(proc.pid, signal.SIGTERM)
     try:
-        return await asyncio.wait_for(proc.wait(), timeout=grace)
+        return await wait_at_most(proc.wait(), grace)
     except TimeoutError:
         signal_group(proc.pid, signal.SIGKILL)
         return await proc.wait()

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 
-from leoflow.aiotasks import cancel_and_wait, start_guarded
+from leoflow.aiotasks import cancel_and_wait, start_guarded, wait_at_most
 from leoflow.db import wakeup
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.base import Executor
@@ -134,7 +134,7 @@ class SchedulerService:
                 await asyncio.sleep(0)  # let the executor and the API run between busy ticks
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+                await wait_at_most(self._wake.wait(), interval)
 
     async def _listen(self, ctx: LeaderContext) -> None:
         """Wake the loop on every NOTIFY; reconnect forever (the interval covers the gaps)."""

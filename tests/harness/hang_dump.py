@@ -27,9 +27,24 @@ def dump_running_loops(out: TextIO) -> int:
             for task in list(asyncio.all_tasks(obj)):
                 print(f"--- asyncio task {task.get_name()!r} (done={task.done()})", file=out)
                 task.print_stack(file=out)
+                for line in await_chain(task):
+                    print(f"    awaiting {line}", file=out)
                 printed += 1
     out.flush()
     return printed
+
+
+def await_chain(task: asyncio.Task[object]) -> list[str]:
+    """Where the task's coroutine waits, innermost last: ``Task.print_stack`` shows only the task's
+    own frame, not the coroutines it awaits (a CI hang showed ``await self._loop(...)`` and no more)."""
+    chain: list[str] = []
+    coro: object = task.get_coro()
+    while coro is not None and len(chain) < 50:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is not None:
+            chain.append(f"{frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None) or getattr(coro, "ag_await", None)
+    return chain
 
 
 @contextmanager

@@ -53,3 +53,21 @@ def test_a_listener_that_ignores_its_cancellation_does_not_hold_the_stop(
         asyncio.run(main())
     assert any(r.getMessage() == "task did not stop when cancelled" and getattr(r, "task", None) == "scheduler-listen"
                for r in caplog.records)
+
+
+def test_a_scheduler_woken_as_it_is_cancelled_stops(settings: Settings) -> None:
+    """A report (or a NOTIFY) that wakes the idle loop in the same moment the service is cancelled
+    must not swallow the cancellation: with Python 3.11's ``asyncio.wait_for`` the loop ticked on
+    forever (seen in CI as a 300-s hang of tests/scheduler/test_service_local.py)."""
+    async def main() -> None:
+        async with running_scheduler(fast(settings, interval=30.0), MemoryExecutor()) as sched:
+            wake = sched.service._wake
+            while not any(not w.done() for w in wake._waiters):  # the loop waits on its wake-up event
+                assert not sched.task.done()
+                await asyncio.sleep(0.01)
+            sched.service.poke()
+            sched.task.cancel()
+            ended = await asyncio.wait_for(asyncio.gather(sched.task, return_exceptions=True), timeout=30)
+            assert isinstance(ended[0], asyncio.CancelledError)
+
+    asyncio.run(main())

@@ -50,7 +50,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
+from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded, wait_at_most
 from leoflow.db import executor_store
 from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
@@ -353,9 +353,9 @@ class KubernetesExecutor(PodCreation):
         long; the worker thread is freed by that socket timeout); then the kill goes on without it.
         """
         try:
-            logs = await asyncio.wait_for(
+            logs = await wait_at_most(
                 fetch_pod_logs(self.api, pod_name, self._max_log_bytes, read_timeout=self.kill_log_timeout),
-                timeout=self.kill_log_timeout)
+                self.kill_log_timeout)
             await store_pod_logs(self._require_ctx().db, task_try_id, logs)
         except TimeoutError:
             log.warning("gave up reading the logs of a pod being deleted", extra={

@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from leoflow.aiotasks import wait_at_most
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.kubernetes.errors import CallNotSent
 from leoflow.leadership import LeaderContext
@@ -113,7 +114,7 @@ class FencedCalls:
             if remaining <= 0:
                 return
             try:
-                await asyncio.wait_for(self._slots.acquire(), timeout=remaining)
+                await wait_at_most(self._slots.acquire(), remaining)
             except TimeoutError:
                 return
             item = self._queue.popleft() if self._queue else None
