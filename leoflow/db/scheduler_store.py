@@ -377,7 +377,7 @@ _TRY_CHANGES = f"""
 
 
 def _transition_params(transitions: Sequence[Transition], now: datetime, term: int,
-                       iso: dict[int, str] | None = None) -> dict[str, Any]:
+                       iso: dict[int, str]) -> dict[str, Any]:
     return {
         "ids": arrays.ints(t.ti_id for t in transitions), "expected": arrays.texts(t.expected for t in transitions),
         "tries": arrays.ints(t.try_number for t in transitions),
@@ -390,7 +390,7 @@ def _transition_params(transitions: Sequence[Transition], now: datetime, term: i
     }
 
 
-def _try_params(changes: Sequence[TryChange], iso: dict[int, str] | None = None) -> dict[str, Any]:
+def _try_params(changes: Sequence[TryChange], iso: dict[int, str]) -> dict[str, Any]:
     return {
         "t_ids": arrays.ints(c.ti_id for c in changes), "t_tries": arrays.ints(c.try_number for c in changes),
         "t_states": arrays.texts(c.state for c in changes),
@@ -410,13 +410,13 @@ async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transit
     """
     if not transitions and not try_changes:
         return set()
+    iso: dict[int, str] = {}  # a report's time is in up to four arrays (arrays.timestamps)
     if not transitions:
-        await conn.execute(text(_TRY_CHANGES), _try_params(try_changes))
+        await conn.execute(text(_TRY_CHANGES), _try_params(try_changes, iso))
         return set()
     if not try_changes:
-        rows = await conn.execute(text(_TRANSITIONS), _transition_params(transitions, now, term))
+        rows = await conn.execute(text(_TRANSITIONS), _transition_params(transitions, now, term, iso))
         return {int(r.id) for r in rows}
-    iso: dict[int, str] = {}  # a report's time is in four arrays (arrays.timestamps)
     rows = await conn.execute(
         text(f"WITH tries AS ({_TRY_CHANGES} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed"),
         {**_transition_params(transitions, now, term, iso), **_try_params(try_changes, iso)})
