@@ -314,6 +314,16 @@ async def ready_task_instances(conn: AsyncConnection, limit: int) -> list[ReadyT
 
 async def lock_task_instances(conn: AsyncConnection, keys: Sequence[TryKey]) -> list[LiveTaskInstance]:
     """The task instances the keys refer to, row-locked in id order (no deadlock between batches)."""
+    return await _task_instances_by_key(conn, keys, lock=True)
+
+
+async def task_instances_by_key(conn: AsyncConnection, keys: Sequence[TryKey]) -> list[LiveTaskInstance]:
+    """The task instances the keys refer to, read without a lock (a plan, not a change)."""
+    return await _task_instances_by_key(conn, keys, lock=False)
+
+
+async def _task_instances_by_key(conn: AsyncConnection, keys: Sequence[TryKey], *,
+                                 lock: bool) -> list[LiveTaskInstance]:
     if not keys:
         return []
     rows = await conn.execute(text("""
@@ -324,8 +334,8 @@ async def lock_task_instances(conn: AsyncConnection, keys: Sequence[TryKey]) -> 
         JOIN dag_runs r ON r.dag_id = k.dag_id AND r.run_id = k.run_id
         JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = k.task_id
         ORDER BY ti.id
-        FOR UPDATE OF ti
-    """), {"dags": [k.dag_id for k in keys], "runs": [k.run_id for k in keys], "tasks": [k.task_id for k in keys]})
+    """ + ("FOR UPDATE OF ti" if lock else "")),
+        {"dags": [k.dag_id for k in keys], "runs": [k.run_id for k in keys], "tasks": [k.task_id for k in keys]})
     return [LiveTaskInstance(**r._mapping) for r in rows]
 
 

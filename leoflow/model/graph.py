@@ -45,6 +45,7 @@ class DagGraph:
                                            if t.kind != "empty" and t.trigger_rule in RUN_WHEN_ALL_SUCCEED)
         self._descendants: dict[str, tuple[str, ...]] = {}
         self._doomed: dict[str, frozenset[str]] = {}
+        self._failure_rows: dict[str, int] = {}
 
     def task(self, task_id: str) -> TaskSpec | None:
         return self.tasks.get(task_id)
@@ -63,6 +64,24 @@ class DagGraph:
             cached = self._descendants[task_id] = tuple(seen)
         return cached
 
+
+    def outcome_rows(self, task_id: str, *, failed: bool) -> int:
+        """At most how many task instance rows the end of ``task_id`` makes a step count or mark.
+
+        A success is counted on each direct downstream. A final failure marks its doomed closure
+        (:meth:`doomed_by`) and counts the edges leaving it, bounded here by every edge out of the
+        task and the closure. The scheduler budgets its steps with this (a wide fan-out must not
+        make one step hold millions of rows), so an upper bound is what it needs; trigger rules
+        that cascade further (``skipped`` chains) are decided level by level within the DAG's size.
+        """
+        if not failed:
+            return len(self.downstream.get(task_id, ()))
+        rows = self._failure_rows.get(task_id)
+        if rows is None:
+            closure = self.doomed_by(task_id)
+            rows = len(closure) + len(self.downstream.get(task_id, ())) + sum(len(self.downstream[d]) for d in closure)
+            self._failure_rows[task_id] = rows
+        return rows
 
     def doomed_by(self, task_id: str) -> frozenset[str]:
         """The descendants that become ``upstream_failed`` as soon as ``task_id`` fails.

@@ -26,12 +26,16 @@ leader fault (:data:`~leoflow.scheduler.containment.LEADER_FAULTS`) aborts the s
 taken from the inbox are put back first — and the service retries on the next tick. Any other
 failure is blamed on an entity: the tick's work is redone part by part, each part bisected over
 its entities (:func:`~leoflow.scheduler.containment.isolate`), and only the culprits are failed.
-Work per step is bounded by ``batch_size`` rows, so memory stays flat whatever the backlog.
+Work per step is bounded by ``batch_size`` rows, and by what those rows set off: reports are
+taken only as far as their fan-out fits a row budget (:mod:`leoflow.scheduler.fanout`), runs are
+started only as far as their task instances fit it, so memory stays flat whatever the backlog
+and however wide the DAGs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -46,11 +50,13 @@ from leoflow.errors import DatabaseError, FencedOut, LeoflowError
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
+from leoflow.model.graph import DagGraph
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.scheduler.containment import EntityKind, contained, count, is_leader_fault, isolate
+from leoflow.scheduler.fanout import report_rows, within_budget
 from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.periodic import Part, Periodic
-from leoflow.scheduler.queueing import Queuer, build_launch, run_context
+from leoflow.scheduler.queueing import ROW_BUDGET, Queuer, build_launch, run_context
 from leoflow.scheduler.reports import ReportApplier
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry
@@ -87,6 +93,8 @@ class SchedulerCore:
         self.ctx = ctx
         self.executor = executor
         self.batch_size = batch_size
+        #: Rows of fan-out the reports of one step may set off (:mod:`leoflow.scheduler.fanout`).
+        self.fanout_budget = ROW_BUDGET * batch_size
         self.graphs = VersionGraphs()
         # Bounded in practice: reports exist only for tries in flight (<= parallelism) plus what
         # the executor reconciles at start.
@@ -96,7 +104,8 @@ class SchedulerCore:
         self.reports = ReportApplier(self.inflight, max_retry_delay=ctx.settings.scheduler.max_retry_delay)
         self.queuer = Queuer(self.inflight, self.quarantine, parallelism=ctx.settings.scheduler.parallelism,
                              batch_size=batch_size)
-        self.periodic = Periodic(self.graphs, self.quarantine, batch_size=batch_size)
+        self.periodic = Periodic(self.graphs, self.quarantine, batch_size=batch_size,
+                                 row_budget=ROW_BUDGET * batch_size)
         self._killing: dict[int, asyncio.Task[None]] = {}
         self._kill_tasks: Registry = set()
         self._kill_slots = asyncio.Semaphore(KILL_CONCURRENCY)
@@ -161,12 +170,47 @@ class SchedulerCore:
         transaction. A tick with nothing to do is not a transaction at all.
         """
         periodic = self._periodic_due()
-        batch = [self.inbox.popleft() for _ in range(min(len(self.inbox), self.batch_size))]
+        batch = await self.take_reports()
         busy = False
-        if periodic or batch or self._scan:
+        if periodic or batch or self._scan or self.periodic.more_to_start:
             busy = await self._tick_step(batch, periodic)
         await self.sweep_runs()
         return busy
+
+    async def take_reports(self) -> list[StatusUpdate]:
+        """The next reports from the inbox, in order: at most ``batch_size``, and only as many as
+        fit :attr:`fanout_budget` rows of fan-out (:mod:`leoflow.scheduler.fanout`), at least one."""
+        head = list(itertools.islice(self.inbox, self.batch_size))
+        if not head:
+            return []
+        taken = within_budget(await self._report_rows(head), self.fanout_budget)
+        return [self.inbox.popleft() for _ in range(taken)]
+
+    async def _report_rows(self, updates: Sequence[StatusUpdate]) -> list[int]:
+        """Each report's fan-out. In-flight tries name their version; the others (tries of an
+        earlier term, after a failover) and versions no longer cached are read in one transaction."""
+        known: dict[TryKey, tuple[int, int]] = {}
+        for u in updates:
+            entry = self.inflight.get(u.key)
+            if entry is not None:
+                known[u.key] = (entry.version_id, entry.max_tries)
+        unknown = [u.key for u in updates if u.key not in known]
+        graphs: dict[int, DagGraph | None] = {}
+        for version_id, _ in known.values():
+            if version_id not in graphs:
+                graphs[version_id] = self.graphs.cache.lookup(version_id)
+        if unknown or None in graphs.values():
+            async with self.step() as step:
+                for row in await store.task_instances_by_key(step.conn, unknown):
+                    known[TryKey(row.dag_id, row.run_id, row.task_id, row.try_number)] = (row.version_id,
+                                                                                          row.max_tries)
+                graphs.update(await step.graphs.load(step.conn, {v for v, _ in known.values()
+                                                                 if graphs.get(v) is None}))
+        rows: list[int] = []
+        for u in updates:
+            version_id, max_tries = known.get(u.key, (0, 0))
+            rows.append(report_rows(u, graphs.get(version_id), max_tries))
+        return rows
 
     def _periodic_due(self) -> bool:
         now = self.ctx.clock.monotonic()
@@ -182,6 +226,8 @@ class SchedulerCore:
         async def body(step: Step) -> None:
             if periodic:
                 await self.periodic.run(step)
+            elif self.periodic.more_to_start:  # a backlog of startable runs: no need to wait for the interval
+                await self.periodic.start_runs(step)
             if batch:
                 await self.reports.apply(step, batch)
             await self._queue_and_settle(step, scan=scan)
@@ -288,7 +334,7 @@ class SchedulerCore:
 
     async def hot_step(self) -> bool:
         """Reports, queueing and run completion (a tick without its periodic parts)."""
-        batch = [self.inbox.popleft() for _ in range(min(len(self.inbox), self.batch_size))]
+        batch = await self.take_reports()
         return await self._tick_step(batch, periodic=False)
 
     # ------------------------------------------------------------------ the executor

@@ -40,6 +40,7 @@ from leoflow.model.run_ids import scheduled_run_id
 from leoflow.model.timetable import plan_scheduled_runs
 from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
+from leoflow.scheduler.fanout import within_budget
 from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import timeout_transition
@@ -70,10 +71,14 @@ class Periodic:
     """The periodic parts of one term's ticks (see the module docstring)."""
 
     def __init__(self, graphs: VersionGraphs, quarantine: set[tuple[EntityKind, int | str]], *,
-                 batch_size: int) -> None:
+                 batch_size: int, row_budget: int) -> None:
         self.graphs = graphs
         self.quarantine = quarantine
         self.batch_size = batch_size
+        #: Task instances that starting runs may create in one step.
+        self.row_budget = row_budget
+        #: Startable runs were left for the next tick (the row budget or the batch was spent).
+        self.more_to_start = False
 
     async def run(self, step: Step) -> None:
         await self.create_scheduled_runs(step)
@@ -186,15 +191,23 @@ class Periodic:
         return [r for r in runs if ("run", r.run_pk) not in self.quarantine]
 
     async def _start(self, step: Step, runs: Sequence[store.StartableRun]) -> bool:
+        self.more_to_start = False
         if not runs:
             return False
         graphs = await step.graphs.load(step.conn, {r.version_id for r in runs})
         startable: list[int] = []
+        tasks: list[int] = []
         for run in runs:
             if run.version_id in graphs:
                 startable.append(run.run_pk)
+                tasks.append(len(graphs[run.version_id].tasks))
             else:  # its version does not compile: the run fails instead of starting
                 step.fail_run(run.run_pk, self.graphs.broken(run.version_id) or "scheduler error: no DAG version")
+        # Starting a run creates all its task instances: as many runs as their tasks fit the row
+        # budget (at least one), the rest on the next tick (not all 500 runs of a 10,000-task DAG).
+        taken = within_budget(tasks, self.row_budget)
+        self.more_to_start = taken < len(startable) or len(runs) >= self.batch_size
+        startable = startable[:taken]
         started = await store.start_runs(step.conn, startable, step.now, step.term)
         step.started += len(started.run_pks)
         step.add_candidates(started.roots)

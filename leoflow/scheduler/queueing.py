@@ -129,7 +129,9 @@ class Queuer:
                 take = [step.candidates.pop(i) for i in ordered[:self.batch_size]]
                 budget -= len(take)
                 take = [r for r in take if ("task", r.id) not in self.quarantine]
-                look = await self._resolve(step, take) or look
+                containers, edges = await self._resolve(step, take, max(budget, 0))
+                budget -= edges
+                look = containers or look
                 continue
             if not look or budget <= 0:
                 break
@@ -141,18 +143,29 @@ class Queuer:
         step.candidates.clear()  # left for the next scan (the backlog flag asks for one)
         return outcome
 
-    async def _resolve(self, step: Step, ready: Sequence[ReadyTask]) -> bool:
-        """Succeed the empty ones (releasing their downstream); True if any is a container task."""
+    async def _resolve(self, step: Step, ready: Sequence[ReadyTask], edge_budget: int) -> tuple[bool, int]:
+        """Succeed the empty ones (releasing their downstream); True if any is a container task, and
+        the edges counted.
+
+        Empty tasks succeed only while their downstream edges fit ``edge_budget`` (at least one):
+        a few hundred empty roots of a wide DAG must not make one statement count millions of
+        rows (:mod:`leoflow.scheduler.fanout`). The others stay candidates for a later round or step.
+        """
         graphs = await step.graphs.load(step.conn, {r.version_id for r in ready})
         empties: list[ReadyTask] = []
         edges: list[tuple[int, int, str]] = []
         decided: list[tuple[int, str]] = []
+        deferred: list[ReadyTask] = []
         containers = False
         unclassified: list[tuple[int, str, int]] = []
         for r, task in _still_runnable(step, ready, graphs, decided):
             if task.kind == "empty":
+                downstream = graphs[r.version_id].downstream.get(r.task_id, ())
+                if empties and len(edges) + len(downstream) > edge_budget:
+                    deferred.append(r)
+                    continue
                 empties.append(r)
-                edges.extend((r.id, r.run_pk, d) for d in graphs[r.version_id].downstream.get(r.task_id, ()))
+                edges.extend((r.id, r.run_pk, d) for d in downstream)
             else:
                 containers = True
                 if not r.classified:
@@ -166,7 +179,8 @@ class Queuer:
             step.transitions["success"] += len(done.succeeded)
             step.touch(run_pk for _, run_pk in done.succeeded)
             await step.counted(done.counted)
-        return containers
+        step.add_candidates(deferred)
+        return containers, len(edges)
 
     async def _queue_containers(self, step: Step, limit: int, only: Sequence[int] | None) -> _Queued:
         """Pick the best ready tasks for the free slots, end those their rule says not to run, queue the rest."""

@@ -1,0 +1,49 @@
+"""How many executor reports one step may take: bounded by the rows they fan out to, not only by count.
+
+``batch_size`` bounds the reports a step applies, but not what they set off: a root's success is
+counted on each of its direct downstream, a final failure marks its doomed descendants. With
+2,000 reports of roots that have 98 children each, one step counted 196,000 outcomes in one
+statement and held them all in memory (the leader peaked at 308 MB); DAGs may have 10,000 tasks
+and 50,000 edges, so a wide DAG with many runs whose roots end together could take a leader out
+of memory — and then the next leader, which inherits the same inbox.
+
+So the scheduler takes reports from its inbox in order until their fan-out reaches a row budget,
+always at least one (a single report is bounded by its DAG's size). The fan-out of a report is
+known before the step: its try's version (the in-flight entry, or one read for reports of tries
+this term did not queue) and that version's cached graph (:meth:`DagGraph.outcome_rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from leoflow.model.graph import DagGraph
+from leoflow.model.tries import StatusUpdate
+
+
+def report_rows(update: StatusUpdate, graph: DagGraph | None, max_tries: int) -> int:
+    """Rows a step touches to apply ``update``: its own task instance, plus what its end counts.
+
+    ``running`` ends nothing; a failure with tries left becomes ``up_for_retry`` and ends
+    nothing either. Without the graph (a version not compiled yet, or broken — its runs fail
+    without counting anything), only the report's own row is known.
+    """
+    if graph is None or update.state == "running":
+        return 1
+    if update.state == "failed":
+        if update.key.try_number < max_tries:
+            return 1
+        return 1 + graph.outcome_rows(update.key.task_id, failed=True)
+    return 1 + graph.outcome_rows(update.key.task_id, failed=False)
+
+
+def within_budget(costs: Iterable[int], budget: int) -> int:
+    """How many of the leading ``costs`` fit in ``budget``; at least one if there is any, so a
+    report costlier than the whole budget still goes through, alone."""
+    taken = spent = 0
+    for cost in costs:
+        if taken and spent + cost > budget:
+            break
+        taken += 1
+        spent += cost
+    return taken
