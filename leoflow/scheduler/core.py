@@ -189,6 +189,12 @@ class SchedulerCore:
     async def _report_rows(self, updates: Sequence[StatusUpdate]) -> list[int]:
         """Each report's fan-out. In-flight tries name their version; the others (tries of an
         earlier term, after a failover) and versions no longer cached are read in one transaction."""
+        entries = [e for e in map(self.inflight.get, (u.key for u in updates)) if e is not None]
+        if len(entries) == len(updates):  # the common case: every report is of a try this term queued
+            cached = {v: self.graphs.cache.lookup(v) for v in {e.version_id for e in entries}}
+            if None not in cached.values():
+                return [report_rows(u, cached[e.version_id], e.max_tries)
+                        for u, e in zip(updates, entries, strict=True)]
         known: dict[TryKey, tuple[int, int]] = {}
         for u in updates:
             entry = self.inflight.get(u.key)
