@@ -125,12 +125,19 @@ _PICK = f"""
 _PICK_READY = f"""
     WITH pool AS (
         SELECT name, slots FROM pools UNION ALL SELECT :default_pool, :parallelism
+    ), waiting AS MATERIALIZED (  -- pools with a ready task: only theirs are worth counting slots for
+        -- (after a one write, usually none: the count would read every queued and running row)
+        SELECT pool.name, pool.slots FROM pool
+        WHERE EXISTS (SELECT 1 FROM task_instances w
+                      WHERE w.pool = pool.name AND w.state = 'pending' AND w.pending_upstreams = 0)
+           OR EXISTS (SELECT 1 FROM task_instances w
+                      WHERE w.pool = pool.name AND w.state = 'up_for_retry' AND w.next_try_at <= now())
     ), used AS (
         SELECT coalesce(pool, :default_pool) AS name, count(*) AS n
-        FROM task_instances WHERE state IN {SLOT_TASKS_SQL} GROUP BY 1
+        FROM task_instances WHERE state IN {SLOT_TASKS_SQL} AND EXISTS (SELECT 1 FROM waiting) GROUP BY 1
     ), free AS (
-        SELECT pool.name, least(greatest(pool.slots - coalesce(used.n, 0), 0), :limit) AS n
-        FROM pool LEFT JOIN used ON used.name = pool.name
+        SELECT waiting.name, least(greatest(waiting.slots - coalesce(used.n, 0), 0), :limit) AS n
+        FROM waiting LEFT JOIN used ON used.name = waiting.name
     ), limited AS (  -- DAGs with a max_active_tasks (usually none: then nothing below is counted)
         SELECT dag_id, max_active_tasks FROM dags WHERE max_active_tasks IS NOT NULL
     ), active AS (
