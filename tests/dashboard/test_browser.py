@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import psycopg
 import pytest
@@ -320,6 +321,36 @@ def test_cancel_from_the_run_page_stops_the_run(server: LiveServer, open_page: C
         "data-state", "cancelled", timeout=RUN_TIMEOUT_MS)
     expect(page.get_by_test_id("cancel-run")).to_have_count(0)
     assert api_get(server, f"/dags/dash-slow/runs/{run_id}")["state"] == "cancelled"
+
+
+def test_an_open_confirmation_outlives_the_run_pages_polls(server: LiveServer,
+                                                          open_page: Callable[..., Browse]) -> None:
+    """The run page redraws its task table on every poll (1.5 s while the run is active); a row's
+    "Yes, success" must stay where the operator is about to press it until it is answered. Before,
+    each poll replaced it with the idle button, so on a slow host the confirmation could not be hit."""
+    require_runs_execute(server)  # row actions appear once the run has started
+    run_id = trigger(server, "dash-slow")
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment=f"#/dags/dash-slow/runs/{run_id}")
+    expect(page.locator("[data-testid=ti-table] tr[data-task=wait]")).to_have_attribute(
+        "data-state", "running", timeout=RUN_TIMEOUT_MS)
+    page.get_by_test_id("mark-success-wait").click()
+    confirm = page.get_by_test_id("mark-success-wait-confirm")
+    handle = confirm.element_handle()
+    assert handle is not None
+    # Polls are sequential (the next is timed after the last one drew): once the second poll after
+    # the click has been sent, a whole refresh has redrawn the page meanwhile. No sleep.
+    run_url = f"/api/v2/dags/dash-slow/runs/{run_id}"
+    for _ in range(2):
+        with page.expect_request(lambda request: unquote(request.url.split("?")[0]).endswith(run_url),
+                                 timeout=RUN_TIMEOUT_MS):
+            pass
+    assert handle.evaluate("el => el.isConnected"), "a poll redrew the open confirmation away"
+    confirm.click()
+    expect(page.locator("[data-testid=ti-table] tr[data-task=wait]")).to_have_attribute(
+        "data-state", "success", timeout=RUN_TIMEOUT_MS)
+    expect(page.get_by_test_id("mark-success-wait")).to_have_count(0)
 
 
 def test_clear_failed_tasks_and_mark_success_from_the_run_page(server: LiveServer,

@@ -39,16 +39,35 @@ export function notice() {
  */
 export function confirmButton(label, confirmLabel, action, { testid, danger = true } = {}) {
   const wrap = h("span", { class: "confirm" });
-  const idle = () => fill(wrap, h("button", {
-    type: "button", class: danger ? "danger" : "primary", "data-testid": testid,
-    onclick: () => fill(wrap,
-      h("button", { type: "button", class: danger ? "danger" : "primary", "data-testid": `${testid}-confirm`,
-        onclick: async (e) => { e.target.disabled = true; try { await action(); } finally { idle(); } } },
-      confirmLabel),
-      h("button", { type: "button", class: "secondary", onclick: idle }, "Keep")),
-  }, label));
+  const idle = () => {
+    delete wrap.dataset.open;
+    fill(wrap, h("button", {
+      type: "button", class: danger ? "danger" : "primary", "data-testid": testid,
+      onclick: () => {
+        wrap.dataset.open = "1";
+        fill(wrap,
+          h("button", { type: "button", class: danger ? "danger" : "primary", "data-testid": `${testid}-confirm`,
+            onclick: async (e) => {
+              e.target.disabled = true;
+              delete wrap.dataset.open; // answered: the refresh after the action may redraw it
+              try { await action(); } finally { idle(); }
+            } },
+          confirmLabel),
+          h("button", { type: "button", class: "secondary", onclick: idle }, "Keep"));
+      },
+    }, label));
+  };
   idle();
   return wrap;
+}
+
+/**
+ * Is a confirmation waiting for its answer inside ``el``? A poll must not redraw it away: the
+ * run page redraws its task table every 1.5 s while the run is active, and a "Yes, success"
+ * that vanishes before the operator (or a slow browser) can press it is a button that does not work.
+ */
+export function confirmOpen(el) {
+  return el.querySelector(".confirm[data-open]") !== null;
 }
 
 /** Breadcrumbs: [[label, href], ..., label]. */

@@ -7,7 +7,7 @@ import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, fmtDuration, fmtTime, parseTime, secondsBetween, TERMINAL_RUN_STATES, timeEl } from "../format.js";
 import { topoOrder } from "../graph.js";
-import { confirmButton, crumbs, fact, notice, section, table } from "../ui.js";
+import { confirmButton, confirmOpen, crumbs, fact, notice, section, table } from "../ui.js";
 import { instancesOf, tasksOf } from "./dag.js";
 
 function ganttChart(dagId, runId, order, instances, run) {
@@ -148,7 +148,7 @@ export default {
           run.conf && Object.keys(run.conf).length ? fact("Conf", h("code", { class: "conf" }, JSON.stringify(run.conf))) : null);
 
         const rows = ids.map((id) => instances.get(id));
-        fill(tasks.body, table([
+        if (!confirmOpen(tasks.body)) fill(tasks.body, table([
           { title: "Task", cell: (ti) => h("a", { href: href("dags", dagId, "runs", runId, "tasks", ti.task_id), class: "mono", "data-testid": `task-link-${ti.task_id}` }, ti.task_id) },
           { title: "State", cell: (ti) => badge(ti.state) },
           { title: "Tries", cell: (ti) => `${ti.try_number ?? 0}/${ti.max_tries ?? "?"}` },
@@ -167,7 +167,7 @@ export default {
         const sent = items(await api("/notifications", { query: { dag_id: dagId, run_id: runId, limit: 50 } }));
         if (!ctx.isCurrent()) return;
         notes.el.hidden = !sent.length;
-        fill(notes.body, notificationsTable(sent, ctx, errors.set));
+        if (!confirmOpen(notes.body)) fill(notes.body, notificationsTable(sent, ctx, errors.set));
       },
       pollMs: () => (TERMINAL_RUN_STATES.has((lastState || "").split("/")[0]) ? 5000 : 1500),
     };
