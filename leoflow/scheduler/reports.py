@@ -14,7 +14,6 @@ PostgreSQL cannot store before it reaches a statement.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ def cleaned(update: StatusUpdate) -> StatusUpdate:
     ref = None if update.executor_ref is None else clean_text(update.executor_ref, 253)
     if reason == update.reason and ref == update.executor_ref:
         return update
-    return dataclasses.replace(update, reason=reason, executor_ref=ref)
+    return update._replace(reason=reason, executor_ref=ref)
 
 
 class ReportApplier:

@@ -126,7 +126,7 @@ def test_submit_twice_and_restart_never_run_a_try_twice(settings: Settings, tmp_
         rec2 = Recorder(engine)
         ex2 = LocalExecutor(s)
         await ex2.start(LeaderContext(2, s, Database(engine)), rec2)
-        await ex2.submit(dataclasses.replace(launch, term=2))
+        await ex2.submit(launch._replace(term=2))
         final = await rec2.wait_final(t.key)
         await ex2.stop()
         assert final.state == "success"

@@ -119,9 +119,8 @@ def test_a_pod_that_would_be_refused_is_never_sent(case: Case, path: str, words:
 
 def test_a_launch_without_pod_fields_renders_as_before() -> None:
     launch = launch_of(CASES["plain"])
-    import dataclasses
 
-    bare = pods.pod_spec("default", "ns", dataclasses.replace(launch, pod=None), service_account=None,
+    bare = pods.pod_spec("default", "ns", launch._replace(pod=None), service_account=None,
                          image_pull_secrets=())
     assert bare["spec"]["containers"][0]["env"][0]["name"] == "LEOFLOW_DAG_ID"
     validate_strictly(bare)

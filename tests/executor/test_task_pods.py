@@ -52,7 +52,7 @@ def test_every_pod_field_runs_through_the_fake_api_server(settings: Settings, fa
         ex = await started(s, engine, 1, rec)
         launches = {}
         for (name, case), t in zip(cases.items(), seeded, strict=True):
-            launch = dataclasses.replace(launch_of(case, t.key, t.task_try_id, term=1))
+            launch = launch_of(case, t.key, t.task_try_id, term=1)
             launches[name] = launch
             await ex.submit(launch)
         finals = {name: await rec.wait_final(launch.key) for name, launch in launches.items()}
