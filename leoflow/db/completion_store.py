@@ -294,6 +294,17 @@ async def runs_past_deadline(conn: AsyncConnection, limit: int) -> list[int]:
     return [int(r.id) for r in rows]
 
 
+async def active_task_counts(conn: AsyncConnection, run_pks: Sequence[int]) -> dict[int, int]:
+    """Unfinished task instances per run (what failing the run would cancel); runs without any are absent."""
+    if not run_pks:
+        return {}
+    rows = await conn.execute(text(f"""
+        SELECT run_pk, count(*) AS n FROM task_instances
+        WHERE run_pk = ANY(CAST(:ids AS bigint[])) AND state IN {ACTIVE_TASKS_SQL} GROUP BY run_pk
+    """), {"ids": list(run_pks)})
+    return {int(r.run_pk): int(r.n) for r in rows}
+
+
 async def running_runs_after(conn: AsyncConnection, after_id: int, limit: int) -> list[int]:
     """Keyset page of running runs (the periodic completion sweep)."""
     rows = await conn.execute(text("""

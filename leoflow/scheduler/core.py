@@ -27,9 +27,9 @@ taken from the inbox are put back first — and the service retries on the next 
 failure is blamed on an entity: the tick's work is redone part by part, each part bisected over
 its entities (:func:`~leoflow.scheduler.containment.isolate`), and only the culprits are failed.
 Work per step is bounded by ``batch_size`` rows, and by what those rows set off: reports are
-taken only as far as their fan-out fits a row budget (:mod:`leoflow.scheduler.fanout`), runs are
-started only as far as their task instances fit it, so memory stays flat whatever the backlog
-and however wide the DAGs.
+taken only as far as their fan-out fits a row budget (:mod:`leoflow.scheduler.fanout`), and runs
+started, timeouts and run deadlines applied only as far as the rows they write fit it, so memory
+stays flat whatever the backlog and however wide the DAGs.
 """
 
 from __future__ import annotations
@@ -219,6 +219,9 @@ class SchedulerCore:
         return rows
 
     def _periodic_due(self) -> bool:
+        if self.periodic.more_due:  # a part left work over its row budget: go on at once
+            self.periodic.more_due = False
+            return True
         now = self.ctx.clock.monotonic()
         if not (self._poked or now >= self._next_periodic):
             return False

@@ -11,6 +11,12 @@ So the scheduler takes reports from its inbox in order until their fan-out reach
 always at least one (a single report is bounded by its DAG's size). The fan-out of a report is
 known before the step: its try's version (the in-flight entry, or one read for reports of tries
 this term did not queue) and that version's cached graph (:meth:`DagGraph.outcome_rows`).
+
+The other parts of a step that set off rows per entity take the same budget
+(:mod:`leoflow.scheduler.periodic`, :mod:`leoflow.scheduler.queueing`): starting a run creates
+its task instances, a task's timeout may doom its descendants, an expired run cancels its
+unfinished tasks, an empty task releases its downstream. Each takes entities while their rows
+fit, at least one, and the rest follow on the next tick at once.
 """
 
 from __future__ import annotations

@@ -79,8 +79,11 @@ class Periodic:
         self.row_budget = row_budget
         #: Startable runs were left for the next tick (the row budget or the batch was spent).
         self.more_to_start = False
+        #: Timed-out tasks or expired runs were left over the row budget: run the parts again at once.
+        self.more_due = False
 
     async def run(self, step: Step) -> None:
+        self.more_due = False
         await self.create_scheduled_runs(step)
         await self.apply_timeouts(step)
         await self.apply_deadlines(step)
@@ -137,6 +140,12 @@ class Periodic:
         rows = await store.lock_task_instances_by_id(step.conn, ids)
         graphs = await step.graphs.load(step.conn, {r.version_id for r in rows})
         rows = step.usable(rows, graphs)
+        # A final failure dooms its descendants: as many timeouts as their rows fit the budget
+        # (at least one); the others are still past their timeout on the next tick.
+        taken = within_budget((1 + (graphs[r.version_id].outcome_rows(r.task_id, failed=True)
+                                    if r.try_number >= r.max_tries else 0) for r in rows), self.row_budget)
+        self.more_due = self.more_due or taken < len(rows)
+        rows = rows[:taken]
         transitions = []
         for row in rows:
             try:
@@ -167,6 +176,11 @@ class Periodic:
     async def _expire(self, step: Step, run_pks: Sequence[int]) -> None:
         if not run_pks:
             return
+        # Failing a run cancels all its unfinished tasks: as many runs as those fit the budget.
+        active = await completion_store.active_task_counts(step.conn, run_pks)
+        taken = within_budget((1 + active.get(r, 0) for r in run_pks), self.row_budget)
+        self.more_due = self.more_due or taken < len(run_pks)
+        run_pks = run_pks[:taken]
         expired = await completion_store.fail_runs(step.conn, [(r, DEADLINE_REASON) for r in run_pks], step.now,
                                                    step.term)
         step.finished.extend(expired)

@@ -49,6 +49,16 @@ class RowsPerTick:
             monkeypatch.setattr(module, name, self._counting(getattr(module, name), self.ticks, arg))
         monkeypatch.setattr(scheduler_store, "start_runs",
                             self._counting(scheduler_store.start_runs, self.started, 1))
+        #: Runs each call of fail_runs was given (a run deadline cancels each run's tasks).
+        self.failed_runs: list[int] = []
+
+        async def fail_runs(conn: Any, failures: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+            if failures:
+                self.failed_runs.append(len(failures))
+            return await real_fail_runs(conn, failures, *args, **kwargs)
+
+        real_fail_runs = completion_store.fail_runs
+        monkeypatch.setattr(completion_store, "fail_runs", fail_runs)
 
     @staticmethod
     def _counting(real: Callable[..., Awaitable[Any]], into: list[int], arg: int) -> Callable[..., Awaitable[Any]]:
@@ -125,6 +135,42 @@ def test_empty_tasks_ready_in_many_wide_runs_at_once_release_within_the_budget(
             assert sum(counter.ticks) == RUNS * (1 + CHILDREN), counter.ticks  # gate → fan, fan → children
             [(released,)] = await rows(st.engine, "SELECT count(*) FROM task_instances WHERE state = 'queued'")
             assert released == RUNS * CHILDREN
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("what", ["task timeouts", "run deadlines"])
+def test_roots_timing_out_or_runs_expiring_together_are_handled_within_the_budget(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    """Each root's timeout dooms 200 children; each expired run cancels its 201 tasks. Both
+    parts take only what fits the budget per step, and go on at once with the rest."""
+    counter = RowsPerTick(monkeypatch)
+
+    async def main() -> None:
+        async with stepper(settings, batch_size=BATCH, parallelism=RUNS * CHILDREN + RUNS) as st:
+            await apply(st.engine, wide())
+            runs = [await trigger(st.engine, "wide", run_id=f"r{i}") for i in range(RUNS)]
+            await counter.tick_until_quiet(st)
+            for run in runs:
+                st.report(st.key("wide", run, "root"), "running")
+            await counter.tick_until_quiet(st)
+            if what == "task timeouts":
+                await st.sql("UPDATE task_instances SET timeout_at = now() - interval '1 second'"
+                             " WHERE task_id = 'root'")
+            else:
+                await st.sql("UPDATE dag_runs SET deadline_at = now() - interval '1 second'")
+            counter.ticks.clear()
+            counter.failed_runs.clear()
+            st.core.poke()
+            await counter.tick_until_quiet(st)
+            budget = st.core.fanout_budget
+            assert max(counter.ticks) <= budget, counter.ticks
+            if what == "task timeouts":
+                assert sum(counter.ticks) == RUNS * CHILDREN, counter.ticks  # every child doomed once
+            else:
+                assert counter.failed_runs == [1] * RUNS, counter.failed_runs  # 202 rows each: one per step
+            states = await rows(st.engine, "SELECT state, count(*) FROM dag_runs GROUP BY state")
+            assert dict(states) == {"failed": RUNS}
 
     asyncio.run(main())
 
