@@ -61,7 +61,7 @@ def timestamps(values: Iterable[datetime | None], seen: dict[int, str] | None = 
     parameters, so no ``id`` is reused meanwhile.
     """
     if seen is None:
-        return "{" + ",".join(["NULL" if v is None else '"' + v.isoformat() + '"' for v in values]) + "}"
+        seen = {}
     out: list[str] = []
     for v in values:
         if v is None:

@@ -50,7 +50,6 @@ from leoflow.errors import DatabaseError, FencedOut, LeoflowError
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
-from leoflow.model.graph import DagGraph
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.scheduler.containment import EntityKind, contained, count, is_leader_fault, isolate
 from leoflow.scheduler.fanout import report_rows, within_budget
@@ -93,7 +92,8 @@ class SchedulerCore:
         self.ctx = ctx
         self.executor = executor
         self.batch_size = batch_size
-        #: Rows of fan-out the reports of one step may set off (:mod:`leoflow.scheduler.fanout`).
+        #: Rows of fan-out the reports of one step may set off, and its run starts, timeouts and
+        #: run deadlines may each write (:mod:`leoflow.scheduler.fanout`).
         self.fanout_budget = ROW_BUDGET * batch_size
         self.graphs = VersionGraphs()
         # Bounded in practice: reports exist only for tries in flight (<= parallelism) plus what
@@ -104,8 +104,7 @@ class SchedulerCore:
         self.reports = ReportApplier(self.inflight, max_retry_delay=ctx.settings.scheduler.max_retry_delay)
         self.queuer = Queuer(self.inflight, self.quarantine, parallelism=ctx.settings.scheduler.parallelism,
                              batch_size=batch_size)
-        self.periodic = Periodic(self.graphs, self.quarantine, batch_size=batch_size,
-                                 row_budget=ROW_BUDGET * batch_size)
+        self.periodic = Periodic(self.graphs, self.quarantine, batch_size=batch_size, row_budget=self.fanout_budget)
         self._killing: dict[int, asyncio.Task[None]] = {}
         self._kill_tasks: Registry = set()
         self._kill_slots = asyncio.Semaphore(KILL_CONCURRENCY)
@@ -189,22 +188,13 @@ class SchedulerCore:
     async def _report_rows(self, updates: Sequence[StatusUpdate]) -> list[int]:
         """Each report's fan-out. In-flight tries name their version; the others (tries of an
         earlier term, after a failover) and versions no longer cached are read in one transaction."""
-        entries = [e for e in map(self.inflight.get, (u.key for u in updates)) if e is not None]
-        if len(entries) == len(updates):  # the common case: every report is of a try this term queued
-            cached = {v: self.graphs.cache.lookup(v) for v in {e.version_id for e in entries}}
-            if None not in cached.values():
-                return [report_rows(u, cached[e.version_id], e.max_tries)
-                        for u, e in zip(updates, entries, strict=True)]
         known: dict[TryKey, tuple[int, int]] = {}
         for u in updates:
             entry = self.inflight.get(u.key)
             if entry is not None:
                 known[u.key] = (entry.version_id, entry.max_tries)
+        graphs = {v: self.graphs.cache.lookup(v) for v in {v for v, _ in known.values()}}
         unknown = [u.key for u in updates if u.key not in known]
-        graphs: dict[int, DagGraph | None] = {}
-        for version_id, _ in known.values():
-            if version_id not in graphs:
-                graphs[version_id] = self.graphs.cache.lookup(version_id)
         if unknown or None in graphs.values():
             async with self.step() as step:
                 for row in await store.task_instances_by_key(step.conn, unknown):

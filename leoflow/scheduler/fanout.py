@@ -30,17 +30,22 @@ from leoflow.model.tries import StatusUpdate
 def report_rows(update: StatusUpdate, graph: DagGraph | None, max_tries: int) -> int:
     """Rows a step touches to apply ``update``: its own task instance, plus what its end counts.
 
-    ``running`` ends nothing; a failure with tries left becomes ``up_for_retry`` and ends
-    nothing either. Without the graph (a version not compiled yet, or broken — its runs fail
-    without counting anything), only the report's own row is known.
+    ``running`` ends nothing. Without the graph (a version not compiled yet, or broken — its runs
+    fail without counting anything), only the report's own row is known.
     """
     if graph is None or update.state == "running":
         return 1
     if update.state == "failed":
-        if update.key.try_number < max_tries:
-            return 1
-        return 1 + graph.outcome_rows(update.key.task_id, failed=True)
+        return failure_rows(graph, update.key.task_id, update.key.try_number, max_tries)
     return 1 + graph.outcome_rows(update.key.task_id, failed=False)
+
+
+def failure_rows(graph: DagGraph, task_id: str, try_number: int, max_tries: int) -> int:
+    """Rows a step touches when try ``try_number`` of ``task_id`` fails (a report or a timeout): its
+    own row, plus its doomed descendants when no try is left (with one left it goes up for retry)."""
+    if try_number < max_tries:
+        return 1
+    return 1 + graph.outcome_rows(task_id, failed=True)
 
 
 def within_budget(costs: Iterable[int], budget: int) -> int:

@@ -40,7 +40,7 @@ from leoflow.model.run_ids import scheduled_run_id
 from leoflow.model.timetable import plan_scheduled_runs
 from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
-from leoflow.scheduler.fanout import within_budget
+from leoflow.scheduler.fanout import failure_rows, within_budget
 from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import timeout_transition
@@ -75,7 +75,8 @@ class Periodic:
         self.graphs = graphs
         self.quarantine = quarantine
         self.batch_size = batch_size
-        #: Task instances that starting runs may create in one step.
+        #: Rows one step's run starts, timeouts and run deadlines may each write
+        #: (:mod:`leoflow.scheduler.fanout`).
         self.row_budget = row_budget
         #: Startable runs were left for the next tick (the row budget or the batch was spent).
         self.more_to_start = False
@@ -142,8 +143,8 @@ class Periodic:
         rows = step.usable(rows, graphs)
         # A final failure dooms its descendants: as many timeouts as their rows fit the budget
         # (at least one); the others are still past their timeout on the next tick.
-        taken = within_budget((1 + (graphs[r.version_id].outcome_rows(r.task_id, failed=True)
-                                    if r.try_number >= r.max_tries else 0) for r in rows), self.row_budget)
+        taken = within_budget((failure_rows(graphs[r.version_id], r.task_id, r.try_number, r.max_tries)
+                               for r in rows), self.row_budget)
         self.more_due = self.more_due or taken < len(rows)
         rows = rows[:taken]
         transitions = []
