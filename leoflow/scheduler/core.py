@@ -106,6 +106,8 @@ class SchedulerCore:
                              batch_size=batch_size)
         self.periodic = Periodic(self.graphs, self.quarantine, batch_size=batch_size, row_budget=self.fanout_budget)
         self._killing: dict[int, asyncio.Task[None]] = {}
+        #: Tries whose kill was recorded since the last step spawned its kills (see _spawn_kills).
+        self._killed_lately: set[int] = set()
         self._kill_tasks: Registry = set()
         self._kill_slots = asyncio.Semaphore(KILL_CONCURRENCY)
         self.slow_kill_after = SLOW_KILL_AFTER
@@ -388,11 +390,23 @@ class SchedulerCore:
     # ------------------------------------------------------------------ killing tries
 
     def _spawn_kills(self, victims: Sequence[completion_store.TryToKill]) -> None:
+        """Start a kill for each victim that is not being killed and was not killed lately.
+
+        A step reads its victims inside its transaction, and a kill running beside the loop may
+        record its try killed while that transaction is still open: the list then names a try
+        that is no longer ``cancelling``, and killing it again would cancel it twice (a second
+        pod delete) and time it twice. A try recorded killed before the list was read is not in
+        it (a killed try is never ``cancelling`` again), so a listed try killed since the last
+        spawn was killed after its listing, and is skipped. Steps run one at a time: every later
+        step lists after this spawn, so the set starts over.
+        """
         for victim in victims:
-            if victim.task_try_id not in self._killing:
-                self._killing[victim.task_try_id] = start_guarded(
-                    self._kill(victim.task_try_id, victim.key), f"scheduler-kill:{victim.task_try_id}",
-                    may_return=True, registry=self._kill_tasks)
+            if victim.task_try_id in self._killing or victim.task_try_id in self._killed_lately:
+                continue
+            self._killing[victim.task_try_id] = start_guarded(
+                self._kill(victim.task_try_id, victim.key), f"scheduler-kill:{victim.task_try_id}",
+                may_return=True, registry=self._kill_tasks)
+        self._killed_lately.clear()
 
     async def _kill(self, task_try_id: int, key: TryKey) -> None:
         """Executor cancels may wait for a grace period; they run beside the loop, not in it.
@@ -412,6 +426,7 @@ class SchedulerCore:
                 await self.executor.cancel(key)
             async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
                 await completion_store.mark_tries_killed(conn, [task_try_id], self.now())
+            self._killed_lately.add(task_try_id)
             metrics.KILL_SECONDS.observe(loop.time() - requested)
             if loop.time() - started >= self.slow_kill_after:
                 log.warning("slow kill recorded", extra={"try": str(key), "seconds": round(loop.time() - started, 3)})

@@ -13,13 +13,15 @@ import logging
 
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db import dag_store
+from leoflow.db import completion_store, dag_store
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.tries import TryKey
 from leoflow.settings import Settings
-from tests.scheduler.harness import apply, eventually, fast, rows, running_scheduler, task_states, trigger
+from tests.scheduler.harness import apply, eventually, fast, in_conn, rows, running_scheduler, task_states, trigger
+from tests.scheduler.stepper import container, stepper
 
 
 class StuckCancelExecutor(MemoryExecutor):
@@ -83,3 +85,53 @@ def test_a_hanging_kill_is_reported_while_it_hangs_and_timed_once_done(settings:
 
     with caplog.at_level(logging.WARNING, logger="leoflow.scheduler.core"):
         asyncio.run(main())
+
+
+def test_a_kill_recorded_while_a_step_lists_its_victims_is_not_done_twice(settings: Settings,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step reads the tries to kill inside its transaction; a kill running beside the loop can
+    record its try killed before that step commits. The step's list then names a try that is no
+    longer ``cancelling``: it must not be cancelled (a second pod delete) or timed a second time.
+    The race is forced: the kill is released and awaited between the list's read and the commit."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, {"dag_id": "race", "tasks": [container("a")]})
+            run_id = await trigger(st.engine, "race")
+            await st.tick(periodic=True)
+            key = st.key("race", run_id, "a")
+            st.report(key, "running")
+            await st.tick()
+
+            release, cancels = asyncio.Event(), list[TryKey]()
+
+            async def hanging_cancel(victim: TryKey) -> None:
+                cancels.append(victim)
+                await release.wait()
+
+            st.core.executor.cancel = hanging_cancel  # type: ignore[method-assign,assignment]
+            await in_conn(st.engine, lambda c: dag_store.cancel_run(c, "race", run_id))
+            await st.tick(periodic=True)  # lists the try, spawns its kill, which hangs
+            await eventually(lambda: asyncio.sleep(0, len(cancels)), lambda n: n == 1)
+            timed = _sample("leoflow_scheduler_kill_duration_seconds_count")
+
+            listed = completion_store.tries_to_kill
+            raced: list[TryKey] = []
+
+            async def listed_then_killed(conn: AsyncConnection, limit: int) -> list[completion_store.TryToKill]:
+                victims = await listed(conn, limit)
+                if not release.is_set():  # the kill ends while this step's transaction is open
+                    raced.extend(v.key for v in victims)
+                    release.set()
+                    await eventually(lambda: asyncio.sleep(0, bool(st.core._killing)), lambda busy: not busy)
+                return victims
+
+            monkeypatch.setattr(completion_store, "tries_to_kill", listed_then_killed)
+            await st.tick(periodic=True)
+            assert raced == [key]  # the race happened: the step listed the try its kill then recorded
+            await eventually(lambda: asyncio.sleep(0, bool(st.core._killing)), lambda busy: not busy)
+            assert cancels == [key]
+            assert _sample("leoflow_scheduler_kill_duration_seconds_count") == timed + 1
+            [(state,)] = await rows(st.engine, "SELECT state FROM task_tries")
+            assert state == "cancelled"
+
+    asyncio.run(main())
