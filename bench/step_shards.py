@@ -9,7 +9,8 @@ finished runs, 16 running), once whole and then split by run into ``--shards`` p
 side on as many connections (each its own transaction, rolled back after). The figure is the
 wall time until every part has returned, as the scheduler would wait for it.
 
-It measures the proposal, not the product: the product runs the whole write in one step.
+It measures the statement alone, as the design was measured before it was built; the whole
+effect on the latency is ``bench/scheduler.py``'s (the ADR quotes both).
 
     python bench/step_shards.py                  # 1, 2 and 3 shards, 25 repetitions (~1 min)
     python bench/step_shards.py --shards 1 2 --reps 50

@@ -245,6 +245,9 @@ class QueueRoom:
     limit: int
     #: Task instances the scheduler quarantined this term: never queued here.
     excluded: Sequence[int] = ()
+    #: Slots kept free in every pool for concurrent steps of the same tick (ADR 0012): what they
+    #: may queue is not visible to this statement's snapshot.
+    reserved: int = 0
 
 
 @dataclass(slots=True)
@@ -291,7 +294,7 @@ _COUNT_AND_QUEUE = f"""
         SELECT wanted.pool FROM wanted
         JOIN (SELECT name, slots FROM pools UNION ALL SELECT :default_pool, :parallelism) p ON p.name = wanted.pool
         WHERE wanted.n <= :limit
-          AND p.slots - (SELECT count(*) FROM task_instances u WHERE u.state IN {SLOT_TASKS_SQL}
+          AND p.slots - :reserved - (SELECT count(*) FROM task_instances u WHERE u.state IN {SLOT_TASKS_SQL}
                          AND coalesce(u.pool, :default_pool) = wanted.pool) >= wanted.n
           -- OFFSET 0: probed once per wanted pool in ix_task_instances_ready (as an anti join, the
           -- planner read every active row of ix_task_instances_run_active instead: 3 ms a burst)
@@ -354,7 +357,7 @@ async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, s
         "runs": arrays.ints(o[0] for o in outcomes), "tasks": arrays.texts(o[1] for o in outcomes),
         "outcomes": arrays.texts(o[2] for o in outcomes), "eligible": arrays.bools(eligible),
         "excluded": arrays.ints(room.excluded), "default_pool": DEFAULT_POOL, "parallelism": room.parallelism,
-        "limit": room.limit, "now": now, "term": term})).all()
+        "limit": room.limit, "reserved": room.reserved, "now": now, "term": term})).all()
     runs = {r[1]: r[11:] for r in rows if r[0] is None}
     tasks = [r for r in rows if r[0] is not None]
     counted = counted_rows((*r[:10], *runs[r[1]][:3]) for r in tasks if r[10] is None)

@@ -14,6 +14,11 @@ transaction** (a :class:`~leoflow.scheduler.step.Step`):
   succeed on the spot); fail the entities the step could not handle;
   finish every run that the step completed, and start the queued runs that frees.
 
+A tick whose reports fan out to :data:`SHARD_MIN` rows or more is split by run into
+:data:`STEP_SHARDS` such transactions run side by side, each a whole step for its runs with the
+others' possible rows reserved in every pool; the round, run starts and kills then follow in
+one ordinary step (ADR 0012).
+
 The queued tries are handed to the executor after the commit, so an executor never sees a try
 the database does not have; tries flagged ``cancelling`` (cancelled runs, timeouts) are killed
 beside the loop, at most :data:`KILL_CONCURRENCY` at once. A tick with nothing to do (no report,
@@ -35,10 +40,11 @@ stays flat whatever the backlog and however wide the DAGs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TypeVar
@@ -46,10 +52,12 @@ from typing import TypeVar
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import completion_store
 from leoflow.db import scheduler_store as store
+from leoflow.db.queue_store import QueuedTask, QueueRoom
 from leoflow.errors import DatabaseError, FencedOut, LeoflowError
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
+from leoflow.model.graph import DagGraph
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.scheduler.containment import EntityKind, contained, count, is_leader_fault, isolate
 from leoflow.scheduler.fanout import report_rows, within_budget
@@ -57,7 +65,7 @@ from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.periodic import Part, Periodic
 from leoflow.scheduler.queueing import ROW_BUDGET, Queuer, build_launch, run_context
 from leoflow.scheduler.reports import ReportApplier
-from leoflow.scheduler.step import Step
+from leoflow.scheduler.step import Launcher, Step
 from leoflow.scheduler.transitions import InFlightTry
 
 log = logging.getLogger(__name__)
@@ -83,6 +91,48 @@ SLOW_KILL_AFTER = 30.0
 START_ROUNDS = 5
 #: Entities whose failure could not even be written, skipped for the rest of the term.
 QUARANTINE_LIMIT = 10_000
+#: Concurrent steps a tick's reports are split into, by run, when their fan-out reaches
+#: :data:`SHARD_MIN` rows (ADR 0012): the leader's Python and one PostgreSQL backend take turns,
+#: so a second transaction keeps a second core busy. Three measured no better than two.
+STEP_SHARDS = 2
+#: Below this many rows of fan-out, a second transaction costs more than it saves.
+SHARD_MIN = 256
+
+
+class ReservingLauncher:
+    """The queuer, for one part of a split tick: its room keeps ``reserved`` slots for the others."""
+
+    def __init__(self, queuer: Queuer, reserved: int) -> None:
+        self.queuer = queuer
+        self.reserved = reserved
+
+    def room(self) -> QueueRoom:
+        return dataclasses.replace(self.queuer.room(), reserved=self.reserved)
+
+    def launch(self, step: Step, graphs: Mapping[int, DagGraph], queued: Sequence[QueuedTask]) -> None:
+        self.queuer.launch(step, graphs, queued)
+
+
+def split_by_run(batch: Sequence[StatusUpdate], rows: Sequence[int],
+                 shards: int) -> list[tuple[list[StatusUpdate], int]]:
+    """``batch`` in up to ``shards`` parts, no run in two, balanced by fan-out rows; each with its rows.
+
+    Reports keep their order within a part (a try's reports are all in one).
+    """
+    per_run: dict[tuple[str, str], int] = {}
+    for u, r in zip(batch, rows, strict=True):
+        run = (u.key.dag_id, u.key.run_id)
+        per_run[run] = per_run.get(run, 0) + r
+    loads = [0] * shards
+    home: dict[tuple[str, str], int] = {}
+    for run, r in sorted(per_run.items(), key=lambda item: -item[1]):
+        i = loads.index(min(loads))
+        home[run] = i
+        loads[i] += r
+    parts: list[list[StatusUpdate]] = [[] for _ in range(shards)]
+    for u in batch:
+        parts[home[(u.key.dag_id, u.key.run_id)]].append(u)
+    return [(p, loads[i]) for i, p in enumerate(parts) if p]
 
 
 class SchedulerCore:
@@ -105,6 +155,10 @@ class SchedulerCore:
         self.queuer = Queuer(self.inflight, self.quarantine, parallelism=ctx.settings.scheduler.parallelism,
                              batch_size=batch_size)
         self.periodic = Periodic(self.graphs, self.quarantine, batch_size=batch_size, row_budget=self.fanout_budget)
+        #: Concurrent steps a large batch of reports is split into, by run, once its fan-out
+        #: reaches ``shard_min`` rows (ADR 0012); 1: never split.
+        self.step_shards = STEP_SHARDS
+        self.shard_min = SHARD_MIN
         self._killing: dict[int, asyncio.Task[None]] = {}
         #: Tries whose kill was recorded since the last step spawned its kills (see _spawn_kills).
         self._killed_lately: set[int] = set()
@@ -112,6 +166,8 @@ class SchedulerCore:
         self._kill_slots = asyncio.Semaphore(KILL_CONCURRENCY)
         self.slow_kill_after = SLOW_KILL_AFTER
         self._sweep_after = 0
+        #: The fan-out rows of the reports :meth:`take_reports` took last, in order.
+        self._taken_rows: list[int] = []
         self._next_sweep = 0.0
         self._next_periodic = 0.0
         self._poked = True
@@ -135,14 +191,22 @@ class SchedulerCore:
     # ------------------------------------------------------------------ steps
 
     @asynccontextmanager
-    async def step(self) -> AsyncIterator[Step]:
-        """A fenced transaction; its faults and completed runs are settled before it commits."""
+    async def step(self, *, reserved: int | None = None) -> AsyncIterator[Step]:
+        """A fenced transaction; its faults and completed runs are settled before it commits.
+
+        ``reserved``: the step is one part of a split tick (ADR 0012). Its one write keeps that
+        many slots free for the other parts, and it lists no tries to kill (the tick's follow-up
+        step does, after every part).
+        """
+        launcher: Launcher | None = self.queuer if self.one_write and not self._isolating else None
+        if launcher is not None and reserved is not None:
+            launcher = ReservingLauncher(self.queuer, reserved)
         async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
             step = Step(conn, self.now(), self.ctx.term, self.graphs, self.ctx.settings.scheduler.max_retry_delay,
-                        launcher=self.queuer if self.one_write and not self._isolating else None)
+                        launcher=launcher)
             yield step
             await step.settle()
-            if step.faults or step.kill_check:
+            if (step.faults or step.kill_check) and reserved is None:
                 step.kills = await completion_store.tries_to_kill(conn, self.batch_size)
         await self._committed(step)
 
@@ -183,8 +247,11 @@ class SchedulerCore:
         fit :attr:`fanout_budget` rows of fan-out (:mod:`leoflow.scheduler.fanout`), at least one."""
         head = list(itertools.islice(self.inbox, self.batch_size))
         if not head:
+            self._taken_rows = []
             return []
-        taken = within_budget(await self._report_rows(head), self.fanout_budget)
+        rows = await self._report_rows(head)
+        taken = within_budget(rows, self.fanout_budget)
+        self._taken_rows = rows[:taken]
         return [self.inbox.popleft() for _ in range(taken)]
 
     async def _report_rows(self, updates: Sequence[StatusUpdate]) -> list[int]:
@@ -222,6 +289,11 @@ class SchedulerCore:
         return True
 
     async def _tick_step(self, batch: list[StatusUpdate], periodic: bool) -> bool:
+        if (self.one_write and self.step_shards > 1 and len(self._taken_rows) == len(batch)
+                and sum(self._taken_rows) >= self.shard_min):
+            parts = split_by_run(batch, self._taken_rows, self.step_shards)
+            if len(parts) > 1:
+                return await self._split_tick(parts, periodic)
         scan = periodic or self._scan
 
         async def body(step: Step) -> None:
@@ -245,6 +317,58 @@ class SchedulerCore:
             await self._isolated(batch, periodic)
             return True
         return step.busy()
+
+    async def _split_tick(self, parts: Sequence[tuple[list[StatusUpdate], int]], periodic: bool) -> bool:
+        """Apply the parts' reports in concurrent steps, then run what they leave (ADR 0012).
+
+        Each part is a whole step (its reports, their fan-out, the one-write queueing, the
+        completion of its runs), with the other parts' possible rows reserved. What must see the
+        whole tick — the round over every pool, run starts, the tries to kill — runs after every
+        part, in one ordinary step. A part that fails is redone entity by entity, alone.
+        """
+        total = sum(rows for _, rows in parts)
+
+        async def apply(part: list[StatusUpdate], rows: int) -> Step:
+            async with self.step(reserved=total - rows) as step:
+                await self.reports.apply(step, part)
+            return step
+
+        results = await asyncio.gather(*(apply(part, rows) for part, rows in parts), return_exceptions=True)
+        failed = [(part, result) for (part, _), result in zip(parts, results, strict=True)
+                  if not isinstance(result, Step)]
+        done = [result for result in results if isinstance(result, Step)]
+        if failed:
+            self._scan = True
+        leader_fault = next((exc for _, exc in failed if not isinstance(exc, Exception) or is_leader_fault(exc)), None)
+        if leader_fault is not None:
+            for part, _ in reversed(failed):  # at-least-once: every part not committed is retried next tick
+                self.inbox.extendleft(reversed(part))
+            raise leader_fault
+        for part, exc in failed:
+            log.warning("a part of a split scheduling step failed; redoing it entity by entity",
+                        extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
+            await self._isolated(part, False)
+        finished = any(step.finished for step in done)
+        faults = any(step.faults for step in done)
+
+        async def follow_up(step: Step) -> None:
+            step.kill_check = faults or bool(failed)  # the parts list no tries to kill
+            if periodic:
+                await self.periodic.run(step)
+            elif finished or self.periodic.more_to_start:
+                await self.periodic.start_runs(step)
+            await self._queue_and_settle(step, scan=True)
+
+        try:
+            await self._run(follow_up)
+        except BaseException as exc:  # as an unsplit tick's step: leader faults re-raise, the rest is isolated
+            self._scan = True
+            if not isinstance(exc, Exception) or is_leader_fault(exc):
+                raise
+            log.warning("a scheduling step failed; redoing it entity by entity",
+                        extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
+            await self._isolated((), periodic)
+        return True
 
     async def _queue_and_settle(self, step: Step, *, scan: bool, candidates: Sequence[store.ReadyTask] = ()) -> None:
         """Queue what is ready, settle, and start the queued runs that finished runs made room for."""
