@@ -1,6 +1,6 @@
 """What splitting a scheduler step's one write over concurrent transactions would gain (ADR 0012).
 
-The open latency row of issue 21 (upstream success → downstream handed over, p99 < 0.1 s under
+The scheduling latency target under load (upstream success → downstream handed over, p99 < 0.1 s under
 the 1,000 x 100 load of ``bench/scheduler.py``) is set by one statement: the burst step's
 :func:`~leoflow.db.queue_store.count_and_queue`, which counts 16 roots' successes and queues
 their 1,568 children in one transaction. A middle task waits for all of it. This measures that
