@@ -27,7 +27,7 @@ from leoflow.leadership import LeaderContext
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.scheduler.core import SchedulerCore
 from leoflow.settings import Settings
-from tests.scheduler.harness import fast, rows, set_term
+from tests.scheduler.harness import apply, fast, rows, set_term, trigger
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -80,6 +80,13 @@ class Stepper:
                  if (launch.key.dag_id, launch.key.run_id, launch.key.task_id) == (dag_id, run_id, task_id)]
         assert tries, f"{dag_id}/{run_id}/{task_id} was never launched; launched: {self.executor.launched}"
         return max(tries, key=lambda k: k.try_number)
+
+    async def launch_alone(self, dag_id: str) -> tuple[str, TryKey]:
+        """A DAG of one container task ``a``, triggered and handed to the executor: (run id, a's try)."""
+        await apply(self.engine, {"dag_id": dag_id, "tasks": [container("a")]})
+        run_id = await trigger(self.engine, dag_id)
+        await self.tick(periodic=True)
+        return run_id, self.key(dag_id, run_id, "a")
 
     def report(self, key: TryKey, state: TryState, *, exit_code: int | None = None, reason: str | None = None,
                seconds: float = 0.0) -> None:

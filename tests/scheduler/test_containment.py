@@ -237,10 +237,7 @@ def test_a_version_this_release_cannot_compile_fails_its_runs_queued_and_running
 def test_report_text_the_database_cannot_store_is_cleaned_not_fatal(settings: Settings) -> None:
     async def main() -> None:
         async with stepper(settings) as st:
-            await apply(st.engine, {"dag_id": "nul", "tasks": [container("a")]})
-            run = await trigger(st.engine, "nul")
-            await st.tick(periodic=True)
-            key = st.key("nul", run, "a")
+            run, key = await st.launch_alone("nul")
             st.report(key, "running")
             st.report(key, "failed", exit_code=1, reason="pod said \x00 and died")
             await st.tick()  # main: ValueRejected (NUL in text) out of every tick

@@ -21,7 +21,7 @@ from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.tries import TryKey
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, eventually, fast, in_conn, rows, running_scheduler, task_states, trigger
-from tests.scheduler.stepper import container, stepper
+from tests.scheduler.stepper import stepper
 
 
 class StuckCancelExecutor(MemoryExecutor):
@@ -95,10 +95,7 @@ def test_a_kill_recorded_while_a_step_lists_its_victims_is_not_done_twice(settin
     The race is forced: the kill is released and awaited between the list's read and the commit."""
     async def main() -> None:
         async with stepper(settings) as st:
-            await apply(st.engine, {"dag_id": "race", "tasks": [container("a")]})
-            run_id = await trigger(st.engine, "race")
-            await st.tick(periodic=True)
-            key = st.key("race", run_id, "a")
+            run_id, key = await st.launch_alone("race")
             st.report(key, "running")
             await st.tick()
 

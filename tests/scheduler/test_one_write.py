@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -30,6 +30,8 @@ from tests.harness.postgres import PostgresServer
 from tests.scheduler.harness import apply, rows, trigger
 from tests.scheduler.stepper import Stepper, container, stepper
 from tests.scheduler.test_round_trips import counted
+
+T = TypeVar("T")
 
 #: The statement :func:`~leoflow.db.queue_store.queue_picked` sends: the round's own queueing.
 ROUND_QUEUEING = "WITH c AS ( SELECT * FROM unnest("
@@ -207,15 +209,27 @@ def fresh(pg_server: PostgresServer, settings: Settings) -> Iterator[Settings]:
         pg_server.drop_database(url)
 
 
+def derandomized(examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The same ``examples`` scenarios every run, no deadline: each plays in two fresh databases."""
+    return hypothesis_settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                               suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def assert_same_outcome(pg_server: PostgresServer, settings: Settings, first: Callable[[Settings], Awaitable[T]],
+                        second: Callable[[Settings], Awaitable[T]]) -> None:
+    """Play ``first`` and ``second`` each in a fresh database of its own; their outcomes must be equal."""
+    async def main() -> None:
+        with fresh(pg_server, settings) as a, fresh(pg_server, settings) as b:
+            assert await first(a) == await second(b)
+
+    asyncio.run(main())
+
+
 # Derandomized: the same 40 scenarios every run (each costs two databases, ~1 s), chosen once by
 # Hypothesis; the tests above hold the rules that matter most by hand.
-@hypothesis_settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@derandomized(40)
 @given(scenario)
 def test_the_one_write_decides_what_the_round_would_have(pg_server: PostgresServer, settings: Settings,
                                                          s: dict[str, Any]) -> None:
-    async def main() -> None:
-        with fresh(pg_server, settings) as on, fresh(pg_server, settings) as off:
-            assert await play(on, s, one_write=True) == await play(off, s, one_write=False)
-
-    asyncio.run(main())
+    assert_same_outcome(pg_server, settings, lambda on: play(on, s, one_write=True),
+                        lambda off: play(off, s, one_write=False))

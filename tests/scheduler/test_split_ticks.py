@@ -15,8 +15,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hypothesis_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from leoflow.errors import FencedOut
@@ -25,7 +24,7 @@ from leoflow.settings import Settings
 from tests.harness.postgres import PostgresServer
 from tests.scheduler.harness import apply, rows, set_term, trigger
 from tests.scheduler.stepper import Stepper, container, stepper
-from tests.scheduler.test_one_write import child_spec, fan_out, fresh
+from tests.scheduler.test_one_write import assert_same_outcome, child_spec, derandomized, fan_out
 
 
 def split_always(st: Stepper) -> Counter[str]:
@@ -181,16 +180,12 @@ async def play(settings: Settings, s: dict[str, Any], *, split: bool) -> dict[tu
 
 
 # Derandomized: the same 30 scenarios every run (each costs two databases, ~1 s).
-@hypothesis_settings(max_examples=30, deadline=None, derandomize=True, database=None,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@derandomized(30)
 @given(scenario)
 def test_a_split_tick_decides_what_one_step_would_have(pg_server: PostgresServer, settings: Settings,
                                                       s: dict[str, Any]) -> None:
-    async def main() -> None:
-        with fresh(pg_server, settings) as on, fresh(pg_server, settings) as off:
-            assert await play(on, s, split=True) == await play(off, s, split=False)
-
-    asyncio.run(main())
+    assert_same_outcome(pg_server, settings, lambda on: play(on, s, split=True),
+                        lambda off: play(off, s, split=False))
 
 
 def test_the_split_is_by_run_and_balanced_by_rows() -> None:
