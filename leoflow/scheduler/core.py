@@ -166,8 +166,6 @@ class SchedulerCore:
         self._kill_slots = asyncio.Semaphore(KILL_CONCURRENCY)
         self.slow_kill_after = SLOW_KILL_AFTER
         self._sweep_after = 0
-        #: The fan-out rows of the reports :meth:`take_reports` took last, in order.
-        self._taken_rows: list[int] = []
         self._next_sweep = 0.0
         self._next_periodic = 0.0
         self._poked = True
@@ -235,24 +233,23 @@ class SchedulerCore:
         transaction. A tick with nothing to do is not a transaction at all.
         """
         periodic = self._periodic_due()
-        batch = await self.take_reports()
+        batch, rows = await self.take_reports()
         busy = False
         if periodic or batch or self._scan or self.periodic.more_to_start:
-            busy = await self._tick_step(batch, periodic)
+            busy = await self._tick_step(batch, rows, periodic)
         await self.sweep_runs()
         return busy
 
-    async def take_reports(self) -> list[StatusUpdate]:
+    async def take_reports(self) -> tuple[list[StatusUpdate], list[int]]:
         """The next reports from the inbox, in order: at most ``batch_size``, and only as many as
-        fit :attr:`fanout_budget` rows of fan-out (:mod:`leoflow.scheduler.fanout`), at least one."""
+        fit :attr:`fanout_budget` rows of fan-out (:mod:`leoflow.scheduler.fanout`), at least one;
+        with each one's rows (what a split tick balances its parts by)."""
         head = list(itertools.islice(self.inbox, self.batch_size))
         if not head:
-            self._taken_rows = []
-            return []
+            return [], []
         rows = await self._report_rows(head)
         taken = within_budget(rows, self.fanout_budget)
-        self._taken_rows = rows[:taken]
-        return [self.inbox.popleft() for _ in range(taken)]
+        return [self.inbox.popleft() for _ in range(taken)], rows[:taken]
 
     async def _report_rows(self, updates: Sequence[StatusUpdate]) -> list[int]:
         """Each report's fan-out. In-flight tries name their version; the others (tries of an
@@ -288,10 +285,9 @@ class SchedulerCore:
         self._next_periodic = now + self.ctx.settings.scheduler.interval
         return True
 
-    async def _tick_step(self, batch: list[StatusUpdate], periodic: bool) -> bool:
-        if (self.one_write and self.step_shards > 1 and len(self._taken_rows) == len(batch)
-                and sum(self._taken_rows) >= self.shard_min):
-            parts = split_by_run(batch, self._taken_rows, self.step_shards)
+    async def _tick_step(self, batch: list[StatusUpdate], rows: Sequence[int], periodic: bool) -> bool:
+        if self.one_write and self.step_shards > 1 and sum(rows) >= self.shard_min:
+            parts = split_by_run(batch, rows, self.step_shards)
             if len(parts) > 1:
                 return await self._split_tick(parts, periodic)
         scan = periodic or self._scan
@@ -308,15 +304,20 @@ class SchedulerCore:
         try:
             step = await self._run(body)
         except BaseException as exc:  # not swallowed: leader faults re-raise; entity faults are isolated
-            self._scan = True
-            if not isinstance(exc, Exception) or is_leader_fault(exc):
-                self.inbox.extendleft(reversed(batch))  # at-least-once: retried next tick
-                raise
-            log.warning("a scheduling step failed; redoing it entity by entity",
-                        extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
-            await self._isolated(batch, periodic)
+            await self._step_failed(exc, batch, periodic)
             return True
         return step.busy()
+
+    async def _step_failed(self, exc: BaseException, batch: Sequence[StatusUpdate], periodic: bool) -> None:
+        """A tick's step raised ``exc``: a leader fault puts ``batch`` back and re-raises; anything
+        else is an entity's, and the step's work is redone entity by entity."""
+        self._scan = True
+        if is_leader_fault(exc):
+            self.inbox.extendleft(reversed(batch))  # at-least-once: retried next tick
+            raise exc
+        log.warning("a scheduling step failed; redoing it entity by entity",
+                    extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
+        await self._isolated(batch, periodic)
 
     async def _split_tick(self, parts: Sequence[tuple[list[StatusUpdate], int]], periodic: bool) -> bool:
         """Apply the parts' reports in concurrent steps, then run what they leave (ADR 0012).
@@ -339,7 +340,7 @@ class SchedulerCore:
         done = [result for result in results if isinstance(result, Step)]
         if failed:
             self._scan = True
-        leader_fault = next((exc for _, exc in failed if not isinstance(exc, Exception) or is_leader_fault(exc)), None)
+        leader_fault = next((exc for _, exc in failed if is_leader_fault(exc)), None)
         if leader_fault is not None:
             for part, _ in reversed(failed):  # at-least-once: every part not committed is retried next tick
                 self.inbox.extendleft(reversed(part))
@@ -361,13 +362,8 @@ class SchedulerCore:
 
         try:
             await self._run(follow_up)
-        except BaseException as exc:  # as an unsplit tick's step: leader faults re-raise, the rest is isolated
-            self._scan = True
-            if not isinstance(exc, Exception) or is_leader_fault(exc):
-                raise
-            log.warning("a scheduling step failed; redoing it entity by entity",
-                        extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
-            await self._isolated((), periodic)
+        except BaseException as exc:  # as an unsplit tick's step (its reports are committed already)
+            await self._step_failed(exc, (), periodic)
         return True
 
     async def _queue_and_settle(self, step: Step, *, scan: bool, candidates: Sequence[store.ReadyTask] = ()) -> None:
@@ -459,8 +455,8 @@ class SchedulerCore:
 
     async def hot_step(self) -> bool:
         """Reports, queueing and run completion (a tick without its periodic parts)."""
-        batch = await self.take_reports()
-        return await self._tick_step(batch, periodic=False)
+        batch, rows = await self.take_reports()
+        return await self._tick_step(batch, rows, periodic=False)
 
     # ------------------------------------------------------------------ the executor
 
