@@ -246,7 +246,8 @@ class QueueRoom:
     #: Task instances the scheduler quarantined this term: never queued here.
     excluded: Sequence[int] = ()
     #: Slots kept free in every pool for concurrent steps of the same tick (ADR 0012): what they
-    #: may queue is not visible to this statement's snapshot.
+    #: may queue (at most the distinct downstream of their successes) is not visible to this
+    #: statement's snapshot.
     reserved: int = 0
 
 

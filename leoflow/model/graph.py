@@ -46,6 +46,7 @@ class DagGraph:
         self._descendants: dict[str, tuple[str, ...]] = {}
         self._doomed: dict[str, frozenset[str]] = {}
         self._failure_rows: dict[str, int] = {}
+        self._queued_by_success: dict[str, frozenset[str]] = {}
 
     def task(self, task_id: str) -> TaskSpec | None:
         return self.tasks.get(task_id)
@@ -64,6 +65,15 @@ class DagGraph:
             cached = self._descendants[task_id] = tuple(seen)
         return cached
 
+
+    def queued_by_success(self, task_id: str) -> frozenset[str]:
+        """The direct downstream of ``task_id`` that the write counting its success may queue
+        (:attr:`queued_on_success`): the only tasks a report of its success can queue in that write."""
+        cached = self._queued_by_success.get(task_id)
+        if cached is None:
+            cached = self._queued_by_success[task_id] = self.queued_on_success.intersection(
+                self.downstream.get(task_id, ()))
+        return cached
 
     def outcome_rows(self, task_id: str, *, failed: bool) -> int:
         """At most how many task instance rows the end of ``task_id`` makes a step count or mark.

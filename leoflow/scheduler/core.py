@@ -16,7 +16,7 @@ transaction** (a :class:`~leoflow.scheduler.step.Step`):
 
 A tick whose reports fan out to :data:`SHARD_MIN` rows or more is split by run into
 :data:`STEP_SHARDS` such transactions run side by side, each a whole step for its runs with the
-others' possible rows reserved in every pool; the round, run starts and kills then follow in
+slots the others may fill reserved in every pool; the round, run starts and kills then follow in
 one ordinary step (ADR 0012).
 
 The queued tries are handed to the executor after the commit, so an executor never sees a try
@@ -47,7 +47,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import completion_store
@@ -60,7 +60,7 @@ from leoflow.metrics import scheduler as metrics
 from leoflow.model.graph import DagGraph
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.scheduler.containment import EntityKind, contained, count, is_leader_fault, isolate
-from leoflow.scheduler.fanout import report_rows, within_budget
+from leoflow.scheduler.fanout import Fanout, report_fanout, within_budget
 from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.periodic import Part, Periodic
 from leoflow.scheduler.queueing import ROW_BUDGET, Queuer, build_launch, run_context
@@ -113,16 +113,29 @@ class ReservingLauncher:
         self.queuer.launch(step, graphs, queued)
 
 
-def split_by_run(batch: Sequence[StatusUpdate], rows: Sequence[int],
-                 shards: int) -> list[tuple[list[StatusUpdate], int]]:
-    """``batch`` in up to ``shards`` parts, no run in two, balanced by fan-out rows; each with its rows.
+class SplitPart(NamedTuple):
+    """One part of a split tick: its reports, their fan-out rows, and at most how many tasks the
+    write that counts them may queue (the slots the other parts keep for it)."""
 
-    Reports keep their order within a part (a try's reports are all in one).
+    reports: list[StatusUpdate]
+    rows: int
+    queues: int
+
+
+def split_by_run(batch: Sequence[StatusUpdate], fanouts: Sequence[Fanout], shards: int) -> list[SplitPart]:
+    """``batch`` in up to ``shards`` parts, no run in two, balanced by fan-out rows.
+
+    Reports keep their order within a part (a try's reports are all in one). A part's ``queues``
+    counts each task of a run once, however many of its upstream report in the part: 98 successes
+    that each may release a run's one join may queue that one join.
     """
     per_run: dict[tuple[str, str], int] = {}
-    for u, r in zip(batch, rows, strict=True):
+    reach: dict[tuple[str, str], set[str]] = {}
+    for u, f in zip(batch, fanouts, strict=True):
         run = (u.key.dag_id, u.key.run_id)
-        per_run[run] = per_run.get(run, 0) + r
+        per_run[run] = per_run.get(run, 0) + f.rows
+        if f.queues:
+            reach.setdefault(run, set()).update(f.queues)
     loads = [0] * shards
     home: dict[tuple[str, str], int] = {}
     for run, r in sorted(per_run.items(), key=lambda item: -item[1]):
@@ -132,7 +145,10 @@ def split_by_run(batch: Sequence[StatusUpdate], rows: Sequence[int],
     parts: list[list[StatusUpdate]] = [[] for _ in range(shards)]
     for u in batch:
         parts[home[(u.key.dag_id, u.key.run_id)]].append(u)
-    return [(p, loads[i]) for i, p in enumerate(parts) if p]
+    queues = [0] * shards
+    for run, tasks in reach.items():
+        queues[home[run]] += len(tasks)
+    return [SplitPart(p, loads[i], queues[i]) for i, p in enumerate(parts) if p]
 
 
 class SchedulerCore:
@@ -233,25 +249,25 @@ class SchedulerCore:
         transaction. A tick with nothing to do is not a transaction at all.
         """
         periodic = self._periodic_due()
-        batch, rows = await self.take_reports()
+        batch, fanouts = await self.take_reports()
         busy = False
         if periodic or batch or self._scan or self.periodic.more_to_start:
-            busy = await self._tick_step(batch, rows, periodic)
+            busy = await self._tick_step(batch, fanouts, periodic)
         await self.sweep_runs()
         return busy
 
-    async def take_reports(self) -> tuple[list[StatusUpdate], list[int]]:
+    async def take_reports(self) -> tuple[list[StatusUpdate], list[Fanout]]:
         """The next reports from the inbox, in order: at most ``batch_size``, and only as many as
         fit :attr:`fanout_budget` rows of fan-out (:mod:`leoflow.scheduler.fanout`), at least one;
-        with each one's rows (what a split tick balances its parts by)."""
+        with each one's fan-out (what a split tick balances its parts by, and reserves for them)."""
         head = list(itertools.islice(self.inbox, self.batch_size))
         if not head:
             return [], []
-        rows = await self._report_rows(head)
-        taken = within_budget(rows, self.fanout_budget)
-        return [self.inbox.popleft() for _ in range(taken)], rows[:taken]
+        fanouts = await self._report_fanouts(head)
+        taken = within_budget((f.rows for f in fanouts), self.fanout_budget)
+        return [self.inbox.popleft() for _ in range(taken)], fanouts[:taken]
 
-    async def _report_rows(self, updates: Sequence[StatusUpdate]) -> list[int]:
+    async def _report_fanouts(self, updates: Sequence[StatusUpdate]) -> list[Fanout]:
         """Each report's fan-out. In-flight tries name their version; the others (tries of an
         earlier term, after a failover) and versions no longer cached are read in one transaction."""
         known: dict[TryKey, tuple[int, int]] = {}
@@ -268,11 +284,11 @@ class SchedulerCore:
                                                                                           row.max_tries)
                 graphs.update(await step.graphs.load(step.conn, {v for v, _ in known.values()
                                                                  if graphs.get(v) is None}))
-        rows: list[int] = []
+        fanouts: list[Fanout] = []
         for u in updates:
             version_id, max_tries = known.get(u.key, (0, 0))
-            rows.append(report_rows(u, graphs.get(version_id), max_tries))
-        return rows
+            fanouts.append(report_fanout(u, graphs.get(version_id), max_tries))
+        return fanouts
 
     def _periodic_due(self) -> bool:
         if self.periodic.more_due:  # a part left work over its row budget: go on at once
@@ -285,9 +301,9 @@ class SchedulerCore:
         self._next_periodic = now + self.ctx.settings.scheduler.interval
         return True
 
-    async def _tick_step(self, batch: list[StatusUpdate], rows: Sequence[int], periodic: bool) -> bool:
-        if self.one_write and self.step_shards > 1 and sum(rows) >= self.shard_min:
-            parts = split_by_run(batch, rows, self.step_shards)
+    async def _tick_step(self, batch: list[StatusUpdate], fanouts: Sequence[Fanout], periodic: bool) -> bool:
+        if self.one_write and self.step_shards > 1 and sum(f.rows for f in fanouts) >= self.shard_min:
+            parts = split_by_run(batch, fanouts, self.step_shards)
             if len(parts) > 1:
                 return await self._split_tick(parts, periodic)
         scan = periodic or self._scan
@@ -319,23 +335,25 @@ class SchedulerCore:
                     extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
         await self._isolated(batch, periodic)
 
-    async def _split_tick(self, parts: Sequence[tuple[list[StatusUpdate], int]], periodic: bool) -> bool:
+    async def _split_tick(self, parts: Sequence[SplitPart], periodic: bool) -> bool:
         """Apply the parts' reports in concurrent steps, then run what they leave (ADR 0012).
 
         Each part is a whole step (its reports, their fan-out, the one-write queueing, the
-        completion of its runs), with the other parts' possible rows reserved. What must see the
-        whole tick — the round over every pool, run starts, the tries to kill — runs after every
-        part, in one ordinary step. A part that fails is redone entity by entity, alone.
+        completion of its runs), with the slots the other parts may fill reserved: a part queues
+        only in the write that counts a success, only that success's direct downstream, each
+        task instance once (:attr:`SplitPart.queues`). What must see the whole tick — the round
+        over every pool, run starts, the tries to kill — runs after every part, in one ordinary
+        step. A part that fails is redone entity by entity, alone.
         """
-        total = sum(rows for _, rows in parts)
+        total = sum(part.queues for part in parts)
 
-        async def apply(part: list[StatusUpdate], rows: int) -> Step:
-            async with self.step(reserved=total - rows) as step:
-                await self.reports.apply(step, part)
+        async def apply(part: SplitPart) -> Step:
+            async with self.step(reserved=total - part.queues) as step:
+                await self.reports.apply(step, part.reports)
             return step
 
-        results = await asyncio.gather(*(apply(part, rows) for part, rows in parts), return_exceptions=True)
-        failed = [(part, result) for (part, _), result in zip(parts, results, strict=True)
+        results = await asyncio.gather(*(apply(part) for part in parts), return_exceptions=True)
+        failed = [(part.reports, result) for part, result in zip(parts, results, strict=True)
                   if not isinstance(result, Step)]
         done = [result for result in results if isinstance(result, Step)]
         if failed:
@@ -455,8 +473,8 @@ class SchedulerCore:
 
     async def hot_step(self) -> bool:
         """Reports, queueing and run completion (a tick without its periodic parts)."""
-        batch, rows = await self.take_reports()
-        return await self._tick_step(batch, rows, periodic=False)
+        batch, fanouts = await self.take_reports()
+        return await self._tick_step(batch, fanouts, periodic=False)
 
     # ------------------------------------------------------------------ the executor
 

@@ -22,9 +22,22 @@ fit, at least one, and the rest follow on the next tick at once.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from leoflow.model.graph import DagGraph
 from leoflow.model.tries import StatusUpdate
+
+
+class Fanout(NamedTuple):
+    """What applying one report may set off: the rows it touches (the step's budget) and the tasks
+    it may queue in the write that counts it (what a split tick's other parts keep room for)."""
+
+    rows: int
+    queues: frozenset[str]
+
+
+def report_fanout(update: StatusUpdate, graph: DagGraph | None, max_tries: int) -> Fanout:
+    return Fanout(report_rows(update, graph, max_tries), report_queues(update, graph))
 
 
 def report_rows(update: StatusUpdate, graph: DagGraph | None, max_tries: int) -> int:
@@ -38,6 +51,18 @@ def report_rows(update: StatusUpdate, graph: DagGraph | None, max_tries: int) ->
     if update.state == "failed":
         return failure_rows(graph, update.key.task_id, update.key.try_number, max_tries)
     return 1 + graph.outcome_rows(update.key.task_id, failed=False)
+
+
+def report_queues(update: StatusUpdate, graph: DagGraph | None) -> frozenset[str]:
+    """The tasks of its run that applying ``update`` may queue in the write that counts it.
+
+    Only a success queues there (:meth:`DagGraph.queued_by_success`): a failure, a skip and what
+    they cascade to are counted but never make a task ready to run, a retry is queued by the
+    round, and a report without its graph counts nothing.
+    """
+    if graph is None or update.state != "success":
+        return frozenset()
+    return graph.queued_by_success(update.key.task_id)
 
 
 def failure_rows(graph: DagGraph, task_id: str, try_number: int, max_tries: int) -> int:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from leoflow.errors import FencedOut
 from leoflow.scheduler import core as core_module
+from leoflow.scheduler.fanout import Fanout, report_queues
 from leoflow.settings import Settings
 from tests.harness.postgres import PostgresServer
 from tests.scheduler.harness import apply, rows, set_term, trigger
@@ -65,6 +66,68 @@ def test_two_parts_cannot_admit_a_pool_twice(settings: Settings) -> None:
             await st.tick()
             assert seen == {"ticks": 1, "parts": 2}
             assert await queued_in(st, "gpu") == sorted([(first, "c1"), (second, "c1"), (first, "c2")])
+
+    asyncio.run(main())
+
+
+def fan_in(slots: int) -> dict[str, Any]:
+    """``root`` → 4 middles → ``join``, the join alone in a pool of ``slots``."""
+    middles = [container(f"m{i}", "root") for i in range(4)]
+    return {"dag_id": "fanin", "tasks": [container("root"), *middles,
+                                         container("join", *(m["id"] for m in middles), pool="joins")]}
+
+
+async def middles_end_in_one_tick(st: Stepper, slots: int) -> tuple[list[str], list[int]]:
+    """Two fan_in runs whose middles all succeed in one split tick; returns the runs and the
+    launches each step of that tick handed over (its parts', then the follow-up's)."""
+    await st.sql("INSERT INTO pools (name, slots) VALUES ('joins', :n)", n=slots)
+    await apply(st.engine, fan_in(slots))
+    runs = [await trigger(st.engine, "fanin") for _ in range(2)]
+    await st.tick(periodic=True)
+    for run in runs:
+        st.finish("fanin", run, "root")
+    await st.tick()
+    for run in runs:
+        for i in range(4):
+            st.finish("fanin", run, f"m{i}")
+    launches: list[int] = []
+    committed = st.core._committed
+
+    async def counted(step: Any) -> None:
+        launches.append(len(step.launches))
+        await committed(step)
+
+    st.core._committed = counted  # type: ignore[method-assign]
+    await st.tick()
+    return runs, launches
+
+
+def test_a_part_queues_the_join_its_successes_release(settings: Settings) -> None:
+    """Each part holds one run's 4 middle successes: 8 rows of fan-out, but one join to queue.
+    So each part reserves 1 slot of the 3-slot pool for the other, and queues its own join in the
+    write that counts it, not in the follow-up step after both parts (reserving the other part's
+    rows, 8, left no room: every join waited for the round). Three slots, not two: a part that
+    commits first is counted twice by the other, in use and reserved (safe, and rare to matter)."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            seen = split_always(st)
+            runs, launches = await middles_end_in_one_tick(st, slots=3)
+            assert seen == {"ticks": 2, "parts": 4}
+            assert launches == [1, 1, 0], "each part hands over its own join; the follow-up none"
+            assert await queued_in(st, "joins") == sorted((run, "join") for run in runs)
+
+    asyncio.run(main())
+
+
+def test_the_joins_of_two_parts_cannot_overfill_their_pool(settings: Settings) -> None:
+    """As above with a 1-slot pool: each part keeps the slot for the other's join, so neither
+    queues; the follow-up's round queues one join, the older run's, as one step would."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            split_always(st)
+            runs, launches = await middles_end_in_one_tick(st, slots=1)
+            assert launches == [0, 0, 1]
+            assert await queued_in(st, "joins") == [(runs[0], "join")]
 
     asyncio.run(main())
 
@@ -188,16 +251,40 @@ def test_a_split_tick_decides_what_one_step_would_have(pg_server: PostgresServer
                         lambda off: play(off, s, split=False))
 
 
-def test_the_split_is_by_run_and_balanced_by_rows() -> None:
+def test_the_split_is_by_run_balanced_by_rows_and_counts_each_task_it_may_queue_once() -> None:
     from leoflow.model.tries import StatusUpdate, TryKey
 
     def report(run: str, task: str) -> StatusUpdate:
         return StatusUpdate(key=TryKey("d", run, task, 1), state="success", at=None)  # type: ignore[arg-type]
 
+    def fan(rows: int, *queues: str) -> Fanout:
+        return Fanout(rows, frozenset(queues))
+
     batch = [report("a", "x"), report("b", "x"), report("a", "y"), report("c", "x"), report("b", "y")]
-    parts = core_module.split_by_run(batch, [100, 1, 5, 50, 1], 2)
-    assert sorted(rows for _, rows in parts) == [52, 105]
-    for part, _ in parts:  # order kept within a part, no run in two parts
-        assert part == [u for u in batch if u in part]
-    assert sorted(sorted({u.key.run_id for u in part}) for part, _ in parts) == [["a"], ["b", "c"]]
-    assert core_module.split_by_run(batch[:1], [7], 2) == [([batch[0]], 7)]
+    fanouts = [fan(100, "j", "k"), fan(1, "j"), fan(5, "j", "l"), fan(50), fan(1, "j")]
+    parts = core_module.split_by_run(batch, fanouts, 2)
+    assert sorted((p.rows, p.queues) for p in parts) == [(52, 1), (105, 3)]  # a: {j, k, l}; b: {j}; c: none
+    for p in parts:  # order kept within a part, no run in two parts
+        assert p.reports == [u for u in batch if u in p.reports]
+    assert sorted(sorted({u.key.run_id for u in p.reports}) for p in parts) == [["a"], ["b", "c"]]
+    assert core_module.split_by_run(batch[:1], [fan(7, "j")], 2) == [([batch[0]], 7, 1)]
+
+
+def test_only_a_success_may_queue_and_only_its_direct_downstream_that_waits_for_success() -> None:
+    from leoflow.model.graph import DagGraph
+    from leoflow.model.spec import parse_dag_spec
+    from leoflow.model.tries import StatusUpdate, TryKey
+
+    graph = DagGraph(1, parse_dag_spec({"dag_id": "g", "tasks": [
+        container("a"), container("b", "a"), container("c", "a", trigger_rule="one_failed"),
+        {"id": "e", "kind": "empty", "depends_on": ["a"]}, container("f", "b")]}))
+
+    def queues(task: str, state: str) -> frozenset[str]:
+        return report_queues(StatusUpdate(key=TryKey("g", "r", task, 1), state=state, at=None),  # type: ignore[arg-type]
+                             graph)
+
+    assert queues("a", "success") == {"b"}, "not c (one_failed: all successes skip it), not e (empty)"
+    assert queues("a", "failed") == queues("a", "running") == frozenset()
+    assert queues("f", "success") == frozenset()
+    assert report_queues(StatusUpdate(key=TryKey("g", "r", "a", 1), state="success", at=None),  # type: ignore[arg-type]
+                         None) == frozenset()
