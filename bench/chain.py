@@ -203,6 +203,7 @@ def under_load(load_args: str) -> dict[str, Any]:
         raise SystemExit(f"bench/chain.py: bench/scheduler.py failed: {done.stderr[-2000:]}")
     tp = json.loads(done.stdout.strip().splitlines()[-1])["throughput"]
     return {"args": load_args, "latency_p50_s": tp["latency_p50_seconds"], "latency_p99_s": tp["latency_p99_seconds"],
+            "join_latency_p50_s": tp["join_latency_p50_seconds"], "join_latency_p99_s": tp["join_latency_p99_seconds"],
             "tasks_per_second": tp["tasks_per_second"], "wall_seconds": tp["wall_seconds"]}
 
 
