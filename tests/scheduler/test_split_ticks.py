@@ -216,6 +216,14 @@ scenario = st.fixed_dictionaries({
     "blockers": st.lists(st.tuples(st.sampled_from([None, "gpu"]), st.integers(0, 3)), max_size=3)})
 
 
+async def outcomes(st: Stepper) -> dict[tuple[str, str], tuple[str, int]]:
+    """Every task instance: (run, task) -> (state, tries), what a split and an unsplit play compare."""
+    found = await rows(st.engine, """
+        SELECT r.run_id, ti.task_id, ti.state, (SELECT count(*) FROM task_tries tt WHERE tt.task_instance_id = ti.id)
+        FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk""")
+    return {(r, t): (state, n) for r, t, state, n in found}
+
+
 async def play(settings: Settings, s: dict[str, Any], *, split: bool) -> dict[tuple[str, str], tuple[str, int]]:
     """The task instances after the tick that ends every run's root: (run, task) -> (state, tries)."""
     async with stepper(settings, parallelism=s["parallelism"]) as st:
@@ -238,11 +246,7 @@ async def play(settings: Settings, s: dict[str, Any], *, split: bool) -> dict[tu
         await st.tick()
         if seen is not None and len(st.executor.launched) > 0:
             assert seen["ticks"] <= 1
-        found = await rows(st.engine, """
-            SELECT r.run_id, ti.task_id, ti.state,
-                   (SELECT count(*) FROM task_tries tt WHERE tt.task_instance_id = ti.id)
-            FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk""")
-        return {(r, t): (state, n) for r, t, state, n in found}
+        return await outcomes(st)
 
 
 # Derandomized: the same 30 scenarios every run (each costs two databases, ~1 s).
@@ -323,11 +327,7 @@ async def _play_fan_in(settings: Settings, s: dict[str, Any], *, split: bool) ->
         await st.tick()
         if seen is not None:
             assert seen["ticks"] == 2
-        found = await rows(st.engine, """
-            SELECT r.run_id, ti.task_id, ti.state,
-                   (SELECT count(*) FROM task_tries tt WHERE tt.task_instance_id = ti.id)
-            FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk""")
-        return {(r, t): (state, n) for r, t, state, n in found}
+        return await outcomes(st)
 
 
 # The example is the case the reservation is for (three joins ready at once for one free slot);
