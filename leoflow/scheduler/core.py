@@ -520,7 +520,8 @@ class SchedulerCore:
         for item in step.usable(page, graphs):
             try:
                 run = run_context(item.conf_json, item.logical_date)
-                launches.append(build_launch(graphs[item.version_id], item.key, item.task_try_id, self.ctx.term, run))
+                launches.append(build_launch(graphs[item.version_id].tasks[item.key.task_id], item.key,
+                                             item.task_try_id, self.ctx.term, run))
             except Exception as exc:  # containment: this try's launch
                 step.fail("task", item.task_instance_id, exc)
         return page, launches
