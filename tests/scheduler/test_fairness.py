@@ -13,6 +13,8 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, trigger
 from tests.scheduler.stepper import T0, Stepper, container, stepper
@@ -180,6 +182,36 @@ def test_rows_without_a_pool_get_theirs_from_the_spec(settings: Settings) -> Non
 
     asyncio.run(main())
 
+
+
+@pytest.mark.parametrize("queued_by", ["round", "one write"])
+def test_a_running_row_without_a_pool_holds_a_default_slot(settings: Settings, queued_by: str) -> None:
+    """A task instance an older release left running has no pool, and holds a slot of the default
+    pool: in the round's count of a pool's slots, and in the one write's (each counts the pool's
+    range of the slot index and the range without a pool apart)."""
+    async def main() -> None:
+        async with stepper(settings, parallelism=2) as st:
+            await apply(st.engine, {"dag_id": "legacy", "tasks": [container("a")]})
+            [(vid,)] = await rows(st.engine, "SELECT current_version_id FROM dags WHERE dag_id = 'legacy'")
+            await st.sql("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, started_at) "
+                         "VALUES ('legacy', 'old', :v, 'manual', 'running', now())", v=vid)
+            await st.sql("INSERT INTO task_instances (run_pk, task_id, state, try_number, max_tries) "
+                         "SELECT id, 'a', 'running', 1, 1 FROM dag_runs WHERE run_id = 'old'")
+            if queued_by == "round":  # two roots, ready when the run starts
+                await apply(st.engine, {"dag_id": "two", "tasks": [container("x"), container("y")]})
+                await trigger(st.engine, "two")
+                await st.tick(periodic=True)
+            else:  # two children of a root, ready in the write that counts its success
+                await apply(st.engine, {"dag_id": "two", "tasks": [container("root"), container("x", "root"),
+                                                                  container("y", "root")]})
+                run = await trigger(st.engine, "two")
+                await st.tick(periodic=True)
+                st.finish("two", run, "root")
+                await st.tick()
+            children = [launch.key.task_id for launch in st.executor.launched if launch.key.task_id in ("x", "y")]
+            assert len(children) == 1, f"two slots, one held by the row without a pool; launched {children}"
+
+    asyncio.run(main())
 
 # --------------------------------------------------------------------------- starvation
 
