@@ -15,7 +15,9 @@ task more.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,7 +28,7 @@ from leoflow.db.engine import make_async_engine
 from leoflow.model.tries import TryState
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, trigger
-from tests.scheduler.stepper import container, stepper
+from tests.scheduler.stepper import Stepper, container, stepper
 from tests.scheduler.test_round_trips import fan
 
 #: Rows a hot tick may touch per released task, over all its statements' plan nodes: about 48
@@ -66,29 +68,44 @@ def explained(engine: AsyncEngine, plans: list[dict[str, Any]]) -> None:
     event.listen(engine.sync_engine, "connect", on_connect)
 
 
-async def hot_tick_work(settings: Settings, width: int, root_ends: TryState) -> float:
-    """Plan work of the tick that ends the roots of :data:`RUNS` runs of a ``width``-wide fan."""
-    plans: list[dict[str, Any]] = []
+@contextlib.asynccontextmanager
+async def explained_stepper(settings: Settings, plans: list[dict[str, Any]], dag_id: str,
+                            width: int) -> AsyncIterator[Stepper]:
+    """A stepper whose statements' executed plans go into ``plans``, with the ``width``-wide fan
+    ``dag_id`` applied (at most :data:`RUNS` runs at once)."""
     engine = make_async_engine(settings.database, pool_size=4, application_name="leoflow-test-plans")
     explained(engine, plans)
-    dag_id = f"work{width}"
     try:
         async with stepper(settings, engine=engine, parallelism=4096, batch_size=4000) as st:
             await apply(st.engine, {**fan(dag_id, width), "max_active_runs": RUNS})
-            runs = [await trigger(st.engine, dag_id) for _ in range(RUNS)]
-            await st.tick(periodic=True)
-            for run in runs:
-                st.finish(dag_id, run, "root", root_ends)
-            plans.clear()
-            await st.tick()
-            if root_ends == "success":
-                assert len(st.executor.launched) == RUNS * (1 + width)
-            else:
-                assert {(await st.run(run))[0] for run in runs} == {"failed"}
-            assert plans, "auto_explain sent no plan"
-            return sum(plan_work(p) for p in plans)
+            yield st
     finally:
         await engine.dispose()
+
+
+def finish_all(st: Stepper, dag_id: str, runs: list[str], tasks: list[str]) -> None:
+    """Report ``tasks`` succeeded in each of ``runs``."""
+    for run in runs:
+        for task in tasks:
+            st.finish(dag_id, run, task)
+
+async def hot_tick_work(settings: Settings, width: int, root_ends: TryState) -> float:
+    """Plan work of the tick that ends the roots of :data:`RUNS` runs of a ``width``-wide fan."""
+    plans: list[dict[str, Any]] = []
+    dag_id = f"work{width}"
+    async with explained_stepper(settings, plans, dag_id, width) as st:
+        runs = [await trigger(st.engine, dag_id) for _ in range(RUNS)]
+        await st.tick(periodic=True)
+        for run in runs:
+            st.finish(dag_id, run, "root", root_ends)
+        plans.clear()
+        await st.tick()
+        if root_ends == "success":
+            assert len(st.executor.launched) == RUNS * (1 + width)
+        else:
+            assert {(await st.run(run))[0] for run in runs} == {"failed"}
+        assert plans, "auto_explain sent no plan"
+        return sum(plan_work(p) for p in plans)
 
 
 @pytest.mark.parametrize("root_ends", ["success", "failed"])
@@ -122,36 +139,27 @@ def test_the_one_write_counts_a_pools_slots_in_its_index_range(settings: Setting
     write's slot count, and the round's for a full pool with a task waiting, must be such a scan."""
     async def main() -> list[dict[str, Any]]:
         plans: list[dict[str, Any]] = []
-        engine = make_async_engine(settings.database, pool_size=4, application_name="leoflow-test-plans")
-        explained(engine, plans)
-        try:
-            async with stepper(settings, engine=engine, parallelism=4096, batch_size=4000) as st:
-                await apply(st.engine, {**fan("slots", WIDE), "max_active_runs": RUNS})
-                # A round of history: its runs finish.
-                runs = [await trigger(st.engine, "slots") for _ in range(RUNS)]
-                await st.tick(periodic=True)
-                for tasks in ["root"], [f"m{i}" for i in range(WIDE)], ["join"]:
-                    for run in runs:
-                        for task in tasks:
-                            st.finish("slots", run, task)
-                    await st.settle()
-                if statistics == "analyzed":
-                    await st.sql("ANALYZE task_instances")
-                # A full pool with a task waiting: the round counts its slots too.
-                await st.sql("INSERT INTO pools (name, slots) VALUES ('narrow', 1)")
-                await apply(st.engine, {"dag_id": "narrow", "tasks": [{**container("a"), "pool": "narrow"}]})
-                for _ in range(2):
-                    await trigger(st.engine, "narrow")
-                runs = [await trigger(st.engine, "slots") for _ in range(RUNS)]
-                await st.tick(periodic=True)
-                for run in runs:
-                    st.finish("slots", run, "root")
-                plans.clear()
-                await st.tick()
-                assert len(st.executor.launched) == 2 * RUNS * (1 + WIDE) + RUNS + 1
-                return [scan for p in plans for scan in slot_scans(p) if scan.get("Actual Loops")]
-        finally:
-            await engine.dispose()
+        async with explained_stepper(settings, plans, "slots", WIDE) as st:
+            # A round of history: its runs finish.
+            runs = [await trigger(st.engine, "slots") for _ in range(RUNS)]
+            await st.tick(periodic=True)
+            for tasks in ["root"], [f"m{i}" for i in range(WIDE)], ["join"]:
+                finish_all(st, "slots", runs, tasks)
+                await st.settle()
+            if statistics == "analyzed":
+                await st.sql("ANALYZE task_instances")
+            # A full pool with a task waiting: the round counts its slots too.
+            await st.sql("INSERT INTO pools (name, slots) VALUES ('narrow', 1)")
+            await apply(st.engine, {"dag_id": "narrow", "tasks": [{**container("a"), "pool": "narrow"}]})
+            for _ in range(2):
+                await trigger(st.engine, "narrow")
+            runs = [await trigger(st.engine, "slots") for _ in range(RUNS)]
+            await st.tick(periodic=True)
+            finish_all(st, "slots", runs, ["root"])
+            plans.clear()
+            await st.tick()
+            assert len(st.executor.launched) == 2 * RUNS * (1 + WIDE) + RUNS + 1
+            return [scan for p in plans for scan in slot_scans(p) if scan.get("Actual Loops")]
 
     scans = asyncio.run(main())
     assert scans, "no statement of the tick counted slots"
@@ -177,24 +185,16 @@ def test_reports_do_not_find_their_tries_through_the_live_tries_index(settings: 
     under ``bench/scheduler.py``."""
     async def main() -> list[str]:
         plans: list[dict[str, Any]] = []
-        engine = make_async_engine(settings.database, pool_size=4, application_name="leoflow-test-plans")
-        explained(engine, plans)
-        try:
-            async with stepper(settings, engine=engine, parallelism=4096, batch_size=4000) as st:
-                await apply(st.engine, {**fan("tries", WIDE), "max_active_runs": RUNS})
-                runs = [await trigger(st.engine, "tries") for _ in range(RUNS)]
-                await st.tick(periodic=True)
-                for tasks in ["root"], [f"m{i}" for i in range(WIDE)]:
-                    if statistics == "analyzed":
-                        await st.sql("ANALYZE task_tries")
-                    for run in runs:
-                        for task in tasks:
-                            st.finish("tries", run, task)
-                    plans.clear()
-                    await st.tick()
-                return [name for p in plans for name in indexes_under_try_updates(p)]
-        finally:
-            await engine.dispose()
+        async with explained_stepper(settings, plans, "tries", WIDE) as st:
+            runs = [await trigger(st.engine, "tries") for _ in range(RUNS)]
+            await st.tick(periodic=True)
+            for tasks in ["root"], [f"m{i}" for i in range(WIDE)]:
+                if statistics == "analyzed":
+                    await st.sql("ANALYZE task_tries")
+                finish_all(st, "tries", runs, tasks)
+                plans.clear()
+                await st.tick()
+            return [name for p in plans for name in indexes_under_try_updates(p)]
 
     # Which index the probes use is the planner's (on a table this small, none: a hash of it all);
     # the live tries' index must not be one.
