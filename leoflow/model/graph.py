@@ -65,7 +65,6 @@ class DagGraph:
             cached = self._descendants[task_id] = tuple(seen)
         return cached
 
-
     def queued_by_success(self, task_id: str) -> frozenset[str]:
         """The direct downstream of ``task_id`` that the write counting its success may queue
         (:attr:`queued_on_success`): the only tasks a report of its success can queue in that write."""

@@ -37,6 +37,8 @@ class Fanout(NamedTuple):
 
 
 def report_fanout(update: StatusUpdate, graph: DagGraph | None, max_tries: int) -> Fanout:
+    """What applying ``update`` costs a step (its rows) and may queue in the write that counts it
+    (:func:`report_queues`): the step's budget takes the first, a split tick's parts reserve the second."""
     return Fanout(report_rows(update, graph, max_tries), report_queues(update, graph))
 
 
