@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -40,12 +40,19 @@ WIDE = 100
 RUNS = 8
 
 
-def plan_work(node: dict[str, Any]) -> float:
+def plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``node`` and every node under it."""
+    yield node
+    for child in node.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def plan_work(plan: dict[str, Any]) -> float:
     """Rows produced plus rows filtered out, times loops, over a plan tree."""
-    loops = float(node.get("Actual Loops", 1) or 1)
-    own = sum(float(node.get(k, 0) or 0) for k in ("Actual Rows", "Rows Removed by Filter",
-                                                   "Rows Removed by Join Filter", "Rows Removed by Index Recheck"))
-    return own * loops + sum(plan_work(child) for child in node.get("Plans", []))
+    return sum(float(n.get("Actual Loops", 1) or 1)
+               * sum(float(n.get(k, 0) or 0) for k in ("Actual Rows", "Rows Removed by Filter",
+                                                        "Rows Removed by Join Filter", "Rows Removed by Index Recheck"))
+               for n in plan_nodes(plan))
 
 
 def explained(engine: AsyncEngine, plans: list[dict[str, Any]]) -> None:
@@ -89,6 +96,7 @@ def finish_all(st: Stepper, dag_id: str, runs: list[str], tasks: list[str]) -> N
         for task in tasks:
             st.finish(dag_id, run, task)
 
+
 async def hot_tick_work(settings: Settings, width: int, root_ends: TryState) -> float:
     """Plan work of the tick that ends the roots of :data:`RUNS` runs of a ``width``-wide fan."""
     plans: list[dict[str, Any]] = []
@@ -122,13 +130,6 @@ def test_a_hot_tick_does_work_linear_in_the_tasks_it_releases_or_dooms(settings:
     asyncio.run(main())
 
 
-def slot_scans(node: dict[str, Any]) -> list[dict[str, Any]]:
-    """The plan nodes under ``node`` that read ``ix_task_instances_pool_slots`` (run or not: the
-    caller keeps those that ran; the DAG limits' count, for instance, runs only when a DAG has one)."""
-    own = [node] if node.get("Index Name") == "ix_task_instances_pool_slots" else []
-    return own + [scan for child in node.get("Plans", []) for scan in slot_scans(child)]
-
-
 @pytest.mark.parametrize("statistics", ["fresh", "analyzed"])
 def test_the_one_write_counts_a_pools_slots_in_its_index_range(settings: Settings, statistics: str) -> None:
     """A queued or running row version stays in the slot index after its task moved on, until a
@@ -159,7 +160,9 @@ def test_the_one_write_counts_a_pools_slots_in_its_index_range(settings: Setting
             plans.clear()
             await st.tick()
             assert len(st.executor.launched) == 2 * RUNS * (1 + WIDE) + RUNS + 1
-            return [scan for p in plans for scan in slot_scans(p) if scan.get("Actual Loops")]
+            # Nodes that ran: the DAG limits' count, for instance, runs only when a DAG has one.
+            return [n for p in plans for n in plan_nodes(p)
+                    if n.get("Index Name") == "ix_task_instances_pool_slots" and n.get("Actual Loops")]
 
     scans = asyncio.run(main())
     assert scans, "no statement of the tick counted slots"
@@ -168,18 +171,15 @@ def test_the_one_write_counts_a_pools_slots_in_its_index_range(settings: Setting
         assert scan["Node Type"] in ("Index Scan", "Index Only Scan") and "Index Cond" in scan, scan
 
 
-def indexes_under_try_updates(node: dict[str, Any], inside: bool = False) -> list[str]:
-    """The indexes read by the plan nodes under an update of ``task_tries``."""
-    inside = inside or (node.get("Node Type") == "ModifyTable" and node.get("Operation") == "Update"
-                        and node.get("Relation Name") == "task_tries")
-    own = [node["Index Name"]] if inside and "Index Name" in node else []
-    return own + [name for child in node.get("Plans", []) for name in indexes_under_try_updates(child, inside)]
+def is_try_update(node: dict[str, Any]) -> bool:
+    return (node.get("Node Type") == "ModifyTable" and node.get("Operation") == "Update"
+            and node.get("Relation Name") == "task_tries")
 
 
 @pytest.mark.parametrize("statistics", ["fresh", "analyzed"])
 def test_reports_do_not_find_their_tries_through_the_live_tries_index(settings: Settings, statistics: str) -> None:
-    """A step applies its reports' facts to their tries by (task instance, try number): the
-    unique index, one probe each, on a table of any size. The partial index of live tries answers
+    """A step applies its reports' facts to their tries by (task instance, try number): on a table
+    of any size, the unique index, one probe each. The partial index of live tries answers
     the state check too, but read through a bitmap it returns every try that was live since the
     last vacuum, dead ones included, at every step: 40,000 entries for the 8 roots of a burst part
     under ``bench/scheduler.py``."""
@@ -194,7 +194,8 @@ def test_reports_do_not_find_their_tries_through_the_live_tries_index(settings: 
                 finish_all(st, "tries", runs, tasks)
                 plans.clear()
                 await st.tick()
-            return [name for p in plans for name in indexes_under_try_updates(p)]
+            return [n["Index Name"] for p in plans for update in plan_nodes(p) if is_try_update(update)
+                    for n in plan_nodes(update) if "Index Name" in n]
 
     # Which index the probes use is the planner's (on a table this small, none: a hash of it all);
     # the live tries' index must not be one.
