@@ -122,6 +122,7 @@ _PICK = f"""
           AND NOT EXISTS (SELECT 1 FROM capped WHERE capped.dag_id = r.dag_id AND capped.n <= 0)
         ORDER BY ti.priority DESC, ti.id LIMIT free.n"""
 
+
 def slots_in_use(pool: str, slots: str) -> str:
     """SQL for the slots ``pool`` (an SQL expression) has in use, counted up to its ``slots``
     (past those it has no room anyway).
