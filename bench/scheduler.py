@@ -190,7 +190,17 @@ async def leader_main(args: argparse.Namespace) -> None:
     # 0.44 s per 30,000 tasks here without this).
     gc.freeze()
     task = asyncio.create_task(service.run(ctx))
-    await stop.wait()
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not stopping.done():
+        # The service ended by itself (it raised, or was fenced out): no run will progress, so say
+        # why and exit, instead of waiting for a SIGTERM the driver sends only after --timeout.
+        stopping.cancel()
+        error = task.exception()
+        await executor.stop()
+        await engine.dispose()
+        raise SystemExit("bench leader: the scheduler service ended before it was stopped: "
+                         + (f"{type(error).__name__}: {error}" if error else "it returned (fenced out?)"))
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
@@ -237,6 +247,12 @@ def start_leader(url: str, args: argparse.Namespace) -> subprocess.Popen[str]:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
 
 
+def check_alive(proc: subprocess.Popen[str]) -> None:
+    """Fail the benchmark at once if the leader process has exited (its error went to stderr)."""
+    if proc.poll() is not None:
+        raise SystemExit(f"bench/scheduler.py: the leader exited early (code {proc.returncode}); its error is above")
+
+
 def stop_leader(proc: subprocess.Popen[str]) -> dict[str, Any]:
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
@@ -257,6 +273,7 @@ def phase_throughput(url: str, args: argparse.Namespace) -> dict[str, Any]:
         samples: list[tuple[float, int]] = []
         deadline = started + args.timeout
         while time.monotonic() < deadline:
+            check_alive(proc)
             left = conn.execute("SELECT count(*) FROM dag_runs WHERE state IN ('queued', 'running')").fetchone()
             samples.append((time.monotonic() - started, rss_kb(proc.pid)[0]))
             if left and left[0] == 0:
@@ -309,6 +326,7 @@ def phase_memory(url: str, args: argparse.Namespace) -> dict[str, Any]:
         started = time.monotonic()
         samples: list[tuple[float, int]] = []
         while time.monotonic() - started < args.memory_seconds:
+            check_alive(proc)
             samples.append((time.monotonic() - started, rss_kb(proc.pid)[0]))
             time.sleep(0.5)
         leader = stop_leader(proc)
@@ -371,6 +389,7 @@ def phase_fairness(url: str, args: argparse.Namespace) -> dict[str, Any]:
         started = time.monotonic()
         n = 0
         while time.monotonic() - started < args.timeout:
+            check_alive(proc)
             state = conn.execute("SELECT state FROM dag_runs WHERE run_id = 'catch-up'").fetchone()
             if state and state[0] not in ("queued", "running"):
                 break
@@ -384,6 +403,7 @@ def phase_fairness(url: str, args: argparse.Namespace) -> dict[str, Any]:
         drained = time.monotonic() - started
         while time.monotonic() - started < args.timeout and conn.execute(
                 "SELECT count(*) FROM dag_runs WHERE state IN ('queued', 'running')").fetchone() != (0,):
+            check_alive(proc)
             time.sleep(0.2)
         stop_leader(proc)
         waits: dict[str, Any] = {}
