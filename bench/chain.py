@@ -177,8 +177,10 @@ def completion(client: Client, repeats: int) -> dict[str, Any]:
         for _ in range(repeats):
             run_id = client.trigger(dag_id)
             if shape == "cancelled":
-                client.wait_until("the task to run", lambda d=dag_id, r=run_id: any(
-                    t["state"] == "running" for t in client.run(d, r)["tasks"]))
+                def running(d: str = dag_id, r: str = run_id) -> bool:
+                    return any(t["state"] == "running" for t in client.run(d, r)["tasks"])
+
+                client.wait_until("the task to run", running)
                 started = time.perf_counter()
                 client.http.post(f"/api/v2/dags/{dag_id}/runs/{run_id}/cancel", headers=AUTH).raise_for_status()
                 client.wait_terminal(dag_id, run_id)

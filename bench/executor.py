@@ -43,9 +43,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine  # noqa: E402
 
 from leoflow.db.database import Database  # noqa: E402
 from leoflow.db.engine import make_async_engine  # noqa: E402
-from leoflow.executor.base import TryKey  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
-from leoflow.model.tries import StatusUpdate, TaskLaunch  # noqa: E402
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey  # noqa: E402
 from leoflow.settings import load_settings  # noqa: E402
 
 DAG, RUN = "bench", "bench-run"

@@ -191,7 +191,7 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         stop.set()
         await feeder
     finally:
-        retention._batch = original  # type: ignore[assignment]
+        retention._batch = original
         sched_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sched_task

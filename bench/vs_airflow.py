@@ -62,8 +62,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import airflow_chains  # noqa: E402
+from bench.chain import POLL, timed_chain  # noqa: E402
 from bench.chain import Client as ChainClient  # noqa: E402
-from bench.chain import timed_chain  # noqa: E402
 from leoflow.standalone.embedded import EmbeddedPostgres, free_port  # noqa: E402
 
 AIRFLOW_VERSION = "2.10.5"
@@ -524,7 +524,7 @@ def chain_rounds(airflow: Airflow, leoflow: Leoflow, args: argparse.Namespace) -
                 print(json.dumps({"round": rnd, "system": name, "chain": dag_id, "walls_s": walls}), file=sys.stderr)
     table = airflow_chains.side_by_side(timed, {spec["dag_id"]: len(spec["tasks"]) for spec in specs})
     airflow_chains.plot(table, args.plot)
-    return {"airflow_settings": airflow_chains.AIRFLOW_LATENCY_SETTINGS, "poll_s": airflow_chains.POLL, **table}
+    return {"airflow_settings": airflow_chains.AIRFLOW_LATENCY_SETTINGS, "poll_s": POLL, **table}
 
 
 def main(argv: list[str] | None = None) -> int:

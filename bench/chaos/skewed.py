@@ -21,7 +21,7 @@ from leoflow.clock import SkewedClock
 def run(argv: list[str]) -> int:
     offset = float(argv[0])
     # Replica() falls back to SystemClock() when given no clock; the CLI gives none.
-    leoflow.replica.SystemClock = lambda: SkewedClock(offset)  # type: ignore[assignment,misc]
+    leoflow.replica.SystemClock = lambda: SkewedClock(offset)  # type: ignore[assignment, attr-defined, return-value]
     return main(argv[1:])
 
 
