@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -268,10 +268,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--database-url", help="use this database instead of a private embedded one")
     parser.add_argument("--png", type=Path, default=ROOT / "bench" / "chain.png")
     args = parser.parse_args(argv)
-    for name in ("empty_steps", "true_steps", "repeats", "true_repeats", "shape_repeats", "load_repeats"):
+    refuse_below_one(parser, args, ("empty_steps", "true_steps", "repeats", "true_repeats", "shape_repeats",
+                                    "load_repeats"))
+    return args
+
+
+def refuse_below_one(parser: argparse.ArgumentParser, args: argparse.Namespace, names: Sequence[str]) -> None:
+    """Exit (code 2, naming the flag) if a count among ``names`` is below 1: a run of none measures nothing."""
+    for name in names:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    return args
 
 
 def main() -> int:

@@ -192,20 +192,22 @@ async def leader_main(args: argparse.Namespace) -> None:
     task = asyncio.create_task(service.run(ctx))
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if not stopping.done():
-        # The service ended by itself (it raised, or was fenced out): no run will progress, so say
-        # why and exit, instead of waiting for a SIGTERM the driver sends only after --timeout.
-        stopping.cancel()
-        error = task.exception()
-        await executor.stop()
-        await engine.dispose()
-        raise SystemExit("bench leader: the scheduler service ended before it was stopped: "
-                         + (f"{type(error).__name__}: {error}" if error else "it returned (fenced out?)"))
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    stopping.cancel()
+    task.cancel()  # a no-op if the service has ended by itself
+    error: Exception | None = None
+    try:
         await task
+    except asyncio.CancelledError:
+        pass
+    except Exception as exc:  # the service's own failure: reported below
+        error = exc
     await executor.stop()
     await engine.dispose()
+    if not stop.is_set():
+        # The service ended by itself (it raised, or was fenced out): no run will progress, so say
+        # why and exit, instead of waiting for a SIGTERM the driver sends only after --timeout.
+        raise SystemExit("bench leader: the scheduler service ended before it was stopped: "
+                         + (f"{type(error).__name__}: {error}" if error else "it returned (fenced out?)"))
     _, hwm = rss_kb()
     print(json.dumps({"submitted": executor.submitted, "first": executor.first, "last": executor.last,
                       "latency": executor.latency_summary(),

@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import airflow_chains  # noqa: E402
-from bench.chain import POLL, timed_chain  # noqa: E402
+from bench.chain import POLL, refuse_below_one, timed_chain  # noqa: E402
 from bench.chain import Client as ChainClient  # noqa: E402
 from leoflow.standalone.embedded import EmbeddedPostgres, free_port  # noqa: E402
 
@@ -476,9 +476,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--plot", type=Path, default=None,
                         help="PNG path (default bench/results/vs_airflow.png, with --chain vs_airflow_chain.png)")
     args = parser.parse_args(argv)
-    for name in ("rounds", "runs", "empty_steps", "true_steps", "repeats", "true_repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    refuse_below_one(parser, args, ("rounds", "runs", "empty_steps", "true_steps", "repeats", "true_repeats"))
     if args.plot is None:
         args.plot = ROOT / "bench" / "results" / ("vs_airflow_chain.png" if args.chain else "vs_airflow.png")
     return args
