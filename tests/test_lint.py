@@ -31,7 +31,7 @@ def test_mypy_finds_nothing_in_the_package() -> None:
 
 def test_mypy_finds_nothing_in_the_benchmarks() -> None:
     # bench/ is a namespace package run by hand: its type errors went unseen until they piled up
-    # (seven in four files, by 2026-11-28). ``--follow-imports=silent``: tests/harness, which bench/chaos imports,
-    # is not the benchmarks' to check.
+    # (seven in four files, by 2026-11-28). ``--follow-imports=silent``: tests/harness, which
+    # bench/chaos imports, is not the benchmarks' to check.
     done = _run(sys.executable, "-m", "mypy", "--explicit-package-bases", "--follow-imports=silent", "bench")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -415,6 +415,7 @@ def _try_params(changes: Sequence[TryChange], iso: dict[int, str]) -> dict[str, 
         "t_reasons": arrays.texts(c.reason for c in changes), "t_refs": arrays.texts(c.executor_ref for c in changes),
     }
 
+
 #: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
 #: call (0.5 ms for the combined one), and every step that applies reports runs one of these.
 _TRY_CHANGES_SQL = text(_TRY_CHANGES)
