@@ -199,7 +199,11 @@ class DagRun(Base):
               postgresql_where=text("state = 'running' AND deadline_at IS NOT NULL")),
         Index("uq_dag_runs_scheduled_logical_date", "dag_id", "logical_date", unique=True,
               postgresql_where=text("run_type = 'scheduled'")),
-        Index("ix_dag_runs_active", "dag_id", "id", postgresql_where=text(f"state IN {sql_list(ACTIVE_RUN_STATES)}")),
+        # A DAG's queued runs, oldest first, and its running ones, each one index range: starting
+        # runs reads a DAG's room and its oldest queued runs, not every queued run (a backlog of
+        # 100,000 made it 0.65 s a call with (dag_id, id)).
+        Index("ix_dag_runs_active", "dag_id", "state", "id",
+              postgresql_where=text(f"state IN {sql_list(ACTIVE_RUN_STATES)}")),
         Index("ix_dag_runs_dag_id_id", "dag_id", "id"),
         # Retention's scan: finished runs, oldest first (leoflow.db.retention_store).
         Index("ix_dag_runs_finished", "ended_at", "id",

@@ -38,7 +38,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays
-from leoflow.db.models import ACTIVE_RUNS_SQL, LIVE_TRIES_SQL, run_deadline_sql
+from leoflow.db.models import LIVE_TRIES_SQL, run_deadline_sql
 from leoflow.model.fairness import DEFAULT_POOL, MAX_PRIORITY, MIN_PRIORITY
 from leoflow.model.tries import TryKey
 
@@ -199,26 +199,46 @@ _MAX_ACTIVE_RUNS = """
 
 
 async def startable_runs(conn: AsyncConnection, limit: int) -> list[StartableRun]:
-    """Queued runs that ``max_active_runs`` (of the DAG's current version) lets start, oldest first."""
-    rows = await conn.execute(text(f"""
-        WITH active AS (
-            SELECT dag_id, count(*) FILTER (WHERE state = 'running') AS running
-            FROM dag_runs WHERE state IN {ACTIVE_RUNS_SQL} GROUP BY dag_id
-        ), ranked AS (
-            SELECT r.id, r.dag_id, r.dag_version_id,
-                   row_number() OVER (PARTITION BY r.dag_id ORDER BY r.id) AS rank
-            FROM dag_runs r WHERE r.state = 'queued'
-        )
-        SELECT ranked.id, ranked.dag_version_id
-        FROM ranked
-        JOIN active ON active.dag_id = ranked.dag_id
-        JOIN dags d ON d.dag_id = ranked.dag_id
-        JOIN dag_versions v ON v.id = d.current_version_id
-        WHERE ranked.rank <= {_MAX_ACTIVE_RUNS} - active.running
-        ORDER BY ranked.id
-        LIMIT :limit
-    """), {"limit": limit})
+    """Queued runs that ``max_active_runs`` (of the DAG's current version) lets start, oldest first.
+
+    Reads what it may start, not the backlog: the DAGs with queued runs are found by skipping
+    through ``ix_dag_runs_active`` one DAG at a time, and for each, its running count and its
+    oldest queued runs are two ranges of that index (``dag_id, state, id``). Ranking every queued
+    run instead cost 0.65 s a call with 100,000 of them waiting, on every tick that finished a run.
+    """
+    rows = await conn.execute(_STARTABLE, {"limit": limit})
     return [StartableRun(int(r.id), int(r.dag_version_id)) for r in rows]
+
+
+#: ``state = 'queued'`` for :data:`_STARTABLE`, written so that only ``ix_dag_runs_active``
+#: (``dag_id, state, id``) returns the rows in the order the statement asks for (``r.state``
+#: before ``r.id``): with an equality the planner drops ``state`` from that order and may walk the
+#: primary key instead, filtering (15 ms to find 4 runs behind 100,000 of another DAG, and the
+#: whole history on a database that has one). The IN list proves the partial index's predicate.
+_QUEUED = "r.state IN ('queued', 'running') AND r.state >= 'queued' AND r.state <= 'queued'"
+
+_STARTABLE = text(f"""
+    WITH RECURSIVE queued_dags(dag_id) AS (
+        SELECT ''::varchar  -- before every DAG id; joins no DAG
+        UNION ALL
+        SELECT (SELECT r.dag_id::varchar FROM dag_runs r WHERE r.dag_id > q.dag_id AND {_QUEUED}
+                ORDER BY r.dag_id, r.state LIMIT 1)
+        FROM queued_dags q WHERE q.dag_id IS NOT NULL
+    )
+    SELECT s.id, s.dag_version_id
+    FROM queued_dags q
+    JOIN dags d ON d.dag_id = q.dag_id
+    JOIN dag_versions v ON v.id = d.current_version_id
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.dag_version_id FROM dag_runs r
+        WHERE r.dag_id = q.dag_id AND {_QUEUED}
+        ORDER BY r.state, r.id
+        LIMIT greatest({_MAX_ACTIVE_RUNS} - (SELECT count(*) FROM dag_runs a
+                                            WHERE a.dag_id = q.dag_id AND a.state = 'running'), 0)
+    ) s
+    ORDER BY s.id
+    LIMIT :limit
+""")
 
 
 @dataclass(frozen=True)
