@@ -32,6 +32,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.chain import refuse_below_one
+from bench.plots import paired_bars
 from bench.private_database import benchmark_database
 from bench.scheduler import fan_spec, reset
 
@@ -77,23 +78,11 @@ async def time_calls(url: str, reps: int) -> list[float]:
 
 
 def plot(summary: dict[str, Any], png: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = summary["backlogs"]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    labels = [f"{r['queued']:,}" for r in rows]
-    ax.bar([i - 0.2 for i in range(len(rows))], [r["p50_ms"] for r in rows], width=0.4, label="p50")
-    ax.bar([i + 0.2 for i in range(len(rows))], [r["p99_ms"] for r in rows], width=0.4, label="p99")
-    ax.set_xticks(range(len(rows)), labels)
-    ax.set_xlabel("queued runs behind a DAG at its max_active_runs")
-    ax.set_ylabel("ms per call")
-    ax.set_title("startable_runs: which queued runs may start")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(png)
+    paired_bars(png, [f"{r['queued']:,}" for r in rows],
+                {"p50": [r["p50_ms"] for r in rows], "p99": [r["p99_ms"] for r in rows]},
+                xlabel="queued runs behind a DAG at its max_active_runs", ylabel="ms per call",
+                title="startable_runs: which queued runs may start")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -34,6 +34,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.plots import paired_bars
 from bench.private_database import benchmark_database
 from bench.scheduler import DAG_ID, apply_spec, reset
 
@@ -103,23 +104,11 @@ async def measure(url: str, runs: list[int], shard_counts: list[int], reps: int)
 
 
 def plot(summary: dict[str, Any], png: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = summary["shards"]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    labels = [str(r["shards"]) for r in rows]
-    ax.bar([i - 0.2 for i in range(len(rows))], [r["median_ms"] for r in rows], width=0.4, label="median")
-    ax.bar([i + 0.2 for i in range(len(rows))], [r["min_ms"] for r in rows], width=0.4, label="min")
-    ax.set_xticks(range(len(rows)), labels)
-    ax.set_xlabel("transactions the burst's write is split over (by run)")
-    ax.set_ylabel("ms until every part returned")
-    ax.set_title(f"count_and_queue of one burst ({summary['queued']} tasks queued)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(png)
+    paired_bars(png, [str(r["shards"]) for r in rows],
+                {"median": [r["median_ms"] for r in rows], "min": [r["min_ms"] for r in rows]},
+                xlabel="transactions the burst's write is split over (by run)", ylabel="ms until every part returned",
+                title=f"count_and_queue of one burst ({summary['queued']} tasks queued)")
 
 
 def main() -> int:
