@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
-BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos", "retention", "chain", "cli")
+BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos", "retention", "chain", "cli", "run_starts")
 #: Page titles name what a benchmark measures (the page is for users, not for the tracker).
 TITLES = {"failover": "Leader failover: handover and resumption after crashes and SIGTERMs",
           "scheduler": "Scheduler throughput, dependency latency and leader memory",
@@ -43,6 +43,7 @@ TITLES = {"failover": "Leader failover: handover and resumption after crashes an
           "retention": "Retention: purging old history under a live scheduler",
           "chain": "Chains and run completion: step latency, last task ends to run terminal",
           "cli": "CLI: `leoflow --help`, a client verb's own overhead, `runs trigger --wait`",
+          "run_starts": "Starting runs behind a backlog of queued runs",
           "vs_airflow": "Leoflow vs Airflow",
           "vs_airflow_chain": "Leoflow vs Airflow: chains, trigger to run success"}
 #: Entries that run a benchmark script in another of its modes: name -> (script name, its arguments).
