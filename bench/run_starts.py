@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.chain import refuse_below_one
 from bench.plots import paired_bars
 from bench.private_database import benchmark_database
-from bench.scheduler import fan_spec, reset
+from bench.scheduler import fan_spec, insert_runs, reset
 
 #: The DAG at its limit, whose backlog grows (``bench.scheduler``'s fan DAG, 16 runs at once).
 FULL = "bench-fan"
@@ -49,12 +49,7 @@ def seed(url: str, backlog: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         reset(conn)
         for dag_id, running, queued in ((FULL, FULL_RUNNING, backlog), (ROOM, ROOM_RUNNING, ROOM_QUEUED)):
-            conn.execute("""
-                INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, started_at)
-                SELECT %s, 'r-' || g, d.current_version_id, 'manual', now(),
-                       CASE WHEN g <= %s THEN 'running' ELSE 'queued' END, now()
-                FROM generate_series(1, %s) g, dags d WHERE d.dag_id = %s""",
-                         (dag_id, running, running + queued, dag_id))
+            insert_runs(conn, dag_id, ("running", running), ("queued", queued))
         conn.execute("VACUUM ANALYZE dag_runs")
 
 

@@ -243,6 +243,16 @@ def reset(conn: psycopg.Connection[Any]) -> None:
     conn.execute("INSERT INTO cluster_leadership (cluster, term, node_id) VALUES ('default', 1, 'bench-leader')")
 
 
+def insert_runs(conn: psycopg.Connection[Any], dag_id: str, first: tuple[str, int], then: tuple[str, int]) -> None:
+    """Runs of ``dag_id`` at its current version: ``first`` = (state, count), then ``then`` (higher ids)."""
+    conn.execute("""
+        INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, started_at)
+        SELECT %s, 'r-' || g, d.current_version_id, 'manual', now(),
+               CASE WHEN g <= %s THEN %s ELSE %s END, now()
+        FROM generate_series(1, %s) g, dags d WHERE d.dag_id = %s""",
+                 (dag_id, first[1], first[0], then[0], first[1] + then[1], dag_id))
+
+
 def start_leader(url: str, args: argparse.Namespace) -> subprocess.Popen[str]:
     cmd = [sys.executable, __file__, "--leader", "--database-url", url, "--parallelism", str(args.parallelism),
            "--batch-size", str(args.batch_size)]

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.plots import paired_bars
 from bench.private_database import benchmark_database
-from bench.scheduler import DAG_ID, apply_spec, reset
+from bench.scheduler import DAG_ID, apply_spec, insert_runs, reset
 
 MIDDLES = 98
 ACTIVE_RUNS = 16
@@ -48,12 +48,7 @@ def shape(url: str) -> list[int]:
     apply_spec(url, MIDDLES + 2, ACTIVE_RUNS)
     with psycopg.connect(url, autocommit=True) as c:
         reset(c)
-        c.execute("""
-            INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, started_at)
-            SELECT %s, 'r-' || g, d.current_version_id, 'manual', now(),
-                   CASE WHEN g <= %s THEN 'success' ELSE 'running' END, now()
-            FROM generate_series(1, %s) g, dags d WHERE d.dag_id = %s""",
-                  (DAG_ID, FINISHED_RUNS, FINISHED_RUNS + ACTIVE_RUNS, DAG_ID))
+        insert_runs(c, DAG_ID, ("success", FINISHED_RUNS), ("running", ACTIVE_RUNS))
         c.execute("""
             INSERT INTO task_instances (run_pk, task_id, state, try_number, max_tries, pending_upstreams, pool, is_leaf)
             SELECT r.id, t.task_id,
