@@ -2,12 +2,12 @@
 
 The leader asks which queued runs ``max_active_runs`` lets start on every tick that finished a
 run (and every scheduling interval). That call, :func:`~leoflow.db.scheduler_store.startable_runs`,
-used to rank every queued run of every DAG: 0.65 s a call with 100,000 waiting (a long backfill
-or catch-up), so one DAG's backlog slowed scheduling for all. This seeds a DAG at its limit
+used to rank every queued run of every DAG: 0.65 s a call with 100,000 waiting (a catch-up, a
+loop of triggers), so one DAG's backlog slowed scheduling for all. This seeds a DAG at its limit
 (16 running) with ``--backlog`` queued runs, plus a second DAG with room for 4 of its 8 queued
 runs, and times the call (``--reps`` calls per size, on one connection, as the leader makes it).
 
-    python bench/run_starts.py                         # 0, 1,000, 10,000 and 100,000 queued (~1 min)
+    python bench/run_starts.py                         # 0, 1,000, 10,000 and 100,000 queued (~10 s)
     python bench/run_starts.py --backlog 0 500000 --reps 50
 
 Targets: the p50 at the largest backlog under 5 ms, and at most 2 ms above the p50 at the

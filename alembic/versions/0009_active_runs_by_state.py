@@ -3,7 +3,7 @@
 Starting runs needs, per DAG with queued runs, how many of its runs are running and its oldest
 queued ones. With the index on (dag_id, id) both were a walk over every active run of the DAG,
 and the scan ranked every queued run of every DAG on each call: 0.65 s a call for a backlog of
-100,000 queued runs (a long backfill, a catch-up), on every tick that finished a run. With
+100,000 queued runs (a catch-up, a loop of triggers), on every tick that finished a run. With
 ``state`` between the two, each is one index range, and the call reads what it starts.
 
 The index is partial (queued and running runs only), so rebuilding it scans ``dag_runs`` once

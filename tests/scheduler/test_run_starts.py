@@ -1,7 +1,7 @@
 """Issue 21: starting runs reads what it may start, not the backlog of queued runs.
 
 ``startable_runs`` used to rank every queued run of every DAG on each call: 0.65 s a call with
-100,000 runs waiting (a long backfill, a catch-up), on every tick that finished a run, so the
+100,000 runs waiting (a catch-up, a loop of triggers), on every tick that finished a run, so the
 scheduler slowed for every DAG while one had a backlog. It now skips from DAG to DAG through
 ``ix_dag_runs_active`` (``dag_id, state, id``) and reads each one's running count and oldest
 queued runs as index ranges. Two tests: what it returns is what ``max_active_runs`` allows, for
