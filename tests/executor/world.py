@@ -86,13 +86,16 @@ class Recorder:
     updates: list[StatusUpdate] = field(default_factory=list)
 
     async def __call__(self, update: StatusUpdate) -> None:
-        self.updates.append(update)
+        # Recorded once applied: a test that waits for a try's end (wait_final) may then find it
+        # ended in the database. Appended first, a log shipper started at once could still see the
+        # try running, ship nothing and never read (a CI failure of test_log_shipping).
         if self.engine is not None and update.state in ("success", "failed") and update.key in self.ids:
             async with self.engine.begin() as conn:
                 await conn.execute(text(
                     "UPDATE task_tries SET state = :s, ended_at = coalesce(ended_at, now()), exit_code = :c, "
                     "reason = :r WHERE id = :id AND ended_at IS NULL"),
                     {"s": update.state, "c": update.exit_code, "r": update.reason, "id": self.ids[update.key]})
+        self.updates.append(update)
 
     def track(self, seeded: list[Seeded]) -> None:
         self.ids.update({s.key: s.task_try_id for s in seeded})
