@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.chain import refuse_below_one
 from bench.plots import paired_bars
 from bench.private_database import benchmark_database
-from bench.scheduler import fan_spec, insert_runs, reset
+from bench.scheduler import apply_spec, insert_runs, percentile, reset
 
 #: The DAG at its limit, whose backlog grows (``bench.scheduler``'s fan DAG, 16 runs at once).
 FULL = "bench-fan"
@@ -95,14 +95,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def measure(url: str, backlogs: list[int], reps: int) -> dict[str, Any]:
     """Per backlog size (``queued_<n>``), the call's p50 and p99 over ``reps`` calls; and the targets."""
-    apply_dags(url)
+    for dag_id, limit in ((FULL, FULL_RUNNING), (ROOM, ROOM_LIMIT)):  # three tasks each
+        apply_spec(url, 3, limit, dag_id)
     p50: dict[str, float] = {}
     p99: dict[str, float] = {}
     for backlog in backlogs:
         seed(url, backlog)
         times = sorted(asyncio.run(time_calls(url, reps)))
         p50[f"queued_{backlog}"] = round(statistics.median(times), 2)
-        p99[f"queued_{backlog}"] = round(times[min(len(times) - 1, int(len(times) * 0.99))], 2)
+        p99[f"queued_{backlog}"] = round(percentile(times, 0.99) or 0.0, 2)
     base, top = p50[f"queued_{backlogs[0]}"], p50[f"queued_{backlogs[-1]}"]
     return {"reps": reps, "p50_ms": p50, "p99_ms": p99,
             "targets": {"largest_backlog_p50<5ms": top < 5,
@@ -116,27 +117,6 @@ def main() -> int:
     plot(summary, args.png)
     print(json.dumps(summary))
     return 0
-
-
-def apply_dags(url: str) -> None:
-    """The full DAG (16 runs at once) and the one with room (:data:`ROOM_LIMIT`), three tasks each."""
-    from leoflow.clock import SystemClock
-    from leoflow.db import dag_store
-    from leoflow.db.engine import make_async_engine
-    from leoflow.model.spec import parse_dag_spec
-    from leoflow.settings import DatabaseSettings
-
-    async def main() -> None:
-        engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)
-        try:
-            async with engine.begin() as conn:
-                for dag_id, limit in ((FULL, FULL_RUNNING), (ROOM, ROOM_LIMIT)):
-                    spec = {**fan_spec(3, limit), "dag_id": dag_id}
-                    await dag_store.apply_dag(conn, parse_dag_spec(spec), clock=SystemClock())
-        finally:
-            await engine.dispose()
-
-    asyncio.run(main())
 
 
 if __name__ == "__main__":

@@ -216,15 +216,15 @@ async def leader_main(args: argparse.Namespace) -> None:
 
 # --------------------------------------------------------------------------- orchestration
 
-def fan_spec(tasks: int, max_active_runs: int) -> dict[str, Any]:
+def fan_spec(tasks: int, max_active_runs: int, dag_id: str = DAG_ID) -> dict[str, Any]:
     middle = [f"m{i}" for i in range(tasks - 2)]
     step = {"image": "busybox", "command": ["true"]}
-    return {"dag_id": DAG_ID, "max_active_runs": max_active_runs, "tasks": [
+    return {"dag_id": dag_id, "max_active_runs": max_active_runs, "tasks": [
         {"id": "root", **step}, *({"id": m, **step, "depends_on": ["root"]} for m in middle),
         {"id": "join", **step, "depends_on": middle}]}
 
 
-def apply_spec(url: str, tasks: int, max_active_runs: int) -> None:
+def apply_spec(url: str, tasks: int, max_active_runs: int, dag_id: str = DAG_ID) -> None:
     from leoflow.db import dag_store
     from leoflow.db.engine import make_async_engine
     from leoflow.model.spec import parse_dag_spec
@@ -233,7 +233,8 @@ def apply_spec(url: str, tasks: int, max_active_runs: int) -> None:
     async def main() -> None:
         engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)
         async with engine.begin() as conn:
-            await dag_store.apply_dag(conn, parse_dag_spec(fan_spec(tasks, max_active_runs)), clock=SystemClock())
+            await dag_store.apply_dag(conn, parse_dag_spec(fan_spec(tasks, max_active_runs, dag_id)),
+                                      clock=SystemClock())
         await engine.dispose()
     asyncio.run(main())
 

@@ -121,8 +121,8 @@ def test_run_start_reads_what_it_starts_not_the_backlog(settings: Settings, stat
     with a backlog of queued runs, ``room`` with 1 running of 4 and 5 queued, created last.
     Growing the backlog from 10 to 3,000 may not change the work of the call (rows its plan
     nodes produced or filtered out) by more than a few rows; ranking every queued run, as the
-    call did before, grew it by 25,000 to 36,000. Under a new table's statistics as after ANALYZE: the
-    planner may not walk the primary key or the history instead."""
+    call did before, grew it by 25,000 to 36,000. Under a new table's statistics as after
+    ANALYZE: the planner may not walk the primary key or the history instead."""
     asyncio.run(applied(settings, ("full", "room")))
 
     def work(backlog: int) -> float:
