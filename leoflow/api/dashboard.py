@@ -20,15 +20,21 @@ Failure semantics: if the static directory is missing from an installation (a br
 the JSON API keeps working without the dashboard.
 
 Responses carry a strict Content-Security-Policy (scripts, styles and connections from this
-origin only, no inline script, no framing): the dashboard renders names and log lines that
+origin only, no framing, and no inline script but the page's own loader, allowed by its
+SHA-256 computed from ``index.html`` at import): the dashboard renders names and log lines that
 come from DAG authors, and the page builds every element with ``textContent``, never HTML
-strings, so the policy is a second line of defence rather than the only one.
+strings, so the policy is a second line of defence rather than the only one. The loader is
+inline because it must run even when a request fails: it imports the app's modules and reloads
+the page if one of them did not load (a page whose module graph failed is otherwise dead).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +53,24 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 #: URL prefix of the assets; index.html refers to them with absolute paths.
 STATIC_PREFIX = "/static"
 
+
+def inline_script_sources(page: Path) -> tuple[str, ...]:
+    """CSP sources that allow exactly the inline scripts of ``page``: their SHA-256, base64.
+
+    Computed from the file the server sends, so the policy and the page cannot drift apart; a
+    page that cannot be read has none (``/`` then answers 503 anyway).
+    """
+    try:
+        html = page.read_text(encoding="utf-8")
+    except OSError:
+        return ()
+    return tuple(f"'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'"
+                 for body in re.findall(r"<script>(.*?)</script>", html, flags=re.DOTALL))
+
+
 CONTENT_SECURITY_POLICY = "; ".join((
     "default-src 'self'",
-    "script-src 'self'",
+    " ".join(("script-src 'self'", *inline_script_sources(STATIC_DIR / "index.html"))),
     "style-src 'self'",
     "img-src 'self' data:",
     "connect-src 'self'",
