@@ -428,35 +428,40 @@ def test_an_api_outage_is_shown_and_the_page_recovers(server: LiveServer,
     expect(page.get_by_test_id("view-error")).to_be_hidden()
 
 
-def test_a_module_that_fails_to_load_is_shown_and_the_page_reloads_itself(
+def test_a_module_that_fails_to_load_is_shown_and_the_page_reloads_once_the_server_answers(
         server: LiveServer, open_page: Callable[..., Browse]) -> None:
     """One module request lost (a network change, a proxy restart) must not leave a dead page.
 
     The browser keeps a failed module in the page's module map, so nothing of the app would
-    ever run: no sign-in, no notice. boot.js says so and reloads after a pause that grows with
-    each failure in a row (seeded here to three: 8 s, long enough to see the notice).
+    ever run: no sign-in, no notice. The page's loader says so, and reloads once the server
+    answers (here its first check is lost too), after a pause that doubles with each failure in
+    a row: seeded here to two earlier failures, so 4 s then 8 s, long enough to see each notice.
     """
     browse = open_page(DESKTOP)
     page = browse.page
     module = "/static/js/pages/logs.js"
-    requests: list[str] = []
+    lost: list[str] = []
 
-    def first_one_lost(route: Any) -> None:
-        requests.append(route.request.url)
-        if len(requests) == 1:
+    def lose_the_first(route: Any) -> None:
+        request = route.request
+        kind = "check" if request.resource_type == "fetch" else request.url if module in request.url else None
+        if kind is not None and kind not in lost:
+            lost.append(kind)
             route.abort("internetdisconnected")
         else:
             route.continue_()
 
-    browse.problems.tolerate("net::ERR_INTERNET_DISCONNECTED", module)
-    page.context.add_init_script("sessionStorage.setItem('leoflow.load-failures', '3')")
-    page.route(f"**{module}", first_one_lost)
+    browse.problems.tolerate("net::ERR_INTERNET_DISCONNECTED", server.url)
+    page.context.add_init_script("sessionStorage.setItem('leoflow.load-failures', '2')")
+    page.route(f"{server.url}/**", lose_the_first)
     page.goto(f"{server.url}/#/cluster")
-    expect(page.get_by_test_id("load-error")).to_contain_text("could not load its code")
-    expect(page.get_by_test_id("load-error")).to_contain_text("Reloading in 8 s")
+    notice = page.get_by_test_id("load-error")
+    expect(notice).to_contain_text("could not load its code (")
+    expect(notice).to_contain_text("Retrying in 4 s")
     expect(page.get_by_test_id("live-status")).to_have_text("not loaded — retrying")
+    expect(notice).to_contain_text("the server cannot be reached. Retrying in 8 s", timeout=30_000)
     expect(page.get_by_test_id("token-input")).to_be_visible(timeout=30_000)
-    assert len(requests) == 2
+    assert lost == [f"{server.url}{module}", "check"]
     assert page.evaluate("sessionStorage.getItem('leoflow.load-failures')") is None  # a load worked
     sign_in(browse, server)
     expect(page.get_by_test_id("nodes")).to_be_visible()
