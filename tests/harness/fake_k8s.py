@@ -362,7 +362,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise bad_request(f"container {container} is not valid for pod {name}")
         statuses = [*(pod["status"].get("initContainerStatuses") or []),
                     *(pod["status"].get("containerStatuses") or [])]
-        state = next((cs["state"] for cs in statuses if cs["name"] == container), {"waiting": {}})
+        state: dict[str, Any] = next((cs["state"] for cs in statuses if cs["name"] == container), {"waiting": {}})
         lines = self.fake.kubelet.log_lines(pod["metadata"]["uid"], container)
         if "waiting" in state or lines is None:
             reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")

@@ -24,7 +24,9 @@ _EXISTS_RE = re.compile(rf"^\s*(!?)\s*({_KEY})\s*$")
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside ``( ... )``."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1

@@ -68,6 +68,7 @@ class PgBouncer:
 
     def start(self) -> PgBouncer:
         self._write()
+        assert PGBOUNCER is not None, "pgbouncer is not installed"
         args = [PGBOUNCER, str(self.ini)]
         if os.geteuid() == 0:
             args[1:1] = ["-u", "nobody"]
