@@ -202,9 +202,13 @@ class PageProblems:
 
     def __init__(self) -> None:
         self.items: list[str] = []
-        # Chromium aborts the requests in flight when the host's interfaces change, and the
-        # partition tests running beside these ones (xdist) create and delete veth pairs: a fact
-        # of the test machine, not of the dashboard (whose poll simply retries).
+        #: The console errors tolerated, kept for a failure's message (they may explain it).
+        self.tolerated: list[str] = []
+        # Chromium aborts the requests in flight when any of the host's interfaces changes; the
+        # partition tests create and delete veth pairs (tests/conftest.py keeps them in the
+        # browser tests' xdist worker, so not at the same time, but the host may have others): a
+        # fact of the test machine, not of the dashboard (whose polls retry, and whose loader
+        # reloads the page when a module was lost).
         self._tolerated: list[tuple[str, str]] = [("net::ERR_NETWORK_CHANGED", "")]
 
     def tolerate(self, text: str, url_part: str) -> None:
@@ -215,6 +219,7 @@ class PageProblems:
         if message.type == "error":
             location = message.location.get("url", "") if isinstance(message.location, dict) else ""
             if any(text in message.text and part in location for text, part in self._tolerated):
+                self.tolerated.append(f"{message.text} {location}".strip())
                 return
             self.items.append(f"console error: {message.text} {location}".strip())
 
@@ -268,7 +273,13 @@ def sign_in(browse: Browse, server: LiveServer, token: str = ADMIN_TOKEN, fragme
     page.goto(f"{server.url}/{fragment}")
     # The first page a worker loads also starts its browser's caches and the server's first
     # requests: on a loaded host that takes longer than playwright's default 5 s.
-    expect(page.get_by_test_id("token-input")).to_be_visible(timeout=30_000)
+    try:
+        expect(page.get_by_test_id("token-input")).to_be_visible(timeout=30_000)
+    except AssertionError as exc:  # say what the page showed instead, and why it may have
+        raise AssertionError(
+            f"{exc}\npage text: {page.evaluate('document.body.innerText')[:500]!r}\n"
+            f"console errors: {browse.problems.items}, tolerated: {browse.problems.tolerated}\n"
+            f"server log tail:\n{server.log_tail()[-1500:]}") from None
     page.get_by_test_id("token-input").fill(token)
     page.get_by_test_id("token-submit").click()
     expect(page.get_by_test_id("scope")).to_be_visible()
