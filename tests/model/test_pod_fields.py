@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from leoflow.errors import ValidationFailed
 from leoflow.model.pod import LIMITS, EnvSource, EnvVar, KeyRef
 from leoflow.model.spec import DagSpec, TaskSpec, parse_dag_spec
+from leoflow.model.yaml_loader import load_yaml
 
 TASK = {"id": "load", "image": "etl:1", "command": ["run"]}
 
@@ -270,4 +271,10 @@ def test_only_validation_failures_escape(field: str, value: Any, as_default: boo
         assert exc.path.startswith("defaults" if as_default else "tasks[0]")
         return
     assert isinstance(spec, DagSpec)
-    assert parse_dag_spec(yaml.safe_load(json.dumps(spec.to_canonical()))) == spec
+    canonical = spec.to_canonical()
+    # Back through the two ways a spec arrives: JSON (the API, .json files) and a YAML file read
+    # by Leoflow's loader. Not JSON text read as YAML: json.dumps writes a character beyond the
+    # BMP as a surrogate pair of \u escapes, which YAML has no reading for (PyYAML's Python
+    # parser built two lone surrogates from "\ud800\udc00", which the spec then refused).
+    assert parse_dag_spec(json.loads(json.dumps(canonical))) == spec
+    assert parse_dag_spec(load_yaml(yaml.safe_dump(canonical))) == spec
