@@ -202,8 +202,9 @@ class PageProblems:
 
     def __init__(self) -> None:
         self.items: list[str] = []
-        #: The console errors tolerated, kept for a failure's message (they may explain it).
-        self.tolerated: list[str] = []
+        #: The console errors that matched a tolerated pattern, kept for a failure's message (they
+        #: may explain it).
+        self.tolerated_seen: list[str] = []
         # Chromium aborts the requests in flight when any of the host's interfaces changes; the
         # partition tests create and delete veth pairs (tests/conftest.py keeps them in the
         # browser tests' xdist worker, so not at the same time, but the host may have others): a
@@ -218,10 +219,11 @@ class PageProblems:
     def console(self, message: Any) -> None:
         if message.type == "error":
             location = message.location.get("url", "") if isinstance(message.location, dict) else ""
+            line = f"{message.text} {location}".strip()
             if any(text in message.text and part in location for text, part in self._tolerated):
-                self.tolerated.append(f"{message.text} {location}".strip())
+                self.tolerated_seen.append(line)
                 return
-            self.items.append(f"console error: {message.text} {location}".strip())
+            self.items.append(f"console error: {line}")
 
     def page_error(self, error: Any) -> None:
         self.items.append(f"uncaught exception: {error}")
@@ -278,7 +280,7 @@ def sign_in(browse: Browse, server: LiveServer, token: str = ADMIN_TOKEN, fragme
     except AssertionError as exc:  # say what the page showed instead, and why it may have
         raise AssertionError(
             f"{exc}\npage text: {page.evaluate('document.body.innerText')[:500]!r}\n"
-            f"console errors: {browse.problems.items}, tolerated: {browse.problems.tolerated}\n"
+            f"console errors: {browse.problems.items}, tolerated: {browse.problems.tolerated_seen}\n"
             f"server log tail:\n{server.log_tail()[-1500:]}") from None
     page.get_by_test_id("token-input").fill(token)
     page.get_by_test_id("token-submit").click()
