@@ -27,6 +27,7 @@ from leoflow.db.models import (
     TaskLog,
     TaskTry,
 )
+from leoflow.db.queued_tries import implicit_try_sql
 from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES
 
 dags = Dag.__table__
@@ -154,7 +155,35 @@ async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) ->
              .select_from(tries.outerjoin(logs, logs.c.task_try_id == tries.c.id))
              .where(tries.c.task_instance_id == ti["id"]).order_by(tries.c.try_number))
     ti["tries"] = [_row(r) for r in await conn.execute(query)]
+    implicit = await _implicit_try(conn, ti["id"], _TRY_KEYS)
+    if implicit is not None and all(t["try_number"] != implicit["try_number"] for t in ti["tries"]):
+        ti["tries"].append(implicit)
     return ti
+
+
+async def _implicit_try(conn: AsyncConnection, task_instance_id: int,
+                        keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """The task instance's queued try when its row is not written yet (ADR 0013,
+    :mod:`leoflow.db.queued_tries`), as a try row with nothing stored (``keys`` of it); else None."""
+    row = (await conn.execute(_IMPLICIT_TRY, {"id": task_instance_id})).first()
+    if row is None:
+        return None
+    known = {"try_number": row.try_number, "state": "queued", "term": row.term, "queued_at": row.queued_at,
+             "has_logs": False}
+    return {k: known.get(k) for k in keys}
+
+
+#: The columns of a try as :func:`get_task_instance` and :func:`get_task_log` return them.
+_TRY_KEYS = ("try_number", "state", "executor_ref", "term", "queued_at", "started_at", "ended_at", "exit_code",
+             "reason", "logs_shipped_at", "logs_unavailable", "has_logs")
+_LOG_KEYS = ("try_number", "state", "ended_at", "logs_shipped_at", "executor_ref", "logs_unavailable", "content",
+             "truncated", "size_bytes", "log_updated_at")
+
+
+_IMPLICIT_TRY = text(f"""
+    SELECT ti.try_number, ti.term, ti.queued_at FROM task_instances ti
+    WHERE ti.id = :id AND {implicit_try_sql('ti')}
+""")
 
 
 async def get_task_log(conn: AsyncConnection, task_instance_id: int,
@@ -170,6 +199,10 @@ async def get_task_log(conn: AsyncConnection, task_instance_id: int,
     else:
         query = query.where(tries.c.try_number == try_number)
     row = (await conn.execute(query)).first()
+    if row is None or try_number is None:  # a queued try without its row is the newest (ADR 0013)
+        implicit = await _implicit_try(conn, task_instance_id, _LOG_KEYS)
+        if implicit is not None and try_number in (None, implicit["try_number"]):
+            return implicit
     return _row(row) if row else None
 
 

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from leoflow.db.completion_store import Counted, counted_rows
 from leoflow.db.errors import translated_async
 from leoflow.db.models import ACTIVE_TASKS_SQL, TERMINAL_RUNS_SQL, run_deadline_sql
+from leoflow.db.queued_tries import cancel_implicit_sql
 from leoflow.db.wakeup import notify_wakeup
 
 
@@ -121,9 +122,12 @@ async def lock_task_states(conn: AsyncConnection, run_pk: int) -> dict[str, str]
     return {r.task_id: r.state for r in rows}
 
 
-_KILL_LIVE_TRIES = """
+#: ``killed AS ({_KILL_LIVE_TRIES})``: the live tries of the task instances ``changed``, flagged
+#: ``cancelling`` — rows, and queued tries that have none yet (ADR 0013).
+_KILL_LIVE_TRIES = f"""
     UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, :reason)
     FROM changed WHERE tt.task_instance_id = changed.id AND tt.state IN ('queued', 'running')
+), implicit AS ({cancel_implicit_sql("changed", ":reason")}
 """
 
 

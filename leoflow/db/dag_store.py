@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
 from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
+from leoflow.db.queued_tries import cancel_implicit_sql
 from leoflow.db.wakeup import notify_wakeup
 from leoflow.errors import Conflict, NotFound
 from leoflow.model.params import default_conf
@@ -197,7 +198,7 @@ async def cancel_runs(conn: AsyncConnection, run_pks: list[int], *, reason: str 
                    reason = :reason, next_try_at = NULL, timeout_at = NULL
             WHERE run_pk = ANY(:ids) AND state IN {ACTIVE_TASKS_SQL}
             RETURNING id
-        )
+        ), implicit AS ({cancel_implicit_sql("cancelled", ":reason")})
         UPDATE task_tries tt SET state = 'cancelling', reason = :reason
         FROM cancelled c
         WHERE tt.task_instance_id = c.id AND tt.state IN ('queued', 'running')

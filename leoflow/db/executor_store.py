@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.fencing import check_term_async
 from leoflow.db.models import LIVE_TRIES_SQL
+from leoflow.db.queued_tries import implicit_try_sql
 from leoflow.model.tries import TryKey
 
 
@@ -88,22 +89,43 @@ def _record(row: object) -> TryRecord:
                      started_at=m["started_at"])
 
 
-_CLAIM = text("""
-    UPDATE task_tries SET claimed_at = clock_timestamp(), claimed_by = :by, executor_ref = :ref
-    WHERE id = :id AND claimed_at IS NULL
-    RETURNING id
+#: A claim writes the row of a queued try that has none yet (ADR 0013, :mod:`leoflow.db.queued_tries`):
+#: found through the launch's key, and only while the task instance is still queued for this very try
+#: (a try cancelled before its claim has its row already, written by the cancel). A row another
+#: writer inserted meanwhile is claimed by the conflict clause, as an existing row is by ``claimed``.
+_CLAIM = text(f"""
+    WITH implicit AS (
+        INSERT INTO task_tries AS tt (id, task_instance_id, try_number, state, term, queued_at, claimed_at,
+                                      claimed_by, executor_ref)
+        SELECT :id, ti.id, ti.try_number, 'queued', ti.term, coalesce(ti.queued_at, now()), clock_timestamp(),
+               :by, :ref
+        FROM dag_runs r JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = :task
+        WHERE r.dag_id = :dag AND r.run_id = :run AND ti.try_number = :try AND ti.queued_try_id = :id
+          AND {implicit_try_sql('ti')}
+        ON CONFLICT (task_instance_id, try_number) DO UPDATE
+        SET claimed_at = clock_timestamp(), claimed_by = excluded.claimed_by, executor_ref = excluded.executor_ref
+        WHERE tt.claimed_at IS NULL
+        RETURNING tt.id
+    ), claimed AS (
+        UPDATE task_tries SET claimed_at = clock_timestamp(), claimed_by = :by, executor_ref = :ref
+        WHERE id = :id AND claimed_at IS NULL
+        RETURNING id
+    )
+    SELECT id FROM implicit UNION ALL SELECT id FROM claimed
 """)
 
 
-async def claim_try(conn: AsyncConnection, *, cluster: str, term: int, task_try_id: int,
+async def claim_try(conn: AsyncConnection, *, cluster: str, term: int, task_try_id: int, key: TryKey,
                     executor_ref: str, node_id: str) -> bool:
-    """Fenced: claim an unclaimed try. False if it was already claimed (or does not exist).
+    """Fenced: claim an unclaimed try (``task_try_id``, ``key``: the launch's). False if it was
+    already claimed (or does not exist, or its task instance is no longer queued for it).
 
     Raises :class:`~leoflow.errors.FencedOut` when ``term`` is not the newest.
     """
     await check_term_async(conn, cluster, term)
     row = (await conn.execute(_CLAIM, {"by": claimant(cluster, node_id), "ref": executor_ref,
-                                       "id": task_try_id})).first()
+                                       "id": task_try_id, "dag": key.dag_id, "run": key.run_id,
+                                       "task": key.task_id, "try": key.try_number})).first()
     return row is not None
 
 
@@ -119,34 +141,55 @@ class LaunchClaim:
     seen_running: bool
 
 
-_RECORD_REFS = text("""
+_RECORD_REFS = text(f"""
     WITH input AS (
-        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:refs AS text[])) AS i(id, ref)
+        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:refs AS text[]), CAST(:dags AS text[]),
+                             CAST(:runs AS text[]), CAST(:tasks AS text[]), CAST(:tries AS int[]))
+                      AS i(id, ref, dag_id, run_id, task_id, try_number)
+    ), implicit AS (  -- as in _CLAIM: a queued try without a row gets it here (ADR 0013)
+        INSERT INTO task_tries AS tt (id, task_instance_id, try_number, state, term, queued_at, claimed_at,
+                                      claimed_by, executor_ref)
+        SELECT input.id, ti.id, ti.try_number, 'queued', ti.term, coalesce(ti.queued_at, now()), clock_timestamp(),
+               :by, input.ref
+        FROM input JOIN dag_runs r ON r.dag_id = input.dag_id AND r.run_id = input.run_id
+        JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = input.task_id
+        WHERE ti.try_number = input.try_number AND ti.queued_try_id = input.id AND {implicit_try_sql('ti')}
+        ON CONFLICT (task_instance_id, try_number) DO UPDATE
+        SET executor_ref = excluded.executor_ref, claimed_by = excluded.claimed_by,
+            claimed_at = coalesce(tt.claimed_at, excluded.claimed_at)
+        RETURNING tt.id, false AS was_claimed, tt.state, tt.started_at IS NOT NULL AS started
     ), before AS (
         SELECT tt.id, tt.claimed_at, tt.state, tt.started_at FROM task_tries tt JOIN input ON input.id = tt.id
         ORDER BY tt.id FOR UPDATE OF tt
+    ), recorded AS (
+        UPDATE task_tries tt
+        SET executor_ref = input.ref, claimed_by = :by, claimed_at = coalesce(tt.claimed_at, clock_timestamp())
+        FROM input JOIN before ON before.id = input.id
+        WHERE tt.id = input.id
+        RETURNING tt.id, before.claimed_at IS NOT NULL AS was_claimed, before.state,
+                  before.started_at IS NOT NULL AS started
     )
-    UPDATE task_tries tt
-    SET executor_ref = input.ref, claimed_by = :by, claimed_at = coalesce(tt.claimed_at, clock_timestamp())
-    FROM input JOIN before ON before.id = input.id
-    WHERE tt.id = input.id
-    RETURNING tt.id, before.claimed_at IS NOT NULL AS was_claimed, before.state,
-              before.started_at IS NOT NULL AS started
+    SELECT * FROM recorded UNION ALL SELECT * FROM implicit
 """)
 
 
 async def record_launches(conn: AsyncConnection, *, cluster: str, term: int, node_id: str,
-                          launches: Sequence[tuple[int, str]]) -> dict[int, LaunchClaim]:
-    """Fenced: note the pods about to be created: ``(task_try_id, executor_ref)`` pairs → claim by id.
+                          launches: Sequence[tuple[int, str, TryKey]]) -> dict[int, LaunchClaim]:
+    """Fenced: note the pods about to be created: ``(task_try_id, executor_ref, key)`` → claim by id
+    (writing the row of a queued try that has none yet, found by its key: ADR 0013).
 
-    Ids that do not exist are absent from the result. One transaction for the whole batch, so
-    a leader launching thousands of pods pays one fence check per batch, not per pod.
+    Ids that do not exist (nor wait, queued, for their row) are absent from the result. One
+    transaction for the whole batch, so a leader launching thousands of pods pays one fence check
+    per batch, not per pod.
     """
     await check_term_async(conn, cluster, term)
     if not launches:
         return {}
-    rows = await conn.execute(_RECORD_REFS, {"ids": [i for i, _ in launches], "refs": [r for _, r in launches],
-                                             "by": claimant(cluster, node_id)})
+    rows = await conn.execute(_RECORD_REFS, {
+        "ids": [i for i, _, _ in launches], "refs": [r for _, r, _ in launches],
+        "dags": [k.dag_id for _, _, k in launches], "runs": [k.run_id for _, _, k in launches],
+        "tasks": [k.task_id for _, _, k in launches], "tries": [k.try_number for _, _, k in launches],
+        "by": claimant(cluster, node_id)})
     return {row[0]: LaunchClaim(was_claimed=bool(row[1]), state=str(row[2]),
                                 seen_running=was_seen_running(str(row[2]), bool(row[3])))
             for row in rows}

@@ -249,6 +249,9 @@ class TaskInstance(Base):
     # an older release wrote, which the scheduler classifies from the spec when it is ready.
     pool: Mapped[str | None] = mapped_column(String(50))
     priority: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # The id of the current try, chosen when the task is queued and handed to the executor with the
+    # launch: whichever writer creates the try's row gives it this id (ADR 0013, leoflow.db.queued_tries).
+    queued_try_id: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (
         UniqueConstraint("run_pk", "task_id"),

@@ -22,7 +22,8 @@ higher priority than everything else is skipped row by row in the pool's index r
 by that backlog); that is the one case where a round reads more than it queues.
 
 **One write** (issue 21): when an upstream's success completes a task's counters and its pool
-has room, :func:`count_and_queue` counts and queues it in the same update, with its try row —
+has room, :func:`count_and_queue` counts and queues it in the same update, with its try row (or,
+once ADR 0013's second step lands, the try's id alone) —
 instead of a counter update, a pick and a second update of the same row. It takes a pool only
 when :func:`pick_ready` would queue every such task at once anyway: the pool's free slots cover
 them all, no ready task (pending with every upstream done, a due retry, a row still without a
@@ -44,7 +45,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db import arrays
+from leoflow.db import arrays, queued_tries
 from leoflow.db.completion_store import PENDING, TALLY, Counted, counted_rows
 from leoflow.db.models import SLOT_TASKS_SQL
 from leoflow.db.scheduler_store import ReadyTask
@@ -212,44 +213,51 @@ async def pick_ready(conn: AsyncConnection, *, parallelism: int, limit: int, exc
     return Picked(tasks=tasks, more=bool(rows[0].more) if rows else False)
 
 
+_QUEUE_PICKED = f"""
+    WITH c AS (
+        SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:states AS text[]), CAST(:tries AS int[]))
+            AS c(id, state, try_number)
+    ), q AS (
+        UPDATE task_instances ti
+        SET state = 'queued', try_number = ti.try_number + 1, queued_at = :now, started_at = NULL,
+            ended_at = NULL, timeout_at = NULL, next_try_at = NULL, reason = NULL, updated_at = :now,
+            term = :term, queued_try_id = nextval({queued_tries.TRY_ID_SEQUENCE})
+        FROM c
+        WHERE ti.id = c.id AND ti.state = c.state AND ti.try_number = c.try_number
+          AND (ti.state = 'up_for_retry' OR ti.pending_upstreams = 0)
+        RETURNING ti.id, ti.try_number, ti.queued_try_id
+    ) /* queued try rows */
+    -- Not ``q JOIN task_instances`` by a nested loop over a CTE: the planner cannot estimate a
+    -- CTE's rows (it assumes one), so it joined them quadratically in the batch (500 ms for 1,568
+    -- tries). The statement's snapshot still shows each task instance's old row, and run_pk,
+    -- task_id and max_tries are not what the update changes: one primary-key probe per try.
+    SELECT q.id, q.queued_try_id AS task_try_id, q.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,
+           r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date
+    FROM q JOIN task_instances ti ON ti.id = q.id JOIN dag_runs r ON r.id = ti.run_pk
+"""
+#: The queued tries' rows, while this release writes them (ADR 0013).
+_QUEUE_PICKED_ROWS = """, t AS (
+        INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
+        SELECT queued_try_id, id, try_number, 'queued', :term, :now FROM q
+    )"""
+_QUEUE_PICKED_SQL = {rows: text(_QUEUE_PICKED.replace(" /* queued try rows */", _QUEUE_PICKED_ROWS if rows else ""))
+                     for rows in (True, False)}
+
+
 async def queue_picked(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: datetime,
                        term: int) -> list[QueuedTask]:
-    """CAS pending/up_for_retry → queued, bump the try number and create the try row; one round trip
-    that also returns what each launch needs of its run (``conf`` as text, ``logical_date``).
+    """CAS pending/up_for_retry → queued, bump the try number, draw the try's id and (while this
+    release writes it, ADR 0013) create the try row; one round trip that also returns what each
+    launch needs of its run (``conf`` as text, ``logical_date``).
 
     Slots are not counted again: :func:`pick_ready` counted them in this transaction, and only
     the leader's fenced step queues.
     """
     if not tasks:
         return []
-    rows = await conn.execute(text("""
-        WITH c AS (
-            SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:states AS text[]), CAST(:tries AS int[]))
-                AS c(id, state, try_number)
-        ), q AS (
-            UPDATE task_instances ti
-            SET state = 'queued', try_number = ti.try_number + 1, queued_at = :now, started_at = NULL,
-                ended_at = NULL, timeout_at = NULL, next_try_at = NULL, reason = NULL, updated_at = :now,
-                term = :term
-            FROM c
-            WHERE ti.id = c.id AND ti.state = c.state AND ti.try_number = c.try_number
-              AND (ti.state = 'up_for_retry' OR ti.pending_upstreams = 0)
-            RETURNING ti.id, ti.try_number
-        ), t AS (
-            INSERT INTO task_tries (task_instance_id, try_number, state, term, queued_at)
-            SELECT id, try_number, 'queued', :term, :now FROM q
-            RETURNING id, task_instance_id, try_number
-        )
-        -- Not ``t JOIN q``: the planner cannot estimate a CTE's rows (it assumes one), so it joined
-        -- the two by a nested loop, quadratic in the batch (500 ms for 1,568 tries). The statement's
-        -- snapshot still shows each task instance's old row, and run_pk, task_id and max_tries are
-        -- not what the update changes: one primary-key probe per try instead.
-        SELECT t.task_instance_id, t.id AS task_try_id, t.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,
-               r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date
-        FROM t JOIN task_instances ti ON ti.id = t.task_instance_id JOIN dag_runs r ON r.id = ti.run_pk
-    """), {"ids": arrays.ints(t.id for t in tasks), "states": arrays.texts(t.state for t in tasks),
-           "tries": arrays.ints(t.try_number for t in tasks),
-           "now": now, "term": term})
+    rows = await conn.execute(_QUEUE_PICKED_SQL[queued_tries.WRITE_QUEUED_TRY_ROWS], {
+        "ids": arrays.ints(t.id for t in tasks), "states": arrays.texts(t.state for t in tasks),
+        "tries": arrays.ints(t.try_number for t in tasks), "now": now, "term": term})
     # Positional, in QueuedTask's field order (the SELECT list above): a step builds hundreds.
     return [QueuedTask(*r) for r in rows]
 
@@ -295,11 +303,19 @@ _READY_NOW = """(d.eligible AND d.s = d.n AND ti.pending_upstreams = d.n AND ti.
 #: may have changed it since; then it is only counted, and the round decides it).
 _QUEUE_NOW = "(c.q AND ti.ctid = c.tid)"
 
+#: The queued tries' rows, while this release writes them (ADR 0013, :mod:`leoflow.db.queued_tries`):
+#: their ids are the ones the update drew.
+_QUEUED_TRY_ROWS = """, t AS (
+        INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
+        SELECT try_id, id, try_number, 'queued', :term, :now FROM u WHERE try_id IS NOT NULL
+    )"""
+
 # Each counted row is read once (``c``, one probe of the unique (run_pk, task_id) index per task),
 # judged once (``ready``), and updated through its primary key. The pool decision is made once,
 # in MATERIALIZED CTEs, and read by each row as a constant array. The try ids are drawn in the
-# update's RETURNING, so the statement returns one row per task instance and the tries are
-# inserted from it. tests/scheduler/test_plan_work.py holds the plan linear.
+# update (``queued_try_id``), so the statement returns one row per task instance and the tries
+# are inserted from it (while this release writes them: ADR 0013). tests/scheduler/test_plan_work.py
+# holds the plan linear.
 _COUNT_AND_QUEUE = f"""
     WITH limited AS MATERIALIZED (  -- runs of DAGs with a max_active_tasks: theirs take the round
         SELECT r.id FROM dag_runs r JOIN dags g ON g.dag_id = r.dag_id
@@ -339,16 +355,14 @@ _COUNT_AND_QUEUE = f"""
             timeout_at = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.timeout_at END,
             next_try_at = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.next_try_at END,
             reason = CASE WHEN {_QUEUE_NOW} THEN NULL ELSE ti.reason END,
-            term = CASE WHEN {_QUEUE_NOW} THEN :term ELSE ti.term END
+            term = CASE WHEN {_QUEUE_NOW} THEN :term ELSE ti.term END,
+            queued_try_id = CASE WHEN {_QUEUE_NOW} THEN nextval((SELECT seq FROM tries)) ELSE ti.queued_try_id END
         FROM (SELECT c.*, c.ready AND c.pool = ANY(ARRAY(SELECT pool FROM room)) AS q FROM c) c
         WHERE ti.id = c.id AND {PENDING} AND ti.pending_upstreams > 0
         RETURNING ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.pending_upstreams,
                   ti.upstream_successes, ti.upstream_failures, ti.upstream_skips,
-                  CASE WHEN ti.state = 'queued' THEN nextval((SELECT seq FROM tries)) END AS try_id
-    ), t AS (
-        INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
-        SELECT try_id, id, try_number, 'queued', :term, :now FROM u WHERE try_id IS NOT NULL
-    )
+                  CASE WHEN ti.state = 'queued' THEN ti.queued_try_id END AS try_id
+    ) /* queued try rows */
     -- What the launches need of a run comes once per run (a row without a task instance id), not
     -- with each of its hundreds of tasks: half the columns to send and parse.
     SELECT id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
@@ -360,8 +374,10 @@ _COUNT_AND_QUEUE = f"""
 """
 
 #: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
-#: call, 0.9 ms for this one, on the hot path of every step that counts a success.
-_COUNT_AND_QUEUE_SQL = text(_COUNT_AND_QUEUE)
+#: call, 0.9 ms for this one, on the hot path of every step that counts a success. Keyed by
+#: whether the queued tries' rows are written (:data:`queued_tries.WRITE_QUEUED_TRY_ROWS`).
+_COUNT_AND_QUEUE_SQL = {rows: text(_COUNT_AND_QUEUE.replace(" /* queued try rows */", _QUEUED_TRY_ROWS if rows else ""))
+                        for rows in (True, False)}
 
 
 async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, str, str]], eligible: Sequence[bool],
@@ -376,7 +392,7 @@ async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, s
     """
     if not outcomes:
         return CountedAndQueued([], [])
-    rows = (await conn.execute(_COUNT_AND_QUEUE_SQL, {
+    rows = (await conn.execute(_COUNT_AND_QUEUE_SQL[queued_tries.WRITE_QUEUED_TRY_ROWS], {
         "runs": arrays.ints(o[0] for o in outcomes), "tasks": arrays.texts(o[1] for o in outcomes),
         "outcomes": arrays.texts(o[2] for o in outcomes), "eligible": arrays.bools(eligible),
         "excluded": arrays.ints(room.excluded), "default_pool": DEFAULT_POOL, "parallelism": room.parallelism,

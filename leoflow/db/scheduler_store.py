@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays
 from leoflow.db.models import LIVE_TRIES_SQL, run_deadline_sql
+from leoflow.db.queued_tries import TRY_ID_SEQUENCE
 from leoflow.model.fairness import DEFAULT_POOL, MAX_PRIORITY, MIN_PRIORITY
 from leoflow.model.tries import TryKey
 
@@ -386,28 +387,33 @@ _TRANSITIONS = """
     RETURNING ti.id
 """
 
-#: The reported tries, found by the unique (task_instance_id, try_number) index, one probe each. The
-#: state check is written as an expression so that the partial ``ix_task_tries_live`` cannot serve
-#: it (as :data:`~leoflow.db.completion_store.PENDING` for task instances): read through a bitmap,
-#: that index returns every try that was live since the last vacuum, the dead ones again at every
-#: step: 40,000 entries for the 8 tries of a burst part under ``bench/scheduler.py``, 2 to 5 ms.
+#: The reported tries, found by the unique (task_instance_id, try_number) index, one probe each —
+#: or written, when the report is the first word on a queued try whose row is implicit (ADR 0013,
+#: :mod:`leoflow.db.queued_tries`): with the id, term and queue time its task instance keeps. Only a
+#: live try changes: the conflict clause's condition, as a finished try is never reopened.
 _TRY_CHANGES = f"""
-    UPDATE task_tries tt
-    SET state = CASE WHEN tt.state = 'cancelling' AND c.state = 'running' THEN 'cancelling'
-                     -- the kill's own report may arrive before the scheduler marks the try killed
-                     WHEN tt.state = 'cancelling' AND c.state = 'failed' THEN 'cancelled'
-                     ELSE c.state END,
-        started_at = coalesce(tt.started_at, c.started_at),
-        ended_at = coalesce(tt.ended_at, c.ended_at),
-        exit_code = coalesce(c.exit_code, tt.exit_code),
-        reason = coalesce(tt.reason, c.reason),
-        executor_ref = coalesce(tt.executor_ref, c.executor_ref)
+    INSERT INTO task_tries AS tt (id, task_instance_id, try_number, state, term, queued_at, started_at, ended_at,
+                                  exit_code, reason, executor_ref)
+    SELECT CASE WHEN ti.try_number = c.try_number THEN coalesce(ti.queued_try_id, nextval({TRY_ID_SEQUENCE}))
+                ELSE nextval({TRY_ID_SEQUENCE}) END,
+           c.ti_id, c.try_number, c.state, ti.term, coalesce(ti.queued_at, now()), c.started_at, c.ended_at,
+           c.exit_code, c.reason, c.executor_ref
     FROM unnest(CAST(:t_ids AS bigint[]), CAST(:t_tries AS int[]), CAST(:t_states AS text[]),
                 CAST(:t_started AS timestamptz[]), CAST(:t_ended AS timestamptz[]), CAST(:t_codes AS int[]),
                 CAST(:t_reasons AS text[]), CAST(:t_refs AS text[]))
          AS c(ti_id, try_number, state, started_at, ended_at, exit_code, reason, executor_ref)
-    WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number
-      AND (tt.state || '') IN {LIVE_TRIES_SQL}
+    JOIN task_instances ti ON ti.id = c.ti_id
+    ON CONFLICT (task_instance_id, try_number) DO UPDATE
+    SET state = CASE WHEN tt.state = 'cancelling' AND excluded.state = 'running' THEN 'cancelling'
+                     -- the kill's own report may arrive before the scheduler marks the try killed
+                     WHEN tt.state = 'cancelling' AND excluded.state = 'failed' THEN 'cancelled'
+                     ELSE excluded.state END,
+        started_at = coalesce(tt.started_at, excluded.started_at),
+        ended_at = coalesce(tt.ended_at, excluded.ended_at),
+        exit_code = coalesce(excluded.exit_code, tt.exit_code),
+        reason = coalesce(tt.reason, excluded.reason),
+        executor_ref = coalesce(tt.executor_ref, excluded.executor_ref)
+    WHERE tt.state IN {LIVE_TRIES_SQL}
 """
 
 
@@ -488,15 +494,17 @@ class QueuedLaunch:
 
 
 async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -> list[QueuedLaunch]:
-    """Queued tries of queued task instances, keyset-paged by try id (resubmitted after failover)."""
+    """Queued tries of queued task instances, keyset-paged by task instance id (resubmitted after
+    failover) — with their rows, or without when the rows are not written yet (ADR 0013)."""
     rows = await conn.execute(text("""
-        SELECT tt.id, tt.task_instance_id, tt.try_number, ti.task_id, r.dag_id, r.run_id,
-               r.dag_version_id, r.id AS run_pk, r.conf::text AS conf, r.logical_date
-        FROM task_tries tt
-        JOIN task_instances ti ON ti.id = tt.task_instance_id AND ti.try_number = tt.try_number
+        SELECT coalesce(tt.id, ti.queued_try_id) AS id, ti.id AS task_instance_id, ti.try_number, ti.task_id,
+               r.dag_id, r.run_id, r.dag_version_id, r.id AS run_pk, r.conf::text AS conf, r.logical_date
+        FROM task_instances ti
+        LEFT JOIN task_tries tt ON tt.task_instance_id = ti.id AND tt.try_number = ti.try_number
         JOIN dag_runs r ON r.id = ti.run_pk
-        WHERE tt.state = 'queued' AND ti.state = 'queued' AND tt.id > :after
-        ORDER BY tt.id LIMIT :limit
+        WHERE ti.state = 'queued' AND ti.id > :after AND coalesce(tt.state, 'queued') = 'queued'
+          AND coalesce(tt.id, ti.queued_try_id) IS NOT NULL
+        ORDER BY ti.id LIMIT :limit
     """), {"after": after_id, "limit": limit})
     return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
                          int(r.dag_version_id), int(r.run_pk), str(r.conf), r.logical_date) for r in rows]

@@ -215,7 +215,7 @@ class LocalExecutor:
             try:
                 async with ctx.db.transaction() as conn:
                     return await executor_store.claim_try(
-                        conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id,
+                        conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id, key=launch.key,
                         executor_ref=name, node_id=ctx.node_id)
             except FencedOut as exc:
                 log.warning("not launching: fenced out", extra={"try": name, "error": str(exc)})

@@ -511,7 +511,7 @@ class SchedulerCore:
             if not page:
                 return total
             await self.submit_all(launches)
-            after, total = page[-1].task_try_id, total + len(page)
+            after, total = page[-1].task_instance_id, total + len(page)
 
     async def _queued_page(self, step: Step, after: int) -> tuple[list[store.QueuedLaunch], list[TaskLaunch]]:
         page = await store.queued_tries_after(step.conn, after, self.batch_size)

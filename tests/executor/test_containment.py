@@ -71,6 +71,7 @@ def test_local_a_claimed_try_whose_files_cannot_be_read_fails_alone_at_start(set
         for seeded in (unreadable, healthy):
             async with engine.begin() as conn:
                 assert await executor_store.claim_try(conn, cluster="default", term=1, task_try_id=seeded.task_try_id,
+                                                      key=seeded.key,
                                                       executor_ref=try_name("default", seeded.key), node_id="old")
         broken = TryFiles(tmp_path, try_name("default", unreadable.key))
         broken.prepare()

@@ -148,7 +148,7 @@ def test_crash_vanished_process_is_reported_failed_not_rerun(settings: Settings,
         for seeded in (vanished, orphan, finished):
             async with engine.begin() as conn:
                 assert await executor_store.claim_try(conn, cluster="default", term=1,
-                                                      task_try_id=seeded.task_try_id,
+                                                      task_try_id=seeded.task_try_id, key=seeded.key,
                                                       executor_ref=try_name("default", seeded.key), node_id="old")
         orphan_files = TryFiles(tmp_path, try_name("default", orphan.key))
         orphan_files.prepare()

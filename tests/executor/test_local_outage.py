@@ -95,7 +95,8 @@ def test_a_try_whose_replica_is_gone_is_failed_saying_why(settings: Settings, tm
         async with engine.begin() as conn:
             for seeded, node in ((gone, "a"), (never, "ghost")):
                 await executor_store.claim_try(conn, cluster="default", term=1, task_try_id=seeded.task_try_id,
-                                               executor_ref=try_name("default", seeded.key), node_id=node)
+                                               key=seeded.key, executor_ref=try_name("default", seeded.key),
+                                               node_id=node)
         await heartbeat(engine, "a", seconds_ago=3600)  # 'a' stopped heartbeating an hour ago
         await set_term(engine, "default", 2, "b")
         rec = Recorder(engine)

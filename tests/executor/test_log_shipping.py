@@ -189,7 +189,7 @@ def test_adopting_a_try_from_another_host_keeps_its_stored_output(settings: Sett
         [t] = await seed_tries(engine, 1)
         name = try_name("default", t.key)
         async with engine.begin() as conn:  # host a claimed it and stored its output while it ran
-            assert await executor_store.claim_try(conn, cluster="default", term=1, task_try_id=t.task_try_id,
+            assert await executor_store.claim_try(conn, cluster="default", term=1, task_try_id=t.task_try_id, key=t.key,
                                                   executor_ref=name, node_id="host-a")
             await executor_store.store_partial_logs(conn, t.task_try_id, "step 1 done\nstep 2 done\n",
                                                     truncated=False, size_bytes=24)

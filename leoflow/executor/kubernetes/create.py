@@ -109,7 +109,7 @@ class PodCreation:
                 async with ctx.db.transaction() as conn:
                     claims = await executor_store.record_launches(
                         conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
-                        launches=[(launch.task_try_id, t.name) for launch, t in group])
+                        launches=[(launch.task_try_id, t.name, launch.key) for launch, t in group])
                 break
             except FencedOut as exc:
                 log.warning("not creating pods: fenced out", extra={"pods": len(group), "error": str(exc)})
