@@ -227,8 +227,8 @@ _QUEUE_PICKED = f"""
           AND (ti.state = 'up_for_retry' OR ti.pending_upstreams = 0)
         RETURNING ti.id, ti.try_number, ti.queued_try_id
     ) /* queued try rows */
-    -- Not ``q JOIN task_instances`` by a nested loop over a CTE: the planner cannot estimate a
-    -- CTE's rows (it assumes one), so it joined them quadratically in the batch (500 ms for 1,568
+    -- Joined to the table, not to another CTE: the planner cannot estimate a CTE's rows (it
+    -- assumes one), so joining two ran as a nested loop, quadratic in the batch (500 ms for 1,568
     -- tries). The statement's snapshot still shows each task instance's old row, and run_pk,
     -- task_id and max_tries are not what the update changes: one primary-key probe per try.
     SELECT q.id, q.queued_try_id AS task_try_id, q.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,

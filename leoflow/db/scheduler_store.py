@@ -387,8 +387,8 @@ _TRANSITIONS = """
     RETURNING ti.id
 """
 
-#: The reported tries, found by the unique (task_instance_id, try_number) index, one probe each —
-#: or written, when the report is the first word on a queued try whose row is implicit (ADR 0013,
+#: The reported tries, found by the unique (task_instance_id, try_number) index — or written, when
+#: the report is the first word on a queued try whose row is implicit (ADR 0013,
 #: :mod:`leoflow.db.queued_tries`): with the id, term and queue time its task instance keeps. Only a
 #: live try changes: the conflict clause's condition, as a finished try is never reopened.
 _TRY_CHANGES = f"""
@@ -403,6 +403,10 @@ _TRY_CHANGES = f"""
                 CAST(:t_reasons AS text[]), CAST(:t_refs AS text[]))
          AS c(ti_id, try_number, state, started_at, ended_at, exit_code, reason, executor_ref)
     JOIN task_instances ti ON ti.id = c.ti_id
+    -- a new row only for the task instance's implicit try; a report about any other try changes
+    -- its row if it has one, and writes nothing if not (a stray try number is no try)
+    WHERE (ti.try_number = c.try_number AND ti.state = 'queued' AND ti.queued_try_id IS NOT NULL)
+       OR EXISTS (SELECT 1 FROM task_tries x WHERE x.task_instance_id = c.ti_id AND x.try_number = c.try_number)
     ON CONFLICT (task_instance_id, try_number) DO UPDATE
     SET state = CASE WHEN tt.state = 'cancelling' AND excluded.state = 'running' THEN 'cancelling'
                      -- the kill's own report may arrive before the scheduler marks the try killed

@@ -292,3 +292,24 @@ async def race(settings: Settings, first: str) -> tuple[list[Any], dict[int, Any
             JOIN task_instances ti ON ti.id = tt.task_instance_id JOIN dag_runs r ON r.id = ti.run_pk
             WHERE r.dag_id = :d""", d=dag_id)
         return [tuple(r) for r in found], claims, launch
+
+
+def test_a_report_about_a_try_that_never_was_writes_no_row(settings: Settings) -> None:
+    """A report's try number is the executor's word: one the task instance never had (a stray pod, a
+    bug) changes nothing, and must not become a try row now that reports may write the first one."""
+    async def main() -> None:
+        for written in (True, False):
+            async with stepper(settings) as st:
+                with queued_rows(written):
+                    dag_id = f"stray-{str(written).lower()}"
+                    await apply(st.engine, spec(dag_id))
+                    run_id = await trigger(st.engine, dag_id)
+                    await st.tick(periodic=True)
+                    key = st.key(dag_id, run_id, "a")
+                    st.report(key._replace(try_number=7), "failed", exit_code=1)
+                    st.report(key._replace(task_id="b", try_number=1), "success", exit_code=0)  # b is pending
+                    await st.tick(periodic=True)
+                assert await rows_of(settings, dag_id) == ([("a", 1, "queued")] if written else []), written
+                assert (await st.tasks(run_id))["a"][0] == "queued"
+
+    asyncio.run(main())
