@@ -24,9 +24,9 @@ from leoflow.errors import Conflict
 from leoflow.executor.naming import try_name
 from leoflow.model.tries import TaskLaunch
 from leoflow.settings import Settings
-from tests.scheduler.harness import apply, rows, trigger
+from tests.scheduler.harness import rows
 from tests.scheduler.stepper import Stepper, container, stepper
-from tests.scheduler.test_commands import command
+from tests.scheduler.test_commands import command, started
 
 TASKS = ("a", "b", "c")
 
@@ -56,9 +56,7 @@ def latest(st: Stepper, dag_id: str, run_id: str, task: str) -> TaskLaunch | Non
 
 async def play(st: Stepper, dag_id: str, ops: list[Op]) -> dict[str, Any]:
     """Run ``ops`` on a fresh run of ``dag_id``; what an operator and the executor would see."""
-    await apply(st.engine, spec(dag_id))
-    run_id = await trigger(st.engine, dag_id)
-    await st.tick(periodic=True)
+    run_id = await started(st, spec(dag_id))
     seen: list[Any] = []
     for op in ops:
         kind = op[0]
@@ -258,9 +256,7 @@ async def race(settings: Settings, first: str) -> tuple[list[Any], dict[int, Any
     async with stepper(settings) as st:
         with queued_rows(False):
             dag_id = f"race-{first}"
-            await apply(st.engine, spec(dag_id))
-            run_id = await trigger(st.engine, dag_id)
-            await st.tick(periodic=True)
+            run_id = await started(st, spec(dag_id))
         launch = latest(st, dag_id, run_id, "a")
         assert launch is not None
         claims: dict[int, Any] = {}
@@ -302,9 +298,7 @@ def test_a_report_about_a_try_that_never_was_writes_no_row(settings: Settings) -
             async with stepper(settings) as st:
                 with queued_rows(written):
                     dag_id = f"stray-{str(written).lower()}"
-                    await apply(st.engine, spec(dag_id))
-                    run_id = await trigger(st.engine, dag_id)
-                    await st.tick(periodic=True)
+                    run_id = await started(st, spec(dag_id))
                     key = st.key(dag_id, run_id, "a")
                     st.report(key._replace(try_number=7), "failed", exit_code=1)
                     st.report(key._replace(task_id="b", try_number=1), "success", exit_code=0)  # b is pending
