@@ -1,11 +1,12 @@
 """A queued try whose row is not written yet: the facts live on its task instance (ADR 0013).
 
-Why: the statement that queues a burst of tasks is the scheduler's hottest write, and a fifth of
-its database time is the try rows it inserts (a row and three index entries each), although a
-queued try's row holds nothing its task instance does not: the try number, the term and the time
-it was queued. ``bench/scheduler.py`` measured the burst without them at a p99 of 0.100 s instead
-of 0.122 s (6 alternating pairs). So the row can be written by the try's *first writer* instead:
-the executor's claim, a report, or a cancellation — each of which writes the row anyway.
+Why: the statement that queues a burst of tasks is the scheduler's hottest write, and about a
+sixth of its database time is the try rows it inserts (a row and three index entries each),
+although a queued try's row holds nothing its task instance does not: the try number, the term and
+the time it was queued. Without them, ``bench/scheduler.py``'s load measured a median p99 of
+0.096 s over nine runs, against 0.118 s with them (ADR 0013). So the row can be written by the
+try's *first writer* instead: the executor's claim, a report, or a cancellation — each of which
+writes the row anyway.
 
 The rule every writer and reader of live tries follows, whether or not the row exists:
 
