@@ -226,7 +226,7 @@ _QUEUE_PICKED = f"""
         WHERE ti.id = c.id AND ti.state = c.state AND ti.try_number = c.try_number
           AND (ti.state = 'up_for_retry' OR ti.pending_upstreams = 0)
         RETURNING ti.id, ti.try_number, ti.queued_try_id
-    ) /* queued try rows */
+    ){queued_tries.ROWS_CTE}
     -- Joined to the table, not to another CTE: the planner cannot estimate a CTE's rows (it
     -- assumes one), so joining two ran as a nested loop, quadratic in the batch (500 ms for 1,568
     -- tries). The statement's snapshot still shows each task instance's old row, and run_pk,
@@ -235,13 +235,7 @@ _QUEUE_PICKED = f"""
            r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date
     FROM q JOIN task_instances ti ON ti.id = q.id JOIN dag_runs r ON r.id = ti.run_pk
 """
-#: The queued tries' rows, while this release writes them (ADR 0013).
-_QUEUE_PICKED_ROWS = """, t AS (
-        INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
-        SELECT queued_try_id, id, try_number, 'queued', :term, :now FROM q
-    )"""
-_QUEUE_PICKED_SQL = {rows: text(_QUEUE_PICKED.replace(" /* queued try rows */", _QUEUE_PICKED_ROWS if rows else ""))
-                     for rows in (True, False)}
+_QUEUE_PICKED_SQL = queued_tries.built_both_ways(_QUEUE_PICKED, queued_tries.rows_cte("q", "queued_try_id"))
 
 
 async def queue_picked(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: datetime,
@@ -303,13 +297,6 @@ _READY_NOW = """(d.eligible AND d.s = d.n AND ti.pending_upstreams = d.n AND ti.
 #: may have changed it since; then it is only counted, and the round decides it).
 _QUEUE_NOW = "(c.q AND ti.ctid = c.tid)"
 
-#: The queued tries' rows, while this release writes them (ADR 0013, :mod:`leoflow.db.queued_tries`):
-#: their ids are the ones the update drew.
-_QUEUED_TRY_ROWS = """, t AS (
-        INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
-        SELECT try_id, id, try_number, 'queued', :term, :now FROM u WHERE try_id IS NOT NULL
-    )"""
-
 # Each counted row is read once (``c``, one probe of the unique (run_pk, task_id) index per task),
 # judged once (``ready``), and updated through its primary key. The pool decision is made once,
 # in MATERIALIZED CTEs, and read by each row as a constant array. The try ids are drawn in the
@@ -362,7 +349,7 @@ _COUNT_AND_QUEUE = f"""
         RETURNING ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.pending_upstreams,
                   ti.upstream_successes, ti.upstream_failures, ti.upstream_skips,
                   CASE WHEN ti.state = 'queued' THEN ti.queued_try_id END AS try_id
-    ) /* queued try rows */
+    ){queued_tries.ROWS_CTE}
     -- What the launches need of a run comes once per run (a row without a task instance id), not
     -- with each of its hundreds of tasks: half the columns to send and parse.
     SELECT id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
@@ -373,11 +360,8 @@ _COUNT_AND_QUEUE = f"""
     FROM dag_runs r WHERE r.id = ANY(CAST(:runs AS bigint[]))
 """
 
-#: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
-#: call, 0.9 ms for this one, on the hot path of every step that counts a success. Keyed by
-#: whether the queued tries' rows are written (:data:`queued_tries.WRITE_QUEUED_TRY_ROWS`).
-_COUNT_AND_QUEUE_SQL = {rows: text(_COUNT_AND_QUEUE.replace(" /* queued try rows */", _QUEUED_TRY_ROWS if rows else ""))
-                        for rows in (True, False)}
+#: With and without the rows of the tries it queues (ADR 0013): ``try_id`` is NULL for a row only counted.
+_COUNT_AND_QUEUE_SQL = queued_tries.built_both_ways(_COUNT_AND_QUEUE, queued_tries.rows_cte("u", "try_id"))
 
 
 async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, str, str]], eligible: Sequence[bool],

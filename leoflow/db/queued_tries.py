@@ -26,6 +26,8 @@ rows missing; the next stops writing them. Tests run the scheduler with the rows
 
 from __future__ import annotations
 
+from sqlalchemy import TextClause, text
+
 #: This release still writes a queued try's row in the statement that queues it (ADR 0013's first
 #: step); tests set it False to run the paths that must cope with the row missing.
 WRITE_QUEUED_TRY_ROWS = True
@@ -59,3 +61,23 @@ def cancel_implicit_sql(changed: str, reason: str) -> str:
         ON CONFLICT (task_instance_id, try_number) DO UPDATE
         SET state = 'cancelling', reason = coalesce(tt.reason, excluded.reason)
         WHERE tt.state IN ('queued', 'running')"""
+
+
+#: Where a queueing statement takes the CTE that writes its queued tries' rows (:func:`built_both_ways`).
+ROWS_CTE = " /* queued try rows */"
+
+
+def rows_cte(source: str, id_column: str) -> str:
+    """The CTE that writes the rows of the tries ``source`` (a CTE returning ``id``, ``try_number``
+    and ``id_column``, the try's id; NULL for a row not queued) queued, while this release writes them."""
+    return f""", t AS (
+        INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
+        SELECT {id_column}, id, try_number, 'queued', :term, :now FROM {source} WHERE {id_column} IS NOT NULL
+    )"""
+
+
+def built_both_ways(statement: str, rows: str) -> dict[bool, TextClause]:
+    """``statement`` with the CTE ``rows`` at :data:`ROWS_CTE`, and without, keyed by whether the rows
+    are written (:data:`WRITE_QUEUED_TRY_ROWS`). Built once: ``text()`` finds a statement's bind
+    parameters with a regular expression on every call (0.9 ms for the burst's write)."""
+    return {written: text(statement.replace(ROWS_CTE, rows if written else "")) for written in (True, False)}
