@@ -155,9 +155,10 @@ async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) ->
              .select_from(tries.outerjoin(logs, logs.c.task_try_id == tries.c.id))
              .where(tries.c.task_instance_id == ti["id"]).order_by(tries.c.try_number))
     ti["tries"] = [_row(r) for r in await conn.execute(query)]
-    implicit = await _implicit_try(conn, ti["id"], _TRY_KEYS)
-    if implicit is not None and all(t["try_number"] != implicit["try_number"] for t in ti["tries"]):
-        ti["tries"].append(implicit)
+    if ti["state"] == "queued" and all(t["try_number"] != ti["try_number"] for t in ti["tries"]):
+        implicit = await _implicit_try(conn, ti["id"], _TRY_KEYS)  # its row not written yet: ADR 0013
+        if implicit is not None:
+            ti["tries"].append(implicit)
     return ti
 
 
