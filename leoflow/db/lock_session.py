@@ -36,7 +36,7 @@ from typing import Any
 import psycopg
 
 from leoflow.db import election_store as store
-from leoflow.db import installation
+from leoflow.db import installation, migrations
 from leoflow.db.errors import translate
 from leoflow.db.session import connect_kwargs, libpq_url
 from leoflow.errors import DatabaseUnavailable, UnsafeDatabaseSetup
@@ -139,6 +139,11 @@ class LockSession:
             seen.append(store.session_identity(self._conn))
             shared = probe_pid == mine or probe_token == self._token
             return shared or any(pid != mine or found != self._token for pid, found in seen)
+
+    def schema_state(self) -> migrations.SchemaState:
+        """The schema's revision and which older code it declared compatible (ADR 0006)."""
+        with _translated():
+            return migrations.schema_state_sync(self._conn)
 
     def claim_installation(self, cluster: str, node_id: str) -> installation.Ownership:
         """Claim the database for ``cluster`` or learn that it belongs to another (ADR 0010)."""

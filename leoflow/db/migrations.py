@@ -26,8 +26,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+import psycopg
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
@@ -153,21 +154,35 @@ class SchemaState:
     compatible_code: tuple[str, ...] = ()
 
 
+#: Which of the two tables exist; then the version and its declaration (or the version alone).
+_TABLES = ("SELECT to_regclass('alembic_version') IS NOT NULL,"
+           " to_regclass('schema_compatibility') IS NOT NULL")
+_VERSION = "SELECT version_num FROM alembic_version LIMIT 1"
+_DECLARED = ("SELECT v.version_num, c.compatible_code FROM alembic_version v"
+             " LEFT JOIN schema_compatibility c ON c.revision = v.version_num LIMIT 1")
+
+
 async def schema_state(conn: AsyncConnection) -> SchemaState:
     """Two cheap statements: which tables exist, then the version and its declaration."""
-    found = (await conn.execute(text(
-        "SELECT to_regclass('alembic_version') IS NOT NULL, to_regclass('schema_compatibility') IS NOT NULL"))).one()
+    found = (await conn.execute(text(_TABLES))).one()
     if not found[0]:
         return SchemaState(None)
     if not found[1]:
-        revision = (await conn.execute(text("SELECT version_num FROM alembic_version LIMIT 1"))).scalar()
-        return SchemaState(revision)
-    row = (await conn.execute(text(
-        "SELECT v.version_num, c.compatible_code FROM alembic_version v"
-        " LEFT JOIN schema_compatibility c ON c.revision = v.version_num LIMIT 1"))).first()
-    if row is None:
+        return SchemaState((await conn.execute(text(_VERSION))).scalar())
+    row = (await conn.execute(text(_DECLARED))).first()
+    return SchemaState(None) if row is None else SchemaState(row[0], tuple(row[1] or ()))
+
+
+def schema_state_sync(conn: psycopg.Connection[Any]) -> SchemaState:
+    """:func:`schema_state` on a plain psycopg connection (the election's lock session)."""
+    found = conn.execute(_TABLES).fetchone()
+    if not found or not found[0]:
         return SchemaState(None)
-    return SchemaState(row[0], tuple(row[1] or ()))
+    if not found[1]:
+        version = conn.execute(_VERSION).fetchone()
+        return SchemaState(version[0] if version else None)
+    row = conn.execute(_DECLARED).fetchone()
+    return SchemaState(None) if row is None else SchemaState(row[0], tuple(row[1] or ()))
 
 
 def readiness_problem(state: SchemaState, head: str | None = None) -> str | None:

@@ -24,13 +24,15 @@ has stopped before anyone else can be granted the lock.
 
 **Refusals.** Every new session is vetted (:func:`~leoflow.election.session.vet_session`): a hot
 standby, a transaction-mode pooler, a database that belongs to another cluster (ADR 0010) or a
-schema that is not migrated is refused; so is a replica whose own pools cannot connect (the
-``gate`` the replica passes: checked when a session opens and again right after the lock is
-granted, before a term starts), since a leader that cannot run its scheduler would only take
-terms and die. A session that turns out mid-way to run on a backend not its own (a pooler
-switched to transaction mode at run time) is refused at that statement. Each distinct refusal
-is one error log line; the reason is kept in :class:`~leoflow.election.health.ElectionHealth`
-for ``/readyz``; the elector retries every poll interval without contending.
+schema that is not migrated is refused. So is a schema that is neither at this build's head nor
+declared compatible with it (ADR 0006), and a replica whose own pools cannot connect (the
+``gate`` the replica passes): both checked when a session opens and again right after the lock is
+granted, before a term starts: a build the schema has left behind must not lead, and a leader
+that cannot run its scheduler would only take terms and die. A session that turns out mid-way
+to run on a backend not its own (a pooler switched to transaction mode at run time) is refused
+at that statement. Each distinct refusal is one error log line; the reason is kept in
+:class:`~leoflow.election.health.ElectionHealth` for ``/readyz``; the elector retries every poll
+interval without contending.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from leoflow.clock import Clock, SystemClock
+from leoflow.db import migrations
 from leoflow.db.lock_session import LockSession
 from leoflow.election.health import ElectionHealth
 from leoflow.election.session import POOLER_PROBLEM, open_lock_session, recheck_pooler, vet_session
@@ -217,12 +220,24 @@ class Elector:
                 vet_session(conn, self.settings)
             except (SettingsError, SchemaNotCurrent) as exc:  # another cluster's database; not migrated
                 raise _Refused(str(exc)) from exc
+            self._check_schema(conn)
             self._check_gate()
             on_failure.pop_all()
         self.health.clear()
         with self._mutex:
             self._conn = conn
         return conn
+
+    def _check_schema(self, conn: LockSession) -> None:
+        """Refuse to lead code that the schema does not declare able to run on it (ADR 0006).
+
+        Checked when a session opens and again once the lock is granted: with the lock held, no
+        leader can act meanwhile, so what a newer leader wrote under a newer schema (ADR 0013's
+        queued tries without rows) is never handed to a build that cannot read it.
+        """
+        problem = migrations.readiness_problem(conn.schema_state())
+        if problem is not None:
+            raise _Refused(f"this build may not lead on this database: {problem}")
 
     def _check_gate(self) -> None:
         problem = self._gate() if self._gate is not None else None
@@ -255,6 +270,7 @@ class Elector:
                     conn.unlock(self._cluster)
                 raise UnsafeDatabaseSetup(POOLER_PROBLEM)
             try:
+                self._check_schema(conn)
                 self._check_gate()
             except _Refused:
                 conn.unlock(self._cluster)  # never a term for a replica that cannot work

@@ -56,7 +56,8 @@ def test_metrics_exposes_http_and_work_metrics(api_client: httpx.Client) -> None
     assert "process_cpu_seconds_total" in text
 
 
-def _declare(database_url: str, revision: str, compatible: list[str]) -> None:
+def declare_schema(database_url: str, revision: str, compatible: list[str]) -> None:
+    """Put the database at ``revision``, as if a newer build had migrated it and declared ``compatible``."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("UPDATE alembic_version SET version_num = %s", (revision,))
         conn.execute("DELETE FROM schema_compatibility")
@@ -68,11 +69,11 @@ def test_readyz_accepts_a_newer_schema_that_declares_this_build_compatible(datab
     """A rolling upgrade (or a code rollback): the schema moved past this build's head (ADR 0006)."""
     head = migrations.head_revision()
     with client_for(create_app(api_settings(database_url))) as client:
-        _declare(database_url, "9999_future", [head, "0001"])
+        declare_schema(database_url, "9999_future", [head, "0001"])
         ready = client.get("/readyz")
         assert ready.status_code == 200, ready.text
         assert ready.json()["schema"] == "9999_future"
-        _declare(database_url, "9999_future", ["0001"])
+        declare_schema(database_url, "9999_future", ["0001"])
         refused = client.get("/readyz")
         assert refused.status_code == 503
         assert "newer than this build's head" in refused.json()["error"]["message"]

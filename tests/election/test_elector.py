@@ -14,6 +14,7 @@ from leoflow.db import migrations
 from leoflow.election.elector import Elector
 from leoflow.model.lock_key import pg_locks_ids
 from leoflow.settings import Settings, load_settings
+from tests.api.test_probes import declare_schema
 
 
 class Recorder:
@@ -150,6 +151,26 @@ def test_a_second_cluster_is_refused_and_leads_in_a_schema_of_its_own(
     problem = wait_for(lambda: teal.health.problem, what="a second 'blue' refused")
     assert "already used by the Leoflow cluster in schema 'public'" in problem
     assert rt.kinds() == [] and ra.kinds() == ["acquired"]
+
+
+def test_a_build_the_schema_left_behind_never_leads(database_url: str, electors: Any) -> None:
+    """ADR 0006: only code the schema declares compatible may lead — checked when a session opens,
+    and again once the lock is granted (a follower that opened its session before the migration
+    must not lead what a newer leader wrote after it: ADR 0013's queued tries without rows)."""
+    head = migrations.head_revision()
+    a, ra = electors("a")
+    wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
+    b, rb = electors("b")
+    wait_for(lambda: b._blocking, what="b waits for the lock")
+    declare_schema(database_url, "9999_future", ["0001"])  # a newer build migrated; this one is left out
+    a.release_and_join(5)
+    problem = wait_for(lambda: b.health.problem, what="b refused once granted the lock")
+    assert "may not lead" in problem and "newer than this build's head" in problem
+    time.sleep(1.5)  # another poll interval: refused at its new session too, never a term
+    assert rb.kinds() == [] and holder_pid(database_url) is None
+    declare_schema(database_url, "9999_future", [head])  # the newer revision declares this build compatible
+    wait_for(lambda: rb.kinds() == ["acquired"], what="b leads once the schema declares it compatible")
+    assert b.health.problem is None
 
 
 def test_hot_standby_is_refused_with_one_clear_line(caplog: pytest.LogCaptureFixture) -> None:
