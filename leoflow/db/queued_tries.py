@@ -19,18 +19,20 @@ The rule every writer and reader of live tries follows, whether or not the row e
   any other; a reader of queued tries reads the task instance (:func:`implicit_try_sql`): the
   failover resubmission (``scheduler_store.queued_tries_after``) and the API (``api_queries``).
 
-Rolled out in two releases, as ADR 0006 asks of every change to what the previous release reads:
-this release writes every row when it queues (:data:`WRITE_QUEUED_TRY_ROWS`) and copes with the
-rows missing; the next stops writing them. Tests run the scheduler with the rows missing too.
+Rolled out in two steps, as ADR 0006 asks of every change to what older code reads: step 1
+(revision 0010) made every path cope with the rows missing while the queueing statements still
+wrote them; step 2 (revision 0011, which declares only code at 0010 compatible, so older builds
+can neither serve nor lead) stops writing them (:data:`WRITE_QUEUED_TRY_ROWS`). Tests run the
+scheduler with the rows written too, and require the same outcome.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import TextClause, text
 
-#: This release still writes a queued try's row in the statement that queues it (ADR 0013's first
-#: step); tests set it False to run the paths that must cope with the row missing.
-WRITE_QUEUED_TRY_ROWS = True
+#: Whether the statements that queue tasks write their tries' rows too: not since ADR 0013's second
+#: step (revision 0011). Tests set it True to run the scheduler as step-1 code would, rows and all.
+WRITE_QUEUED_TRY_ROWS = False
 
 #: The sequence that numbers ``task_tries.id`` (and so ``task_instances.queued_try_id``).
 TRY_ID_SEQUENCE = "pg_get_serial_sequence('task_tries', 'id')::regclass"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from leoflow.db import command_store
+from leoflow.db import command_store, queued_tries
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, trigger
 from tests.scheduler.stepper import Stepper, container, stepper
@@ -39,10 +39,14 @@ async def command(st: Stepper, run_id: str, kind: str, body: dict[str, Any]) -> 
 
 
 async def tries(st: Stepper, run_id: str, task_id: str) -> list[tuple[int, str]]:
-    return [(n, s) for n, s in await rows(st.engine, """
+    """A task's tries, the queued one whose row is not written yet included (ADR 0013)."""
+    return [(n, s) for n, s in await rows(st.engine, f"""
         SELECT tt.try_number, tt.state FROM task_tries tt JOIN task_instances ti ON ti.id = tt.task_instance_id
-        JOIN dag_runs r ON r.id = ti.run_pk WHERE r.run_id = :r AND ti.task_id = :t ORDER BY tt.try_number
-    """, r=run_id, t=task_id)]
+        JOIN dag_runs r ON r.id = ti.run_pk WHERE r.run_id = :r AND ti.task_id = :t
+        UNION ALL
+        SELECT ti.try_number, 'queued' FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
+        WHERE r.run_id = :r AND ti.task_id = :t AND {queued_tries.implicit_try_sql('ti')}
+        ORDER BY 1""", r=run_id, t=task_id)]
 
 
 def test_clear_failed_with_downstream_reruns_as_new_tries_with_a_fresh_budget(settings: Settings) -> None:

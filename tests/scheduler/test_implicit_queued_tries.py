@@ -1,8 +1,8 @@
-"""ADR 0013, first step: every path that meets a queued try copes with its row not written yet.
+"""ADR 0013: every path that meets a queued try copes with its row not written yet.
 
-This release still writes a queued try's row in the statement that queues it
-(``queued_tries.WRITE_QUEUED_TRY_ROWS``); the next release stops. So each scenario here runs
-twice on one database, once as this release writes and once with the flag off, and the two must
+The statements that queue a task no longer write its try's row (``queued_tries.WRITE_QUEUED_TRY_ROWS``,
+off since step 2); step-1 code still did. So each scenario here runs twice on one database, once
+with the rows written when queued and once as this code queues, and the two must
 end the same: the same task states, the same tries as the API lists them, the same launches and
 kills, the same claims as the executor sees them — and, with or without the row, a try's row has
 the id its launch carried.
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st_
 
-from leoflow.db import api_queries, dag_store, executor_store, queued_tries
+from leoflow.db import api_queries, dag_store, executor_store, migrations, queued_tries
 from leoflow.errors import Conflict
 from leoflow.executor.naming import try_name
 from leoflow.model.tries import TaskLaunch
@@ -60,8 +60,9 @@ async def play(st: Stepper, dag_id: str, ops: list[Op]) -> dict[str, Any]:
     seen: list[Any] = []
     for op in ops:
         kind = op[0]
-        launch = latest(st, dag_id, run_id, op[1]) if kind in ("claim", "running", "end") else None
-        if kind in ("claim", "running", "end") and launch is None:
+        launched = kind in ("claim", "local_claim", "running", "end")
+        launch = latest(st, dag_id, run_id, op[1]) if launched else None
+        if launched and launch is None:
             seen.append((kind, "never launched"))
             continue
         if kind == "claim":
@@ -73,6 +74,13 @@ async def play(st: Stepper, dag_id: str, ops: list[Op]) -> dict[str, Any]:
             claim = claims.get(launch.task_try_id)
             seen.append((kind, op[1], launch.key.try_number,
                          None if claim is None else (claim.was_claimed, claim.state)))
+        elif kind == "local_claim":  # the local executor claims one try before it spawns it
+            assert launch is not None
+            async with st.engine.begin() as conn:
+                claimed = await executor_store.claim_try(
+                    conn, cluster="default", term=1, task_try_id=launch.task_try_id, key=launch.key,
+                    executor_ref=try_name("default", launch.key), node_id="n1")
+            seen.append((kind, op[1], launch.key.try_number, claimed))
         elif kind == "running":
             assert launch is not None
             st.report(launch.key, "running")
@@ -169,6 +177,8 @@ SCENARIOS: dict[str, list[Op]] = {
     "cancel while queued, no claim": [("end", "a", "success"), T, ("cancel",), T],
     "clear a queued try": [("clear", "a"), ("claim", "a"), ("end", "a", "success"), T],
     "mark the run while queued": [("mark_run", "failed"), ("claim", "a"), T],
+    "local claims": [("local_claim", "a"), ("local_claim", "a"), ("end", "a", "failed"), T, T,
+                     ("local_claim", "a"), ("end", "a", "success"), T, ("cancel",), ("local_claim", "b"), T],
     "failover resubmits queued tries": [("resubmit",), ("claim", "a"), ("resubmit",), ("end", "a", "success"), T,
                                         ("resubmit",)],
 }
@@ -193,6 +203,9 @@ def test_the_scenarios_exercise_what_they_name(settings: Settings) -> None:
         assert implicit["killed"] == [("a", 1)]
         _, implicit = await both_ways(settings, SCENARIOS["success"], "g2")
         assert implicit["seen"][0] == ("claim", "a", 1, (False, "queued"))  # the claim wrote the row
+        _, implicit = await both_ways(settings, SCENARIOS["local claims"], "g4")
+        assert implicit["seen"][:2] == [("local_claim", "a", 1, True), ("local_claim", "a", 1, False)]
+        assert implicit["seen"][2] == ("local_claim", "a", 2, True)  # the retry's row, written by its claim
         _, implicit = await both_ways(settings, [], "g3")  # a queued try the API shows from its task
         assert implicit["tasks"]["a"] == ("queued", 1, [(1, "queued")], (1, "queued"))
         rows_now = await rows_of(settings, "g3-implicit")
@@ -213,6 +226,7 @@ async def rows_of(settings: Settings, dag_id: str) -> list[tuple[str, int, str]]
 
 _OPS = st_.one_of(
     st_.tuples(st_.just("claim"), st_.sampled_from(TASKS)),
+    st_.tuples(st_.just("local_claim"), st_.sampled_from(TASKS)),
     st_.tuples(st_.just("running"), st_.sampled_from(TASKS)),
     st_.tuples(st_.just("end"), st_.sampled_from(TASKS), st_.sampled_from(["success", "failed"])),
     st_.tuples(st_.just("cancel")),
@@ -307,3 +321,30 @@ def test_a_report_about_a_try_that_never_was_writes_no_row(settings: Settings) -
                 assert (await st.tasks(run_id))["a"][0] == "queued"
 
     asyncio.run(main())
+
+
+def test_a_downgrade_below_0011_writes_the_rows_older_code_reads(settings: Settings) -> None:
+    """Revision 0011 declares only code at 0010 compatible; its downgrade hands the schema back to
+    code that reads only rows, so every implicit try gets the row (with its launch's id) first."""
+    url = settings.require_database_url()
+
+    async def queue() -> int:
+        async with stepper(settings) as st:
+            launch = latest(st, "down", await started(st, spec("down")), "a")
+            assert launch is not None
+            return launch.task_try_id
+
+    try_id = asyncio.run(queue())
+    assert asyncio.run(rows_of(settings, "down")) == []
+    migrations.downgrade(url, "0010")
+    assert asyncio.run(rows_of(settings, "down")) == [("a", 1, "queued")]
+    [(found,)] = asyncio.run(rows_at(settings, "SELECT id FROM task_tries"))
+    assert found == try_id
+    migrations.upgrade(url)  # and back: nothing to change, the row stays
+    assert asyncio.run(rows_of(settings, "down")) == [("a", 1, "queued")]
+    assert asyncio.run(rows_at(settings, "SELECT version_num FROM alembic_version")) == [(migrations.head_revision(),)]
+
+
+async def rows_at(settings: Settings, sql: str) -> list[tuple[Any, ...]]:
+    async with stepper(settings) as st:
+        return [tuple(r) for r in await rows(st.engine, sql)]
