@@ -28,11 +28,12 @@ schema that is not migrated is refused. So is a schema that is neither at this b
 declared compatible with it (ADR 0006), and a replica whose own pools cannot connect (the
 ``gate`` the replica passes): both checked when a session opens and again right after the lock is
 granted, before a term starts: a build the schema has left behind must not lead, and a leader
-that cannot run its scheduler would only take terms and die. A session that turns out mid-way
-to run on a backend not its own (a pooler switched to transaction mode at run time) is refused
-at that statement. Each distinct refusal is one error log line; the reason is kept in
-:class:`~leoflow.election.health.ElectionHealth` for ``/readyz``; the elector retries every poll
-interval without contending.
+that cannot run its scheduler would only take terms and die. A leader re-reads the schema's
+declaration every poll interval and releases its term when a migration has left its build out.
+A session that turns out mid-way to run on a backend not its own (a pooler switched to
+transaction mode at run time) is refused at that statement. Each distinct refusal is one error
+log line; the reason is kept in :class:`~leoflow.election.health.ElectionHealth` for ``/readyz``;
+the elector retries every poll interval without contending.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class Elector:
         self._gate = gate
         self.health = health or ElectionHealth()
         self._probed_at = float("-inf")
+        self._schema_checked_at = float("-inf")
         self._thread = threading.Thread(target=self._main, name=f"elector-{self._cluster}", daemon=True)
         self._guard = threading.Thread(target=self._guard_main, name="elector-lease-guard", daemon=True)
 
@@ -233,11 +235,26 @@ class Elector:
 
         Checked when a session opens and again once the lock is granted: with the lock held, no
         leader can act meanwhile, so what a newer leader wrote under a newer schema (ADR 0013's
-        queued tries without rows) is never handed to a build that cannot read it.
+        queued tries without rows) is never handed to a build that cannot read it. A leader checks
+        again every poll interval (:meth:`_recheck_schema`).
         """
         problem = migrations.readiness_problem(conn.schema_state())
+        self._schema_checked_at = self.clock.monotonic()
         if problem is not None:
             raise _Refused(f"this build may not lead on this database: {problem}")
+
+    def _recheck_schema(self, conn: LockSession, term: int) -> None:
+        """Every poll interval while leading: a migration may since have left this build out (a
+        contract revision); then release the term at once, and refuse like a new session would."""
+        now = self.clock.monotonic()
+        if now - self._schema_checked_at < self._election.poll_interval:
+            return
+        self._schema_checked_at = now
+        problem = migrations.readiness_problem(conn.schema_state())
+        if problem is not None:
+            reason = f"this build may not lead on this database: {problem}"
+            self._release_term(conn, term, reason)
+            raise _Refused(reason)
 
     def _check_gate(self) -> None:
         problem = self._gate() if self._gate is not None else None
@@ -368,6 +385,7 @@ class Elector:
                     raise _LockLost("fenced by the lease guard")
                 self._lease_deadline = sent + self._election.leader_lease
             self._recheck_pooler(conn)
+            self._recheck_schema(conn, term)
 
     def _release_term(self, conn: LockSession, term: int, reason: str) -> None:
         """Stop acting first, then record the end and unlock (so the event precedes the next term)."""

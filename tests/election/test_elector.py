@@ -173,6 +173,21 @@ def test_a_build_the_schema_left_behind_never_leads(database_url: str, electors:
     assert b.health.problem is None
 
 
+def test_a_leader_a_migration_leaves_behind_releases_its_term(database_url: str, electors: Any) -> None:
+    """A contract revision applied while an older build leads: it stops within a poll interval."""
+    head = migrations.head_revision()
+    a, ra = electors("a")
+    wait_for(lambda: ra.kinds() == ["acquired"], what="a leads")
+    declare_schema(database_url, "9999_future", ["0001"])
+    wait_for(lambda: ra.kinds() == ["acquired", "released"], what="a releases its term")
+    assert "may not lead" in ra.events[1][2]
+    assert "newer than this build's head" in wait_for(lambda: a.health.problem, what="a refuses")
+    time.sleep(1.5)  # another poll interval: still out
+    assert ra.kinds() == ["acquired", "released"] and holder_pid(database_url) is None
+    declare_schema(database_url, "9999_future", [head])
+    wait_for(lambda: ra.kinds() == ["acquired", "released", "acquired"], what="a leads again")
+
+
 def test_hot_standby_is_refused_with_one_clear_line(caplog: pytest.LogCaptureFixture) -> None:
     from tests.harness.replication import streaming_pair
 
