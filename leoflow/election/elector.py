@@ -238,23 +238,24 @@ class Elector:
         queued tries without rows) is never handed to a build that cannot read it. A leader checks
         again every poll interval (:meth:`_recheck_schema`).
         """
-        problem = migrations.readiness_problem(conn.schema_state())
-        self._schema_checked_at = self.clock.monotonic()
-        if problem is not None:
-            raise _Refused(f"this build may not lead on this database: {problem}")
+        refusal = self._schema_refusal(conn)
+        if refusal is not None:
+            raise _Refused(refusal)
 
     def _recheck_schema(self, conn: LockSession, term: int) -> None:
         """Every poll interval while leading: a migration may since have left this build out (a
         contract revision); then release the term at once, and refuse like a new session would."""
-        now = self.clock.monotonic()
-        if now - self._schema_checked_at < self._election.poll_interval:
+        if self.clock.monotonic() - self._schema_checked_at < self._election.poll_interval:
             return
-        self._schema_checked_at = now
+        refusal = self._schema_refusal(conn)
+        if refusal is not None:
+            self._release_term(conn, term, refusal)
+            raise _Refused(refusal)
+
+    def _schema_refusal(self, conn: LockSession) -> str | None:
         problem = migrations.readiness_problem(conn.schema_state())
-        if problem is not None:
-            reason = f"this build may not lead on this database: {problem}"
-            self._release_term(conn, term, reason)
-            raise _Refused(reason)
+        self._schema_checked_at = self.clock.monotonic()
+        return None if problem is None else f"this build may not lead on this database: {problem}"
 
     def _check_gate(self) -> None:
         problem = self._gate() if self._gate is not None else None
