@@ -89,22 +89,33 @@ def _record(row: object) -> TryRecord:
                      started_at=m["started_at"])
 
 
-#: A claim writes the row of a queued try that has none yet (ADR 0013, :mod:`leoflow.db.queued_tries`):
-#: found through the launch's key, and only while the task instance is still queued for this very try
-#: (a try cancelled before its claim has its row already, written by the cancel). A row another
-#: writer inserted meanwhile is claimed by the conflict clause, as an existing row is by ``claimed``.
-_CLAIM = text(f"""
-    WITH implicit AS (
+def _implicit_rows(conflict: str) -> str:
+    """A claim writes the row of a queued try that has none yet (ADR 0013, :mod:`leoflow.db.queued_tries`).
+
+    For each launch of the statement's CTE ``input`` (``id``, ``ref``, ``dag_id``, ``run_id``,
+    ``task_id``, ``try_number``), found through the launch's key, and only while the task instance
+    is still queued for this very try (a try cancelled before its claim has its row already,
+    written by the cancel). A row another writer inserted meanwhile is met by ``conflict``, the
+    ``DO UPDATE`` that claims it as the statement claims an existing row.
+    """
+    return f"""
         INSERT INTO task_tries AS tt (id, task_instance_id, try_number, state, term, queued_at, claimed_at,
                                       claimed_by, executor_ref)
-        SELECT :id, ti.id, ti.try_number, 'queued', ti.term, coalesce(ti.queued_at, now()), clock_timestamp(),
-               :by, :ref
-        FROM dag_runs r JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = :task
-        WHERE r.dag_id = :dag AND r.run_id = :run AND ti.try_number = :try AND ti.queued_try_id = :id
-          AND {implicit_try_sql('ti')}
-        ON CONFLICT (task_instance_id, try_number) DO UPDATE
-        SET claimed_at = clock_timestamp(), claimed_by = excluded.claimed_by, executor_ref = excluded.executor_ref
-        WHERE tt.claimed_at IS NULL
+        SELECT input.id, ti.id, ti.try_number, 'queued', ti.term, coalesce(ti.queued_at, now()), clock_timestamp(),
+               :by, input.ref
+        FROM input JOIN dag_runs r ON r.dag_id = input.dag_id AND r.run_id = input.run_id
+        JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = input.task_id
+        WHERE ti.try_number = input.try_number AND ti.queued_try_id = input.id AND {implicit_try_sql('ti')}
+        ON CONFLICT (task_instance_id, try_number) DO UPDATE {conflict}"""
+
+
+_CLAIM = text(f"""
+    WITH input AS (
+        SELECT CAST(:id AS bigint) AS id, CAST(:ref AS text) AS ref, CAST(:dag AS text) AS dag_id,
+               CAST(:run AS text) AS run_id, CAST(:task AS text) AS task_id, CAST(:try AS int) AS try_number
+    ), implicit AS ({_implicit_rows(
+        "SET claimed_at = clock_timestamp(), claimed_by = excluded.claimed_by, executor_ref = excluded.executor_ref"
+        " WHERE tt.claimed_at IS NULL")}
         RETURNING tt.id
     ), claimed AS (
         UPDATE task_tries SET claimed_at = clock_timestamp(), claimed_by = :by, executor_ref = :ref
@@ -146,17 +157,9 @@ _RECORD_REFS = text(f"""
         SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:refs AS text[]), CAST(:dags AS text[]),
                              CAST(:runs AS text[]), CAST(:tasks AS text[]), CAST(:tries AS int[]))
                       AS i(id, ref, dag_id, run_id, task_id, try_number)
-    ), implicit AS (  -- as in _CLAIM: a queued try without a row gets it here (ADR 0013)
-        INSERT INTO task_tries AS tt (id, task_instance_id, try_number, state, term, queued_at, claimed_at,
-                                      claimed_by, executor_ref)
-        SELECT input.id, ti.id, ti.try_number, 'queued', ti.term, coalesce(ti.queued_at, now()), clock_timestamp(),
-               :by, input.ref
-        FROM input JOIN dag_runs r ON r.dag_id = input.dag_id AND r.run_id = input.run_id
-        JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = input.task_id
-        WHERE ti.try_number = input.try_number AND ti.queued_try_id = input.id AND {implicit_try_sql('ti')}
-        ON CONFLICT (task_instance_id, try_number) DO UPDATE
-        SET executor_ref = excluded.executor_ref, claimed_by = excluded.claimed_by,
-            claimed_at = coalesce(tt.claimed_at, excluded.claimed_at)
+    ), implicit AS ({_implicit_rows(
+        "SET executor_ref = excluded.executor_ref, claimed_by = excluded.claimed_by,"
+        " claimed_at = coalesce(tt.claimed_at, excluded.claimed_at)")}
         RETURNING tt.id, false AS was_claimed, tt.state, tt.started_at IS NOT NULL AS started
     ), before AS (
         SELECT tt.id, tt.claimed_at, tt.state, tt.started_at FROM task_tries tt JOIN input ON input.id = tt.id
