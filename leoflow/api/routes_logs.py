@@ -59,7 +59,7 @@ async def get_task_logs(request: Request) -> Response:
     state = api_state(request)
     async with state.db.connect() as conn:
         ti = await task_or_404(request, conn)
-        entry = await api_queries.get_task_log(conn, ti["id"], try_number)
+        entry = await api_queries.get_task_log(conn, ti, try_number)
     if entry is None:
         if try_number is None:
             raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")

@@ -14,6 +14,7 @@ the work in flight, not on the history kept (finished task instances can number 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Row, and_, func, select, text
@@ -156,25 +157,24 @@ async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) ->
              .where(tries.c.task_instance_id == ti["id"]).order_by(tries.c.try_number))
     ti["tries"] = [_row(r) for r in await conn.execute(query)]
     if ti["state"] == "queued" and all(t["try_number"] != ti["try_number"] for t in ti["tries"]):
-        implicit = await _implicit_try(conn, ti["id"], _TRY_KEYS)  # its row not written yet: ADR 0013
+        implicit = await _implicit_try(conn, ti["id"])  # its row not written yet: ADR 0013
         if implicit is not None:
             ti["tries"].append(implicit)
     return ti
 
 
-async def _implicit_try(conn: AsyncConnection, task_instance_id: int,
-                        keys: tuple[str, ...]) -> dict[str, Any] | None:
+async def _implicit_try(conn: AsyncConnection, task_instance_id: int) -> dict[str, Any] | None:
     """The task instance's queued try when its row is not written yet (ADR 0013,
-    :mod:`leoflow.db.queued_tries`), as a try row with nothing stored (``keys`` of it); else None."""
+    :mod:`leoflow.db.queued_tries`), as a try row with nothing stored; else None."""
     row = (await conn.execute(_IMPLICIT_TRY, {"id": task_instance_id})).first()
     if row is None:
         return None
     known = {"try_number": row.try_number, "state": "queued", "term": row.term, "queued_at": row.queued_at,
              "has_logs": False}
-    return {k: known.get(k) for k in keys}
+    return {k: known.get(k) for k in _TRY_KEYS}
 
 
-#: The columns of a try as :func:`get_task_instance` and :func:`get_task_log` return them.
+#: The columns of a try as :func:`get_task_instance` returns them, and as :func:`get_task_log` does.
 _TRY_KEYS = ("try_number", "state", "executor_ref", "term", "queued_at", "started_at", "ended_at", "exit_code",
              "reason", "logs_shipped_at", "logs_unavailable", "has_logs")
 _LOG_KEYS = ("try_number", "state", "ended_at", "logs_shipped_at", "executor_ref", "logs_unavailable", "content",
@@ -187,24 +187,26 @@ _IMPLICIT_TRY = text(f"""
 """)
 
 
-async def get_task_log(conn: AsyncConnection, task_instance_id: int,
-                       try_number: int | None) -> dict[str, Any] | None:
-    """One try (the newest when ``try_number`` is None) with its stored log, if any."""
+async def get_task_log(conn: AsyncConnection, ti: Mapping[str, Any], try_number: int | None) -> dict[str, Any] | None:
+    """One try of ``ti`` (a task instance as :func:`get_task_instance` returns it, tries included;
+    the newest when ``try_number`` is None) with its stored log, if any.
+
+    A queued try whose row is not written yet (ADR 0013) is among ``ti``'s tries already: it is
+    answered from there, with nothing stored, without asking the database again.
+    """
+    shown = [t for t in ti["tries"] if try_number in (None, t["try_number"])]
+    if not shown:
+        return None
+    wanted = shown[-1]
     query = (select(tries.c.try_number, tries.c.state, tries.c.ended_at, tries.c.logs_shipped_at, tries.c.executor_ref,
                     tries.c.logs_unavailable, logs.c.content, logs.c.truncated, logs.c.size_bytes,
                     logs.c.updated_at.label("log_updated_at"))
              .select_from(tries.outerjoin(logs, logs.c.task_try_id == tries.c.id))
-             .where(tries.c.task_instance_id == task_instance_id))
-    if try_number is None:
-        query = query.order_by(tries.c.try_number.desc()).limit(1)
-    else:
-        query = query.where(tries.c.try_number == try_number)
+             .where(tries.c.task_instance_id == ti["id"], tries.c.try_number == wanted["try_number"]))
     row = (await conn.execute(query)).first()
-    if row is None or try_number is None:  # a queued try without its row is the newest (ADR 0013)
-        implicit = await _implicit_try(conn, task_instance_id, _LOG_KEYS)
-        if implicit is not None and try_number in (None, implicit["try_number"]):
-            return implicit
-    return _row(row) if row else None
+    if row is not None:
+        return _row(row)
+    return {k: wanted.get(k) for k in _LOG_KEYS} if wanted["state"] == "queued" else None
 
 
 # --------------------------------------------------------------------------- metrics

@@ -135,7 +135,7 @@ async def view(st: Stepper, dag_id: str, run_id: str) -> dict[str, Any]:
         for task in TASKS:
             ti = await api_queries.get_task_instance(conn, run_pk, task)
             assert ti is not None
-            newest = await api_queries.get_task_log(conn, ti["id"], None)
+            newest = await api_queries.get_task_log(conn, ti, None)
             shown[task] = (ti["state"], ti["try_number"], [(t["try_number"], t["state"]) for t in ti["tries"]],
                            None if newest is None else (newest["try_number"], newest["state"]))
     return shown
