@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from leoflow.db.completion_store import Counted, counted_rows
 from leoflow.db.errors import translated_async
 from leoflow.db.models import ACTIVE_TASKS_SQL, TERMINAL_RUNS_SQL, run_deadline_sql
-from leoflow.db.queued_tries import cancel_implicit_sql
+from leoflow.db.queued_tries import cancel_live_tries_sql
 from leoflow.db.wakeup import notify_wakeup
 
 
@@ -122,13 +122,9 @@ async def lock_task_states(conn: AsyncConnection, run_pk: int) -> dict[str, str]
     return {r.task_id: r.state for r in rows}
 
 
-#: ``killed AS ({_KILL_LIVE_TRIES})``: the live tries of the task instances ``changed``, flagged
-#: ``cancelling`` — rows, and queued tries that have none yet (ADR 0013).
-_KILL_LIVE_TRIES = f"""
-    UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, :reason)
-    FROM changed WHERE tt.task_instance_id = changed.id AND tt.state IN ('queued', 'running')
-), implicit AS ({cancel_implicit_sql("changed", ":reason")}
-"""
+#: The live tries of the task instances ``changed``, flagged ``cancelling`` — rows, and queued tries
+#: that have none yet (ADR 0013).
+_KILL_LIVE_TRIES = cancel_live_tries_sql("changed", ":reason")
 
 
 async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Sequence[tuple[str, int]], reason: str,
@@ -148,7 +144,7 @@ async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Seque
                 updated_at = :now, term = :term
             FROM c WHERE ti.run_pk = :run AND ti.task_id = c.task_id
             RETURNING ti.id, ti.task_id
-        ), killed AS ({_KILL_LIVE_TRIES})
+        ), {_KILL_LIVE_TRIES}
         SELECT task_id FROM changed ORDER BY task_id
     """), {"run": run_pk, "tasks": [r[0] for r in resets], "retries": [r[1] for r in resets], "now": now,
            "term": term, "reason": reason})
@@ -165,7 +161,7 @@ async def set_task_state(conn: AsyncConnection, run_pk: int, task_id: str, state
                 timeout_at = NULL, next_try_at = NULL, updated_at = :now, term = :term
             WHERE ti.run_pk = :run AND ti.task_id = :task AND ti.state <> :state
             RETURNING ti.id
-        ), killed AS ({_KILL_LIVE_TRIES})
+        ), {_KILL_LIVE_TRIES}
         SELECT id FROM changed
     """), {"run": run_pk, "task": task_id, "state": state, "reason": reason, "now": now, "term": term})
     return rows.first() is not None
@@ -184,7 +180,7 @@ async def mark_run(conn: AsyncConnection, run_pk: int, state: str, reason: str, 
             WHERE ti.run_pk = :run AND CASE WHEN :state = 'success' THEN ti.state <> 'success'
                                             ELSE ti.state IN {ACTIVE_TASKS_SQL} END
             RETURNING ti.id, ti.task_id
-        ), killed AS ({_KILL_LIVE_TRIES}), run AS (
+        ), {_KILL_LIVE_TRIES}, run AS (
             UPDATE dag_runs SET state = :state, ended_at = :now, updated_at = :now, term = :term, observed_at = NULL,
                    reason = CASE WHEN :state = 'failed' THEN :reason END
             WHERE id = :run

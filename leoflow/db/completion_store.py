@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays
 from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
-from leoflow.db.queued_tries import cancel_implicit_sql
+from leoflow.db.queued_tries import cancel_live_tries_sql
 from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.tries import TryKey
 from leoflow.model.trigger_rules import REASONS, UpstreamCounts
@@ -330,10 +330,7 @@ async def fail_task_instances(conn: AsyncConnection, failures: Sequence[tuple[in
                    timeout_at = NULL, next_try_at = NULL, term = :term
             FROM c WHERE ti.id = c.id AND ti.state IN {ACTIVE_TASKS_SQL}
             RETURNING ti.id, ti.run_pk, ti.task_id, c.reason
-        ), killed AS (
-            UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, f.reason)
-            FROM failed f WHERE tt.task_instance_id = f.id AND tt.state IN ('queued', 'running')
-        ), implicit AS ({cancel_implicit_sql("failed", "x.reason")})
+        ), {cancel_live_tries_sql("failed", "x.reason")}
         SELECT f.id, f.run_pk, f.task_id, r.dag_version_id FROM failed f JOIN dag_runs r ON r.id = f.run_pk
     """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now, "term": term})
     return [FailedTask(int(r.id), int(r.run_pk), r.task_id, int(r.dag_version_id)) for r in rows]
@@ -357,10 +354,7 @@ async def fail_runs(conn: AsyncConnection, failures: Sequence[tuple[int, str]], 
                    ended_at = :now, updated_at = :now, timeout_at = NULL, next_try_at = NULL, term = :term
             FROM failed f WHERE ti.run_pk = f.id AND ti.state IN {ACTIVE_TASKS_SQL}
             RETURNING ti.id
-        ), tries AS (
-            UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, 'run failed')
-            FROM tasks WHERE tt.task_instance_id = tasks.id AND tt.state IN ('queued', 'running')
-        ), implicit AS ({cancel_implicit_sql("tasks", "'run failed'")})
+        ), {cancel_live_tries_sql("tasks", "'run failed'")}
         SELECT id, dag_id, run_id FROM failed
     """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now, "term": term})
     return [FinishedRun(int(r.id), r.dag_id, r.run_id, "failed") for r in rows]

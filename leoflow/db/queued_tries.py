@@ -15,7 +15,7 @@ The rule every writer and reader of live tries follows, whether or not the row e
   ``queued_at`` those of the task instance. Any other task instance with n > 0 has its row.
 - A writer that must change a live try writes the row if it is missing — the executor's claim
   (:mod:`leoflow.db.executor_store`), a report (``scheduler_store._TRY_CHANGES``), a cancellation
-  (:func:`cancel_implicit_sql`) — so that a try once claimed, reported or cancelled is a row like
+  (:func:`cancel_live_tries_sql`) — so that a try once claimed, reported or cancelled is a row like
   any other; a reader of queued tries reads the task instance (:func:`implicit_try_sql`): the
   failover resubmission (``scheduler_store.queued_tries_after``) and the API (``api_queries``).
 
@@ -63,6 +63,21 @@ def cancel_implicit_sql(changed: str, reason: str) -> str:
         ON CONFLICT (task_instance_id, try_number) DO UPDATE
         SET state = 'cancelling', reason = coalesce(tt.reason, excluded.reason)
         WHERE tt.state IN ('queued', 'running')"""
+
+
+def cancel_live_tries_sql(changed: str, reason: str) -> str:
+    """Two CTEs for a ``WITH`` list, ``killed`` and ``implicit``: every live try of the task
+    instances ``changed`` (a CTE of the same statement returning their ``id``) flagged
+    ``cancelling`` with ``reason`` unless it has one — its row when it has one, else, for a queued
+    try without it, the row written so (:func:`cancel_implicit_sql`). ``reason`` may read
+    ``changed``'s columns as ``x.…``.
+
+    One fragment for both halves, so that no cancellation flags only the rows that exist.
+    """
+    return f"""killed AS (
+        UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, {reason})
+        FROM {changed} x WHERE tt.task_instance_id = x.id AND tt.state IN ('queued', 'running')
+    ), implicit AS ({cancel_implicit_sql(changed, reason)})"""
 
 
 #: Where a queueing statement takes the CTE that writes its queued tries' rows (:func:`built_both_ways`).
