@@ -28,7 +28,6 @@ from leoflow.db.models import (
     TaskLog,
     TaskTry,
 )
-from leoflow.db.queued_tries import implicit_try_sql
 from leoflow.model.states import ACTIVE_RUN_STATES, ACTIVE_TASK_STATES
 
 dags = Dag.__table__
@@ -145,33 +144,26 @@ async def list_task_instances(conn: AsyncConnection, run_pk: int, *, after: str 
 
 async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) -> dict[str, Any] | None:
     """One task instance with all its tries (oldest first)."""
-    row = (await conn.execute(select(*_TI_COLUMNS).where(tis.c.run_pk == run_pk,
-                                                         tis.c.task_id == task_id))).first()
+    row = (await conn.execute(select(*_TI_COLUMNS, tis.c.term).where(tis.c.run_pk == run_pk,
+                                                                     tis.c.task_id == task_id))).first()
     if row is None:
         return None
     ti = _row(row)
+    term = ti.pop("term")  # not a field of the task instance's answer; an implicit try's term
     query = (select(tries.c.try_number, tries.c.state, tries.c.executor_ref, tries.c.term, tries.c.queued_at,
                     tries.c.started_at, tries.c.ended_at, tries.c.exit_code, tries.c.reason,
                     tries.c.logs_shipped_at, tries.c.logs_unavailable, (logs.c.id.is_not(None)).label("has_logs"))
              .select_from(tries.outerjoin(logs, logs.c.task_try_id == tries.c.id))
              .where(tries.c.task_instance_id == ti["id"]).order_by(tries.c.try_number))
     ti["tries"] = [_row(r) for r in await conn.execute(query)]
-    if ti["state"] == "queued" and all(t["try_number"] != ti["try_number"] for t in ti["tries"]):
-        implicit = await _implicit_try(conn, ti["id"])  # its row not written yet: ADR 0013
-        if implicit is not None:
-            ti["tries"].append(implicit)
+    if ti["state"] == "queued" and ti["try_number"] > 0 and all(t["try_number"] != ti["try_number"]
+                                                                 for t in ti["tries"]):
+        # Its current try is queued and has no row yet (ADR 0013, :mod:`leoflow.db.queued_tries`):
+        # a try with nothing stored, from what the task instance keeps.
+        known = {"try_number": ti["try_number"], "state": "queued", "term": term, "queued_at": ti["queued_at"],
+                 "has_logs": False}
+        ti["tries"].append({k: known.get(k) for k in _TRY_KEYS})
     return ti
-
-
-async def _implicit_try(conn: AsyncConnection, task_instance_id: int) -> dict[str, Any] | None:
-    """The task instance's queued try when its row is not written yet (ADR 0013,
-    :mod:`leoflow.db.queued_tries`), as a try row with nothing stored; else None."""
-    row = (await conn.execute(_IMPLICIT_TRY, {"id": task_instance_id})).first()
-    if row is None:
-        return None
-    known = {"try_number": row.try_number, "state": "queued", "term": row.term, "queued_at": row.queued_at,
-             "has_logs": False}
-    return {k: known.get(k) for k in _TRY_KEYS}
 
 
 #: The columns of a try as :func:`get_task_instance` returns them, and as :func:`get_task_log` does.
@@ -179,12 +171,6 @@ _TRY_KEYS = ("try_number", "state", "executor_ref", "term", "queued_at", "starte
              "reason", "logs_shipped_at", "logs_unavailable", "has_logs")
 _LOG_KEYS = ("try_number", "state", "ended_at", "logs_shipped_at", "executor_ref", "logs_unavailable", "content",
              "truncated", "size_bytes", "log_updated_at")
-
-
-_IMPLICIT_TRY = text(f"""
-    SELECT ti.try_number, ti.term, ti.queued_at FROM task_instances ti
-    WHERE ti.id = :id AND {implicit_try_sql('ti')}
-""")
 
 
 async def get_task_log(conn: AsyncConnection, ti: Mapping[str, Any], try_number: int | None) -> dict[str, Any] | None:
