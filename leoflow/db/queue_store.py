@@ -22,14 +22,14 @@ higher priority than everything else is skipped row by row in the pool's index r
 by that backlog); that is the one case where a round reads more than it queues.
 
 **One write** (issue 21): when an upstream's success completes a task's counters and its pool
-has room, :func:`count_and_queue` counts and queues it in the same update, with its try row (or,
-once ADR 0013's second step lands, the try's id alone) —
-instead of a counter update, a pick and a second update of the same row. It takes a pool only
-when :func:`pick_ready` would queue every such task at once anyway: the pool's free slots cover
-them all, no ready task (pending with every upstream done, a due retry, a row still without a
-pool) waits in it, their DAGs have no ``max_active_tasks``, and there are at most ``limit`` of
-them. Otherwise it only counts, and the tasks wait for the round as before; so fairness is
-unchanged, and a wide fan-out under a full pool costs what it did.
+has room, :func:`count_and_queue` counts and queues it in the same update, with its try's id
+(the row is its first writer's: ADR 0013) — instead of a counter update, a pick and a second
+update of the same row. It takes a pool only when :func:`pick_ready` would queue every such task
+at once anyway: the pool's free slots cover them all, no ready task (pending with every upstream
+done, a due retry, a row still without a pool) waits in it, their DAGs have no
+``max_active_tasks``, and there are at most ``limit`` of them. Otherwise it only counts, and the
+tasks wait for the round as before; so fairness is unchanged, and a wide fan-out under a full
+pool costs what it did.
 
 Rows the previous release wrote have no pool (``NULL``, like ``kind: empty`` tasks, which take
 no slot): :func:`unclassified_ready` finds them and :func:`classify` gives the containers their
@@ -240,9 +240,9 @@ _QUEUE_PICKED_SQL = queued_tries.built_both_ways(_QUEUE_PICKED, queued_tries.row
 
 async def queue_picked(conn: AsyncConnection, tasks: Sequence[ReadyTask], now: datetime,
                        term: int) -> list[QueuedTask]:
-    """CAS pending/up_for_retry → queued, bump the try number, draw the try's id and (while this
-    release writes it, ADR 0013) create the try row; one round trip that also returns what each
-    launch needs of its run (``conf`` as text, ``logical_date``).
+    """CAS pending/up_for_retry → queued, bump the try number and draw the try's id (its row is its
+    first writer's, ADR 0013); one round trip that also returns what each launch needs of its run
+    (``conf`` as text, ``logical_date``).
 
     Slots are not counted again: :func:`pick_ready` counted them in this transaction, and only
     the leader's fenced step queues.
@@ -301,7 +301,7 @@ _QUEUE_NOW = "(c.q AND ti.ctid = c.tid)"
 # judged once (``ready``), and updated through its primary key. The pool decision is made once,
 # in MATERIALIZED CTEs, and read by each row as a constant array. The try ids are drawn in the
 # update (``queued_try_id``), so the statement returns one row per task instance and the tries
-# are inserted from it (while this release writes them: ADR 0013). tests/scheduler/test_plan_work.py
+# are inserted from it when the rows are written (step-1 code did; ADR 0013). tests/scheduler/test_plan_work.py
 # holds the plan linear.
 _COUNT_AND_QUEUE = f"""
     WITH limited AS MATERIALIZED (  -- runs of DAGs with a max_active_tasks: theirs take the round

@@ -86,7 +86,8 @@ ROWS_CTE = " /* queued try rows */"
 
 def rows_cte(source: str, id_column: str) -> str:
     """The CTE that writes the rows of the tries ``source`` (a CTE returning ``id``, ``try_number``
-    and ``id_column``, the try's id; NULL for a row not queued) queued, while this release writes them."""
+    and ``id_column``, the try's id; NULL for a row not queued) queued, when the rows are written
+    (:data:`WRITE_QUEUED_TRY_ROWS`)."""
     return f""", t AS (
         INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
         SELECT {id_column}, id, try_number, 'queued', :term, :now FROM {source} WHERE {id_column} IS NOT NULL
