@@ -215,13 +215,17 @@ def test_the_scenarios_exercise_what_they_name(settings: Settings) -> None:
     asyncio.run(main())
 
 
-async def rows_of(settings: Settings, dag_id: str) -> list[tuple[str, int, str]]:
+async def rows_of(settings: Settings, dag_id: str) -> list[tuple[Any, ...]]:
+    """The try rows of ``dag_id``'s runs: (task, try number, state)."""
+    return await rows_at(settings, """
+        SELECT ti.task_id, tt.try_number, tt.state FROM task_tries tt
+        JOIN task_instances ti ON ti.id = tt.task_instance_id JOIN dag_runs r ON r.id = ti.run_pk
+        WHERE r.dag_id = :d ORDER BY 1, 2""", d=dag_id)
+
+
+async def rows_at(settings: Settings, sql: str, **params: Any) -> list[tuple[Any, ...]]:
     async with stepper(settings) as st:
-        found = await rows(st.engine, """
-            SELECT ti.task_id, tt.try_number, tt.state FROM task_tries tt
-            JOIN task_instances ti ON ti.id = tt.task_instance_id JOIN dag_runs r ON r.id = ti.run_pk
-            WHERE r.dag_id = :d ORDER BY 1, 2""", d=dag_id)
-    return [tuple(r) for r in found]
+        return [tuple(r) for r in await rows(st.engine, sql, **params)]
 
 
 _OPS = st_.one_of(
@@ -343,8 +347,3 @@ def test_a_downgrade_below_0011_writes_the_rows_older_code_reads(settings: Setti
     migrations.upgrade(url)  # and back: nothing to change, the row stays
     assert asyncio.run(rows_of(settings, "down")) == [("a", 1, "queued")]
     assert asyncio.run(rows_at(settings, "SELECT version_num FROM alembic_version")) == [(migrations.head_revision(),)]
-
-
-async def rows_at(settings: Settings, sql: str) -> list[tuple[Any, ...]]:
-    async with stepper(settings) as st:
-        return [tuple(r) for r in await rows(st.engine, sql)]
