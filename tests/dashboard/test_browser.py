@@ -480,12 +480,17 @@ def test_pause_and_unpause_a_dag_from_the_list(server: LiveServer, open_page: Ca
     sign_in(browse, server, fragment="#/dags")
     switch = page.get_by_test_id("pause-toggle-dash-pause")
     expect(switch).to_be_checked()
+    # The switch flips the moment it is clicked, before the PATCH answers; its label is
+    # redrawn from the list the page re-reads after the server has accepted the change, so
+    # the label (not the switch) says when the API must agree.
+    label = page.locator("[data-dag=dash-pause] .switch-text")
     switch.click()
+    expect(label).to_have_text("paused")
     expect(page.get_by_test_id("pause-toggle-dash-pause")).not_to_be_checked()
-    expect(page.locator("[data-dag=dash-pause]")).to_contain_text("paused")
     assert api_get(server, "/dags/dash-pause")["paused"] is True
     browse.screenshot("dags-paused")
     page.get_by_test_id("pause-toggle-dash-pause").click()
+    expect(label).to_have_text("active")
     expect(page.get_by_test_id("pause-toggle-dash-pause")).to_be_checked()
     assert api_get(server, "/dags/dash-pause")["paused"] is False
 
