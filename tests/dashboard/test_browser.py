@@ -474,15 +474,24 @@ def test_a_missing_run_says_not_found(server: LiveServer, open_page: Callable[..
     expect(browse.page.get_by_test_id("view-error")).to_contain_text("Not found: run 'no-such-run'")
 
 
+#: Delays every PATCH the page sends by half a second, in the page itself.
+SLOW_PATCH = """{ const send = window.fetch; window.fetch = async (url, options) => {
+  if (options && options.method === "PATCH") await new Promise((wake) => setTimeout(wake, 500));
+  return send(url, options); }; }"""
+
+
 def test_pause_and_unpause_a_dag_from_the_list(server: LiveServer, open_page: Callable[..., Browse]) -> None:
     browse = open_page(DESKTOP)
     page = browse.page
+    # Every PATCH answers half a second late, as from a slow server: the switch flips the
+    # moment it is clicked, before the PATCH answers; its label is redrawn from the list the
+    # page re-reads after the server has accepted the change, so the label (not the switch)
+    # says when the API must agree. Without the delay, asking the API on the switch's word
+    # passed or failed by timing.
+    page.add_init_script(SLOW_PATCH)
     sign_in(browse, server, fragment="#/dags")
     switch = page.get_by_test_id("pause-toggle-dash-pause")
     expect(switch).to_be_checked()
-    # The switch flips the moment it is clicked, before the PATCH answers; its label is
-    # redrawn from the list the page re-reads after the server has accepted the change, so
-    # the label (not the switch) says when the API must agree.
     label = page.locator("[data-dag=dash-pause] .switch-text")
     switch.click()
     expect(label).to_have_text("paused")
