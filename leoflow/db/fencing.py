@@ -32,9 +32,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.errors import FencedOut
 
+#: The transaction-local setting a fenced transaction carries its term in (see :data:`_CHECK`).
+FENCED_TERM_SETTING = "leoflow.fenced_term"
+
+#: Reads the newest term under a share lock and, in the same statement, marks the transaction
+#: with the term it acts under (``SET LOCAL``, gone at its end). A row's ``term`` column says
+#: which term *queued* it, and since ADR 0013 step 2 a queued try's row is first written by a
+#: later writer, possibly of a later term; the mark is the writer's own term, which a trigger
+#: (the chaos soak's audit, ``bench/chaos/audit.py``) reads to tell a stale write from a later
+#: term materialising an older row. No extra round trip.
 _CHECK = text(
     "SELECT term, timeline, CASE WHEN timeline IS NULL THEN NULL"
-    " ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END"
+    " ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END,"
+    f" set_config('{FENCED_TERM_SETTING}', CAST(:term AS text), true)"
     " FROM cluster_leadership WHERE cluster = :cluster FOR SHARE")
 
 
@@ -51,10 +61,10 @@ def _verify(row: Sequence[Any] | None, term: int, cluster: str) -> None:
 
 def check_term(conn: Connection, cluster: str, term: int) -> None:
     """Raise FencedOut unless ``term`` is the newest; holds a share lock until the transaction ends."""
-    _verify(conn.execute(_CHECK, {"cluster": cluster}).first(), term, cluster)
+    _verify(conn.execute(_CHECK, {"cluster": cluster, "term": term}).first(), term, cluster)
 
 
 async def check_term_async(conn: AsyncConnection, cluster: str, term: int) -> None:
     """Async twin of :func:`check_term`."""
-    _verify((await conn.execute(_CHECK, {"cluster": cluster})).first(), term, cluster)
+    _verify((await conn.execute(_CHECK, {"cluster": cluster, "term": term})).first(), term, cluster)
 
