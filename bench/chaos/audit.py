@@ -13,6 +13,14 @@ An audit row is written inside the audited transaction, so it exists iff that tr
 committed, and with ``track_commit_timestamp = on`` its ``xmin`` gives the commit time. A write
 of term T is **stale** iff some term T' > T committed before it did. The check is exact: no
 clocks of different processes are compared.
+
+**Whose term.** A write's term is its transaction's fence (``leoflow.fenced_term``, set by
+:mod:`leoflow.db.fencing`), and the row's ``term`` only for an unfenced write. They differ since
+ADR 0013 step 2: a queued try's row is first written by the executor's claim, a report or a
+cancellation, perhaps under a later term than the one that queued it, and the row keeps the
+queueing term. The one unfenced writer of such rows is a user's run cancel through the API, which
+writes them ``cancelled``; like its updates of existing rows, it is no scheduling write and is
+not judged.
 """
 
 from __future__ import annotations
@@ -21,9 +29,11 @@ from typing import Any
 
 import psycopg
 
+from leoflow.db.fencing import FENCED_TERM_SETTING
+
 ENABLE_COMMIT_TIMESTAMPS = "ALTER SYSTEM SET track_commit_timestamp = on"
 
-INSTALL = """
+INSTALL = f"""
 CREATE TABLE IF NOT EXISTS chaos_audit (
     id bigserial PRIMARY KEY,
     tbl text NOT NULL,
@@ -32,6 +42,7 @@ CREATE TABLE IF NOT EXISTS chaos_audit (
     term bigint,
     old_term bigint,
     state text,
+    fenced_term bigint DEFAULT nullif(current_setting('{FENCED_TERM_SETTING}', true), '')::bigint,
     app text DEFAULT current_setting('application_name'),
     backend_pid int DEFAULT pg_backend_pid(),
     ts timestamptz DEFAULT clock_timestamp()
@@ -66,20 +77,28 @@ CREATE TRIGGER chaos_audit AFTER INSERT OR UPDATE ON task_tries FOR EACH ROW EXE
 CREATE TRIGGER chaos_audit AFTER INSERT ON leader_terms FOR EACH ROW EXECUTE FUNCTION chaos_audit_term();
 """
 
-#: Term-carrying writes that committed after a newer term had committed.
-STALE_WRITES = """
-WITH audit AS (
-    SELECT a.*, pg_xact_commit_timestamp(a.xmin) AS committed FROM chaos_audit a
-), terms AS (
-    SELECT term, committed FROM audit WHERE tbl = 'leader_terms'
+#: The judged writes, each with the term it acted under (see the module's docstring).
+_ACTS = """
+    SELECT a.*, coalesce(a.fenced_term, a.term) AS acting_term, pg_xact_commit_timestamp(a.xmin) AS committed
+    FROM chaos_audit a
+    WHERE a.tbl <> 'leader_terms' AND coalesce(a.fenced_term, a.term) IS NOT NULL
+      AND NOT (a.fenced_term IS NULL AND a.tbl = 'task_tries' AND a.op = 'insert' AND a.state = 'cancelled')
+"""
+
+#: Writes that committed after a term newer than the one they acted under had committed.
+STALE_WRITES = f"""
+WITH acts AS ({_ACTS}), terms AS (
+    SELECT term, pg_xact_commit_timestamp(xmin) AS committed FROM chaos_audit WHERE tbl = 'leader_terms'
 )
-SELECT w.tbl, w.row_id, w.op, w.term, w.state, w.app, extract(epoch FROM w.committed)::float8,
+SELECT w.tbl, w.row_id, w.op, w.acting_term, w.term, w.state, w.app, extract(epoch FROM w.committed)::float8,
        (SELECT max(t.term) FROM terms t WHERE t.committed < w.committed) AS newest
-FROM audit w
-WHERE w.tbl <> 'leader_terms' AND w.term IS NOT NULL
-  AND EXISTS (SELECT 1 FROM terms t WHERE t.term > w.term AND t.committed < w.committed)
+FROM acts w
+WHERE EXISTS (SELECT 1 FROM terms t WHERE t.term > w.acting_term AND t.committed < w.committed)
 ORDER BY w.id
 """
+
+#: Rows written under a later term than the one in their ``term`` column (ADR 0013 step 2).
+LATER_WRITERS = "SELECT count(*) FROM chaos_audit WHERE fenced_term > term"
 
 #: (term, node, commit time as epoch seconds) of every term, in commit order.
 TERM_COMMITS = """
@@ -90,8 +109,7 @@ FROM chaos_audit WHERE tbl = 'leader_terms' ORDER BY pg_xact_commit_timestamp(xm
 
 def term_acts(conn: psycopg.Connection[Any]) -> list[tuple[int, float]]:
     """(term, commit time) of every audited term-carrying write."""
-    rows = conn.execute("SELECT term, extract(epoch FROM pg_xact_commit_timestamp(xmin))::float8 FROM chaos_audit"
-                        " WHERE tbl <> 'leader_terms' AND term IS NOT NULL").fetchall()
+    rows = conn.execute(f"SELECT acting_term, extract(epoch FROM committed)::float8 FROM ({_ACTS}) acts").fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
@@ -108,12 +126,18 @@ def install(conn: psycopg.Connection[Any]) -> None:
 
 
 def stale_writes(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-    keys = ("table", "row_id", "op", "term", "state", "app", "committed", "newest_term_then")
+    keys = ("table", "row_id", "op", "acting_term", "row_term", "state", "app", "committed", "newest_term_then")
     return [dict(zip(keys, row, strict=True)) for row in conn.execute(STALE_WRITES).fetchall()]
 
 
 def term_commits(conn: psycopg.Connection[Any]) -> list[tuple[int, str, float]]:
     return [(int(r[0]), str(r[1]), float(r[2])) for r in conn.execute(TERM_COMMITS).fetchall()]
+
+
+def later_writers(conn: psycopg.Connection[Any]) -> int:
+    """Audited writes whose row carries an older term than the fence they were made under."""
+    row = conn.execute(LATER_WRITERS).fetchone()
+    return int(row[0]) if row else 0
 
 
 def audited_writes(conn: psycopg.Connection[Any]) -> int:

@@ -133,7 +133,8 @@ def check_database(verdict: Verdict, conn: psycopg.Connection[Any], workload: Wo
 
     stale = audit.stale_writes(conn)
     verdict.add("no_write_from_stale_term", not stale,
-                {"audited_writes": audit.audited_writes(conn), "stale": stale[:20]})
+                {"audited_writes": audit.audited_writes(conn), "written_under_a_later_term": audit.later_writers(conn),
+                 "stale": stale[:20]})
 
 
 def check_failures(verdict: Verdict, conn: psycopg.Connection[Any]) -> None:

@@ -243,6 +243,7 @@ class Soak:
             "stale_pods": len(d.get("no_pod_from_stale_term", {}).get("stale", [])),
             "stale_writes": len(d.get("no_write_from_stale_term", {}).get("stale", [])),
             "audited_writes": d.get("no_write_from_stale_term", {}).get("audited_writes"),
+            "written_under_a_later_term": d.get("no_write_from_stale_term", {}).get("written_under_a_later_term"),
             "lost": len(d.get("no_run_lost", {}).get("lost", [])),
             "runs_by_state": d.get("no_run_lost", {}).get("runs_by_state"),
             "task_states": d.get("all_tasks_terminal", {}).get("task_states"),

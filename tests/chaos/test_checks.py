@@ -21,6 +21,7 @@ if str(ROOT) not in sys.path:
 from bench.chaos import audit  # noqa: E402
 from bench.chaos.checks import TermClock, Verdict, check_pods  # noqa: E402
 from leoflow.db import migrations  # noqa: E402
+from leoflow.db.fencing import FENCED_TERM_SETTING  # noqa: E402
 from leoflow.standalone.embedded import EmbeddedPostgres  # noqa: E402
 from tests.harness.postgres import private_server  # noqa: E402
 
@@ -108,5 +109,45 @@ def test_audit_flags_a_write_committed_by_an_older_term(audited_db: str) -> None
         assert audit.stale_writes(conn) == []
         conn.execute("UPDATE dag_runs SET state = 'failed', term = %s WHERE id = %s", (t1, run[0]))
         stale = audit.stale_writes(conn)
-        assert [(s["table"], s["term"], s["newest_term_then"]) for s in stale] == [("dag_runs", t1, t2)]
+        assert [(s["table"], s["acting_term"], s["newest_term_then"]) for s in stale] == [("dag_runs", t1, t2)]
         assert [t for t, _node, _at in audit.term_commits(conn)] == [t1, t2]
+
+
+def fenced_as(conn: psycopg.Connection[Any], term: int, sql: str, params: tuple[Any, ...]) -> None:
+    """``sql`` in a transaction marked with ``term`` as the real fence marks it (leoflow.db.fencing)."""
+    with conn.transaction():
+        conn.execute(f"SELECT set_config('{FENCED_TERM_SETTING}', %s, true)", (str(term),))
+        conn.execute(sql, params)
+
+
+def test_audit_judges_a_write_by_its_fence_not_by_the_row_it_writes(audited_db: str) -> None:
+    """ADR 0013 step 2: a later term writes the row of a try an older term queued, keeping the
+    row's (older) term. Judged by the row, that is stale; judged by the fence, it is not — and a
+    write fenced under an older term is stale whatever term its row carries."""
+    with psycopg.connect(audited_db, autocommit=True) as conn:
+        conn.execute("DELETE FROM chaos_audit")
+        t1 = new_term(conn, "a")
+        conn.execute("INSERT INTO dags (dag_id) VALUES ('d2')")
+        version = conn.execute("INSERT INTO dag_versions (dag_id, version, spec, spec_hash)"
+                               " VALUES ('d2', 1, '{}', 'h') RETURNING id").fetchone()
+        assert version is not None
+        run = conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, term)"
+                           " VALUES ('d2', 'r', %s, 'manual', %s) RETURNING id", (version[0], t1)).fetchone()
+        assert run is not None
+        tis = [conn.execute("INSERT INTO task_instances (run_pk, task_id, state, try_number, term)"
+                            " VALUES (%s, %s, 'queued', 1, %s) RETURNING id", (run[0], task, t1)).fetchone()
+               for task in ("a", "b", "c", "d")]
+        assert all(tis)
+        ti_a, ti_b, ti_c, ti_d = (int(t[0]) for t in tis if t is not None)
+        t2 = new_term(conn, "b")
+        insert_try = "INSERT INTO task_tries (task_instance_id, try_number, state, term) VALUES (%s, 1, %s, %s)"
+        fenced_as(conn, t2, insert_try, (ti_a, "queued", t1))  # term 2's executor claims term 1's try
+        conn.execute(insert_try, (ti_b, "cancelled", t1))  # a user's cancel through the API, unfenced
+        assert audit.stale_writes(conn) == []
+        assert audit.later_writers(conn) == 1
+        fenced_as(conn, t1, insert_try, (ti_c, "queued", t1))  # term 1, fenced, after term 2: stale
+        conn.execute(insert_try, (ti_d, "queued", t1))  # unfenced, judged by its row: stale
+        stale = audit.stale_writes(conn)
+        assert [(s["table"], s["acting_term"], s["row_term"], s["newest_term_then"]) for s in stale] == [
+            ("task_tries", t1, t1, t2), ("task_tries", t1, t1, t2)]
+        assert {t for t, _at in audit.term_acts(conn)} == {t1, t2}
