@@ -92,22 +92,29 @@ def new_term(conn: psycopg.Connection[Any], node: str) -> int:
     return int(row[0])
 
 
+def first_term_and_run(conn: psycopg.Connection[Any], dag_id: str) -> tuple[int, int]:
+    """An empty audit, a first term, and a run of a new DAG ``dag_id`` written under it."""
+    conn.execute("DELETE FROM chaos_audit")
+    term = new_term(conn, "a")
+    conn.execute("INSERT INTO dags (dag_id) VALUES (%s)", (dag_id,))
+    version = conn.execute("INSERT INTO dag_versions (dag_id, version, spec, spec_hash)"
+                           " VALUES (%s, 1, '{}', 'h') RETURNING id", (dag_id,)).fetchone()
+    assert version is not None
+    run = conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, term)"
+                       " VALUES (%s, 'r', %s, 'manual', %s) RETURNING id", (dag_id, version[0], term)).fetchone()
+    assert run is not None
+    return term, int(run[0])
+
+
 def test_audit_flags_a_write_committed_by_an_older_term(audited_db: str) -> None:
     with psycopg.connect(audited_db, autocommit=True) as conn:
-        t1 = new_term(conn, "a")
-        conn.execute("INSERT INTO dags (dag_id) VALUES ('d')")
-        version = conn.execute("INSERT INTO dag_versions (dag_id, version, spec, spec_hash)"
-                               " VALUES ('d', 1, '{}', 'h') RETURNING id").fetchone()
-        assert version is not None
-        run = conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, term)"
-                           " VALUES ('d', 'r', %s, 'manual', %s) RETURNING id", (version[0], t1)).fetchone()
-        assert run is not None
+        t1, run = first_term_and_run(conn, "d")
         assert audit.stale_writes(conn) == []  # term 1 wrote while it was the newest
 
         t2 = new_term(conn, "b")
-        conn.execute("UPDATE dag_runs SET state = 'running', term = %s WHERE id = %s", (t2, run[0]))
+        conn.execute("UPDATE dag_runs SET state = 'running', term = %s WHERE id = %s", (t2, run))
         assert audit.stale_writes(conn) == []
-        conn.execute("UPDATE dag_runs SET state = 'failed', term = %s WHERE id = %s", (t1, run[0]))
+        conn.execute("UPDATE dag_runs SET state = 'failed', term = %s WHERE id = %s", (t1, run))
         stale = audit.stale_writes(conn)
         assert [(s["table"], s["acting_term"], s["newest_term_then"]) for s in stale] == [("dag_runs", t1, t2)]
         assert [t for t, _node, _at in audit.term_commits(conn)] == [t1, t2]
@@ -125,17 +132,9 @@ def test_audit_judges_a_write_by_its_fence_not_by_the_row_it_writes(audited_db: 
     row's (older) term. Judged by the row, that is stale; judged by the fence, it is not — and a
     write fenced under an older term is stale whatever term its row carries."""
     with psycopg.connect(audited_db, autocommit=True) as conn:
-        conn.execute("DELETE FROM chaos_audit")
-        t1 = new_term(conn, "a")
-        conn.execute("INSERT INTO dags (dag_id) VALUES ('d2')")
-        version = conn.execute("INSERT INTO dag_versions (dag_id, version, spec, spec_hash)"
-                               " VALUES ('d2', 1, '{}', 'h') RETURNING id").fetchone()
-        assert version is not None
-        run = conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, term)"
-                           " VALUES ('d2', 'r', %s, 'manual', %s) RETURNING id", (version[0], t1)).fetchone()
-        assert run is not None
+        t1, run = first_term_and_run(conn, "d2")
         tis = [conn.execute("INSERT INTO task_instances (run_pk, task_id, state, try_number, term)"
-                            " VALUES (%s, %s, 'queued', 1, %s) RETURNING id", (run[0], task, t1)).fetchone()
+                            " VALUES (%s, %s, 'queued', 1, %s) RETURNING id", (run, task, t1)).fetchone()
                for task in ("a", "b", "c", "d")]
         assert all(tis)
         ti_a, ti_b, ti_c, ti_d = (int(t[0]) for t in tis if t is not None)
