@@ -57,6 +57,12 @@ class DatabaseUnavailable(DatabaseError):
     """The database cannot be reached (or did not answer in time); retry later."""
 
 
+class WriteConflict(DatabaseUnavailable):
+    """A transaction met a concurrent one (a deadlock, a serialization failure) and was rolled
+    back whole; running it again is safe and usually succeeds. A kind of DatabaseUnavailable, so
+    a caller that retries on that retries on this too."""
+
+
 class LockTimeout(DatabaseError):
     """A database lock was not granted within ``lock_timeout``."""
 

@@ -8,6 +8,12 @@ error responses themselves. Writes (``admin`` routes other than GET) are audited
 (:mod:`leoflow.api.audit`): in the route's own transaction when it uses
 :func:`~leoflow.api.audit.audited_transaction`, otherwise here once the answer is decided.
 
+A handler makes its writes in one transaction. When PostgreSQL rolls that transaction back for
+meeting a concurrent one (a deadlock with the leader's scheduler or executor on the same rows,
+which row-lock in their own order), the handler runs again, up to :data:`WRITE_ATTEMPTS` times:
+nothing of the failed attempt was kept, so the user gets the answer instead of a 503 for a
+conflict the server can resolve by itself.
+
 Parsing helpers raise :class:`~leoflow.api.errors.ApiError` naming the field: request bodies
 (JSON, or YAML with ``Content-Type: application/yaml``) are read with a byte limit
 (``LEOFLOW_MAX_BODY_BYTES`` → 413), query parameters are validated (``limit`` 1..500,
@@ -21,7 +27,9 @@ import asyncio
 import base64
 import gc
 import json
+import logging
 import math
+import random
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -39,14 +47,21 @@ from leoflow.api.auth import Authenticator, Scope
 from leoflow.api.errors import ApiError, bad_field, error_response, translate
 from leoflow.db.pool import PooledDatabase
 from leoflow.election.health import ElectionHealth
-from leoflow.errors import ValidationFailed
+from leoflow.errors import ValidationFailed, WriteConflict
 from leoflow.model.bounds import check_document_shape
 from leoflow.model.limits import DEFAULT_PAGE_LIMIT, DOCUMENT, PAGE_LIMIT, Range
 from leoflow.model.live_logs import LiveLogs
 from leoflow.model.yaml_loader import YamlRejected, load_yaml
 from leoflow.settings import Settings
 
+log = logging.getLogger(__name__)
+
 Handler = Callable[[Request], Awaitable[Response]]
+
+#: Runs of a handler whose transaction PostgreSQL rolled back for a concurrent one (then 503).
+WRITE_ATTEMPTS = 3
+#: Seconds before the second run; each later pause is twice the last, each with jitter.
+WRITE_RETRY_PAUSE = 0.02
 
 DEFAULT_LIMIT = DEFAULT_PAGE_LIMIT
 MAX_LIMIT = int(PAGE_LIMIT.maximum)
@@ -104,12 +119,26 @@ class Endpoint:
             state = api_state(request)
             request.state.principal = state.auth.require(request.headers.get("authorization"), needed)
             async with asyncio.timeout(state.request_timeout):
-                response = await self.handler(request)
+                response = await self._run(request)
         except Exception as exc:  # the one boundary where every failure becomes an answer
             response = error_response(translate(exc))
         if needed == "admin" and request.method not in ("GET", "HEAD"):
             await record_outcome(request, response.status_code)
         return response
+
+
+    async def _run(self, request: Request) -> Response:
+        """The handler, run again when its transaction met a concurrent one (see the module)."""
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                return await self.handler(request)
+            except WriteConflict as exc:
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                log.info("write met a concurrent one; running it again",
+                         extra={"path": request.url.path, "attempt": attempt, "error": str(exc)[:200]})
+                await asyncio.sleep(WRITE_RETRY_PAUSE * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))
+        raise AssertionError("unreachable")
 
 
 def endpoint(handler: Handler, needed: Scope) -> Endpoint:

@@ -7,6 +7,9 @@ so callers can decide without knowing the driver:
 - the server is not answering (connection refused or lost, pool exhausted or its reconnection
   failing, a statement cancelled by ``statement_timeout``) → :class:`DatabaseUnavailable`:
   retry later, answer 503;
+- the server rolled a transaction back for meeting a concurrent one (``deadlock_detected``,
+  ``serialization_failure``) → :class:`WriteConflict`, a kind of ``DatabaseUnavailable``: the
+  whole transaction may run again;
 - ``lock_timeout`` expired → :class:`LockTimeout`;
 - the schema is older than this build (a table or column is missing) → :class:`SchemaNotCurrent`;
 - a uniqueness or foreign-key rule refused the write → :class:`Conflict`;
@@ -34,6 +37,7 @@ from leoflow.errors import (
     LockTimeout,
     SchemaNotCurrent,
     ValueRejected,
+    WriteConflict,
 )
 
 #: What counts as "the driver failed" (OSError: a socket error psycopg did not wrap).
@@ -54,6 +58,8 @@ def translate(exc: BaseException) -> LeoflowError:
     detail = _first_line(driver)
     if isinstance(driver, psycopg.errors.LockNotAvailable):
         return LockTimeout(f"a lock was not granted in time: {detail}")
+    if isinstance(driver, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+        return WriteConflict(f"the write met a concurrent one and was rolled back: {detail}")
     if isinstance(driver, psycopg.errors.QueryCanceled):
         return DatabaseUnavailable(f"the database did not answer in time: {detail}")
     if isinstance(exc, sqlalchemy.exc.TimeoutError) or isinstance(driver, psycopg_pool.PoolTimeout):
