@@ -97,12 +97,14 @@ _POD_FIELDS: dict[str, Any] = {
     "automount_service_account_token": {"type": "boolean"},
 }
 
+#: Beside every spec a route answers (a DAG's, a version's): whether its env values are hidden.
+ENV_VALUES_HIDDEN = {"type": "boolean", "description": "True when plain env values in the spec are shown as "
+                     "<hidden> (a read-scoped token; admin tokens see the spec as stored)."}
+
 SCHEMAS: dict[str, Any] = {
     "Error": _obj({"error": _obj({"code": _STR, "message": _STR, "details": {}})}),
     "Dag": _obj(_DAG),
-    "DagDetail": _obj({**_DAG, "spec": _nullable("object"), "env_values_hidden": {
-        "type": "boolean", "description": "True when plain env values in the spec are shown as <hidden> "
-        "(a read-scoped token; admin tokens see the spec as stored)."}}),
+    "DagDetail": _obj({**_DAG, "spec": _nullable("object"), "env_values_hidden": ENV_VALUES_HIDDEN}),
     "DagPage": _page("Dag"),
     "DagSpec": {
         "type": "object", "description": "A DAG specification (the same schema as the YAML files); the limits "

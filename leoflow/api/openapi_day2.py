@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from leoflow.api.openapi import CURSOR, DAG_ID, LIMIT, _json, _nullable, _obj, _op, _page, _param, _state
+from leoflow.api.openapi import (
+    CURSOR,
+    DAG_ID,
+    ENV_VALUES_HIDDEN,
+    LIMIT,
+    _json,
+    _nullable,
+    _obj,
+    _op,
+    _page,
+    _param,
+    _state,
+)
 from leoflow.db.notification_store import NOTIFICATION_STATES
 
 _TIME = _nullable("string", format="date-time")
@@ -43,7 +55,7 @@ _AUDIT = {
 
 SCHEMAS: dict[str, Any] = {
     "DagVersion": _obj(_VERSION),
-    "DagVersionDetail": _obj({**_VERSION, "spec": {"type": "object"}}),
+    "DagVersionDetail": _obj({**_VERSION, "spec": {"type": "object"}, "env_values_hidden": ENV_VALUES_HIDDEN}),
     "DagVersionPage": _page("DagVersion"),
     "BackfillRequest": _obj({
         "start": {"type": "string", "description": "ISO 8601 date or date-time (inclusive)"},
