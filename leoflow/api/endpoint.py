@@ -126,7 +126,6 @@ class Endpoint:
             await record_outcome(request, response.status_code)
         return response
 
-
     async def _run(self, request: Request) -> Response:
         """The handler, run again when its transaction met a concurrent one (see the module)."""
         for attempt in range(1, WRITE_ATTEMPTS + 1):
