@@ -12,13 +12,13 @@ side transaction asks for the run the cancel holds.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import httpx
 import psycopg
 
 from tests.api.conftest import ADMIN, seed_task, spec
+from tests.election.cluster import wait_for
 
 
 def deadlocks(conn: psycopg.Connection[Any]) -> int:
@@ -27,16 +27,11 @@ def deadlocks(conn: psycopg.Connection[Any]) -> int:
     return int(row[0])
 
 
-def wait_until_blocked(conn: psycopg.Connection[Any], table: str, timeout: float = 30) -> None:
-    """Until some session waits for a row lock while writing ``table``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                           " AND query ILIKE %s", (f"%{table}%",)).fetchone()
-        if row and row[0]:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"no session waited on a lock while writing {table} in {timeout} s")
+def waiting_on_a_lock(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether some session waits for a row lock while writing ``table``."""
+    row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                       " AND query ILIKE %s", (f"%{table}%",)).fetchone()
+    return bool(row and row[0])
 
 
 def test_a_cancel_the_database_aborts_for_a_deadlock_runs_again(api_client: httpx.Client, database_url: str) -> None:
@@ -55,7 +50,7 @@ def test_a_cancel_the_database_aborts_for_a_deadlock_runs_again(api_client: http
         cancel = threading.Thread(target=lambda: answers.append(
             api_client.post("/api/v2/dags/etl/runs/r1/cancel", headers=ADMIN)))
         cancel.start()
-        wait_until_blocked(watch, "task_instances")
+        wait_for(lambda: waiting_on_a_lock(watch, "task_instances"), 30, "the cancel to wait for the side's lock")
         side.execute("SELECT 1 FROM dag_runs WHERE run_id = 'r1' FOR UPDATE")  # the cycle; the API is aborted
         side.commit()
         cancel.join(60)
