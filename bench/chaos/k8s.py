@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from bench.chaos.workload import FLAKY_MARKER
-from tests.harness.fake_k8s import FakeKubernetes
+from tests.harness.fake_k8s import FakeApiServer, FakeKubernetes
 from tests.harness.netns import NetNamespace
 
 NAMESPACE = "leoflow-chaos"
-
-
-def _quiet(request: object, client_address: object) -> None:
-    """Killed replicas reset their connections all the time; that is the point, not an error."""
 
 
 class ChaosKubernetes:
@@ -36,20 +31,18 @@ class ChaosKubernetes:
         self.workdir = workdir
         self.fake = FakeKubernetes(startup_delay=0.02)
         self.fake.store.on_create.append(self._fail_first_try)
-        self._extra: list[ThreadingHTTPServer] = []
+        self._extra: list[FakeApiServer] = []
         self.flaky_failures = 0
 
     def start(self, namespaces: list[NetNamespace]) -> dict[int, dict[str, str]]:
         """Start serving; returns each replica's Kubernetes environment (by namespace index)."""
-        self.fake.server.handle_error = _quiet  # type: ignore[method-assign]
         self.fake.start()
         env: dict[int, dict[str, str]] = {}
         handler = self.fake.server.RequestHandlerClass
         for i, ns in enumerate(namespaces):
-            server = ThreadingHTTPServer((ns.host_addr, self.fake.port), handler)
+            server = FakeApiServer((ns.host_addr, self.fake.port), handler)  # killed replicas' resets are not errors
             server.daemon_threads = True
             server.request_queue_size = 256
-            server.handle_error = _quiet  # type: ignore[method-assign]
             threading.Thread(target=server.serve_forever, name=f"fake-k8s-{ns.name}", daemon=True).start()
             self._extra.append(server)
             path = self.workdir / f"kubeconfig-{i + 1}.json"

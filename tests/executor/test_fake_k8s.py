@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config, watch
 
+from tests.harness import fake_k8s
 from tests.harness.fake_k8s import FakeKubernetes, Fault
 from tests.harness.fake_k8s_kubelet import interpret
 from tests.harness.fake_k8s_remote import FakeKubernetesProcess
@@ -148,6 +150,46 @@ def test_faults_and_request_log(core: tuple[client.CoreV1Api, FakeKubernetes]) -
         assert throttled.value.status == 429 and throttled.value.headers["Retry-After"] == "3"
     api.create_namespaced_pod(NS, pod("f", {"leoflow.io/term": "7"}))
     assert [(r["code"], r["term"]) for r in fake.creates()] == [(429, "7"), (429, "7"), (201, "7")]
+
+
+def _get(fake: FakeKubernetes, path: str) -> bytes:
+    """One raw GET; whatever the server sends before it closes (b"" if it hung up at once)."""
+    with socket.create_connection(("127.0.0.1", fake.port), timeout=10) as conn:
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: fake\r\nConnection: close\r\n\r\n".encode())
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+        return received
+
+
+def test_a_client_gone_before_an_error_answer_is_not_a_handler_error(monkeypatch: pytest.MonkeyPatch,
+                                                                     capfd: pytest.CaptureFixture[str]) -> None:
+    """CI once printed a handler traceback into another test's stderr: a log follow's 404 went to
+    a client that had hung up, and the broken pipe escaped the handler."""
+    send = fake_k8s._Handler._send
+
+    def hung_up_on_errors(self: Any, code: int, *args: Any, **kwargs: Any) -> None:
+        if code >= 400:
+            raise BrokenPipeError(32, "Broken pipe")
+        send(self, code, *args, **kwargs)
+
+    monkeypatch.setattr(fake_k8s._Handler, "_send", hung_up_on_errors)
+    with FakeKubernetes() as fake:
+        assert _get(fake, f"/api/v1/namespaces/{NS}/pods/missing/log") == b""
+        assert b"200 OK" in _get(fake, "/version")
+        assert fake.server.errors == []
+        assert [(r["verb"], r["code"]) for r in fake.requests] == [("log", 404)]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_an_unexpected_handler_error_fails_the_owner_of_the_fake(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: Any, *args: Any) -> None:
+        raise KeyError("a bug in the fake")
+
+    monkeypatch.setattr(fake_k8s._Handler, "_route", broken)
+    with pytest.raises(AssertionError, match=r"handlers failed.*a bug in the fake"), FakeKubernetes() as fake:
+        assert _get(fake, "/version") == b""
+        assert len(fake.server.errors) == 1
 
 
 def test_interpreter() -> None:

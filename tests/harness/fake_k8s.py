@@ -31,13 +31,16 @@ import argparse
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from socketserver import BaseRequestHandler
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from tests.harness.fake_k8s_errors import ApiError, bad_request
@@ -94,6 +97,29 @@ class _Watch:
         self.dropped = False
 
 
+class FakeApiServer(ThreadingHTTPServer):
+    """Keeps a handler's unexpected exception in :attr:`errors` instead of printing it.
+
+    ``socketserver`` prints a handler's traceback to ``sys.stderr``; a handler thread can outlive
+    its test (a log follow whose client is gone), and its traceback then lands in whichever test
+    holds stderr (CI saw one break a CLI test's exact-stderr assertion). Kept here, an error
+    during the fake's life fails the test that owns it (:meth:`FakeKubernetes.__exit__`). A
+    client hanging up (reset, broken pipe) is not an error of the fake: clients get killed.
+    """
+
+    def __init__(self, address: tuple[str, int], handler: Callable[[Any, Any, Self], BaseRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.errors: list[BaseException] = []
+        self.print_errors = False  # as a process of its own (``main``), its stderr is its own
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if error is not None and not isinstance(error, ConnectionError):
+            self.errors.append(error)
+        if self.print_errors:
+            super().handle_error(request, client_address)
+
+
 class FakeKubernetes:
     """Store + kubelet + HTTP server; a context manager that starts and stops all three."""
 
@@ -108,7 +134,7 @@ class FakeKubernetes:
         self._lock = threading.Lock()
         self._watches: set[_Watch] = set()
         handler = type("Handler", (_Handler,), {"fake": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.server = FakeApiServer(("127.0.0.1", port), handler)
         self.server.daemon_threads = True
         self.server.block_on_close = False  # idle keep-alive connections must not delay stop()
         self.server.request_queue_size = 256
@@ -133,8 +159,10 @@ class FakeKubernetes:
     def __enter__(self) -> FakeKubernetes:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         self.stop()
+        if exc_type is None and self.server.errors:
+            raise AssertionError(f"the fake Kubernetes API server's handlers failed: {self.server.errors!r}")
 
     def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
         user: dict[str, Any] = {"token": self.token} if self.token else {}
@@ -230,18 +258,19 @@ class _Handler(BaseHTTPRequestHandler):
         entry: dict[str, Any] = {"time": time.time(), "method": method, "path": parts.path}
         self._entry, self._entry_logged = entry, False
         try:
-            self._authorize()
-            self._route(method, segments, query, body, entry)
-        except _DroppedConnection:
-            if entry.get("code") is None:
-                entry["code"] = 0
-            entry["outcome"] = "dropped"
-            self._drop()
-        except ApiError as err:
-            entry.setdefault("code", err.code)
-            entry["code"], entry["reason"] = err.code, err.reason
-            self._json(err.code, err.status(), err.headers)
-        except (BrokenPipeError, ConnectionResetError):
+            try:
+                self._authorize()
+                self._route(method, segments, query, body, entry)
+            except _DroppedConnection:
+                if entry.get("code") is None:
+                    entry["code"] = 0
+                entry["outcome"] = "dropped"
+                self._drop()
+            except ApiError as err:
+                entry.setdefault("code", err.code)
+                entry["code"], entry["reason"] = err.code, err.reason
+                self._json(err.code, err.status(), err.headers)
+        except (BrokenPipeError, ConnectionResetError):  # the client hung up: on an answer or an error alike
             self.close_connection = True
         finally:
             self._log_entry()
@@ -557,6 +586,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     fake = FakeKubernetes(port=args.port, token=args.token, startup_delay=args.startup_delay,
                           time_scale=args.time_scale, bookmark_interval=args.bookmark_interval)
+    fake.server.print_errors = True
     if args.kubeconfig:
         fake.write_kubeconfig(args.kubeconfig, args.namespace)
     fake.start()
