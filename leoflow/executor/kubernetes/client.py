@@ -133,7 +133,7 @@ class KubernetesApi:
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, _translated(fn))
 
-    async def _mutate(self, fn: Callable[[float], T], send_by: float | None) -> T:
+    async def _mutate(self, fn: Callable[[float], T], send_by: float | None, *, call: str, pod: str) -> T:
         """Run a create/delete (``fn(total_timeout)``) under the rules of the module docstring."""
         if self._closing:
             raise CallNotSent("the executor is stopping; no new create or delete starts")
@@ -142,7 +142,15 @@ class KubernetesApi:
         def send() -> T:
             if send_by is not None and time.monotonic() > send_by:
                 raise CallNotSent("its fenced window closed before a worker thread was free")
-            return fn(deadline)
+            try:
+                return fn(deadline)
+            except urllib3.exceptions.ReadTimeoutError:
+                # Sent, unanswered within the deadline: the API server may still carry it out, even
+                # after a newer term began (its 409/404 is what makes that harmless). Operators and
+                # the rolling-deploy test tell such a late pod from a fencing bug by this line.
+                log.warning("gave up waiting for the API server's answer; it may still carry the call out",
+                            extra={"call": call, "pod": pod, "deadline": deadline})
+                raise
 
         future = asyncio.get_running_loop().run_in_executor(self._pool, _translated(send))
         self._in_flight.add(future)
@@ -177,7 +185,8 @@ class KubernetesApi:
 
     async def create_pod(self, body: dict[str, Any], *, send_by: float | None = None) -> dict[str, Any]:
         return await self._mutate(lambda timeout: self._json(self.core.create_namespaced_pod(
-            self.namespace, body, _preload_content=False, _request_timeout=timeout)), send_by)  # type: ignore[arg-type]
+            self.namespace, body, _preload_content=False, _request_timeout=timeout)),  # type: ignore[arg-type]
+            send_by, call="create", pod=str(body.get("metadata", {}).get("name", "")))
 
     async def get_pod(self, name: str) -> dict[str, Any] | None:
         try:
@@ -195,7 +204,7 @@ class KubernetesApi:
         try:
             await self._mutate(lambda timeout: self._json(self.core.delete_namespaced_pod(
                 name, self.namespace, body=body,  # type: ignore[arg-type]
-                _preload_content=False, _request_timeout=timeout)), send_by)
+                _preload_content=False, _request_timeout=timeout)), send_by, call="delete", pod=name)
         except ObjectNotFound:
             return False
         return True

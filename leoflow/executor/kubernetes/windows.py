@@ -3,9 +3,11 @@
 A *fenced window* is a write transaction that holds the cluster's ``cluster_leadership`` row
 ``FOR SHARE`` (:meth:`leoflow.db.database.Database.fenced`) while create and delete calls are
 made. A new leader bumps that row (``leoflow.db.election_store.start_term``), which waits for
-every open window; so a call made inside a window has been answered before the newer term
-commits, and an ex-leader (whose check finds a newer term) makes no call at all. What keeps that
-wait short, and what makes it a guarantee rather than a hope:
+every open window; so a call made inside a window has been answered, or given up on at its
+deadline (and logged: the API server may still carry it out, which a pod's deterministic name
+makes harmless), before the newer term commits, and an ex-leader (whose check finds a newer
+term) makes no call at all. What keeps that wait short, and what makes it a guarantee rather
+than a hope:
 
 - **One window at a time** per term, so one database connection whatever the number of pods.
   Calls queue for it (:meth:`FencedCalls.call`); a window runs up to ``concurrency`` at once.
