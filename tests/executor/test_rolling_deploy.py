@@ -15,11 +15,19 @@ and more claimed but not yet sent.
 
 Evidence comes from the fake server's request log and the database: every try succeeded on its
 first attempt, each pod was created exactly once (201) — later creates of the same name are
-409s, adopted — and no pod of a term was created after a newer term began.
+409s, adopted — and no pod of a term was created after a newer term began, unless its replica
+logged that it gave up waiting for the create's answer (``leoflow.executor.kubernetes.client``).
+The window a create is made in lasts until it is answered *or given up on*, and a server may
+still carry out a call its client gave up on (harmless: the pod's name is the try's, so the next
+create is a 409 and adopts it). Judged by storage time alone, the test failed about once in a
+dozen runs on a loaded machine, with two pods stored just after the newer term; the log line
+tells that case from a fencing bug.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import signal
 from collections import Counter
 from pathlib import Path
@@ -85,6 +93,20 @@ def roll(cluster: Cluster, k8s: FakeKubernetesProcess, generation: int) -> list[
     return stopped
 
 
+def given_up_creates(cluster: Cluster) -> set[str]:
+    """Pods whose create a replica gave up waiting for (its log says so; see the module docstring)."""
+    names = set()
+    for replica in cluster.replicas.values():
+        for line in replica.log().splitlines():
+            if '"gave up waiting' not in line:
+                continue
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if record.get("call") == "create":
+                    names.add(str(record.get("pod")))
+    return names
+
+
 def run_state(database_url: str) -> tuple[str, dict[str, int]]:
     with psycopg.connect(database_url, autocommit=True) as conn:
         row = conn.execute("SELECT state FROM dag_runs WHERE run_id = 'deploy'").fetchone()
@@ -118,16 +140,21 @@ def test_rolling_restart_mid_fan_out_fails_no_try_and_creates_each_pod_once(data
         finally:
             cluster.stop_all(signal.SIGTERM)
         requests = k8s.requests()
+        given_up = given_up_creates(cluster)
     creates = [r for r in requests if r["verb"] == "create"]
     created = Counter(r["name"] for r in creates if r["code"] == 201)
-    # A pod of term T created (by the fake server's store) after a newer term was acquired.
+    # A pod of term T stored by the fake server after a newer term was acquired (the store comes
+    # before the answer, the answer before the window closes, and that before the newer term):
+    # only one whose create its replica had given up on.
     acquired = {int(t[0]): float(t[2]) for t in terms}
     late = [(r["name"], r["term"], r["created"]) for r in creates if r["code"] == 201
-            and any(term > int(r["term"]) and at < r["created"] for term, at in acquired.items())]
+            and any(term > int(r["term"]) and at < r["created"] for term, at in acquired.items())
+            and r["name"] not in given_up]
     reasons = Counter(str(reason).split(";")[0][:60] for _task, reason in failed)
     summary = (f"run {state}; tries by state {tries}; failure reasons {dict(reasons)}; pods created "
                f"{len(created)} ({sum(created.values())} 201s, {sum(r['code'] == 409 for r in creates)} 409s); "
-               f"pods of an ended term {len(late)}; terms {[(t[0], t[1]) for t in terms]}; "
+               f"creates given up on {len(given_up)}; pods of an ended term {len(late)}; "
+               f"terms {[(t[0], t[1]) for t in terms]}; "
                f"SIGTERMs (node, leading, creates in flight) {stopped}")
     print(summary)
     # Not vacuous: leaders were stopped with creates in flight, and the leadership moved.
@@ -138,4 +165,4 @@ def test_rolling_restart_mid_fan_out_fails_no_try_and_creates_each_pod_once(data
     assert tries == {"success": FAN_OUT + 2}, summary
     assert [n for n, c in created.items() if c > 1] == [], summary
     assert len(created) == FAN_OUT + 2, summary
-    assert late == [], f"pods of an ended term: {late[:10]}; {summary}"
+    assert late == [], f"pods of an ended term, not given up on: {late[:10]}; {summary}"
