@@ -182,7 +182,8 @@ class KubernetesExecutor(PodCreation):
         """End the term's work: no new create/delete starts; those in flight are awaited, then closed.
 
         Returns within about twice :attr:`KubernetesApi.call_deadline`: the replica releases
-        leadership only after this, so no call of this term reaches the API server later.
+        leadership only after this, so every call of this term has been answered or given up on
+        by then (a call given up on is logged: the API server may still carry it out).
         """
         self.api.begin_closing()
         await cancel_and_wait(list(self._tasks), timeout=2 * self.api.call_deadline + 1)
