@@ -5,7 +5,8 @@ wheel, an unprivileged helper user when we are root, listening on 127.0.0.1 and 
 only). This module adds what a long-lived, per-user server needs:
 
 - **A stable home**: data under ``LEOFLOW_HOME/postgres``; the loopback port is remembered in
-  ``postgres/port`` and reused when it is still free, else a new free port is chosen.
+  ``postgres/port`` and reused when it is still free (and not the API's), else a new free port
+  is chosen.
 - **Orphans**: ``pg_ctl`` daemonises the server, so a standalone killed with SIGKILL leaves it
   running. The next start finds it through ``postmaster.pid``; if that pid is really a
   ``postgres`` process serving *this* data directory it is stopped (fast shutdown, then SIGKILL)
@@ -66,13 +67,26 @@ def _remembered_port(port_file: Path) -> int | None:
     return port if 0 < port < 65536 else None
 
 
-class StandalonePostgres:
-    """The embedded server of one ``LEOFLOW_HOME``."""
+def _fresh_port(reserved: frozenset[int]) -> int:
+    while (port := free_port()) in reserved:
+        pass
+    return port
 
-    def __init__(self, home: StandaloneHome) -> None:
+
+class StandalonePostgres:
+    """The embedded server of one ``LEOFLOW_HOME``.
+
+    ``reserved``: ports it must not take though they are free now — the API's, which is bound
+    only after PostgreSQL is up. A test run saw ``--port`` land on the port this home remembered
+    from its last run (free again by then): PostgreSQL took it and the API could not bind.
+    """
+
+    def __init__(self, home: StandaloneHome, *, reserved: frozenset[int] = frozenset()) -> None:
         self.home = home
-        self.server = EmbeddedPostgres(home.data_dir, port=_remembered_port(home.port_file) or free_port(),
-                                       socket_dir=home.socket_dir)
+        self.reserved = reserved
+        remembered = _remembered_port(home.port_file)
+        port = remembered if remembered is not None and remembered not in reserved else _fresh_port(reserved)
+        self.server = EmbeddedPostgres(home.data_dir, port=port, socket_dir=home.socket_dir)
 
     @property
     def database_url(self) -> str:
@@ -88,7 +102,7 @@ class StandalonePostgres:
         self.server.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self.recover_orphan()
         if not _port_is_free(self.server.port):
-            self.server.port = free_port()
+            self.server.port = _fresh_port(self.reserved)
         self._initialise()
         self._require_password()
         self.server.start()

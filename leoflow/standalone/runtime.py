@@ -155,7 +155,7 @@ def run_standalone(settings: Settings, options: StandaloneOptions, *,
             _migrate(database_url)
             data_where = f"{redact_url(database_url)} (LEOFLOW_DATABASE_URL)"
         else:
-            postgres = StandalonePostgres(home)
+            postgres = StandalonePostgres(home, reserved=frozenset({options.port}))
             guard = watchdog.spawn(home.data_dir, home.socket_dir, lock_fd=lock.fd)
             database_url = postgres.start()
             data_where = str(home.root)

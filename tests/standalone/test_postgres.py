@@ -20,6 +20,21 @@ def _revision(url: str) -> str | None:
     return row[0] if row else None
 
 
+def test_the_remembered_port_is_not_taken_when_the_api_is_to_bind_it(home: StandaloneHome) -> None:
+    """The API binds its port only after PostgreSQL is up; a remembered port equal to it moves."""
+    first = StandalonePostgres(home)
+    first.start()
+    first.stop()
+    api_port = first.port  # free again, and what this home remembers
+    second = StandalonePostgres(home, reserved=frozenset({api_port}))
+    second.start()
+    try:
+        assert second.port != api_port
+        assert int(home.port_file.read_text()) == second.port
+    finally:
+        second.stop()
+
+
 def test_start_migrates_and_stop_leaves_no_server(home: StandaloneHome) -> None:
     pg = StandalonePostgres(home)
     url = pg.start()

@@ -195,6 +195,26 @@ def test_sigterm_during_startup_still_stops_postgres(home: StandaloneHome) -> No
         again.kill()
 
 
+def test_api_port_equal_to_the_remembered_database_port(home: StandaloneHome) -> None:
+    """``--port`` may be the port the embedded PostgreSQL used last time (free again): the API gets it."""
+    first = Standalone(home.root)
+    try:
+        first.wait_banner()
+        first.signal(signal.SIGTERM)
+        assert first.wait(timeout=90) == 0
+    finally:
+        first.kill()
+    remembered = int(home.port_file.read_text())
+    again = Standalone(home.root, port=remembered)
+    try:
+        assert again.wait_banner().url == f"http://127.0.0.1:{remembered}"
+        assert int(home.port_file.read_text()) != remembered
+        again.signal(signal.SIGTERM)
+        assert again.wait(timeout=90) == 0
+    finally:
+        again.kill()
+
+
 def test_unreachable_external_database_is_one_line_and_exit_1(home: StandaloneHome) -> None:
     port = free_port()  # nothing listens there
     proc = Standalone(home.root, env={"LEOFLOW_DATABASE_URL": f"postgresql://leoflow:secret@127.0.0.1:{port}/x"})
