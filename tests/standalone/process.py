@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -98,6 +99,18 @@ class Standalone:
         if self.proc.poll() is None:
             self.proc.kill()
         self.wait()
+
+
+def start_and_stop(home: Path, **options: Any) -> Banner:
+    """Start ``leoflow standalone`` on ``home``, wait for its banner, SIGTERM it: it must exit 0."""
+    proc = Standalone(home, **options)
+    try:
+        banner = proc.wait_banner()
+        proc.signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0, proc.stderr[-3000:]
+        return banner
+    finally:
+        proc.kill()
 
 
 def wait_for_run(client: httpx.Client, dag_id: str, run_id: str, *, timeout: float = 120.0) -> dict[str, object]:

@@ -14,7 +14,7 @@ import pytest
 
 from leoflow.standalone.embedded import free_port
 from leoflow.standalone.home import StandaloneHome
-from tests.standalone.process import Standalone, children_running, process_gone, wait_for_run
+from tests.standalone.process import Standalone, children_running, process_gone, start_and_stop, wait_for_run
 from tests.standalone.procs import postgres_pids, wait_until_gone
 
 #: Generous: the warm-start target is 5 s, but CI shares 2 cores with other suites.
@@ -91,13 +91,7 @@ def test_sigkilled_standalone_leaves_no_postgres_behind(home: StandaloneHome) ->
         assert wait_until_gone(home.data_dir, timeout=60) == []
     finally:
         victim.kill()
-    after = Standalone(home.root)
-    try:
-        after.wait_banner()
-        after.signal(signal.SIGTERM)
-        assert after.wait(timeout=90) == 0
-    finally:
-        after.kill()
+    start_and_stop(home.root)
 
 
 def test_orphan_postgres_of_a_killed_standalone_and_watchdog_is_recovered(home: StandaloneHome) -> None:
@@ -186,33 +180,15 @@ def test_sigterm_during_startup_still_stops_postgres(home: StandaloneHome) -> No
         assert postgres_pids(home.data_dir) == []
     finally:
         proc.kill()
-    again = Standalone(home.root)  # the lock was released and the data is usable
-    try:
-        again.wait_banner()
-        again.signal(signal.SIGTERM)
-        assert again.wait(timeout=90) == 0
-    finally:
-        again.kill()
+    start_and_stop(home.root)  # the lock was released and the data is usable
 
 
 def test_api_port_equal_to_the_remembered_database_port(home: StandaloneHome) -> None:
     """``--port`` may be the port the embedded PostgreSQL used last time (free again): the API gets it."""
-    first = Standalone(home.root)
-    try:
-        first.wait_banner()
-        first.signal(signal.SIGTERM)
-        assert first.wait(timeout=90) == 0
-    finally:
-        first.kill()
+    start_and_stop(home.root)
     remembered = int(home.port_file.read_text())
-    again = Standalone(home.root, port=remembered)
-    try:
-        assert again.wait_banner().url == f"http://127.0.0.1:{remembered}"
-        assert int(home.port_file.read_text()) != remembered
-        again.signal(signal.SIGTERM)
-        assert again.wait(timeout=90) == 0
-    finally:
-        again.kill()
+    assert start_and_stop(home.root, port=remembered).url == f"http://127.0.0.1:{remembered}"
+    assert int(home.port_file.read_text()) != remembered
 
 
 def test_unreachable_external_database_is_one_line_and_exit_1(home: StandaloneHome) -> None:
