@@ -95,7 +95,7 @@ def roll(cluster: Cluster, k8s: FakeKubernetesProcess, generation: int) -> list[
 
 def given_up_creates(cluster: Cluster) -> set[str]:
     """Pods whose create a replica gave up waiting for (its log says so; see the module docstring)."""
-    names = set()
+    names: set[str] = set()
     for replica in cluster.replicas.values():
         for line in replica.log().splitlines():
             if '"gave up waiting' not in line:
