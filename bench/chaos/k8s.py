@@ -41,8 +41,6 @@ class ChaosKubernetes:
         handler = self.fake.server.RequestHandlerClass
         for i, ns in enumerate(namespaces):
             server = FakeApiServer((ns.host_addr, self.fake.port), handler)  # killed replicas' resets are not errors
-            server.daemon_threads = True
-            server.request_queue_size = 256
             threading.Thread(target=server.serve_forever, name=f"fake-k8s-{ns.name}", daemon=True).start()
             self._extra.append(server)
             path = self.workdir / f"kubeconfig-{i + 1}.json"

@@ -107,6 +107,10 @@ class FakeApiServer(ThreadingHTTPServer):
     client hanging up (reset, broken pipe) is not an error of the fake: clients get killed.
     """
 
+    daemon_threads = True
+    block_on_close = False  # idle keep-alive connections must not delay stop()
+    request_queue_size = 256
+
     def __init__(self, address: tuple[str, int], handler: Callable[[Any, Any, Self], BaseRequestHandler]) -> None:
         super().__init__(address, handler)
         self.errors: list[BaseException] = []
@@ -135,9 +139,6 @@ class FakeKubernetes:
         self._watches: set[_Watch] = set()
         handler = type("Handler", (_Handler,), {"fake": self})
         self.server = FakeApiServer(("127.0.0.1", port), handler)
-        self.server.daemon_threads = True
-        self.server.block_on_close = False  # idle keep-alive connections must not delay stop()
-        self.server.request_queue_size = 256
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self.server.serve_forever, name="fake-k8s-http", daemon=True)
