@@ -18,8 +18,8 @@ seconds have passed:
   poisons (``timeout_seconds: 1e12``, a cron that never fires, a deeply nested ``conf``, a YAML
   alias bomb in a spec and in ``env``) and one per limit of ``leoflow/model/limits.py`` (numbers
   just past their range, oversized ``conf``/``env``/``command``, too many tasks or edges, bad
-  names and run ids, NUL characters, lone surrogates, a start date in year 9999, JSON and YAML
-  nested 200,000 deep, a 1 MiB YAML body);
+  names and run ids (one taking a scheduled slot, ``scheduled__…``), NUL characters, lone
+  surrogates, a start date in year 9999, JSON and YAML nested 200,000 deep, a 1 MiB YAML body);
 - **in the database, as an older version would have written them** (what validation can no
   longer stop; the scheduler must fail that one entity and go on): a DAG version whose task has
   ``timeout_seconds: 1e12``, one whose schedule never fires, and a run whose ``conf`` is nested
@@ -167,6 +167,8 @@ class Workload:
         self.samples: list[tuple[float, str, str, float, int]] = []  # (t, phase, what, seconds, status)
         self.trigger_errors: Counter[str] = Counter()
         self.started = time.monotonic()
+        #: (phase, replica index, resident bytes) from each replica's /metrics, once a second.
+        self.memory: list[tuple[str, int, float]] = []
 
     def trigger_loop(self) -> None:
         with httpx.Client(base_url=self.urls[0], timeout=30) as client:
@@ -186,8 +188,12 @@ class Workload:
 
     def probe_loop(self) -> None:
         clients = [httpx.Client(base_url=u, timeout=30) for u in self.urls]
+        next_memory = 0.0
         try:
             while not self.stop.is_set():
+                if time.monotonic() >= next_memory:
+                    next_memory = time.monotonic() + 1.0
+                    self.sample_memory(clients)
                 for i, client in enumerate(clients):
                     latest = self.triggered[-1] if self.triggered else "none"
                     for what, path in (("run", f"/api/v2/dags/{HEALTHY}/runs/{latest}"), ("healthz", "/healthz")):
@@ -202,6 +208,29 @@ class Workload:
         finally:
             for client in clients:
                 client.close()
+
+    def sample_memory(self, clients: list[httpx.Client]) -> None:
+        """Each replica's ``process_resident_memory_bytes`` (prometheus-client's process collector)."""
+        for i, client in enumerate(clients):
+            try:
+                text = client.get("/metrics").text
+            except httpx.HTTPError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("process_resident_memory_bytes "):
+                    self.memory.append((self.phase, i, float(line.split()[1])))
+
+
+def memory_growth_mb(memory: list[tuple[str, int, float]], replicas: int) -> dict[str, Any]:
+    """Per replica: the baseline's last RSS and the attack's peak, and the largest growth (MB)."""
+    out: dict[str, Any] = {}
+    for i in range(replicas):
+        base = [b for p, r, b in memory if r == i and p == "baseline"]
+        peak = [b for p, r, b in memory if r == i and p != "baseline"]
+        if base and peak:
+            out[f"replica{i}"] = {"baseline_mb": round(base[-1] / 2**20, 1), "peak_mb": round(max(peak) / 2**20, 1)}
+    out["max_growth_mb"] = max((v["peak_mb"] - v["baseline_mb"] for v in out.values()), default=None)
+    return out
 
 
 def attack(client: httpx.Client, poisoner: Poisoner, until: float, outcomes: dict[str, Counter[str]],
@@ -369,6 +398,9 @@ def main() -> int:
             cluster.stop_all()
     latency = {phase: percentiles([s for _, p, _, s, _ in work.samples if p == phase])
                for phase in ("baseline", "attack")}
+    healthz = {phase: percentiles([s for _, p, w, s, _ in work.samples if p == phase and w.startswith("healthz")])
+               for phase in ("baseline", "attack")}
+    memory = memory_growth_mb(work.memory, len(urls))
     server_errors = sum(1 for *_, status in work.samples if status >= 500 or status == 0)
     poison_5xx = sum(v for c in outcomes.values() for k, v in c.items() if k.startswith("5"))
     result: dict[str, Any] = {
@@ -382,7 +414,8 @@ def main() -> int:
         "poison_server_errors": poison_5xx, "poison_unexpected_answers": dict(unexpected),
         "stored_poison_runs": database_outcomes,
         "many_dags": {"dags": len(many), "runs_by_state": dict(many_states)},
-        "drained": drained, "latency": latency, "probe_errors": server_errors, "logs": str(workdir),
+        "drained": drained, "latency": latency, "healthz_latency": healthz, "memory": memory,
+        "probe_errors": server_errors, "logs": str(workdir),
         "host": {"cpus": os.cpu_count(), "loadavg_1m_start": round(load_before, 1),
                  "loadavg_1m_end": round(os.getloadavg()[0], 1)},
         "png": str(args.png),
@@ -390,7 +423,10 @@ def main() -> int:
     plot(result, work.samples, (attack_started, attack_ended), args.png)
     ok = (drained and not deaths and result["leadership_changes"] == 0 and poison_5xx == 0 and not unexpected
           and all(alive.values()) and healthy.get("success", 0) == len(work.triggered)
-          and many_states.get("success", 0) == len(many))
+          and many_states.get("success", 0) == len(many)
+          # Issue 44: hostile receivers, patterns and bodies leave /healthz and memory alone.
+          and healthz["attack"].get("p99_ms", 0) < 100
+          and (memory["max_growth_mb"] is None or memory["max_growth_mb"] < 50))
     result["ok"] = ok
     print(json.dumps(result))
     return 0 if ok else 1
