@@ -5,8 +5,10 @@
 - ``/readyz`` (readiness) is 200 when the database answers within a few seconds, its schema is
   at this build's head or at a revision that declared this build compatible (ADR 0006), and the
   replica's elector refuses nothing (a hot standby, a transaction-mode pooler, a database of
-  another cluster, pools that cannot connect); otherwise 503 with the reason — the server's own
-  words when connecting fails. Followers are ready: every replica serves the API.
+  another cluster, pools that cannot connect); otherwise 503 with the reason. The probe needs no
+  token, so when the database cannot be reached it says only ``database unavailable``: the
+  driver's words name the host, the user and the database, and they go to the log instead.
+  Followers are ready: every replica serves the API.
 - ``/metrics`` renders the default Prometheus registry after refreshing the work gauges (at
   most every few seconds, with a short deadline; stale values on failure).
 """
@@ -26,6 +28,7 @@ from leoflow.api.errors import ApiError, error_response
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import openapi_document
 from leoflow.db import api_queries, dag_metrics_store, migrations, pool_store
+from leoflow.election.health import GATE_REFUSAL
 from leoflow.errors import DatabaseError
 from leoflow.metrics.dags import DAG_METRICS, RunStatsRow
 from leoflow.metrics.http import STATE_GAUGE_TTL, set_work_gauges
@@ -38,6 +41,8 @@ logger = logging.getLogger(__name__)
 READY_CHECK_TIMEOUT = 4.0
 #: A scrape should never wait long on the database; stale gauges are better than no scrape.
 GAUGE_QUERY_TIMEOUT = 2.0
+#: What an unauthenticated probe learns of a database it cannot reach (the log has the rest).
+DATABASE_UNAVAILABLE = "database unavailable"
 #: ``generate_latest`` renders the classic text format 0.0.4 (what promtool and every
 #: Prometheus version parse).
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -56,12 +61,15 @@ async def readyz(request: Request) -> Response:
             schema = await migrations.schema_state(conn)
     except (DatabaseError, TimeoutError) as exc:
         reason = str(exc) if isinstance(exc, DatabaseError) else _no_answer(state.db.failures.last)
-        return _not_ready(reason, {"database": "unavailable"})
+        logger.warning("not ready: %s", reason)
+        return _not_ready(DATABASE_UNAVAILABLE, {"database": "unavailable"})
     problem = migrations.readiness_problem(schema)
     if problem is not None:
         return _not_ready(problem, {"database": "ok", "schema": schema.revision, "head": migrations.head_revision()})
     refused = state.election_health.problem if state.election_health is not None else None
     if refused is not None:
+        if refused.startswith(GATE_REFUSAL):  # then the driver's words follow; the elector logged them
+            refused = f"{GATE_REFUSAL}: {DATABASE_UNAVAILABLE}"
         return _not_ready(refused, {"database": "ok", "schema": schema.revision, "election": "refused"})
     return JsonResponse({"status": "ready", "schema": schema.revision,
                          "pooler": state.db.failures.behind_pooler})

@@ -51,7 +51,7 @@ from typing import Protocol
 from leoflow.clock import Clock, SystemClock
 from leoflow.db import migrations
 from leoflow.db.lock_session import LockSession
-from leoflow.election.health import ElectionHealth
+from leoflow.election.health import GATE_REFUSAL, ElectionHealth
 from leoflow.election.session import POOLER_PROBLEM, open_lock_session, recheck_pooler, vet_session
 from leoflow.errors import (
     DatabaseError,
@@ -260,7 +260,7 @@ class Elector:
     def _check_gate(self) -> None:
         problem = self._gate() if self._gate is not None else None
         if problem is not None:
-            raise _Refused(f"this replica's own database connections do not work: {problem}")
+            raise _Refused(f"{GATE_REFUSAL}: {problem}")
 
     # ------------------------------------------------------------------ follower
     def _contend(self, conn: LockSession) -> None:

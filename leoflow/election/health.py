@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import threading
 
+#: How a refusal by the pools' gate begins; the rest is the driver's words, which ``/readyz``
+#: (unauthenticated) never shows: it says only this and "database unavailable".
+GATE_REFUSAL = "this replica's own database connections do not work"
+
 
 class ElectionHealth:
     """Thread-safe holder of the current refusal (None: this replica may lead)."""

@@ -120,9 +120,41 @@ def test_readyz_says_why_the_replica_may_not_lead(database_url: str) -> None:
         assert client.get("/readyz").status_code == 200
 
 
-def test_readyz_reports_the_servers_own_refusal(database_url: str) -> None:
+def test_readyz_never_shows_the_servers_words_and_the_log_keeps_them(database_url: str,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """``/readyz`` needs no token: the driver's text (host, user, database) stays in the log."""
     missing = database_url.rsplit("/", 1)[0] + "/no_such_database"
-    with client_for(create_app(api_settings(missing))) as client:
+    with caplog.at_level("WARNING", logger="leoflow.api.routes_system"), \
+            client_for(create_app(api_settings(missing))) as client:
         ready = client.get("/readyz")
-        assert ready.status_code == 503
-        assert 'database "no_such_database" does not exist' in ready.json()["error"]["message"]
+    assert ready.status_code == 503
+    assert ready.json()["error"]["message"] == "database unavailable"
+    assert "no_such_database" not in ready.text
+    assert 'database "no_such_database" does not exist' in caplog.text
+
+
+def test_readyz_on_a_closed_port_says_database_unavailable_only(caplog: pytest.LogCaptureFixture) -> None:
+    from leoflow.standalone.embedded import free_port
+
+    url = f"postgresql://secret_user:hunter2@127.0.0.1:{free_port()}/secret_db?connect_timeout=2"
+    with caplog.at_level("WARNING", logger="leoflow.api.routes_system"), \
+            client_for(create_app(api_settings(url))) as client:
+        ready = client.get("/readyz")
+    assert ready.status_code == 503
+    body = ready.json()["error"]
+    assert body["message"] == "database unavailable" and body["details"] == {"database": "unavailable"}
+    for leak in ("secret_user", "hunter2", "secret_db", "127.0.0.1", "refused", "connection"):
+        assert leak not in ready.text
+    assert "hunter2" not in caplog.text  # the log has the reason, never the password
+    assert caplog.records
+
+
+def test_readyz_hides_the_drivers_words_in_a_gate_refusal(database_url: str) -> None:
+    from leoflow.election.health import GATE_REFUSAL
+
+    health = ElectionHealth()
+    with client_for(create_app(api_settings(database_url), election_health=health)) as client:
+        health.refuse(f'{GATE_REFUSAL}: password authentication failed for user "secret_user"')
+        ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["error"]["message"] == f"{GATE_REFUSAL}: database unavailable"
