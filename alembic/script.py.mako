@@ -15,6 +15,8 @@ revision: str = ${repr(up_revision)}
 down_revision: str | Sequence[str] | None = ${repr(down_revision)}
 branch_labels: str | Sequence[str] | None = ${repr(branch_labels)}
 depends_on: str | Sequence[str] | None = ${repr(depends_on)}
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True); declare it, tests check.
+drops_data_on_downgrade = True
 
 
 def upgrade() -> None:

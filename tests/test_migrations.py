@@ -87,3 +87,25 @@ def test_duplicates_are_impossible_in_the_database(database_url: str) -> None:
         conn.execute("INSERT INTO task_tries (task_instance_id, try_number, term) VALUES (%s, 1, 1)", (ti,))
         with pytest.raises(psycopg.errors.UniqueViolation):
             conn.execute("INSERT INTO task_tries (task_instance_id, try_number, term) VALUES (%s, 1, 2)", (ti,))
+
+
+def test_every_migration_declares_whether_its_downgrade_drops_data() -> None:
+    """``db downgrade`` asks for ``--yes`` from these declarations: a missing or wrong one lets data go silently."""
+    import inspect
+
+    for script in migrations._scripts().walk_revisions():
+        declared = getattr(script.module, "drops_data_on_downgrade", None)
+        assert isinstance(declared, bool), f"{script.revision} must declare drops_data_on_downgrade = True/False"
+        source = inspect.getsource(script.module.downgrade)
+        if "drop_table(" in source or "drop_column(" in source:
+            assert declared, f"{script.revision}'s downgrade() drops a table or column but declares it loses no data"
+
+
+def test_data_dropping_downgrades_follow_the_declarations(empty_database_url: str) -> None:
+    migrations.upgrade(empty_database_url)
+    head = migrations.head_revision()
+    assert migrations.data_dropping_downgrades(empty_database_url, head) == []
+    assert migrations.data_dropping_downgrades(empty_database_url, "-1") == []  # 0011 writes rows back only
+    assert migrations.data_dropping_downgrades(empty_database_url, "0003") == ["0010", "0008", "0007", "0006",
+                                                                               "0005", "0004"]
+    assert migrations.data_dropping_downgrades(empty_database_url, "no-such-revision") == []

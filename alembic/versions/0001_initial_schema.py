@@ -16,6 +16,8 @@ revision: str = '0001'
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True): every Leoflow table.
+drops_data_on_downgrade = True
 
 
 def upgrade() -> None:

@@ -21,6 +21,9 @@ revision: str = '0002'
 down_revision: str | Sequence[str] | None = '0001'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True):
+#: dags.source: which sync source owns each DAG.
+drops_data_on_downgrade = True
 
 
 def upgrade() -> None:

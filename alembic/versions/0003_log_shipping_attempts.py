@@ -20,6 +20,9 @@ revision: str = '0003'
 down_revision: str | Sequence[str] | None = '0002'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True):
+#: task_tries' log-shipping attempts and their logs-unavailable marks.
+drops_data_on_downgrade = True
 
 
 def upgrade() -> None:

@@ -26,6 +26,9 @@ revision: str = '0004'
 down_revision: str | Sequence[str] | None = '0003'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True):
+#: backfills, notifications, audit events, per-DAG metrics, default_conf, observed_at.
+drops_data_on_downgrade = True
 
 #: A frozen copy of leoflow.model.dag_metrics.DURATION_BUCKETS (a test keeps them equal).
 DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0,

@@ -29,6 +29,9 @@ revision: str = '0005'
 down_revision: str | Sequence[str] | None = '0004'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True):
+#: the installation's cluster claim, try outcomes and term timelines.
+drops_data_on_downgrade = True
 
 #: Code at these heads runs correctly on this schema (ADR 0006): a rolling upgrade from 0004
 #: keeps the old replicas ready.

@@ -24,6 +24,8 @@ revision: str = '0006'
 down_revision: str | Sequence[str] | None = '0005'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True): dags.schedule_error.
+drops_data_on_downgrade = True
 
 #: Code at these heads runs correctly on this schema (ADR 0006): older code never reads the new
 #: column, and the index only speeds up its completion checks; a rolling upgrade keeps it ready.

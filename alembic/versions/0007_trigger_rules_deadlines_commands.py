@@ -33,6 +33,9 @@ revision: str = '0007'
 down_revision: str | Sequence[str] | None = '0006'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True):
+#: run commands, run deadlines and timeouts, trigger-rule counters.
+drops_data_on_downgrade = True
 
 #: Code at these heads runs on this schema (see above for what it does not do).
 compatible_code = ("0006",)

@@ -26,6 +26,9 @@ revision: str = '0008'
 down_revision: str | Sequence[str] | None = '0007'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True):
+#: pools, task priorities and pools, max_active_tasks.
+drops_data_on_downgrade = True
 
 #: Code at 0007 runs correctly on this schema (ADR 0006): it never reads the new columns or table,
 #: its ready scan still has an index to use, and the rows it writes without a pool are classified

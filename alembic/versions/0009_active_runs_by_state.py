@@ -24,6 +24,8 @@ revision: str = '0009'
 down_revision: str | Sequence[str] | None = '0008'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True): an index is rebuilt, nothing else.
+drops_data_on_downgrade = False
 
 #: Only an index's columns change: code at 0008 (and the code 0008 accepts) runs the same
 #: statements on this schema, through the new index or another one.

@@ -24,6 +24,8 @@ revision: str = '0010'
 down_revision: str | Sequence[str] | None = '0009'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True): task_instances.queued_try_id.
+drops_data_on_downgrade = True
 
 #: A new nullable column that older code neither reads nor needs (ADR 0006).
 compatible_code = ("0006", "0007", "0008", "0009")

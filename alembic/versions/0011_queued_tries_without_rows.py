@@ -23,6 +23,9 @@ revision: str = '0011'
 down_revision: str | Sequence[str] | None = '0010'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+#: What downgrade() loses (``leoflow db downgrade`` asks for --yes when True):
+#: it writes back the queued tries' rows older code needs and drops nothing.
+drops_data_on_downgrade = False
 
 #: Only code that copes with a queued try without its row (ADR 0013, step 1 and later).
 compatible_code = ("0010",)

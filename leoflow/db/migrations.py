@@ -16,6 +16,12 @@ upgrade or downgrade (:func:`record_compatibility`), so a replica of an older bu
 cannot know a newer revision — learns from the database that it may stay ready
 (:func:`readiness_problem`). During a rolling upgrade the old replicas stay ready; after a code
 rollback (schema left migrated) the rolled-back replicas are ready again.
+
+**Downgrades that lose data.** Every revision declares ``drops_data_on_downgrade`` (a test
+checks): whether its ``downgrade()`` drops tables or columns that hold data. ``leoflow db
+downgrade`` asks for ``--yes`` before any downgrade that runs one of those
+(:func:`data_dropping_downgrades`), so ``db downgrade 0003`` cannot drop the backfills, pools and
+run commands of later revisions by accident. A revision without the declaration counts as losing data.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any, TextIO
 import psycopg
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -106,11 +113,44 @@ def drops_everything(database_url: str, revision: str) -> bool:
     """Would downgrading to ``revision`` (``base``, ``-N``) drop every table?"""
     if revision == "base":
         return True
-    if revision.startswith("-") and revision[1:].isdigit():
+    if _is_relative(revision):
         current = current_revision(database_url)
-        depth = len(list(_scripts().walk_revisions(base="base", head=current))) if current else 0
-        return int(revision[1:]) >= depth
+        return int(revision[1:]) >= _depth(current)
     return False
+
+
+def drops_data_on_downgrade(revision: str) -> bool:
+    """What ``revision``'s script declares about its ``downgrade()`` (undeclared: it does, to be safe)."""
+    script = _scripts().get_revision(revision)
+    module = script.module if script is not None else None
+    return bool(getattr(module, "drops_data_on_downgrade", True))
+
+
+def data_dropping_downgrades(database_url: str, target: str) -> list[str]:
+    """The revisions whose ``downgrade()`` would run to reach ``target`` and that declare they lose data.
+
+    Resolved as alembic resolves it (``base``, ``0003``, ``-2``, ``0003+1``), from the revision the
+    database is at; ``-N`` past the first revision counts as ``base``. A target alembic cannot
+    resolve answers ``[]``: the downgrade itself then fails before it changes anything.
+    """
+    current = current_revision(database_url)
+    if current is None:
+        return []
+    if _is_relative(target) and int(target[1:]) >= _depth(current):
+        target = "base"
+    try:
+        steps = _scripts()._downgrade_revs(target, current)  # what ``command.downgrade`` runs
+    except CommandError:
+        return []
+    return [step.revision.revision for step in steps if drops_data_on_downgrade(step.revision.revision)]
+
+
+def _is_relative(revision: str) -> bool:
+    return revision.startswith("-") and revision[1:].isascii() and revision[1:].isdigit()
+
+
+def _depth(current: str | None) -> int:
+    return len(list(_scripts().walk_revisions(base="base", head=current))) if current else 0
 
 
 def prepare(conn: Connection, database_url: str) -> None:
