@@ -177,7 +177,7 @@ async def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
         feeder = asyncio.create_task(workload(engine, stop, during, started))
         purge_started = time.monotonic()
         now = datetime.now(UTC)
-        counts = await retention.purge(db, retention.policy_for(now - timedelta(days=30), "kubernetes"), now=now,
+        counts = await retention.purge(db, retention.policy_for(now - timedelta(days=30), "kubernetes"),
                                        fence=("default", 1))
         purge_seconds = time.monotonic() - purge_started
         stop.set()

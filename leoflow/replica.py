@@ -87,8 +87,8 @@ def housekeeping_services(settings: Settings) -> list[LeaderService]:
     services: list[LeaderService] = []
     if settings.dag_files.directory is not None:
         services.append(DagDirectorySync(settings.dag_files.directory, settings.dag_files.source))
-    if settings.retention.days > 0:
-        services.append(RetentionService(settings.retention.days))
+    if settings.retention.days > 0 or settings.retention.audit_days > 0:
+        services.append(RetentionService(settings.retention.days, audit_days=settings.retention.audit_days))
     return services
 
 

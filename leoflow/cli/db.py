@@ -133,13 +133,12 @@ def cutoff_arg(value: str) -> datetime:
 
 async def _purge(settings: Settings, cutoff: datetime, dry_run: bool) -> PurgeCounts:
     # Imported by the verb: parsing any command line (client verbs too) loads no database code.
-    from leoflow.clock import SystemClock
     from leoflow.db.database import Database
     from leoflow.housekeeping.retention import policy_for, purge
 
     db = Database.with_pool(settings.database, application_name="leoflow-purge", pool_size=1)
     try:
-        return await purge(db, policy_for(cutoff, settings.executor.kind), now=SystemClock().now(), dry_run=dry_run)
+        return await purge(db, policy_for(cutoff, settings.executor.kind), dry_run=dry_run)
     finally:
         await db.dispose()
 
@@ -147,8 +146,14 @@ async def _purge(settings: Settings, cutoff: datetime, dry_run: bool) -> PurgeCo
 def purge_history(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio  # tens of milliseconds: loaded by the verb, not by every command line
 
+    from leoflow.housekeeping.retention import CutoffInFuture
+
     settings.require_database_url()
-    counts = asyncio.run(_purge(settings, args.before, args.dry_run))
+    try:
+        counts = asyncio.run(_purge(settings, args.before, args.dry_run))
+    except CutoffInFuture as exc:  # this host's clock is ahead of the database's
+        print(f"leoflow: error: --before must not be in the future ({exc})", file=sys.stderr)
+        return 2
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} the history that ended before {args.before.isoformat()}:")
     for table, rows in counts.items():

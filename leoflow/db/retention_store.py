@@ -12,7 +12,14 @@ What goes (:mod:`leoflow.housekeeping.retention` drives it, batch after batch):
   forever);
 - **DAG versions** no run references any more, that stopped being current before the cutoff
   (a newer version of the DAG was applied before it); current versions are never deleted;
-- **deleted DAGs** with no runs left, deleted before the cutoff, with their versions.
+- **deleted DAGs** with no runs left, deleted before the cutoff, with their versions;
+- **audit events** recorded before their own, longer cutoff (``LEOFLOW_AUDIT_RETENTION_DAYS``),
+  oldest first through ``ix_audit_events_ts``.
+
+Every time retention compares with "now" is the database's own clock (``now()`` in SQL): the
+leader's wall clock may be days off (a broken NTP), and a cutoff computed from it would delete
+runs that ended minutes ago. :func:`days_ago` gives the service its cutoff; :func:`database_now`
+lets a purge refuse a cutoff in the future, whoever computed it.
 
 Each batch is one short transaction: candidate runs are taken oldest-ended first through the
 partial index ``ix_dag_runs_finished`` with ``FOR UPDATE SKIP LOCKED`` (a run someone else is
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -62,6 +70,7 @@ class PurgeCounts:
     task_logs: int = 0
     dag_versions: int = 0
     dags: int = 0
+    audit_events: int = 0
 
     def add(self, other: PurgeCounts) -> None:
         for f in fields(self):
@@ -94,6 +103,17 @@ def _claiming(select: str, alias: str, lock: bool) -> TextClause:
     return text(f"{select} FOR UPDATE OF {alias} SKIP LOCKED" if lock else select)
 
 
+async def database_now(conn: AsyncConnection) -> datetime:
+    """The database's clock (its transaction's start), the one clock every replica shares."""
+    return cast(datetime, (await conn.execute(text("SELECT now()"))).scalar_one())
+
+
+async def days_ago(conn: AsyncConnection, days: int) -> datetime:
+    """``days`` days before the database's clock: a retention cutoff no replica's clock can move."""
+    return cast(datetime, (await conn.execute(text("SELECT now() - make_interval(days => :days)"),
+                                              {"days": days})).scalar_one())
+
+
 _CANDIDATES = f"""
     SELECT r.id, r.ended_at FROM dag_runs r
     WHERE r.state IN {TERMINAL_RUNS_SQL} AND r.ended_at < :cutoff
@@ -107,8 +127,8 @@ _PROTECTED = text(f"""
     SELECT DISTINCT ti.run_pk FROM task_instances ti JOIN task_tries tt ON tt.task_instance_id = ti.id
     WHERE ti.run_pk = ANY(:ids) AND (
         tt.state IN {LIVE_TRIES_SQL}
-        OR (tt.ended_at > :grace_start AND tt.claimed_by IS NOT NULL AND tt.executor_ref IS NOT NULL
-            AND tt.resource_deleted_at IS NULL
+        OR (tt.ended_at > now() - CAST(:grace AS interval)
+            AND tt.claimed_by IS NOT NULL AND tt.executor_ref IS NOT NULL AND tt.resource_deleted_at IS NULL
             AND (tt.logs_shipped_at IS NULL OR CAST(:pods AS boolean))))
 """)
 _DELETE_RUN_ROWS = (
@@ -134,7 +154,7 @@ _COUNT_RUN_ROWS = (
 
 
 async def purge_runs(conn: AsyncConnection, policy: RetentionPolicy, *, after: tuple[datetime, int], limit: int,
-                     now: datetime, dry_run: bool = False) -> RunBatch:
+                     dry_run: bool = False) -> RunBatch:
     """Examine up to ``limit`` finished runs after the cursor; delete (or count) the unprotected ones."""
     await _lower_lock_timeout(conn)
     rows = (await conn.execute(_claiming(_CANDIDATES, "r", lock=not dry_run), {
@@ -144,7 +164,7 @@ async def purge_runs(conn: AsyncConnection, policy: RetentionPolicy, *, after: t
         return batch
     ids = [r.id for r in rows]
     protected = set((await conn.execute(_PROTECTED, {
-        "ids": ids, "grace_start": now - CLEANUP_GRACE, "pods": policy.wait_for_pod_cleanup})).scalars())
+        "ids": ids, "grace": CLEANUP_GRACE, "pods": policy.wait_for_pod_cleanup})).scalars())
     doomed = [i for i in ids if i not in protected]
     if not doomed:
         return batch
@@ -205,3 +225,17 @@ async def purge_deleted_dags(conn: AsyncConnection, policy: RetentionPolicy, *, 
     counts.dag_versions = result.rowcount
     await conn.execute(text("DELETE FROM dags WHERE dag_id = ANY(:ids)"), {"ids": dag_ids})
     return counts
+
+
+_OLD_AUDIT_EVENTS = text("""
+    SELECT id FROM audit_events WHERE ts < :cutoff ORDER BY ts, id LIMIT :limit FOR UPDATE SKIP LOCKED
+""")
+
+
+async def purge_audit_events(conn: AsyncConnection, cutoff: datetime, *, limit: int) -> int:
+    """Delete up to ``limit`` audit events recorded before ``cutoff``, oldest first; returns how many."""
+    await _lower_lock_timeout(conn)
+    ids = list((await conn.execute(_OLD_AUDIT_EVENTS, {"cutoff": cutoff, "limit": limit})).scalars())
+    if ids:
+        await conn.execute(text("DELETE FROM audit_events WHERE id = ANY(:ids)"), {"ids": ids})
+    return len(ids)

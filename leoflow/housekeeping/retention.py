@@ -4,8 +4,15 @@
 then every :data:`ROUND_INTERVAL`, it deletes what ended more than ``LEOFLOW_RETENTION_DAYS``
 ago — finished runs with their task instances, tries and logs, DAG versions nothing refers to
 any more, deleted DAGs without runs (the rules, and what is kept, are in
-:mod:`leoflow.db.retention_store`). ``leoflow db purge --before DATE`` runs the same
-:func:`purge` once, from the command line.
+:mod:`leoflow.db.retention_store`) — and audit events older than
+``LEOFLOW_AUDIT_RETENTION_DAYS`` (longer by default: who did what is asked about long after the
+runs are gone). ``leoflow db purge --before DATE`` runs the same :func:`purge` once, from the
+command line.
+
+**Whose clock.** Cutoffs are computed by the database (``now()``), never from the leader's wall
+clock: a leader whose clock is 40 days ahead would otherwise delete every run that ended
+minutes ago. And a purge refuses a cutoff that is in the future by the database's clock
+(:class:`CutoffInFuture`, logged, nothing deleted), whoever computed it.
 
 Work is cut into small batches, each its own short transaction (:data:`RUN_BATCH` runs), and
 after each batch retention rests :data:`REST_FACTOR` times as long as the batch took (at least
@@ -16,8 +23,8 @@ lock for long, so the scheduler and the API keep their share. The leader's batch
 ``leoflow_retention_purged_rows_total{table}``. ``bench/retention.py`` measures the batches and
 what scheduling notices meanwhile.
 
-Failure semantics: a database error ends the round (logged); the next round starts after
-:data:`RETRY_INTERVAL`. :class:`~leoflow.errors.FencedOut` ends the service.
+Failure semantics: a database error or a refused cutoff ends the round (logged); the next
+round starts after :data:`RETRY_INTERVAL`. :class:`~leoflow.errors.FencedOut` ends the service.
 """
 
 from __future__ import annotations
@@ -25,14 +32,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from leoflow.db import retention_store
 from leoflow.db.database import Connection, Database
 from leoflow.db.retention_store import START, PurgeCounts, RetentionPolicy
-from leoflow.errors import DatabaseError, FencedOut
+from leoflow.errors import DatabaseError, FencedOut, ValidationFailed
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.housekeeping import PURGED_ROWS
 
@@ -44,6 +51,8 @@ log = logging.getLogger(__name__)
 RUN_BATCH = 20
 #: DAG versions / deleted DAGs per batch.
 VERSION_BATCH = 200
+#: Audit events per batch: rows of a few hundred bytes deleted by primary key, a few ms each.
+AUDIT_BATCH = 1000
 #: Least seconds between batches, and how many times a batch's own duration retention rests
 #: after it (2: busy at most a third of the time).
 BATCH_PAUSE = 0.05
@@ -56,6 +65,12 @@ FIRST_ROUND_DELAY = 60.0
 RETRY_INTERVAL = 300.0
 
 Fence = tuple[str, int]
+#: One kind of batch: its counts, and whether another batch of the kind may find more.
+Step = Callable[[Connection], Awaitable[tuple[PurgeCounts, bool]]]
+
+
+class CutoffInFuture(ValidationFailed):
+    """A purge was asked to delete history up to a time the database's clock has not reached."""
 
 
 def policy_for(cutoff: datetime, executor_kind: str) -> RetentionPolicy:
@@ -73,32 +88,21 @@ async def _batch(db: Database, fence: Fence | None) -> AsyncIterator[Connection]
             yield conn
 
 
-async def purge(db: Database, policy: RetentionPolicy, *, now: datetime, fence: Fence | None = None,
-                dry_run: bool = False, run_batch: int = RUN_BATCH, version_batch: int = VERSION_BATCH,
-                pause: float = BATCH_PAUSE, on_batch: Callable[[PurgeCounts], None] | None = None) -> PurgeCounts:
-    """Delete (or with ``dry_run`` count) everything ``policy`` allows, batch by batch; the totals.
+async def _refuse_future(db: Database, cutoff: datetime, fence: Fence | None) -> None:
+    """Raise :class:`CutoffInFuture` (logged) when ``cutoff`` is ahead of the database's clock."""
+    async with _batch(db, fence) as conn:
+        now = await retention_store.database_now(conn)
+    if cutoff > now:
+        log.error("retention refused a cutoff in the future; nothing deleted",
+                  extra={"cutoff": cutoff.isoformat(), "database_now": now.isoformat()})
+        raise CutoffInFuture("cutoff", f"{cutoff.isoformat()} is after the database's clock ({now.isoformat()})")
 
-    ``on_batch`` sees each committed batch's counts (the leader's metrics).
-    """
+
+async def _in_batches(db: Database, steps: tuple[Step, ...], *, fence: Fence | None, pause: float,
+                      on_batch: Callable[[PurgeCounts], None] | None) -> PurgeCounts:
+    """Run each step's batches until it finds no more, resting between batches; the totals."""
     total = PurgeCounts()
-    after = START
-
-    async def runs(conn: Connection) -> tuple[PurgeCounts, bool]:
-        nonlocal after
-        batch = await retention_store.purge_runs(conn, policy, after=after, limit=run_batch, now=now, dry_run=dry_run)
-        after = batch.after
-        return batch.counts, batch.examined == run_batch
-
-    async def versions(conn: Connection) -> tuple[PurgeCounts, bool]:
-        deleted = await retention_store.purge_versions(conn, policy, limit=version_batch, dry_run=dry_run)
-        # Dry runs count each kind once: without deleting, the same rows would be found again.
-        return PurgeCounts(dag_versions=deleted), not dry_run and deleted == version_batch
-
-    async def deleted_dags(conn: Connection) -> tuple[PurgeCounts, bool]:
-        counts = await retention_store.purge_deleted_dags(conn, policy, limit=version_batch, dry_run=dry_run)
-        return counts, not dry_run and counts.dags == version_batch
-
-    for step in (runs, versions, deleted_dags):
+    for step in steps:
         while True:
             began = time.monotonic()
             async with _batch(db, fence) as conn:
@@ -112,6 +116,50 @@ async def purge(db: Database, policy: RetentionPolicy, *, now: datetime, fence: 
             await asyncio.sleep(max(pause, (time.monotonic() - began) * REST_FACTOR))
     return total
 
+
+async def purge(db: Database, policy: RetentionPolicy, *, fence: Fence | None = None, dry_run: bool = False,
+                run_batch: int = RUN_BATCH, version_batch: int = VERSION_BATCH, pause: float = BATCH_PAUSE,
+                on_batch: Callable[[PurgeCounts], None] | None = None) -> PurgeCounts:
+    """Delete (or with ``dry_run`` count) everything ``policy`` allows, batch by batch; the totals.
+
+    Raises :class:`CutoffInFuture` before deleting anything when the policy's cutoff is ahead
+    of the database's clock. ``on_batch`` sees each committed batch's counts (the leader's
+    metrics).
+    """
+    await _refuse_future(db, policy.cutoff, fence)
+    after = START
+
+    async def runs(conn: Connection) -> tuple[PurgeCounts, bool]:
+        nonlocal after
+        batch = await retention_store.purge_runs(conn, policy, after=after, limit=run_batch, dry_run=dry_run)
+        after = batch.after
+        return batch.counts, batch.examined == run_batch
+
+    async def versions(conn: Connection) -> tuple[PurgeCounts, bool]:
+        deleted = await retention_store.purge_versions(conn, policy, limit=version_batch, dry_run=dry_run)
+        # Dry runs count each kind once: without deleting, the same rows would be found again.
+        return PurgeCounts(dag_versions=deleted), not dry_run and deleted == version_batch
+
+    async def deleted_dags(conn: Connection) -> tuple[PurgeCounts, bool]:
+        counts = await retention_store.purge_deleted_dags(conn, policy, limit=version_batch, dry_run=dry_run)
+        return counts, not dry_run and counts.dags == version_batch
+
+    return await _in_batches(db, (runs, versions, deleted_dags), fence=fence, pause=pause, on_batch=on_batch)
+
+
+async def purge_audit(db: Database, cutoff: datetime, *, fence: Fence | None = None, batch: int = AUDIT_BATCH,
+                      pause: float = BATCH_PAUSE,
+                      on_batch: Callable[[PurgeCounts], None] | None = None) -> PurgeCounts:
+    """Delete the audit events recorded before ``cutoff``, batch by batch (refusing a future cutoff)."""
+    await _refuse_future(db, cutoff, fence)
+
+    async def events(conn: Connection) -> tuple[PurgeCounts, bool]:
+        deleted = await retention_store.purge_audit_events(conn, cutoff, limit=batch)
+        return PurgeCounts(audit_events=deleted), deleted == batch
+
+    return await _in_batches(db, (events,), fence=fence, pause=pause, on_batch=on_batch)
+
+
 def _count_purged(counts: PurgeCounts) -> None:
     for table, rows in counts.items():
         if rows:
@@ -119,20 +167,24 @@ def _count_purged(counts: PurgeCounts) -> None:
 
 
 class RetentionService:
-    """LeaderService: deletes history older than ``days`` days, every :data:`ROUND_INTERVAL`."""
+    """LeaderService: deletes runs older than ``days`` days and audit events older than
+    ``audit_days`` days (0: that kind is kept forever), every :data:`ROUND_INTERVAL`."""
 
     name = "retention"
 
-    def __init__(self, days: int, *, interval: float = ROUND_INTERVAL, first_delay: float = FIRST_ROUND_DELAY,
-                 retry_interval: float = RETRY_INTERVAL, run_batch: int = RUN_BATCH,
-                 pause: float = BATCH_PAUSE) -> None:
-        if days < 1:
-            raise ValueError("retention needs at least one day (0 means keep forever: run no service)")
+    def __init__(self, days: int, *, audit_days: int = 0, interval: float = ROUND_INTERVAL,
+                 first_delay: float = FIRST_ROUND_DELAY, retry_interval: float = RETRY_INTERVAL,
+                 run_batch: int = RUN_BATCH, audit_batch: int = AUDIT_BATCH, pause: float = BATCH_PAUSE) -> None:
+        if days < 0 or audit_days < 0 or not (days or audit_days):
+            raise ValueError("retention needs at least one day of runs or audit events "
+                             "(0 means keep forever: when both are 0, run no service)")
         self.days = days
+        self.audit_days = audit_days
         self.interval = interval
         self.first_delay = first_delay
         self.retry_interval = retry_interval
         self.run_batch = run_batch
+        self.audit_batch = audit_batch
         self.pause = pause
 
     async def run(self, ctx: LeaderContext) -> None:
@@ -144,18 +196,34 @@ class RetentionService:
             except FencedOut:
                 log.info("retention stops: fenced out", extra={"term": ctx.term})
                 return
+            except CutoffInFuture:  # logged where it was refused
+                wait = min(self.interval, self.retry_interval)
             except DatabaseError as exc:
                 log.warning("retention round failed; trying again later", extra={"error": str(exc)[:300]})
                 wait = min(self.interval, self.retry_interval)
             await asyncio.sleep(wait)
 
+    async def _cutoff(self, ctx: LeaderContext, days: int) -> datetime:
+        """``days`` before the database's clock (not ``ctx.clock``: see the module docstring)."""
+        async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
+            return await retention_store.days_ago(conn, days)
+
     async def purge_once(self, ctx: LeaderContext) -> PurgeCounts:
         """One round: everything that ended more than ``days`` days ago, in fenced batches."""
-        now = ctx.clock.now()
-        policy = policy_for(now - timedelta(days=self.days), ctx.settings.executor.kind)
-        counts = await purge(ctx.db, policy, now=now, fence=(ctx.cluster, ctx.term), run_batch=self.run_batch,
-                             pause=self.pause, on_batch=_count_purged)
+        fence = (ctx.cluster, ctx.term)
+        counts = PurgeCounts()
+        cutoffs: dict[str, str] = {}
+        if self.days:
+            policy = policy_for(await self._cutoff(ctx, self.days), ctx.settings.executor.kind)
+            cutoffs["runs"] = policy.cutoff.isoformat()
+            counts.add(await purge(ctx.db, policy, fence=fence, run_batch=self.run_batch, pause=self.pause,
+                                   on_batch=_count_purged))
+        if self.audit_days:
+            cutoff = await self._cutoff(ctx, self.audit_days)
+            cutoffs["audit_events"] = cutoff.isoformat()
+            counts.add(await purge_audit(ctx.db, cutoff, fence=fence, batch=self.audit_batch, pause=self.pause,
+                                         on_batch=_count_purged))
         if counts.total:
-            log.info("retention purged old history",
-                     extra={"days": self.days, "cutoff": policy.cutoff.isoformat(), "rows": dict(counts.items())})
+            log.info("retention purged old history", extra={
+                "days": self.days, "audit_days": self.audit_days, "cutoff": cutoffs, "rows": dict(counts.items())})
         return counts

@@ -299,6 +299,10 @@ RETENTION_DAYS = Variable(
     "LEOFLOW_RETENTION_DAYS", 30, integer(maximum=36500, positive=False),
     "Days finished runs are kept; the leader then deletes them with their task instances, tries and logs "
     "(0 keeps everything forever).")
+AUDIT_RETENTION_DAYS = Variable(
+    "LEOFLOW_AUDIT_RETENTION_DAYS", 365, integer(maximum=36500, positive=False),
+    "Days audit events (`GET /api/v2/audit`) are kept; the leader then deletes them, apart from run retention "
+    "(0 keeps them forever).")
 NOTIFY_WEBHOOK = Variable[str | None](
     "LEOFLOW_NOTIFY_WEBHOOK", None, optional_http_url,
     "Webhook URL (e.g. a Slack incoming webhook) notified for DAGs without their own `notify` rules; a secret.",
@@ -334,8 +338,8 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
     TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
-    K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS, NOTIFY_WEBHOOK,
-    NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
+    K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
+    AUDIT_RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
     METRICS_MAX_TASKS,
 )
 

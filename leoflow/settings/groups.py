@@ -109,9 +109,10 @@ class DagFilesSettings:
 
 @dataclass(frozen=True)
 class RetentionSettings:
-    """How long finished runs are kept (0: forever)."""
+    """How long finished runs, and audit events, are kept (0: forever)."""
 
     days: int = v.RETENTION_DAYS.default
+    audit_days: int = v.AUDIT_RETENTION_DAYS.default
 
 
 @dataclass(frozen=True)

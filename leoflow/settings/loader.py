@@ -153,7 +153,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
         ),
         logging=LoggingSettings(format=log_format, level=r.get(v.LOG_LEVEL).upper()),  # type: ignore[arg-type]
         dag_files=DagFilesSettings(directory=_optional_path(r.get(v.DAGS_DIR)), source=r.get(v.DAGS_SOURCE)),
-        retention=RetentionSettings(days=r.get(v.RETENTION_DAYS)),
+        retention=RetentionSettings(days=r.get(v.RETENTION_DAYS), audit_days=r.get(v.AUDIT_RETENTION_DAYS)),
         notify=NotifySettings(
             webhook=r.get(v.NOTIFY_WEBHOOK),
             events=r.get(v.NOTIFY_EVENTS),

@@ -20,13 +20,13 @@ from prometheus_client import REGISTRY
 
 import leoflow.metrics.scheduler  # noqa: F401  (registers the scheduler's counters read below)
 from leoflow.cli.main import main
-from leoflow.clock import FakeClock
+from leoflow.clock import Clock, FakeClock, SkewedClock
 from leoflow.db.database import Database
 from leoflow.db.engine import make_async_engine
 from leoflow.db.retention_store import CLEANUP_GRACE, PurgeCounts, RetentionPolicy
 from leoflow.errors import FencedOut
 from leoflow.executor.memory import MemoryExecutor
-from leoflow.housekeeping.retention import RetentionService, purge
+from leoflow.housekeeping.retention import CutoffInFuture, RetentionService, purge, purge_audit
 from leoflow.leadership import LeaderContext
 from leoflow.settings import ExecutorSettings, Settings
 from tests.scheduler.harness import apply, eventually, fast, rows, running_scheduler, set_term, trigger
@@ -106,7 +106,9 @@ def seed(database_url: str) -> Iterator[Seed]:
 
 
 def seed_history(seed: Seed) -> None:
-    old, older, recent = CUTOFF - timedelta(seconds=1), CUTOFF - timedelta(days=90), CUTOFF + timedelta(seconds=1)
+    # Retention's clock is the database's, which moves on after NOW: "recent" and "within" keep a
+    # margin of hours so the session's own duration never moves them past the cutoff or grace.
+    old, older, recent = CUTOFF - timedelta(seconds=1), CUTOFF - timedelta(days=90), CUTOFF + timedelta(hours=12)
     # v1: referenced only by runs that go -> goes; v2: referenced by a kept run -> stays; v3: current.
     seed.dag("etl", [older, older + timedelta(days=1), older + timedelta(days=2)])
     seed.run("purge-success", "etl/v1", "success", old, [{}, {}])
@@ -119,7 +121,7 @@ def seed_history(seed: Seed) -> None:
     seed.run("keep-cancelling-try", "etl/v3", "cancelled", older,
              [{"state": "cancelling", "ti": "cancelled", "ended": None, "shipped": None, "collected": None}])
     # Clean-up pending (logs not shipped, pod not collected) within the grace keeps a run; past it, not.
-    within = NOW - CLEANUP_GRACE + timedelta(hours=1)
+    within = NOW - CLEANUP_GRACE + timedelta(hours=12)
     seed.run("keep-unshipped", "etl/v3", "success", old, [{"ended": within, "shipped": None, "collected": None}])
     seed.run("keep-pod", "etl/v3", "success", old, [{"ended": within, "collected": None}])
     seed.run("purge-abandoned-cleanup", "etl/v3", "failed", older,
@@ -140,7 +142,7 @@ def log_everything(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def as_leader(settings: Settings, body: Callable[[LeaderContext], Awaitable[None]], *,
-              clock: FakeClock | None = None) -> None:
+              clock: Clock | None = None) -> None:
     async def run() -> None:
         engine = make_async_engine(settings.database, pool_size=4, application_name="test-retention")
         try:
@@ -192,9 +194,9 @@ def test_without_pods_only_logs_hold_a_run_and_a_dry_run_counts_without_deleting
 
     async def body(ctx: LeaderContext) -> None:
         policy = RetentionPolicy(CUTOFF, wait_for_pod_cleanup=False)
-        dry = await purge(ctx.db, policy, now=NOW, dry_run=True, run_batch=2)
+        dry = await purge(ctx.db, policy, dry_run=True, run_batch=2)
         assert seed.remaining("dag_runs") == set(seed.runs.values())  # nothing deleted
-        real = await purge(ctx.db, policy, now=NOW, run_batch=2)
+        real = await purge(ctx.db, policy, run_batch=2)
         assert real.dag_runs == 6  # keep-pod goes too: no pods to wait for
         # The dry run counts the runs exactly (versions their deletion frees are counted by the next one).
         assert dry.items()[:4] == real.items()[:4]
@@ -259,13 +261,13 @@ def test_retention_under_concurrent_scheduling_never_deletes_live_work(database_
                     # Each round's cutoff is its start: everything finished by then is fair game (runs
                     # ending meanwhile wait for the next round), everything still live must stay.
                     policy = RetentionPolicy(datetime.now(UTC), wait_for_pod_cleanup=False)
-                    await purge(db, policy, now=datetime.now(UTC), fence=(settings.cluster.name, scheduler.ctx.term),
+                    await purge(db, policy, fence=(settings.cluster.name, scheduler.ctx.term),
                                 run_batch=3, pause=0.01, on_batch=batches.append)
                 stop.set()
                 await feeder
                 await eventually(lambda: run_states(engine),
                                  lambda s: all(s.get(r, "success") == "success" for r in triggered), timeout=90)
-                await purge(db, RetentionPolicy(datetime.now(UTC), wait_for_pod_cleanup=False), now=datetime.now(UTC),
+                await purge(db, RetentionPolicy(datetime.now(UTC), wait_for_pod_cleanup=False),
                             fence=(settings.cluster.name, 1))
                 # Small batches, whatever the machine's pace: no batch over run_batch, and together they
                 # purged at least the 20 old runs plus the 5 caught meanwhile (so 9+ batches).
@@ -322,3 +324,91 @@ def test_db_purge_from_the_command_line(seed: Seed, database_url: str, monkeypat
             main(["db", "purge", "--before", bad])
         assert exited.value.code == 2
     assert "--before must" in capsys.readouterr().err
+
+
+def test_a_leader_clock_40_days_ahead_deletes_nothing_that_ended_minutes_ago(
+        database_url: str, settings: Settings) -> None:
+    """The cutoff is the database's ``now()`` minus the days, whatever the leader's clock says."""
+    history = Seed(database_url)
+    try:
+        history.dag("etl", [NOW - timedelta(days=90)])
+        history.run("ended-minutes-ago", "etl/v1", "success", NOW - timedelta(minutes=5))
+        history.run("ended-a-day-ago", "etl/v1", "failed", NOW - timedelta(days=1), [{"state": "failed"}])
+        history.run("ended-long-ago", "etl/v1", "success", NOW - timedelta(days=31))
+        ahead = SkewedClock(timedelta(days=40).total_seconds())
+        counts: list[PurgeCounts] = []
+
+        async def body(ctx: LeaderContext) -> None:
+            assert ctx.clock.now() - datetime.now(UTC) > timedelta(days=39)
+            counts.append(await RetentionService(30, pause=0).purge_once(ctx))
+
+        as_leader(settings, body, clock=ahead)
+        left = {name for name, pk in history.runs.items() if pk in history.remaining("dag_runs")}
+        assert left == {"ended-minutes-ago", "ended-a-day-ago"}
+        assert counts[0].dag_runs == 1
+    finally:
+        history.conn.close()
+
+
+def test_a_cutoff_in_the_future_is_refused_logged_and_deletes_nothing(
+        seed: Seed, settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    audit_before = seed.remaining("audit_events")
+    seed.conn.execute("INSERT INTO audit_events (actor, scope, method, route, path, status) "
+                      "VALUES ('boss', 'admin', 'POST', '/api/v2/dags', '/api/v2/dags', 201)")
+
+    async def body(ctx: LeaderContext) -> None:
+        # What a leader 40 days ahead would have computed as "30 days ago".
+        future = NOW + timedelta(days=10)
+        with pytest.raises(CutoffInFuture):
+            await purge(ctx.db, RetentionPolicy(future), fence=(ctx.cluster, ctx.term))
+        with pytest.raises(CutoffInFuture):
+            await purge_audit(ctx.db, future, fence=(ctx.cluster, ctx.term))
+
+    as_leader(settings, body)
+    assert seed.remaining("dag_runs") == set(seed.runs.values())
+    assert seed.remaining("dag_versions") == set(seed.versions.values())
+    assert len(seed.remaining("audit_events")) == len(audit_before) + 1
+    refusals = [r for r in caplog.records if r.getMessage() == "retention refused a cutoff in the future; "
+                "nothing deleted"]
+    assert len(refusals) == 2 and refusals[0].levelno == logging.ERROR
+    assert refusals[0].__dict__["cutoff"] == (NOW + timedelta(days=10)).isoformat()
+
+
+def add_audit_events(conn: psycopg.Connection[Any], ages: dict[str, timedelta]) -> None:
+    for actor, age in ages.items():
+        conn.execute("INSERT INTO audit_events (ts, actor, scope, method, route, path, status) "
+                     "VALUES (now() - %s, %s, 'admin', 'POST', '/api/v2/dags', '/api/v2/dags', 201)", (age, actor))
+
+
+def test_audit_events_have_their_own_longer_retention_in_batches(seed: Seed, settings: Settings) -> None:
+    old = {f"old-{n}": timedelta(days=366 + n) for n in range(5)}
+    kept = {"last-year": timedelta(days=364), "run-age": timedelta(days=40), "now": timedelta(minutes=1)}
+    add_audit_events(seed.conn, {**old, **kept})
+    before = purged("audit_events")
+    counts: list[PurgeCounts] = []
+
+    async def body(ctx: LeaderContext) -> None:
+        # Runs kept forever, audit events a year: only audit events go, two per batch.
+        counts.append(await RetentionService(0, audit_days=365, audit_batch=2, pause=0).purge_once(ctx))
+        counts.append(await RetentionService(30, audit_days=0, pause=0).purge_once(ctx))  # audit kept forever
+
+    as_leader(settings, body)
+    assert seed.remaining("audit_events", "actor") == set(kept)
+    assert counts[0].audit_events == 5 and counts[0].dag_runs == 0
+    assert counts[1].audit_events == 0 and counts[1].dag_runs == 5
+    assert purged("audit_events") - before == 5
+    with pytest.raises(ValueError):
+        RetentionService(0, audit_days=0)
+
+
+def test_audit_retention_defaults_to_a_year_and_runs_even_when_runs_are_kept_forever() -> None:
+    from leoflow.replica import housekeeping_services
+    from leoflow.settings import load_settings
+
+    defaults = load_settings({}).retention
+    assert defaults.audit_days == 365 > defaults.days
+    services = housekeeping_services(load_settings({"LEOFLOW_RETENTION_DAYS": "0",
+                                                    "LEOFLOW_AUDIT_RETENTION_DAYS": "400"}))
+    assert [(s.days, s.audit_days) for s in services if isinstance(s, RetentionService)] == [(0, 400)]
+    forever = load_settings({"LEOFLOW_RETENTION_DAYS": "0", "LEOFLOW_AUDIT_RETENTION_DAYS": "0"})
+    assert not [s for s in housekeeping_services(forever) if isinstance(s, RetentionService)]
