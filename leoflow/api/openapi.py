@@ -16,6 +16,7 @@ from leoflow.db.dag_sync import ACTIONS
 from leoflow.model import limits
 from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES
 from leoflow.model.run_commands import MARK_STATES
+from leoflow.model.run_ids import SCHEDULED_PREFIX
 from leoflow.model.source_labels import SOURCE_RE
 from leoflow.model.states import RUN_STATES, TASK_STATES
 from leoflow.model.trigger_rules import TRIGGER_RULES
@@ -174,7 +175,9 @@ SCHEMAS: dict[str, Any] = {
         "counts": _obj({a: _INT for a in ACTIONS}),
         "missing": {"type": "array", "items": _STR},
     }),
-    "RunRequest": _obj({"run_id": _name(limits.RUN_ID), "conf": _nullable("object"),
+    "RunRequest": _obj({"run_id": {**_name(limits.RUN_ID), "not": {"pattern": f"^{SCHEDULED_PREFIX}"},
+                                   "description": f"Not starting with {SCHEDULED_PREFIX} (the scheduler's)."},
+                        "conf": _nullable("object"),
                         "run_timeout_seconds": {**_range(limits.RUN_TIMEOUT), "description": "This run's "
                                                 "deadline in seconds from its start (overrides the DAG's)."}},
                        required=[]),

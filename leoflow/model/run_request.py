@@ -3,10 +3,11 @@
 ``POST /api/v2/dags/{dag_id}/runs`` (``leoflow runs trigger``) sends ``{"run_id"?, "conf"?,
 "run_timeout_seconds"?}`` (the deadline within :data:`leoflow.model.limits.RUN_TIMEOUT`).
 The run id follows :data:`leoflow.model.limits.RUN_ID` (it becomes a URL segment and
-``LEOFLOW_RUN_ID``); the conf must be plain JSON within :data:`leoflow.model.limits.CONF`,
-because every try of the run receives it as one environment variable (``LEOFLOW_RUN_CONF``),
-the scheduler reads it back from ``jsonb``, and nothing downstream should have to recurse
-through a value nested thousands deep.
+``LEOFLOW_RUN_ID``) and may not start with ``scheduled__``, the scheduler's prefix for a slot's
+run (:mod:`leoflow.model.run_ids`: a trigger must never take a slot); the conf must be plain
+JSON within :data:`leoflow.model.limits.CONF`, because every try of the run receives it as one
+environment variable (``LEOFLOW_RUN_CONF``), the scheduler reads it back from ``jsonb``, and
+nothing downstream should have to recurse through a value nested thousands deep.
 
 Every problem is a :class:`~leoflow.errors.ValidationFailed` naming the field (``run_id``,
 ``conf``, ``conf.a.b``); nothing else escapes :func:`parse_run_request`.
@@ -20,6 +21,7 @@ from typing import Any
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_size, shown_repr, type_name, within
 from leoflow.model.limits import CONF, RUN_ID, RUN_TIMEOUT
+from leoflow.model.run_ids import SCHEDULED_PREFIX, is_reserved_run_id
 
 _FIELDS = ("run_id", "conf", "run_timeout_seconds")
 
@@ -45,8 +47,12 @@ def check_conf(value: object, path: str = "conf") -> dict[str, Any]:
 
 
 def check_run_id(value: object, path: str = "run_id") -> str:
+    """A run id a user chose (a trigger's): within :data:`RUN_ID`, and not one the scheduler gives."""
     if not isinstance(value, str) or not RUN_ID.matches(value):
         raise ValidationFailed(path, f"must be {RUN_ID.rule}")
+    if is_reserved_run_id(value):
+        raise ValidationFailed(path, f"must not start with {SCHEDULED_PREFIX!r}: that prefix names the runs the "
+                               "scheduler and backfills create for a schedule's slots")
     return value
 
 

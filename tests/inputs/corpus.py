@@ -150,6 +150,8 @@ def corpus() -> list[Poison]:
         _run("conf from YAML with a date", b"conf: {day: 2026-01-01}\n", 422, "conf.day", YAML),
         _run("run_id of 251 characters", {"run_id": "r" * 251}, 422, "run_id"),
         _run("run_id with a newline", {"run_id": "r\n"}, 422, "run_id"),
+        _run("run_id taking a scheduled slot (scheduled__…)", {"run_id": "scheduled__2026-11-28T22:27:00+00:00"},
+             422, "run_id"),
         _dag("YAML nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body", YAML),
         _dag("JSON nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body"),
         _dag("YAML with a recursive alias", b"dag_id: &a [1, *a]\n", 400, "body", YAML),
