@@ -63,6 +63,22 @@ def test_downgrade_to_base_needs_yes_off_a_terminal(empty_database_url: str) -> 
     assert leoflow("db", "current", env=env).stdout.startswith(f"{depth - 1:04d} (head is")
 
 
+def test_downgrade_to_a_revision_whose_way_down_drops_data_needs_yes(empty_database_url: str) -> None:
+    """``db downgrade 0003`` drops backfills, pools, run commands...: it asks like ``base`` does."""
+    env = {"LEOFLOW_DATABASE_URL": empty_database_url}
+    assert leoflow("db", "upgrade", env=env).returncode == 0
+    for target in ("0003", "-2"):
+        refused = leoflow("db", "downgrade", target, env=env)
+        assert refused.returncode == 2, refused.stderr
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--yes" in lines[0] and "drops tables or columns holding data" in lines[0]
+        assert "0010" in lines[0]
+        assert "at head" in leoflow("db", "current", env=env).stdout  # nothing was dropped
+    done = leoflow("db", "downgrade", "0003", "--yes", env=env)
+    assert done.returncode == 0, done.stderr
+    assert leoflow("db", "current", env=env).stdout.startswith("0003 (head is")
+
+
 def test_downgrade_to_base_asks_on_a_terminal(empty_database_url: str) -> None:
     import pty
 

@@ -6,9 +6,12 @@ ended before DATE: finished runs with their task instances, tries and logs, DAG 
 nothing refers to, deleted DAGs without runs. Runs with work still in flight are kept.
 
 ``downgrade`` to ``base`` (or ``-N`` reaching it) drops every Leoflow table — every DAG, run and
-log: it asks for ``yes`` on a terminal and requires ``--yes`` otherwise (scripts, CI, an init
-container), so it never happens by accident. ``upgrade`` prints the revision the schema is at
-(exit 0 once applied) and ``current`` which cluster owns the database (ADR 0010).
+log — and a downgrade to any revision whose way down runs a ``downgrade()`` declared to lose data
+(``drops_data_on_downgrade`` in each migration, :mod:`leoflow.db.migrations`) drops tables or
+columns that hold data: both ask for ``yes`` on a terminal and require ``--yes`` otherwise
+(scripts, CI, an init container), so neither happens by accident. ``upgrade`` prints the
+revision the schema is at (exit 0 once applied) and ``current`` which cluster owns the database
+(ADR 0010).
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ def register(sub: Any) -> None:
     down = verbs.add_parser("downgrade", help="migrate the schema back to REVISION ('base' drops everything)")
     down.add_argument("revision", help="target revision, e.g. base or 0001")
     down.add_argument("--yes", action="store_true",
-                      help="confirm a downgrade that drops every table (required off a terminal)")
+                      help="confirm a downgrade that drops tables or columns holding data (required off a "
+                           "terminal)")
     down.set_defaults(handler=downgrade, configure_logging=False)
 
     cur = verbs.add_parser("current", help="print the schema revision the database is at, and its cluster")
@@ -63,18 +67,31 @@ def downgrade(args: argparse.Namespace, settings: Settings) -> int:
     from leoflow.db import migrations
 
     url = settings.require_database_url()
-    if migrations.drops_everything(url, args.revision) and not args.yes and not _confirmed(url):
+    if not args.yes and not _confirmed(_loss_warning(url, args.revision)):
         return 2
     migrations.downgrade(url, args.revision)
     print(f"schema at {_current(settings) or 'base'}")
     return 0
 
 
-def _confirmed(url: str) -> bool:
-    """Ask on a terminal; off a terminal, say that ``--yes`` is needed."""
+def _loss_warning(url: str, revision: str) -> str | None:
+    """What downgrading to ``revision`` would drop, in one line; None when it loses no data."""
+    from leoflow.db import migrations
     from leoflow.logs import redact_url
 
-    warning = f"downgrading to base drops every Leoflow table in {redact_url(url)} (all DAGs, runs and logs)"
+    if migrations.drops_everything(url, revision):
+        return f"downgrading to base drops every Leoflow table in {redact_url(url)} (all DAGs, runs and logs)"
+    losing = migrations.data_dropping_downgrades(url, revision)
+    if not losing:
+        return None
+    return (f"downgrading to {revision} drops tables or columns holding data in {redact_url(url)} "
+            f"(the downgrades of revisions {', '.join(losing)})")
+
+
+def _confirmed(warning: str | None) -> bool:
+    """Ask on a terminal; off a terminal, say that ``--yes`` is needed (nothing to confirm: True)."""
+    if warning is None:
+        return True
     if not sys.stdin.isatty():
         print(f"leoflow: error: {warning}; pass --yes to confirm", file=sys.stderr)
         return False
