@@ -1,13 +1,14 @@
 """Clear a run's task instances, mark one task instance or the run: recorded here, applied by the leader.
 
 The API holds no fencing term, so these routes do not touch task instances: they validate the
-request against the run (404 for a missing run or task, 409 for a run that has not started, 422
-naming the field for a bad body), record a command (:mod:`leoflow.db.command_store`) in the same
-transaction as the audit row, and wait up to :data:`COMMAND_WAIT` seconds for the leader to
-apply it under its term (:mod:`leoflow.scheduler.commands`). The answer is then ``200`` with
-what the leader did and the run as it is now, ``409`` with the leader's reason if it refused,
-or ``202`` with the command id if no leader applied it in time (it stays recorded: the next
-leader applies it; follow the run with ``leoflow runs show``).
+request against the run (404 for a missing run or task, or a deleted DAG's run; 409 for a run
+that has not started; 422 naming the field for a bad body), record a command
+(:mod:`leoflow.db.command_store`) in the same transaction as the audit row, and wait up to
+:data:`COMMAND_WAIT` seconds for the leader to apply it under its term
+(:mod:`leoflow.scheduler.commands`). The answer is then ``200`` with what the leader did and
+the run as it is now, ``409`` with the leader's reason if it refused (404 if it refused because
+the DAG was deleted meanwhile), or ``202`` with the command id if no leader applied it in time
+(it stays recorded: the next leader applies it; follow the run with ``leoflow runs show``).
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ def _principal_name(request: Request) -> str | None:
 
 
 async def _run(request: Request, conn: Any, dag_id: str, run_id: str) -> dict[str, Any]:
+    # A deleted DAG's runs (cancelled with it) take no commands: a clear would re-open one (issue 44).
+    if not await api_queries.dag_exists(conn, dag_id):
+        raise not_found(dag_id)
     run = await api_queries.get_run(conn, dag_id, run_id)
     if run is None:
-        if not await api_queries.dag_exists(conn, dag_id):
-            raise not_found(dag_id)
         raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
     if run["state"] == "queued":
         raise ApiError(409, f"run {run_id!r} of DAG {dag_id!r} has not started yet: nothing to clear or mark")
@@ -113,12 +115,14 @@ async def _answer(request: Request, command_id: int, dag_id: str, run_id: str) -
             state = await command_store.command_state(conn, command_id)
             if state is not None and state.applied_at is not None:
                 run = await api_queries.get_run(conn, dag_id, run_id)
+                deleted = state.error is not None and not await api_queries.dag_exists(conn, dag_id)
                 break
         if loop.time() >= deadline:
             return JsonResponse({"command": {"id": command_id, "state": "pending"}}, status_code=202)
         await asyncio.sleep(POLL)
     if state.error is not None:
-        raise ApiError(409, state.error, details={"command_id": command_id})
+        # Refused because the DAG was deleted while the command waited: 404, as the routes answer then.
+        raise ApiError(404 if deleted else 409, state.error, details={"command_id": command_id})
     command = {"id": command_id, "kind": state.kind, "state": "applied", **(state.outcome or {})}
     body: dict[str, Any] = {"command": command}
     if run is not None:

@@ -20,6 +20,8 @@ Semantics worth knowing:
 - ``delete_dag`` is a soft delete (``dags.deleted``): the DAG disappears from scheduling and
   triggering, its active runs are cancelled (their live tries are marked ``cancelling`` for the
   leader to kill — a hard delete would lose that instruction), and its history stays readable.
+  Its runs take no more commands: cancel, clear and mark answer 404, and a command recorded just
+  before the delete is refused by the leader (:func:`dag_state`), so nothing re-opens them.
   Re-applying the DAG brings it back as a new version; API listings should filter ``deleted``.
 - Runs start ``queued``; their task instances are created by the leader when the run starts
   (``max_active_runs`` permitting), so a queued run has no task instances yet.
@@ -32,7 +34,7 @@ import json
 import secrets
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -137,6 +139,29 @@ async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
     await notify_wakeup(conn, dag_id)
 
 
+#: What :func:`dag_state` finds: the DAG exists, it was deleted (or never existed), or another
+#: transaction is writing its row right now (a delete, perhaps) and the caller should look again later.
+DagState = Literal["live", "deleted", "busy"]
+
+
+async def dag_state(conn: AsyncConnection, dag_id: str, *, share_lock: bool = False) -> DagState:
+    """Whether the DAG ``dag_id`` is live or deleted.
+
+    With ``share_lock`` (the leader applying an operator's command to one of its runs), the row is
+    share-locked so no delete commits between this read and the caller's commit, but without
+    waiting (``SKIP LOCKED``): the caller already holds the run's row lock, and :func:`delete_dag`
+    takes the DAG's row first and the runs' after, so waiting here could deadlock. A row being
+    written is answered ``busy``.
+    """
+    lock = " FOR SHARE SKIP LOCKED" if share_lock else ""
+    query = text(f"SELECT deleted FROM dags WHERE dag_id = :dag_id{lock}")
+    row = (await conn.execute(query, {"dag_id": dag_id})).first()
+    if row is None and share_lock:
+        exists = (await conn.execute(text("SELECT 1 FROM dags WHERE dag_id = :dag_id"), {"dag_id": dag_id})).first()
+        return "busy" if exists is not None else "deleted"
+    return "live" if row is not None and not row.deleted else "deleted"
+
+
 async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None, conf: dict[str, Any],
                       clock: Clock, run_timeout_seconds: float | None = None) -> str:
     """Queue a manual run; returns its run id. Conflict if ``run_id`` exists, NotFound if no DAG.
@@ -172,11 +197,15 @@ async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None,
 
 
 async def cancel_run(conn: AsyncConnection, dag_id: str, run_id: str) -> None:
-    """Cancel a queued or running run and its unfinished tasks; Conflict if it already ended."""
+    """Cancel a queued or running run and its unfinished tasks; Conflict if it already ended,
+    NotFound if it or its DAG does not exist (a deleted DAG's runs take no commands)."""
     row = (await conn.execute(text(
-        "SELECT id, state FROM dag_runs WHERE dag_id = :dag_id AND run_id = :run_id FOR UPDATE"),
+        "SELECT r.id, r.state FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id AND NOT d.deleted "
+        "WHERE r.dag_id = :dag_id AND r.run_id = :run_id FOR UPDATE OF r"),
         {"dag_id": dag_id, "run_id": run_id})).first()
     if row is None:
+        if await dag_state(conn, dag_id) != "live":
+            raise NotFound(f"DAG {dag_id!r} not found")
         raise NotFound(f"run {run_id!r} of DAG {dag_id!r} not found")
     if row.state not in ("queued", "running"):
         raise Conflict(f"run {run_id!r} of DAG {dag_id!r} already ended ({row.state})")

@@ -14,7 +14,9 @@ step half-way (ADR 0011, docs/adr/0011-operator-commands-through-the-leader.md).
 Refusals (a run that has not started, a task the run does not have) are stored on the command
 as its ``error`` for the API to answer with; a command whose application raises is contained
 in a savepoint of its own: it is rolled back alone and refused with the reason; the leader and
-the other commands carry on.
+the other commands carry on. A command on a run whose DAG was deleted is refused and changes
+nothing (the run stays cancelled); one whose DAG row a writer holds right now (a delete in
+progress) stays pending for the next step.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from leoflow.db import command_store
+from leoflow.db import command_store, dag_store
 from leoflow.db.command_store import Command
 from leoflow.db.completion_store import FinishedRun
 from leoflow.errors import ValidationFailed, is_leader_fault
@@ -44,6 +46,10 @@ class CommandRefused(Exception):
     """The command cannot be applied as asked (stored as its error; the API answers 409)."""
 
 
+class CommandPostponed(Exception):
+    """The command cannot be decided in this step (its DAG's row is being written): left pending."""
+
+
 async def apply_commands(step: Step, commands: Sequence[Command]) -> None:
     for command in commands:
         try:
@@ -51,6 +57,8 @@ async def apply_commands(step: Step, commands: Sequence[Command]) -> None:
                 outcome = await _apply(step, command)
         except (CommandRefused, ValidationFailed) as exc:
             await _refuse(step, command, str(exc))
+            continue
+        except CommandPostponed:
             continue
         except Exception as exc:  # containment: one command whose application raised is refused alone
             if is_leader_fault(exc):
@@ -67,10 +75,21 @@ async def _refuse(step: Step, command: Command, error: str) -> None:
     log.info("run command refused", extra={"command": command.id, "kind": command.kind, "error": error[:300]})
 
 
+async def _refuse_deleted_dag(step: Step, dag_id: str) -> None:
+    """A deleted DAG's runs were cancelled with it: a command recorded before the delete must not
+    re-open one (issue 44). A delete in progress is waited out, one step at a time."""
+    state = await dag_store.dag_state(step.conn, dag_id, share_lock=True)
+    if state == "deleted":
+        raise CommandRefused(f"DAG {dag_id!r} was deleted: its runs take no commands")
+    if state == "busy":
+        raise CommandPostponed(dag_id)
+
+
 async def _apply(step: Step, command: Command) -> dict[str, object]:
     run = await command_store.lock_run(step.conn, command.run_pk)
     if run is None:
         raise CommandRefused("the run no longer exists")
+    await _refuse_deleted_dag(step, run.dag_id)
     if run.state == "queued":
         raise CommandRefused(f"run {run.run_id!r} has not started yet: it has no task instances")
     graphs = await step.graphs.load(step.conn, {run.version_id})
