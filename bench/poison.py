@@ -19,11 +19,15 @@ seconds have passed:
   alias bomb in a spec and in ``env``) and one per limit of ``leoflow/model/limits.py`` (numbers
   just past their range, oversized ``conf``/``env``/``command``, too many tasks or edges, bad
   names and run ids (one taking a scheduled slot, ``scheduled__…``), NUL characters, lone
-  surrogates, a start date in year 9999, JSON and YAML nested 200,000 deep, a 1 MiB YAML body);
+  surrogates, a start date in year 9999, JSON and YAML nested 200,000 deep, a 1 MiB YAML body)
+  and issue 44's ``params`` poisons (a trigger against ``pattern: ^(a+)+$`` with 28 ``a`` and a
+  ``!``, matched by RE2 at once; a backreference pattern, ``$ref: "#"``, and a scheduled DAG
+  whose default backtracks, each refused at apply);
 - **in the database, as an older version would have written them** (what validation can no
   longer stop; the scheduler must fail that one entity and go on): a DAG version whose task has
-  ``timeout_seconds: 1e12``, one whose schedule never fires, and a run whose ``conf`` is nested
-  5,000 deep — each followed by a run;
+  ``timeout_seconds: 1e12``, one whose schedule never fires, one whose ``params`` are
+  ``{$ref: "#"}`` (its trigger answers 409; a run inserted for it fails with the reason), and a
+  run whose ``conf`` is nested 5,000 deep — each followed by a run;
 - once, at the start of the attack: **300 DAGs applied and triggered** (valid input, more DAG
   versions than the scheduler's graph cache holds).
 
@@ -58,7 +62,7 @@ from leoflow.db import migrations  # noqa: E402
 from leoflow.settings import declared  # noqa: E402
 from tests.election.cluster import Cluster  # noqa: E402
 from tests.harness.postgres import private_server  # noqa: E402
-from tests.inputs.corpus import HEALTHY, corpus, spec, task  # noqa: E402
+from tests.inputs.corpus import HEALTHY, corpus, pattern_dag, spec, task  # noqa: E402
 
 PRODUCTION_TIMINGS = {**{v.name: v.default_text for v in declared.PRODUCTION_TIMINGS}, "LEOFLOW_LOG_LEVEL": "warning",
                       "LEOFLOW_DB_POOL_SIZE": "10"}
@@ -95,6 +99,20 @@ class Poisoner:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute("UPDATE dags SET schedule = '0 0 31 2 *', next_run_at = now() WHERE dag_id = %s", (dag_id,))
         return self._trigger("cron that never fires stored by an older version", dag_id)
+
+    def ref_params(self) -> str:
+        name = "params $ref '#' stored by an older version"
+        dag_id = self._poisoned_dag("ref", "UPDATE dag_versions SET spec = jsonb_set(spec, '{params}',"
+                                    " '{\"type\": \"object\", \"$ref\": \"#\"}') WHERE dag_id = %s", ())
+        status = self._trigger(name, dag_id)  # 409: the DAG's params are refused, not the request
+        run_id = f"ref-{self.count}"
+        with psycopg.connect(self.url, autocommit=True) as conn:  # as an older release would have queued it
+            conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf,"
+                         " created_at, updated_at) SELECT dag_id, %s, current_version_id, 'manual', now(), 'queued',"
+                         " '{}'::jsonb, now(), now() FROM dags WHERE dag_id = %s", (run_id, dag_id))
+            conn.execute("NOTIFY leoflow_wakeup")
+        self.runs.setdefault(name, []).append((dag_id, run_id))
+        return status
 
     def deep_conf(self) -> str:
         self.count += 1
@@ -241,6 +259,7 @@ def attack(client: httpx.Client, poisoner: Poisoner, until: float, outcomes: dic
         "timeout 1e12 stored by an older version": poisoner.overflow_timeout,
         "cron that never fires stored by an older version": poisoner.never_fires,
         "conf nested 5,000 deep stored by an older version": poisoner.deep_conf,
+        "params $ref '#' stored by an older version": poisoner.ref_params,
     }
     rounds = 0
     while time.monotonic() < until:
@@ -357,6 +376,7 @@ def main() -> int:
             client = httpx.Client(base_url=urls[1], timeout=120)
             client.post("/api/v2/dags", json=spec(HEALTHY, max_active_runs=50, tasks=[
                 task("a"), task("b", depends_on=["a"]), task("c", depends_on=["b"])])).raise_for_status()
+            client.post("/api/v2/dags", json=pattern_dag()).raise_for_status()  # a corpus trigger aims at it
             terms_before = leadership(url)
             work = Workload(urls, args.interval)
             threads = [threading.Thread(target=work.trigger_loop, name="trigger"),

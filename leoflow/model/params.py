@@ -15,12 +15,22 @@ Defaults are filled from ``properties`` (recursively into nested objects that ar
 created from a default); defaults behind ``$ref``, ``allOf``/``anyOf`` or ``if`` are not
 applied (JSON Schema itself never applies defaults; this is the common, predictable subset).
 
-Limits (a schema is code run against user input on every trigger): at most
-:data:`MAX_PARAMS_BYTES` of canonical JSON, nesting at most :data:`MAX_PARAMS_DEPTH` deep, the
-top level must describe an object (``type: object``), and ``$ref`` may only point inside the
-schema (``#...``: nothing is ever fetched). Regular expressions (``pattern``) are compiled when
-the DAG is applied; validating a conf has its own time budget in the API (a pathological
-pattern cannot stall a replica).
+Limits (a schema is code run against user input on every trigger, and by the leader against a
+scheduled DAG's defaults): at most :data:`MAX_PARAMS_BYTES` of canonical JSON, nesting at most
+:data:`MAX_PARAMS_DEPTH` deep, and the top level must describe an object (``type: object``).
+Validation runs in :mod:`leoflow.model.params_validator`: regular expressions (``pattern``, the
+keys of ``patternProperties``) are RE2's, checked when the DAG is applied (a backreference or a
+lookaround is refused there, naming the field), and matched in time linear in the text; every
+validation has a budget of steps, so its time is bounded whatever the schema and the conf (the
+conf itself is bounded by :data:`leoflow.model.limits.CONF`, a default by the schema's size).
+
+References are refused (``$ref``, ``$dynamicRef``, ``$recursiveRef``) rather than resolved:
+a form for a run's conf is small and needs none (a DAG file can repeat a sub-schema with a YAML
+anchor), while a reference is the one way a schema becomes a graph — ``{$ref: "#"}`` recursing
+forever, a chain of definitions each used twice doubling the work per link — so resolving
+them safely means cycle detection *and* a cost model for nothing users asked for. A version
+stored by an older release with a reference fails its triggers with a 409 and its runs with
+that reason (:func:`check_params`), never a crash.
 """
 
 from __future__ import annotations
@@ -30,10 +40,11 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
+import re2
+from jsonschema.exceptions import SchemaError, ValidationError
 
-from leoflow.errors import ValidationFailed
+from leoflow.errors import Conflict, ValidationFailed
+from leoflow.model.params_validator import FORMATS, ParamsValidator, TooCostly, compile_pattern, first_error
 
 #: Largest ``params`` schema (bytes of its compact JSON): generous for a hand-written form.
 MAX_PARAMS_BYTES = 32 * 1024
@@ -54,13 +65,11 @@ def parse_params(value: object, path: str = "params") -> dict[str, Any] | None:
     if size > MAX_PARAMS_BYTES:
         raise ValidationFailed(path, f"is {size} bytes of JSON; at most {MAX_PARAMS_BYTES} are allowed")
     _check_depth(value, path, 0)
+    check_params(value, path)
     if value.get("type") != "object":
         raise ValidationFailed(f"{path}.type", "must be 'object' (a run's conf is an object)")
-    for where, ref in _refs(value, path):
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise ValidationFailed(where, "only references inside the schema ('#/...') are allowed")
     try:
-        Draft202012Validator.check_schema(value)
+        ParamsValidator.check_schema(value, format_checker=FORMATS)
     except SchemaError as exc:
         raise ValidationFailed(_join(path, list(exc.absolute_path)), f"is not a valid JSON Schema: {exc.message}") \
             from None
@@ -81,14 +90,52 @@ def fill_defaults(schema: Mapping[str, Any] | None, conf: Mapping[str, Any]) -> 
 
 
 def validate_conf(schema: Mapping[str, Any] | None, conf: Mapping[str, Any], path: str = "conf") -> dict[str, Any]:
-    """The conf completed with defaults, or ValidationFailed naming the first bad path."""
+    """The conf completed with defaults, or ValidationFailed naming the first bad path.
+
+    A schema this release refuses (one stored by an older release) raises
+    :class:`~leoflow.errors.Conflict` (the API's 409) naming the place in ``params`` (see
+    :func:`check_params`) before anything is evaluated: the request is fine, the DAG is not.
+    """
     completed = fill_defaults(schema, conf)
     if not schema:
         return completed
-    error = best_match(Draft202012Validator(schema).iter_errors(completed))
+    try:
+        check_params(schema)
+    except ValidationFailed as exc:
+        raise Conflict(f"{exc.path}: {exc.problem} (this DAG version was stored by an older release; apply the "
+                       "DAG again without it)") from None
+    try:
+        error = first_error(schema, completed)
+    except TooCostly as exc:
+        raise ValidationFailed(path, f"{exc}; simplify the params or send a smaller conf") from None
     if error is not None:
         raise _failure(error, path)
     return completed
+
+
+def check_params(schema: Mapping[str, Any], path: str = "params") -> None:
+    """Refuse what this release does not run in a schema: references, patterns RE2 cannot run, and
+    ``unevaluatedProperties`` beside ``patternProperties`` (jsonschema evaluates those patterns
+    with Python's backtracking :mod:`re`); ValidationFailed names the field.
+
+    Linear in the schema's size (each pattern is compiled once, then cached); it runs on every
+    trigger too, because a stored version may predate these rules.
+    """
+    found = list(_subschemas(schema, path))
+    with_patterns = any("patternProperties" in sub for _, sub in found)
+    for where, sub in found:
+        for keyword in _REFERENCES:
+            if keyword in sub:
+                raise ValidationFailed(f"{where}.{keyword}", "references are not supported in params; write the "
+                                       "sub-schema out (a YAML anchor can repeat it in a DAG file)")
+        if isinstance(sub.get("pattern"), str):
+            _check_pattern(sub["pattern"], f"{where}.pattern")
+        if isinstance(sub.get("patternProperties"), dict):
+            for pattern in sub["patternProperties"]:
+                _check_pattern(pattern, f"{where}.patternProperties.{pattern}")
+        if with_patterns and "unevaluatedProperties" in sub:
+            raise ValidationFailed(f"{where}.unevaluatedProperties", "cannot be used together with "
+                                   "patternProperties in params; use additionalProperties")
 
 
 def check_scheduled_defaults(schema: Mapping[str, Any] | None) -> None:
@@ -147,13 +194,38 @@ def _check_depth(value: object, path: str, depth: int) -> None:
             _check_depth(item, f"{path}[{i}]", depth + 1)
 
 
-def _refs(value: object, path: str) -> Iterator[tuple[str, object]]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in ("$ref", "$dynamicRef"):
-                yield f"{path}.{key}", item
-            else:
-                yield from _refs(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _refs(item, f"{path}[{i}]")
+#: Keywords that refer to another schema (see the module doc for why they are refused).
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+#: Keywords whose value is a schema, a list of schemas, or a mapping of names to schemas.
+_ONE = ("additionalProperties", "unevaluatedProperties", "unevaluatedItems", "items", "contains", "propertyNames",
+        "not", "if", "then", "else", "additionalItems")
+_MANY = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+_NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def _subschemas(schema: object, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every (sub-)schema of ``schema`` with its path; data (``default``, ``enum``...) is not entered."""
+    if not isinstance(schema, Mapping):
+        return
+    yield path, schema
+    for keyword in _ONE:
+        yield from _subschemas(schema.get(keyword), f"{path}.{keyword}")
+    for keyword in _MANY:
+        if isinstance(schema.get(keyword), list):
+            for i, item in enumerate(schema[keyword]):
+                yield from _subschemas(item, f"{path}.{keyword}[{i}]")
+    for keyword in _NAMED:
+        if isinstance(schema.get(keyword), Mapping):
+            for name, item in schema[keyword].items():
+                yield from _subschemas(item, f"{path}.{keyword}.{name}")
+
+
+def _check_pattern(pattern: str, path: str) -> None:
+    try:
+        compile_pattern(pattern)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValidationFailed(path, f"{pattern[:100]!r} is not a regular expression RE2 can run ({reason}); "
+                               "backreferences and lookaround are not supported") from None
+    except UnicodeEncodeError:
+        raise ValidationFailed(path, "is not valid Unicode (a lone surrogate)") from None

@@ -64,6 +64,17 @@ def spec(dag_id: str = "poison", **fields: Any) -> dict[str, Any]:
     return {"dag_id": dag_id, "schedule": None, "tasks": [task()], **fields}
 
 
+#: A DAG whose ``params`` hold issue 44's backtracking pattern (``^(a+)+$``: seconds of Python's
+#: re for 28 ``a`` and a ``!``, microseconds of RE2). Whoever throws the corpus applies it first
+#: (:func:`pattern_dag`), like :data:`HEALTHY`; its trigger poison must be judged at once.
+PATTERN_DAG = "backtracking-params"
+
+
+def pattern_dag() -> dict[str, Any]:
+    return spec(PATTERN_DAG, params={"type": "object", "properties": {"name": {"type": "string",
+                                                                               "pattern": "^(a+)+$"}}})
+
+
 def nested(depth: int) -> Any:
     value: Any = "x"
     for _ in range(depth):
@@ -150,6 +161,16 @@ def corpus() -> list[Poison]:
         _run("conf from YAML with a date", b"conf: {day: 2026-01-01}\n", 422, "conf.day", YAML),
         _run("run_id of 251 characters", {"run_id": "r" * 251}, 422, "run_id"),
         _run("run_id with a newline", {"run_id": "r\n"}, 422, "run_id"),
+        Poison("conf against a backtracking pattern (^(a+)+$, 28 a and !)", "POST",
+               f"/api/v2/dags/{PATTERN_DAG}/runs", {"conf": {"name": "a" * 28 + "!"}}, JSON, 422, "conf.name"),
+        _dag("params pattern with a backreference (RE2 cannot run it)", spec(params={
+            "type": "object", "properties": {"name": {"type": "string", "pattern": r"^(a)\1$"}}}), 422,
+            "params.properties.name.pattern"),
+        _dag("params with $ref: '#' (recursing forever)", spec(params={"type": "object", "$ref": "#"}), 422,
+             "params.$ref"),
+        _dag("scheduled params whose default backtracks", spec(schedule="@daily", params={
+            "type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$",
+                                                      "default": "a" * 28 + "!"}}}), 422, "params"),
         _run("run_id taking a scheduled slot (scheduled__…)", {"run_id": "scheduled__2026-11-28T22:27:00+00:00"},
              422, "run_id"),
         _dag("YAML nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body", YAML),

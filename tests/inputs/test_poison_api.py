@@ -12,7 +12,7 @@ from leoflow.api.app import create_app
 from tests.api.conftest import ADMIN, api_settings
 from tests.api.live import client_for
 from tests.harness.postgres import PostgresServer
-from tests.inputs.corpus import HEALTHY, Poison, corpus, spec, task
+from tests.inputs.corpus import HEALTHY, Poison, corpus, pattern_dag, spec, task
 
 POISONS = corpus()
 
@@ -25,6 +25,7 @@ def client(pg_server: PostgresServer) -> Iterator[httpx.Client]:
             created = api.post("/api/v2/dags", json=spec(HEALTHY, tasks=[task("a"), task("b", depends_on=["a"])]),
                                headers=ADMIN)
             assert created.status_code == 201, created.text
+            assert api.post("/api/v2/dags", json=pattern_dag(), headers=ADMIN).status_code == 201
             yield api
     finally:
         pg_server.drop_database(url)
