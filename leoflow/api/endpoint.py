@@ -16,19 +16,17 @@ conflict the server can resolve by itself.
 
 Parsing helpers raise :class:`~leoflow.api.errors.ApiError` naming the field: request bodies
 (JSON, or YAML with ``Content-Type: application/yaml``) are read with a byte limit
-(``LEOFLOW_MAX_BODY_BYTES`` → 413), query parameters are validated (``limit`` 1..500,
-``state`` from the known states, ``cursor`` opaque and tamper-evident enough to reject
-garbage with a 400 rather than a database error).
+(``LEOFLOW_MAX_BODY_BYTES`` → 413), and a YAML body must have string keys everywhere, as JSON
+does (a ``1: x`` key is a 422 naming its path, not a ``TypeError`` where keys are sorted).
+Path and query parameters are parsed by :mod:`leoflow.api.params`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import gc
 import json
 import logging
-import math
 import random
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -48,8 +46,8 @@ from leoflow.api.errors import ApiError, bad_field, error_response, translate
 from leoflow.db.pool import PooledDatabase
 from leoflow.election.health import ElectionHealth
 from leoflow.errors import ValidationFailed, WriteConflict
-from leoflow.model.bounds import check_document_shape
-from leoflow.model.limits import DEFAULT_PAGE_LIMIT, DOCUMENT, PAGE_LIMIT, Range
+from leoflow.model.bounds import check_document_shape, check_string_keys
+from leoflow.model.limits import DOCUMENT, PAGE_LIMIT
 from leoflow.model.live_logs import LiveLogs
 from leoflow.model.yaml_loader import YamlRejected, load_yaml
 from leoflow.settings import Settings
@@ -63,7 +61,6 @@ WRITE_ATTEMPTS = 3
 #: Seconds before the second run; each later pause is twice the last, each with jitter.
 WRITE_RETRY_PAUSE = 0.02
 
-DEFAULT_LIMIT = DEFAULT_PAGE_LIMIT
 MAX_LIMIT = int(PAGE_LIMIT.maximum)
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 JSON_TYPES = ("application/json", "")
@@ -157,13 +154,15 @@ def _decode(raw: bytes, ctype: str, limit: int) -> Any:
         raise bad_field("body", "is not valid UTF-8") from None
     if ctype in YAML_TYPES:
         try:
-            return load_yaml(text, max_bytes=limit)
+            document = load_yaml(text, max_bytes=limit)
         except YamlRejected as exc:
             where = {"line": exc.line, "column": exc.column} if exc.line is not None else {}
             if exc.too_large:
                 raise ApiError(413, f"body: {exc} (LEOFLOW_MAX_BODY_BYTES)", details={"field": "body", **where}) \
                     from None
             raise ApiError(400, f"body: is not valid YAML ({exc})", details={"field": "body", **where}) from None
+        check_string_keys(document, "")  # as JSON's: a 422 naming the key's path
+        return document
     if ctype in JSON_TYPES or ctype.endswith("+json"):
         try:
             document = json.loads(text, parse_constant=_reject_constant)
@@ -256,70 +255,3 @@ def require_object(document: Any, field: str = "body") -> dict[str, Any]:
     if not isinstance(document, dict):
         raise bad_field(field, "must be an object", status=422)
     return document
-
-
-# --------------------------------------------------------------------------- query parameters
-
-def query_limit(request: Request) -> int:
-    raw = request.query_params.get("limit")
-    if raw is None:
-        return DEFAULT_LIMIT
-    return query_int(request, "limit", PAGE_LIMIT) or DEFAULT_LIMIT
-
-
-def query_state(request: Request, allowed: tuple[str, ...]) -> str | None:
-    raw = request.query_params.get("state")
-    if raw is None or raw == "":
-        return None
-    if raw not in allowed:
-        raise bad_field("state", f"must be one of {', '.join(allowed)}")
-    return raw
-
-
-def query_int(request: Request, name: str, limit: Range) -> int | None:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise bad_field(name, "must be an integer") from None
-    if not limit.contains(value):
-        raise bad_field(name, limit.problem(value))
-    return value
-
-
-def encode_cursor(kind: str, value: str | int) -> str:
-    """An opaque continuation token: clients pass it back, never build it."""
-    raw = json.dumps([kind, value], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def query_cursor(request: Request, kind: str, value_type: type) -> Any:
-    raw = request.query_params.get("cursor")
-    if raw is None or raw == "":
-        return None
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-        found_kind, value = decoded
-    except (ValueError, TypeError):
-        raise bad_field("cursor", "is not a cursor this API issued") from None
-    valid = found_kind == kind and isinstance(value, value_type) and not isinstance(value, bool)
-    if valid and isinstance(value, int):
-        valid = 0 <= value <= 2**63 - 1
-    if valid and isinstance(value, float):
-        valid = math.isfinite(value)
-    if valid and isinstance(value, str):
-        valid = len(value) <= 250 and "\x00" not in value
-    if not valid:
-        raise bad_field("cursor", "is not a cursor this API issued for this list")
-    return value
-
-
-def page(items: list[dict[str, Any]], limit: int, next_value: Callable[[dict[str, Any]], str | int],
-         kind: str) -> dict[str, Any]:
-    """``{"items", "next_cursor"}`` from up to ``limit + 1`` fetched rows."""
-    more = len(items) > limit
-    items = items[:limit]
-    cursor = encode_cursor(kind, next_value(items[-1])) if more and items else None
-    return {"items": items, "next_cursor": cursor}

@@ -17,9 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leoflow.api.audit import audited_transaction
-from leoflow.api.endpoint import api_state, page, query_cursor, query_limit, read_document, require_object
+from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.params import page, path_id, query_cursor, query_limit
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries, backfill_store, version_queries
@@ -29,10 +30,7 @@ from leoflow.model.backfill import backfill_slots, check_slots, parse_backfill_r
 
 
 def path_backfill_id(request: Request) -> int:
-    raw: str = request.path_params["backfill_id"]
-    if not raw.isdigit() or len(raw) > 18:
-        raise ApiError(404, f"backfill {raw[:30]!r} not found")
-    return int(raw)
+    return path_id(request, "backfill_id", "backfill")
 
 
 async def create_backfill(request: Request) -> Response:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leoflow.api.endpoint import api_state, page, query_cursor, query_limit
+from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.params import page, query_cursor, query_limit
 from leoflow.election import status
 
 

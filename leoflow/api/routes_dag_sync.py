@@ -12,12 +12,17 @@ Answers: 200 with the plan (``dags[]`` with ``action`` ``created``/``changed``/`
 because ``prune`` was off); 422 with ``details.errors[]`` listing *every* problem of *every*
 file (nothing applied); 409 with the same shape when files define DAGs another source owns.
 Parsing runs in a worker thread so a large body does not stall other requests. The body is
-bounded by ``LEOFLOW_MAX_BODY_BYTES`` like every other.
+bounded by ``LEOFLOW_MAX_BODY_BYTES`` like every other, and so is what its files mean, *all files
+together*: one :class:`~leoflow.model.yaml_loader.YamlBudget` per request holds the YAML of every
+file to the body limit in bytes and :data:`~leoflow.model.limits.DOCUMENT`'s values (aliases
+expanded), and to the request's deadline — the thread cannot be cancelled, so it stops itself.
+Twenty alias-heavy files cost what one does (issue 44, item 15), not twenty times as much.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from starlette.requests import Request
@@ -30,7 +35,9 @@ from leoflow.clock import SystemClock
 from leoflow.db import dag_sync
 from leoflow.errors import DagFilesInvalid
 from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES, DagFile, parse_dag_files
+from leoflow.model.limits import DOCUMENT
 from leoflow.model.source_labels import source_label
+from leoflow.model.yaml_loader import YamlBudget
 
 _FIELDS = {"source", "prune", "prune_unlabeled", "dry_run", "files"}
 _FILE_FIELDS = {"name", "content"}
@@ -96,11 +103,14 @@ def plan_document(plan: dag_sync.SyncPlan) -> dict[str, Any]:
 
 async def sync_dags(request: Request) -> Response:
     files, options = sync_request(require_object(await read_document(request)))
-    dag_set = await asyncio.to_thread(parse_dag_files, files)
+    state = api_state(request)
+    budget = YamlBudget(DOCUMENT.max_values, state.settings.api.max_body_bytes,
+                        deadline=time.monotonic() + state.request_timeout, subject="the files of this sync")
+    dag_set = await asyncio.to_thread(parse_dag_files, files, budget)
     if not dag_set.ok:
         bad_files = len({e.file for e in dag_set.errors})
         raise DagFilesInvalid(f"{len(dag_set.errors)} problem(s) in {bad_files} file(s); nothing was applied",
                               [e.to_json() for e in dag_set.errors])
-    async with api_state(request).db.transaction() as conn:
+    async with state.db.transaction() as conn:
         plan = await dag_sync.sync_dags(conn, dag_set.dags, options, clock=SystemClock())
     return JsonResponse(plan_document(plan))

@@ -23,17 +23,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leoflow.api.audit import audited_transaction
-from leoflow.api.endpoint import (
-    api_state,
-    page,
-    query_cursor,
-    query_limit,
-    query_state,
-    read_document,
-    require_object,
-)
+from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries, dag_store
 from leoflow.model.limits import DAG_ID

@@ -37,8 +37,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from leoflow.api.endpoint import api_state, query_int
+from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.params import query_int
 from leoflow.api.routes_runs import task_or_404
 from leoflow.db import api_queries
 from leoflow.model.limits import TRY_NUMBER
@@ -48,13 +49,14 @@ from leoflow.model.live_logs import LiveLog
 #: than a follower polls loses lines in between (it says so).
 LIVE_TAIL_LINES = 2000
 LIVE_TAIL_BYTES = 256 * 1024
-_CURSOR = re.compile(r"^(t\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)|b\d{1,15})?$")
+#: ASCII digits only (``\d`` alone matches '²' and '٣', which int() then refuses or reads).
+_CURSOR = re.compile(r"(t\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)|b\d{1,15})?", re.ASCII)
 
 
 async def get_task_logs(request: Request) -> Response:
     try_number = query_int(request, "try", TRY_NUMBER)
     since = request.query_params.get("since")
-    if since is not None and not _CURSOR.match(since):
+    if since is not None and not _CURSOR.fullmatch(since):
         raise bad_field("since", "must be a cursor from X-Leoflow-Log-Cursor (or empty to start)")
     state = api_state(request)
     async with state.db.connect() as conn:

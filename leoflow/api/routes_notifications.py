@@ -17,9 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leoflow.api.audit import audited_transaction
-from leoflow.api.endpoint import api_state, page, query_cursor, query_limit, query_state
-from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.endpoint import api_state
+from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.params import page, path_id, query_cursor, query_limit, query_state, query_text
 from leoflow.clock import SystemClock
 from leoflow.db import audit_store, notification_store
 from leoflow.db.notification_store import NOTIFICATION_STATES
@@ -51,13 +52,11 @@ async def list_notifications(request: Request) -> Response:
 
 
 async def retry_notification(request: Request) -> Response:
-    raw: str = request.path_params["notification_id"]
-    if not raw.isdigit() or len(raw) > 18:
-        raise ApiError(404, f"notification {raw[:30]!r} not found")
+    notification_id = path_id(request, "notification_id", "notification")
     async with audited_transaction(request) as write:
-        write.details["notification_id"] = int(raw)
-        await notification_store.retry_notification(write.conn, int(raw), SystemClock().now() + RETRY_WINDOW)
-        row = await notification_store.get_notification(write.conn, int(raw))
+        write.details["notification_id"] = notification_id
+        await notification_store.retry_notification(write.conn, notification_id, SystemClock().now() + RETRY_WINDOW)
+        row = await notification_store.get_notification(write.conn, notification_id)
     assert row is not None
     return JsonResponse(row)
 
@@ -65,9 +64,7 @@ async def retry_notification(request: Request) -> Response:
 async def list_audit(request: Request) -> Response:
     limit = query_limit(request)
     before = query_cursor(request, "audit", int)
-    actor = request.query_params.get("actor") or None
-    if actor is not None and len(actor) > 100:
-        raise bad_field("actor", "must be at most 100 characters")
+    actor = query_text(request, "actor", 100)
     dag_id = _query_id(request, "dag_id", DAG_ID)
     async with api_state(request).db.connect() as conn:
         rows = await audit_store.list_events(conn, before_id=before, limit=limit, actor=actor, dag_id=dag_id)

@@ -33,7 +33,7 @@ from leoflow.model.fields import NAME_RE
 def path_pool(request: Request) -> str:
     """The ``{pool}`` path parameter; names that cannot exist are simply not found."""
     name: str = request.path_params["pool"]
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise ApiError(404, f"pool {name[:60]!r} not found")
     return name
 

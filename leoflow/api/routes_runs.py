@@ -11,16 +11,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leoflow.api.audit import audited_transaction
-from leoflow.api.endpoint import (
-    api_state,
-    page,
-    query_cursor,
-    query_limit,
-    query_state,
-    read_document,
-)
+from leoflow.api.endpoint import api_state, read_document
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse, RenderedJsonResponse
+from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock

@@ -5,9 +5,10 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leoflow.api.endpoint import api_state, page, query_cursor, query_limit
+from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.params import INTEGER_MAX, page, path_id, query_cursor, query_limit
 from leoflow.api.routes_dags import detail_for, not_found, path_dag_id
 from leoflow.db import api_queries, version_queries
 
@@ -25,13 +26,11 @@ async def list_versions(request: Request) -> Response:
 
 async def get_version(request: Request) -> Response:
     dag_id = path_dag_id(request)
-    raw: str = request.path_params["version"]
-    if not raw.isdigit() or len(raw) > 9:
-        raise ApiError(404, f"version {raw[:30]!r} of DAG {dag_id!r} not found")
+    number = path_id(request, "version", f"version of DAG {dag_id!r}", maximum=INTEGER_MAX)
     async with api_state(request).db.connect() as conn:
-        version = await version_queries.get_version(conn, dag_id, int(raw))
+        version = await version_queries.get_version(conn, dag_id, number)
         if version is None and not await api_queries.dag_exists(conn, dag_id):
             raise not_found(dag_id)
     if version is None:
-        raise ApiError(404, f"version {raw} of DAG {dag_id!r} not found")
+        raise ApiError(404, f"version {number} of DAG {dag_id!r} not found")
     return JsonResponse(detail_for(request, version))  # plain env values hidden from read tokens

@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 
 from leoflow.api.errors import bad_field
+from leoflow.api.params import ascii_decimal
 
 MAX_WAIT = 30.0
 FIRST_CHECK = 0.01
@@ -40,10 +41,9 @@ def parse_wait(raw: str | None, request_timeout: float) -> float:
     """``wait`` in seconds (0 when absent), bounded by MAX_WAIT and the request deadline."""
     if raw is None or raw == "":
         return 0.0
-    try:
-        value = float(raw)
-    except ValueError:
-        raise bad_field("wait", f"must be a number of seconds between 0 and {MAX_WAIT:g}") from None
+    value = ascii_decimal(raw)
+    if value is None:
+        raise bad_field("wait", f"must be a number of seconds between 0 and {MAX_WAIT:g}")
     if not 0 <= value <= MAX_WAIT:
         raise bad_field("wait", f"must be between 0 and {MAX_WAIT:g} seconds")
     return min(value, max(0.0, request_timeout - 5.0))

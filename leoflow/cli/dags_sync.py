@@ -80,11 +80,10 @@ def _read(name: str) -> tuple[str, str]:
 
 
 def _apply_document(api: Api, document: Document, several: bool) -> str:
-    import yaml
-
     from leoflow.model.documents import DocumentError
+    from leoflow.model.yaml_loader import dump_yaml
 
-    body = yaml.safe_dump(document.data, sort_keys=False, allow_unicode=True)
+    body = dump_yaml(document.data)  # read back by the server's YAML 1.2 loader alike
     try:
         answer = api.request("POST", "/api/v2/dags", ok=(200, 201), content=body.encode(),
                              headers={"Content-Type": "application/yaml"})

@@ -8,7 +8,9 @@ is never run twice: it is left alone, or, with ``rerun_failed``, a failed run is
 Bounds, checked before anything is written (a 422 naming the field):
 
 - ``start`` < ``end``, both ISO 8601 (a date alone means midnight in the DAG's time zone; a
-  date-time without an offset is in the DAG's time zone too);
+  date-time without an offset is in the DAG's time zone too), both within
+  :data:`~leoflow.model.limits.START_DATE`'s range (1970 to 2200, as a DAG's ``start_date``):
+  cron arithmetic near year 1 or 9999 overflows Python's ``datetime``, and no DAG has slots there;
 - ``end`` not in the future: a slot whose time has not come is the scheduler's business;
 - at most :data:`MAX_BACKFILL_SLOTS` slots per request (split a longer range into several
   backfills, one after the other), and at least one;
@@ -25,6 +27,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from leoflow.errors import ValidationFailed
+from leoflow.model.bounds import check_moment
+from leoflow.model.limits import START_DATE
 from leoflow.model.timetable import next_fire_after, next_fire_at_or_after
 
 #: Slots one backfill may cover: a year of hourly slots is 8,760 — split it; a year of daily
@@ -83,7 +87,7 @@ def parse_moment(value: object, path: str, timezone: str) -> datetime:
         raise ValidationFailed(path, f"{text!r} is not an ISO 8601 date or date-time") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=ZoneInfo(timezone))
-    return moment
+    return check_moment(moment, path, START_DATE)
 
 
 def backfill_slots(schedule: str, timezone: str, start: datetime, end: datetime, *,

@@ -212,3 +212,37 @@ def check_document_shape(document: Any, path: str, limit: Documents) -> None:
             if depth + 1 > limit.max_depth:
                 raise ValidationFailed(path, f"is nested more than {limit.max_depth} levels deep")
             stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+
+
+def check_string_keys(document: Any, path: str) -> None:
+    """Refuse a mapping key that is not a string anywhere in ``document`` (422 naming its path).
+
+    JSON has only string keys, and everything downstream (canonical JSON with sorted keys, the
+    ``jsonb`` columns, ``sorted(set(body) - allowed)``) assumes them; YAML also has ``1: x``,
+    ``true: x`` and ``2026-01-01: x``, and a mapping mixing ``1`` with ``"a"`` cannot even be
+    sorted. Without recursion, and each shared sub-value (a YAML alias) looked at once.
+    """
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(document, path)]
+    while stack:
+        item, where = stack.pop()
+        if not isinstance(item, dict | list) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, list):
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+            continue
+        for key, child in item.items():
+            if not isinstance(key, str):
+                raise ValidationFailed(_key_path(where, _as_written(key)), f"keys must be strings, got "
+                                       f"{type_name(key)} (quote the key in YAML)")
+            stack.append((child, _key_path(where, key)))
+
+
+def _as_written(key: object) -> object:
+    """A YAML scalar key as its text would read (``true``, ``null``, ``2026-01-01``, ``1.5``), for a path."""
+    if key is None or isinstance(key, bool):
+        return json.dumps(key)
+    if isinstance(key, float | date):  # datetime is a date
+        return key.isoformat() if isinstance(key, date) else repr(key)
+    return key

@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from leoflow.errors import ValidationFailed
+from leoflow.model.bounds import check_string_keys
 from leoflow.model.documents import DocumentError, Location, load_documents
 from leoflow.model.spec import DagSpec, parse_dag_spec
+from leoflow.model.yaml_loader import YamlBudget
 
 #: Which files of a directory are DAG files (compared case-insensitively).
 DAG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -70,20 +72,31 @@ def is_dag_file(name: str) -> bool:
     return name.lower().endswith(DAG_FILE_SUFFIXES)
 
 
-def parse_dag_files(files: Sequence[DagFile]) -> DagSet:
-    """Every DAG of ``files`` and every problem in them (see the module docstring)."""
+def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None) -> DagSet:
+    """Every DAG of ``files`` and every problem in them (see the module docstring).
+
+    With a ``budget`` (the API's ``dags:sync``), the files are held to it *together*: what their
+    YAML stands for adds up, and reading stops at the first file past it or past its deadline
+    (that file's error says so; the files after it are not read).
+    """
     dags: list[LocatedDag] = []
     errors: list[DocumentError] = []
     defined: dict[str, LocatedDag] = {}
     for file in files:
+        if budget is not None and budget.exhausted:
+            break
         try:
-            documents = load_documents(file.name, file.text)
+            documents = load_documents(file.name, file.text, budget)
         except DocumentError as exc:
             errors.append(exc)
             continue
         several = len(documents) > 1
         for document in documents:
+            if budget is not None and budget.out_of_time():
+                errors.append(document.error("", budget.timed_out().problem, several=several))
+                break
             try:
+                check_string_keys(document.data, "")
                 spec = parse_dag_spec(document.data)
             except ValidationFailed as exc:
                 errors.append(document.error(exc.path, exc.problem, several=several))

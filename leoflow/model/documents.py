@@ -26,7 +26,7 @@ import yaml
 from leoflow.errors import LeoflowError, ValidationFailed
 from leoflow.model.bounds import check_document_shape
 from leoflow.model.limits import DOCUMENT
-from leoflow.model.yaml_loader import YamlRejected, load_yaml_documents
+from leoflow.model.yaml_loader import YamlBudget, YamlRejected, load_yaml_documents
 
 JSON_SUFFIXES = (".json",)
 
@@ -144,15 +144,16 @@ def _step(node: yaml.Node, rest: str) -> tuple[yaml.Node, str] | None:
     return (key, "") if not left else (value, left.removeprefix("."))
 
 
-def load_documents(file: str, text: str) -> list[Document]:
+def load_documents(file: str, text: str, budget: YamlBudget | None = None) -> list[Document]:
     """The documents of one file (JSON when ``file`` ends in ``.json``, else YAML); empty ones skipped.
 
     Raises :class:`DocumentError` naming the file, the line and the column of the first problem.
+    ``budget`` is shared by the files of one request (see :class:`~.yaml_loader.YamlBudget`).
     """
     if file.lower().endswith(JSON_SUFFIXES):
         return _load_json(file, text)
     try:
-        loaded = load_yaml_documents(text)
+        loaded = load_yaml_documents(text, budget=budget)
     except YamlRejected as exc:
         where = Location(exc.line, exc.column or 1) if exc.line is not None else None
         raise DocumentError(file, f"invalid YAML: {exc.problem}", location=where) from None

@@ -21,10 +21,20 @@ C parser's composer recurses without limit and crashes the process on a few hund
 Every failure is :class:`YamlRejected` (``line 3, column 7: ...``, 1-based like an editor);
 nothing else escapes. The document budget is checked on the parsed document too: the limit
 applies to what the text *means*, not only to its length.
+
+Plain scalars are typed by the **YAML 1.2 core schema**, not PyYAML's YAML 1.1 one: only
+``true``/``false`` (``True``, ``TRUE``, ...) are booleans, so ``on:`` (a notification rule's
+key), ``yes``, ``no``, ``off``, ``y`` and ``n`` stay strings, as every YAML 1.2 tool and JSON
+reads them; integers are decimal (``0777`` is 777, not 511), ``0o17`` octal and ``0x1f`` hex;
+``1:20`` is a string, not 80 (no sexagesimal numbers), and ``1_000`` a string too. Timestamps
+(``2026-01-01``) and merge keys (``<<``) keep their YAML 1.1 meaning, which people rely on.
+:func:`dump_yaml` writes with the same schema, so what Leoflow writes it reads back alike.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +46,29 @@ from leoflow.model.limits import DOCUMENT, DOCUMENT_MAX_BYTES, Documents
 #: libyaml when installed (every wheel of PyYAML ships it); the pure-Python parser otherwise.
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE = "tag:yaml.org,2002:merge"
+_INT = "tag:yaml.org,2002:int"
+_1_2_CORE = (  # (tag, pattern, first characters), as the YAML 1.2 spec's core schema (10.3.2) writes them
+    ("tag:yaml.org,2002:bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    (_INT, r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
+    ("tag:yaml.org,2002:float", r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)", "-+.0123456789"),
+)
+_KEPT_FROM_1_1 = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:timestamp", _MERGE)
+
+
+def _implicit_resolvers() -> dict[str | None, list[tuple[str, re.Pattern[str]]]]:
+    """PyYAML's table of plain-scalar types, rebuilt for the YAML 1.2 core schema (module docstring)."""
+    table: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
+    for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items():
+        table[first] = [(tag, pattern) for tag, pattern in resolvers if tag in _KEPT_FROM_1_1]
+    for tag, pattern, firsts in _1_2_CORE:
+        compiled = re.compile(f"^(?:{pattern})$")
+        for first in firsts:
+            table.setdefault(first, []).append((tag, compiled))
+    return {first: resolvers for first, resolvers in table.items() if resolvers}
+
+
+_IMPLICIT_1_2 = _implicit_resolvers()
 #: libyaml 0.2.6 (in PyYAML 6.0.4's wheels) refuses nesting past 1,000 levels in its scanner, which
 #: reads ahead of the events :func:`_scan` counts (up to a simple key's 1,024 characters): on a
 #: long run of ``[`` its error comes first. It is our depth limit, met a little late.
@@ -82,16 +115,60 @@ class _Frame:
         self.anchor, self.values, self.bytes = anchor, values, size
 
 
-def _scan(text: str, max_bytes: int, limit: Documents) -> None:
+class YamlBudget:
+    """What several YAML texts of one request may stand for *together*, and until when.
+
+    One text is held to its own limits; a request carrying many texts (``dags:sync``: up to
+    10,000 files) would otherwise get each file's budget again — twenty files of aliases cost
+    twenty times one (issue 44, item 15). Pass one budget to every :func:`load_yaml_documents`
+    of the request: values and bytes (aliases expanded) add up across texts, and the scan gives
+    up at ``deadline`` (a :func:`time.monotonic` value), as the work runs in a thread no request
+    timeout can stop. Once ``exhausted``, every further text is refused at its first event.
+    """
+
+    def __init__(self, max_values: int, max_bytes: int, *, deadline: float | None = None,
+                 subject: str = "the texts of this request") -> None:
+        self.max_values, self.max_bytes, self.deadline, self.subject = max_values, max_bytes, deadline, subject
+        self.values = 0
+        self.bytes = 0
+        self.exhausted = False
+
+    def out_of_time(self) -> bool:
+        """True once the deadline has passed (and the budget is then exhausted)."""
+        if self.deadline is None or time.monotonic() <= self.deadline:
+            return False
+        self.exhausted = True
+        return True
+
+    def timed_out(self) -> YamlRejected:
+        return YamlRejected(f"{self.subject} took longer to read than a request may (send fewer or smaller files)",
+                            too_large=True)
+
+
+#: Events between two looks at a budget's deadline (a look costs about as much as 50 events).
+_EVENTS_PER_CLOCK_CHECK = 4096
+
+
+def _scan(text: str, max_bytes: int, limit: Documents, budget: YamlBudget | None = None) -> None:
     """Pass 1: walk the events, holding the text to the budget (see the module docstring)."""
     values = size = 0
+    cap_values, cap_bytes = limit.max_values, max_bytes
+    if budget is not None:
+        if budget.out_of_time():
+            raise budget.timed_out()
+        if budget.exhausted:
+            raise YamlRejected(f"not read: {budget.subject} already stand for all they may", too_large=True)
+        cap_values = min(cap_values, budget.max_values - budget.values)
+        cap_bytes = min(cap_bytes, budget.max_bytes - budget.bytes)
     #: What each finished anchor stands for: (values, bytes).
     anchored: dict[str, tuple[int, int]] = {}
     open_frames: list[_Frame] = []
+    events = 0
     loader = _Base(text)
     try:
         while loader.check_event():
             event = loader.get_event()
+            events += 1
             if isinstance(event, yaml.AliasEvent):
                 if any(f.anchor == event.anchor for f in open_frames):
                     raise _rejected_at(f"alias *{event.anchor} is used inside its own anchor (a recursive "
@@ -118,22 +195,49 @@ def _scan(text: str, max_bytes: int, limit: Documents) -> None:
                     anchored[frame.anchor] = (values - frame.values, size - frame.bytes)
             elif isinstance(event, yaml.DocumentEndEvent):
                 anchored.clear()  # anchors are local to their document
-            if values > limit.max_values:
-                raise _rejected_at(f"more than {limit.max_values:,} values (aliases count as what they "
-                                   "expand to)", event.start_mark, too_large=True)
-            if size > max_bytes:
-                raise _rejected_at(f"stands for more than {max_bytes:,} bytes of text (aliases count as what "
-                                   "they expand to)", event.start_mark, too_large=True)
+            if values > cap_values or size > cap_bytes:
+                raise _over_budget(values, size, max_bytes, limit, budget, event.start_mark)
+            if budget is not None and events % _EVENTS_PER_CLOCK_CHECK == 0 and budget.out_of_time():
+                raise _rejected_at(budget.timed_out().problem, event.start_mark, too_large=True)
     except yaml.MarkedYAMLError as exc:
         if exc.problem and _SCANNER_DEPTH_PROBLEM in exc.problem:
             raise _rejected_at(f"nested more than {limit.max_depth} levels deep", exc.problem_mark) from None
         raise
     finally:
         loader.dispose()
+    if budget is not None:
+        budget.values += values
+        budget.bytes += size
+
+
+def _over_budget(values: int, size: int, max_bytes: int, limit: Documents, budget: YamlBudget | None,
+                 mark: Any) -> YamlRejected:
+    if values > limit.max_values:
+        return _rejected_at(f"more than {limit.max_values:,} values (aliases count as what they expand to)",
+                            mark, too_large=True)
+    if size > max_bytes:
+        return _rejected_at(f"stands for more than {max_bytes:,} bytes of text (aliases count as what they "
+                            "expand to)", mark, too_large=True)
+    assert budget is not None  # only a shared budget caps below the text's own limits
+    budget.exhausted = True
+    return _rejected_at(f"{budget.subject} together stand for more than {budget.max_values:,} values or "
+                        f"{budget.max_bytes:,} bytes of text (aliases count as what they expand to)",
+                        mark, too_large=True)
+
+
+def _construct_int_1_2(loader: Any, node: yaml.ScalarNode) -> int:
+    value: str = loader.construct_scalar(node)
+    if value.startswith("0o"):
+        return int(value[2:], 8)
+    if value.startswith("0x"):
+        return int(value[2:], 16)
+    return int(value, 10)  # a leading zero is no octal in YAML 1.2
 
 
 class _Builder(_Base):  # type: ignore[misc]
     """Pass 2: PyYAML's safe constructor, refusing duplicate keys and locating bad values."""
+
+    yaml_implicit_resolvers = _IMPLICIT_1_2
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
@@ -154,6 +258,29 @@ class _Builder(_Base):  # type: ignore[misc]
         return mapping
 
 
+_Builder.add_constructor(_INT, _construct_int_1_2)
+
+
+def _either_schema() -> dict[str | None, list[tuple[str, re.Pattern[str]]]]:
+    table = {first: list(resolvers) for first, resolvers in _IMPLICIT_1_2.items()}
+    for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items():
+        table.setdefault(first, []).extend(resolvers)
+    return table
+
+
+class _Writer(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """PyYAML's safe dumper, quoting every string that YAML 1.2 *or* YAML 1.1 would read as
+    something else (``'1e5'``, ``'on'``): Leoflow reads it back alike, and so does any other tool."""
+
+    yaml_implicit_resolvers = _either_schema()
+
+
+def dump_yaml(data: Any) -> str:
+    """``data`` as YAML that :func:`load_yaml` reads back alike (keys in their order, UTF-8 kept)."""
+    text: str = yaml.dump(data, Dumper=_Writer, sort_keys=False, allow_unicode=True)
+    return text
+
+
 def _problem(exc: yaml.MarkedYAMLError) -> str:
     problem = exc.problem or "invalid YAML"
     return f"{problem} ({exc.context})" if exc.context else problem
@@ -164,15 +291,16 @@ def _reader_position(text: str, position: int) -> tuple[int, int]:
     return before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1
 
 
-def load_yaml_documents(text: str, *, max_bytes: int = DOCUMENT_MAX_BYTES,
-                        limit: Documents = DOCUMENT) -> list[YamlDocument]:
+def load_yaml_documents(text: str, *, max_bytes: int = DOCUMENT_MAX_BYTES, limit: Documents = DOCUMENT,
+                        budget: YamlBudget | None = None) -> list[YamlDocument]:
     """Every non-empty document of ``text``, bounded; YamlRejected on any problem.
 
     ``max_bytes`` bounds the scalar text the documents stand for (aliases expanded): the API
     passes its body limit, so a body's meaning is held to the same size as its bytes.
+    ``budget``, shared by the texts of one request, bounds them together (:class:`YamlBudget`).
     """
     try:
-        _scan(text, max_bytes, limit)
+        _scan(text, max_bytes, limit, budget)
         documents: list[YamlDocument] = []
         builder = _Builder(text)
         try:

@@ -1,12 +1,16 @@
 """The bounded YAML loader: alias bombs, deep nesting, recursive aliases, duplicate keys and
-unbuildable values are refused with a line and column; anchors within budget still work."""
+unbuildable values are refused with a line and column; anchors within budget still work; a budget
+is shared by the texts of one request; plain scalars are typed by YAML 1.2's core schema."""
 
 from __future__ import annotations
+
+import time
+from datetime import date
 
 import pytest
 
 from leoflow.model.limits import DOCUMENT, Documents
-from leoflow.model.yaml_loader import YamlRejected, load_yaml, load_yaml_documents
+from leoflow.model.yaml_loader import YamlBudget, YamlRejected, dump_yaml, load_yaml, load_yaml_documents
 from tests.inputs.corpus import ALIAS_BOMB
 
 
@@ -88,3 +92,50 @@ def test_documents_keep_their_index_and_node_positions() -> None:
     assert docs[1].data == {"b": {"c": 2}}
     assert docs[1].node.start_mark.line == 3
     assert load_yaml("") is None and load_yaml_documents("# nothing\n") == []
+
+
+def test_only_true_and_false_are_booleans_as_in_yaml_1_2() -> None:
+    text = "on: [failure]\noff: 1\nyes: no\ny: n\nYES: Off\na: true\nb: True\nc: FALSE\n"
+    assert load_yaml(text) == {"on": ["failure"], "off": 1, "yes": "no", "y": "n", "YES": "Off", "a": True,
+                               "b": True, "c": False}
+
+
+def test_numbers_are_yaml_1_2_core_no_octal_by_leading_zero_no_sexagesimal() -> None:
+    text = "a: 0777\nb: 0o17\nc: 0x1F\nd: 1:20\ne: 1_000\nf: 0b101\ng: 1e3\nh: -.5\ni: .inf\nj: =\n"
+    assert load_yaml(text) == {"a": 777, "b": 15, "c": 31, "d": "1:20", "e": "1_000", "f": "0b101", "g": 1000.0,
+                               "h": -0.5, "i": float("inf"), "j": "="}
+    assert load_yaml("a: 2026-01-01\nb: ~\nc: null\n") == {"a": date(2026, 1, 1), "b": None, "c": None}
+
+
+@pytest.mark.parametrize("value", ["on", "yes", "No", "1e5", "0777", "09", "0o17", "1:20", "true", "null", "=",
+                                   "2026-01-01", "1_000", 7, 1e20, None, True, float("inf"), date(2026, 1, 1)])
+def test_what_leoflow_writes_it_reads_back_alike(value: object) -> None:
+    assert load_yaml(dump_yaml({"v": value})) == {"v": value}
+
+
+def test_a_budget_is_shared_by_the_texts_it_is_given() -> None:
+    text = "[" + ",".join(["1"] * 599) + "]"  # 600 values
+    budget = YamlBudget(1_000, 1_000_000, subject="the files of this sync")
+    assert len(load_yaml_documents(text, budget=budget)[0].data) == 599
+    assert budget.values == 600
+    with pytest.raises(YamlRejected) as info:
+        load_yaml_documents(text, budget=budget)  # alone within every limit, not together with the first
+    assert "the files of this sync together stand for more than 1,000 values" in info.value.problem
+    assert info.value.too_large and budget.exhausted
+    with pytest.raises(YamlRejected, match="already stand for all they may"):
+        load_yaml_documents("a: 1", budget=budget)
+
+
+def test_a_budget_counts_aliases_as_what_they_expand_to_across_texts() -> None:
+    text = "a: &a [" + ",".join(["x"] * 99) + "]\nb: [" + ",".join(["*a"] * 9) + "]\n"  # 1,000+ values
+    budget = YamlBudget(5_000, 1_000_000)
+    for _ in range(4):
+        load_yaml_documents(text, budget=budget)
+    with pytest.raises(YamlRejected, match="together"):
+        load_yaml_documents(text, budget=budget)
+
+
+def test_a_budget_past_its_deadline_reads_nothing_more() -> None:
+    budget = YamlBudget(1_000, 1_000, deadline=time.monotonic() - 1)
+    with pytest.raises(YamlRejected, match="took longer to read than a request may"):
+        load_yaml_documents("a: 1", budget=budget)

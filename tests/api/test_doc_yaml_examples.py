@@ -1,0 +1,91 @@
+"""Every YAML example in the README and docs/ applies through the real API, as written.
+
+A reader copies these blocks into files; one the server refuses (the README's ``notify`` example
+read ``on:`` as ``true`` under YAML 1.1 — issue 44, item 8) is a broken promise. Each fenced
+```` ```yaml ```` block is classified by what it holds: a DAG (it has ``tasks``), DAG-level fields
+(completed with one task), or a task's fields (completed into a DAG of that task). A block that is
+none of these must say so with ``<!-- not a DAG -->`` on a line of its own just before its fence.
+ADRs (``docs/adr/``) are left out: they record designs, proposed syntax included, not examples.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from leoflow.model.spec import _DAG_FIELDS, _TASK_FIELDS
+from leoflow.model.yaml_loader import dump_yaml, load_yaml
+from tests.api.conftest import ADMIN
+
+ROOT = Path(__file__).resolve().parents[2]
+NOT_A_DAG = "<!-- not a DAG -->"
+_FENCE = re.compile(r"^```yaml[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Example:
+    where: str
+    text: str
+    skipped: bool
+
+
+def yaml_examples() -> list[Example]:
+    found: list[Example] = []
+    docs = [p for p in sorted((ROOT / "docs").rglob("*.md")) if "adr" not in p.relative_to(ROOT / "docs").parts]
+    for path in [ROOT / "README.md", *docs]:
+        text = path.read_text(encoding="utf-8")
+        for match in _FENCE.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
+            found.append(Example(f"{path.relative_to(ROOT)}:{line}", match.group(1), before == NOT_A_DAG))
+    return found
+
+
+EXAMPLES = yaml_examples()
+_TASK = {"id": "doc-task", "image": "busybox:1.36", "command": ["true"]}
+
+
+def as_dag(document: Any, dag_id: str) -> dict[str, Any]:
+    """The example as a whole DAG spec (see the module docstring); fails for an unmarked non-DAG block."""
+    assert isinstance(document, dict), f"not a mapping: {document!r:.200}"
+    if "tasks" in document:
+        return {"dag_id": dag_id, **document}
+    if set(document) <= _DAG_FIELDS:
+        return {"dag_id": dag_id, "tasks": [_TASK], **document}
+    if set(document) <= _TASK_FIELDS:
+        return {"dag_id": dag_id, "tasks": [{**_TASK, **document}]}
+    raise AssertionError(f"neither a DAG nor DAG or task fields: {sorted(map(str, document))}; "
+                         f"mark it {NOT_A_DAG!r} if it is no DAG")
+
+
+def test_the_readme_and_docs_have_yaml_examples_and_the_notify_one() -> None:
+    assert len(EXAMPLES) >= 10
+    assert any("  - on: [" in e.text and e.where.startswith("README.md") for e in EXAMPLES)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.where for e in EXAMPLES])
+def test_yaml_example_applies(api_client: httpx.Client, example: Example) -> None:
+    if example.skipped:
+        pytest.skip("marked as no DAG")
+    dag_id = "doc-" + re.sub(r"[^a-z0-9]+", "-", example.where.lower()).strip("-")[-40:]
+    document = as_dag(load_yaml(example.text), dag_id)
+    # The body is the example's own text when it is a whole DAG, so the server reads what the reader wrote.
+    whole = "tasks" in load_yaml(example.text) and "dag_id" in load_yaml(example.text)
+    body = example.text if whole else dump_yaml(document)
+    answer = api_client.post("/api/v2/dags", content=body.encode(),
+                             headers={**ADMIN, "Content-Type": "application/yaml"})
+    assert answer.status_code in (200, 201), f"{example.where}: {answer.text[:500]}"
+
+
+def test_notify_on_is_a_key_not_true(api_client: httpx.Client) -> None:
+    body = ("dag_id: notified\ntasks: [{id: a, image: busybox, command: ['true']}]\n"
+            "notify:\n  - on: [failure]\n    webhook: {url: 'https://alerts.example/leoflow'}\n")
+    answer = api_client.post("/api/v2/dags", content=body.encode(),
+                             headers={**ADMIN, "Content-Type": "application/yaml"})
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["spec"]["notify"][0]["on"] == ["failure"]
