@@ -29,7 +29,10 @@ _STAMP = {"type": "string", "format": "date-time"}
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 
-_VERSION = {"version": _INT, "spec_hash": _STR, "created_at": _STAMP, "current": {"type": "boolean"}, "runs": _INT}
+_SPEC_HASH = _nullable("string", description="SHA-256 of the version's canonical spec; null for read-scoped "
+                       "tokens (beside a spec with hidden env values it would confirm guessed values).")
+_VERSION = {"version": _INT, "spec_hash": _SPEC_HASH, "created_at": _STAMP, "current": {"type": "boolean"},
+            "runs": _INT}
 _BACKFILL = {
     "id": _INT, "dag_id": _STR, "start": _STAMP, "end": _STAMP, "max_active_runs": _INT,
     "rerun_failed": {"type": "boolean"}, "state": {"type": "string", "enum": ["running", "completed", "cancelled"]},

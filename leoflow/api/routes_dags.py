@@ -10,7 +10,10 @@ Secrets stay secrets: a spec holds only references to Kubernetes Secrets, never 
 and ``GET /dags/{dag_id}`` (like ``GET /dags/{dag_id}/versions/{n}``) shows a *read*-scoped
 token every plain env value as ``<hidden>`` (``env_values_hidden: true``) — a password someone
 pasted into ``env`` anyway is not handed to every dashboard viewer. Writes need ``admin``,
-which sees the spec as stored.
+which sees the spec as stored. For the same reason a read token gets ``spec_hash: null`` (here
+and in ``GET …/versions``): the hash is a plain SHA-256 of the stored spec, so beside the masked
+spec it confirms a guessed value (a dictionary of 8 words found a ``DB_PASSWORD``); admin
+tokens, which see the spec anyway, keep it (``dags versions`` prints it).
 """
 
 from __future__ import annotations
@@ -124,6 +127,8 @@ def _detail(dag: dict[str, Any], *, read_only: bool) -> dict[str, Any]:
     dag["env_values_hidden"] = False
     if read_only and dag.get("spec") is not None:
         dag["spec"], dag["env_values_hidden"] = hide_env_values(dag["spec"])
+    if read_only and "spec_hash" in dag:
+        dag["spec_hash"] = None  # a hash of the unmasked spec would confirm guessed values
     return dag
 
 

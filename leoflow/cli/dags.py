@@ -53,7 +53,7 @@ def dags_versions(args: argparse.Namespace, client: ClientSettings) -> int:
     if emitted_json(args, items):
         return 0
     table([[str(v["version"]) + (" *" if v["current"] else ""), short(v["created_at"]), str(v["runs"]),
-            v["spec_hash"][:12]] for v in items], ["VERSION", "CREATED", "RUNS", "HASH"])
+            (v["spec_hash"] or "-")[:12]] for v in items], ["VERSION", "CREATED", "RUNS", "HASH"])  # null: read token
     return 0
 
 
