@@ -9,7 +9,8 @@ was identical (a no-op).
 Secrets stay secrets: a spec holds only references to Kubernetes Secrets, never their values,
 and ``GET /dags/{dag_id}`` (like ``GET /dags/{dag_id}/versions/{n}``) shows a *read*-scoped
 token every plain env value as ``<hidden>`` (``env_values_hidden: true``) — a password someone
-pasted into ``env`` anyway is not handed to every dashboard viewer. Writes need ``admin``,
+pasted into ``env`` anyway is not handed to every dashboard viewer, nor is a ``notify`` webhook
+URL's path (``scheme://host/<hidden>``: a Slack webhook's path is its credential). Writes need ``admin``,
 which sees the spec as stored. For the same reason a read token gets ``spec_hash: null`` (here
 and in ``GET …/versions``): the hash is a plain SHA-256 of the stored spec, so beside the masked
 spec it confirms a guessed value (a dictionary of 8 words found a ``DB_PASSWORD``); admin
@@ -33,6 +34,7 @@ from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries, dag_store
 from leoflow.model.limits import DAG_ID
+from leoflow.model.notify import hide_webhook_urls
 from leoflow.model.pod import hide_env_values
 from leoflow.model.spec import parse_dag_spec
 from leoflow.model.states import DAG_STATES
@@ -127,6 +129,7 @@ def _detail(dag: dict[str, Any], *, read_only: bool) -> dict[str, Any]:
     dag["env_values_hidden"] = False
     if read_only and dag.get("spec") is not None:
         dag["spec"], dag["env_values_hidden"] = hide_env_values(dag["spec"])
+        dag["spec"] = hide_webhook_urls(dag["spec"])  # a webhook URL's path is often its credential
     if read_only and "spec_hash" in dag:
         dag["spec_hash"] = None  # a hash of the unmasked spec would confirm guessed values
     return dag

@@ -3,7 +3,10 @@
 ``GET /api/v2/notifications`` (read) lists deliveries newest first with their state
 (``pending``, ``delivered``, ``failed``), attempts, last HTTP status and error; filters
 ``dag_id``, ``run_id``, ``state``. The cluster default webhook's URL is never shown (it is a
-secret); a DAG rule's URL is (it is in the DAG's spec already). ``POST
+secret); a DAG rule's URL is shown to admin tokens and masked for read tokens
+(``scheme://host/<hidden>``, as in the DAG's spec). ``last_error`` is a fixed reason and the
+status (``HTTP 500``, ``timed out``, ``could not connect``, ``destination not allowed``), never
+what a receiver answered. ``POST
 /api/v2/notifications/{id}/retry`` (admin) makes a pending or failed delivery due now, with a
 fresh 24 h of retries. ``GET /api/v2/audit`` (admin) lists API writes, newest first, filters
 ``actor`` and ``dag_id``.
@@ -12,6 +15,7 @@ fresh 24 h of retries. ``GET /api/v2/audit`` (admin) lists API writes, newest fi
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -25,6 +29,7 @@ from leoflow.clock import SystemClock
 from leoflow.db import audit_store, notification_store
 from leoflow.db.notification_store import NOTIFICATION_STATES
 from leoflow.model.limits import DAG_ID, RUN_ID, Name
+from leoflow.model.notify import masked_url, shown_error
 
 #: A manual retry gives a notification this long again (as much as a new one gets).
 RETRY_WINDOW = timedelta(hours=24)
@@ -48,6 +53,8 @@ async def list_notifications(request: Request) -> Response:
     async with api_state(request).db.connect() as conn:
         rows = await notification_store.list_notifications(conn, dag_id=dag_id, run_id=run_id, state=state,
                                                            before_id=before, limit=limit)
+    read_only = request.state.principal.scope != "admin"
+    rows = [shown(row, read_only=read_only) for row in rows]
     return JsonResponse(page(rows, limit, lambda r: r["id"], "notifications"))
 
 
@@ -58,7 +65,16 @@ async def retry_notification(request: Request) -> Response:
         await notification_store.retry_notification(write.conn, notification_id, SystemClock().now() + RETRY_WINDOW)
         row = await notification_store.get_notification(write.conn, notification_id)
     assert row is not None
-    return JsonResponse(row)
+    return JsonResponse(shown(row, read_only=False))
+
+
+def shown(row: dict[str, Any], *, read_only: bool) -> dict[str, Any]:
+    """A delivery as the caller may see it: a fixed error reason, never a receiver's answer; for a
+    read token the rule's URL masked (a webhook URL's path is often its credential)."""
+    row["last_error"] = shown_error(row.get("last_error"))
+    if read_only and row.get("url"):
+        row["url"] = masked_url(row["url"])
+    return row
 
 
 async def list_audit(request: Request) -> Response:

@@ -84,6 +84,17 @@ async def record_outcomes(conn: AsyncConnection, outcomes: Sequence[Outcome], no
             "next_at": o.next_attempt_at, "now": now} for o in outcomes])
 
 
+async def release_claims(conn: AsyncConnection, ids: Sequence[int], at: datetime) -> None:
+    """Hand claimed rows back unsent (their destination is busy): due again ``at``, the attempt
+    :func:`claim_due` counted taken back."""
+    if not ids:
+        return
+    await conn.execute(text("""
+        UPDATE notifications SET attempts = greatest(attempts - 1, 0), next_attempt_at = :at
+        WHERE id = ANY(:ids) AND state = 'pending'
+    """), {"ids": list(ids), "at": at})
+
+
 # --------------------------------------------------------------------------- the API's side
 
 _PUBLIC = """id, dag_id, run_id, task_id, try_number, event, target, state, attempts, next_attempt_at,

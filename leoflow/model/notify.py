@@ -184,6 +184,51 @@ def _rule(raw: object, path: str) -> NotifyRule:
     return NotifyRule(on=on, webhook=Webhook(url=url, secret=secret, header_from_env=header))
 
 
+#: What a read-scoped caller sees of a webhook URL after its host (a Slack URL's path is its credential).
+HIDDEN_PATH = "/<hidden>"
+
+
+def masked_url(url: str) -> str:
+    """``scheme://host[:port]/<hidden>``: where a webhook goes, without its path, query or user info."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+        host = parts.hostname or ""
+    except ValueError:
+        return HIDDEN_PATH
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}{port}{HIDDEN_PATH}" if host else HIDDEN_PATH
+
+
+def shown_error(error: str | None) -> str | None:
+    """A stored delivery error as the API shows it. Errors are fixed reasons now ("HTTP 500",
+    "timed out", "could not connect"); a row written by an older release may still carry the
+    start of a receiver's answer ("HTTP 500: <body>") or the transport error's name, which
+    told open ports from closed ones ("no answer: ReadError")."""
+    if error is None:
+        return None
+    if error.startswith("HTTP "):
+        return error.split(":", 1)[0][:8]
+    if error.startswith("no answer:"):
+        return "could not connect"
+    return error
+
+
+def hide_webhook_urls(spec: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a stored spec whose ``notify`` webhook URLs are masked (:func:`masked_url`); a
+    spec without rules is returned as is."""
+    rules = spec.get("notify")
+    if not isinstance(rules, list) or not rules:
+        return spec
+    masked = []
+    for rule in rules:
+        hook = rule.get("webhook") if isinstance(rule, dict) else None
+        if isinstance(hook, dict) and isinstance(hook.get("url"), str):
+            rule = {**rule, "webhook": {**hook, "url": masked_url(hook["url"])}}
+        masked.append(rule)
+    return {**spec, "notify": masked}
+
+
 def rule_from_canonical(doc: dict[str, Any]) -> NotifyRule:
     """A rule stored in a version's canonical spec (already validated)."""
     hook = doc["webhook"]

@@ -157,6 +157,14 @@ def events(value: str) -> tuple[str, ...]:
     return found
 
 
+def webhook_hosts(value: str) -> str:
+    """Webhook host patterns (leoflow.model.webhook_hosts), checked now, kept as written."""
+    from leoflow.model.webhook_hosts import parse_allowed_hosts
+
+    parse_allowed_hosts(value)
+    return value
+
+
 def family(value: str) -> tuple[tuple[str, str], ...]:
     """A family of variables (``PREFIX_*``) is read by prefix (EnvironmentReader.prefixed), never by name."""
     raise ValueError("is a family of variables; set PREFIX_<NAME> variables instead")
@@ -316,8 +324,17 @@ NOTIFY_SECRETS_DIR = Variable(
     "(a Kubernetes Secret mounted at `<dir>/<name>`).")
 NOTIFY_HEADERS = Variable[tuple[tuple[str, str], ...]](
     "LEOFLOW_NOTIFY_HEADER_*", (), family,
-    "Values a `notify` rule's `header_from_env` may send (only variables with this prefix); secrets.",
+    "Values a `notify` rule's `header_from_env` may send (only variables with this prefix); secrets. Sent only "
+    "to the hosts of `LEOFLOW_NOTIFY_HOSTS_<NAME>`, else only to `LEOFLOW_NOTIFY_WEBHOOK`'s host.",
     shown_default="(none)", secret=True)
+NOTIFY_HEADER_HOSTS = Variable[tuple[tuple[str, str], ...]](
+    "LEOFLOW_NOTIFY_HOSTS_*", (), family,
+    "Comma-separated hosts (names, `*.domain`, IPs, CIDRs) `LEOFLOW_NOTIFY_HEADER_<NAME>` may be sent to.",
+    shown_default="(none)")
+NOTIFY_ALLOWED_HOSTS = Variable(
+    "LEOFLOW_NOTIFY_ALLOWED_HOSTS", "public", webhook_hosts,
+    "Where webhooks may connect, checked on each resolved address: comma-separated `public` (any public "
+    "address; no loopback, private, link-local or cluster-internal host), host names, `*.domain`, IPs, CIDRs.")
 NOTIFY_RETRY_DELAY = Variable(
     "LEOFLOW_NOTIFY_RETRY_DELAY", 5.0, number(),
     "Seconds before a failed webhook delivery is retried; doubled per attempt, at most 10 minutes, for 24 h.")
@@ -339,7 +356,8 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
     TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
     K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
-    AUDIT_RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
+    AUDIT_RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_HEADER_HOSTS,
+    NOTIFY_ALLOWED_HOSTS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
     METRICS_MAX_TASKS,
 )
 

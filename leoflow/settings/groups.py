@@ -130,6 +130,12 @@ class NotifySettings:
     secrets_dir: Path = Path(v.NOTIFY_SECRETS_DIR.default)
     #: ``LEOFLOW_NOTIFY_HEADER_*`` variables as (name, value) pairs; values are secrets.
     header_values: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: ``LEOFLOW_NOTIFY_HOSTS_*`` as (name, patterns): the hosts each header value may go to.
+    header_hosts: tuple[tuple[str, str], ...] = ()
+    #: ``LEOFLOW_NOTIFY_ALLOWED_HOSTS`` as written (leoflow.model.webhook_hosts parses it).
+    allowed_hosts: str = v.NOTIFY_ALLOWED_HOSTS.default
+    #: Addresses webhooks never reach under ``public``: the cluster's API service (``KUBERNETES_SERVICE_HOST``).
+    refused_addresses: tuple[str, ...] = ()
     retry_delay: float = v.NOTIFY_RETRY_DELAY.default
     dashboard_url: str | None = v.DASHBOARD_URL.default
     metrics_max_dags: int = v.METRICS_MAX_DAGS.default

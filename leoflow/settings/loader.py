@@ -70,6 +70,19 @@ def parse_api_tokens(text: str, *, variable: str) -> tuple[ApiToken, ...]:
     return tuple(tokens)
 
 
+def _header_hosts(r: EnvironmentReader) -> tuple[tuple[str, str], ...]:
+    """``LEOFLOW_NOTIFY_HOSTS_*``, each checked as host patterns (a SettingsError names the bad one)."""
+    from leoflow.model.webhook_hosts import parse_host_patterns
+
+    bindings = r.prefixed(v.NOTIFY_HEADER_HOSTS)  # type: ignore[arg-type]
+    for name, value in bindings:
+        try:
+            parse_host_patterns(value)
+        except ValueError as exc:
+            raise SettingsError(name, str(exc)) from None
+    return bindings
+
+
 def _optional_path(value: str | None) -> Path | None:
     return Path(value).expanduser() if value else None
 
@@ -159,6 +172,9 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             events=r.get(v.NOTIFY_EVENTS),
             secrets_dir=Path(r.get(v.NOTIFY_SECRETS_DIR)).expanduser(),
             header_values=r.prefixed(v.NOTIFY_HEADERS),  # type: ignore[arg-type]
+            header_hosts=_header_hosts(r),
+            allowed_hosts=r.get(v.NOTIFY_ALLOWED_HOSTS),
+            refused_addresses=tuple(a for a in (r.env.get("KUBERNETES_SERVICE_HOST", "").strip(),) if a),
             retry_delay=r.get(v.NOTIFY_RETRY_DELAY),
             dashboard_url=r.get(v.DASHBOARD_URL),
             metrics_max_dags=r.get(v.METRICS_MAX_DAGS),

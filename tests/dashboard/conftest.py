@@ -95,6 +95,8 @@ def _standalone(database_url: str, home: Path) -> Iterator[LiveServer]:
         "LEOFLOW_CLUSTER": "dashboard-test",
         "LEOFLOW_LOG_FORMAT": "text",
         "LEOFLOW_DB_POOL_SIZE": "4",
+        # The run page's notification test posts to a receiver on this machine.
+        "LEOFLOW_NOTIFY_ALLOWED_HOSTS": "public,127.0.0.1",
     })
     log_path = home / "server.log"
     with log_path.open("wb") as log:

@@ -27,15 +27,19 @@ from leoflow.notify.observer import OutcomeObserver
 from leoflow.settings import Settings
 from tests.scheduler.harness import RunningScheduler, running_scheduler
 
+#: ``LEOFLOW_NOTIFY_ALLOWED_HOSTS`` of tests whose receivers listen on this machine (refused by default).
+LOOPBACK = "public,127.0.0.1"
+
 
 @contextlib.asynccontextmanager
 async def leader(settings: Settings, executor: Executor, *, engine: AsyncEngine, term: int = 1,
                  services: tuple[str, ...] = ("backfill", "observer", "deliverer"),
-                 interval: float = 0.05) -> AsyncIterator[RunningScheduler]:
+                 interval: float = 0.05, deliverer: WebhookDeliverer | None = None) -> AsyncIterator[RunningScheduler]:
     """The scheduler plus the chosen day-2 services, polling every ``interval`` seconds."""
     async with running_scheduler(settings, executor, term=term, engine=engine) as sched:
-        chosen = {"backfill": BackfillService(interval=interval), "observer": OutcomeObserver(interval=interval),
-                  "deliverer": WebhookDeliverer(interval=interval)}
+        chosen: dict[str, BackfillService | OutcomeObserver | WebhookDeliverer] = {
+            "backfill": BackfillService(interval=interval), "observer": OutcomeObserver(interval=interval),
+            "deliverer": deliverer or WebhookDeliverer(interval=interval)}
         tasks = [start_guarded(chosen[name].run(sched.ctx), f"test-{name}") for name in services]
         try:
             yield sched

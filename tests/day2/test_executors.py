@@ -17,7 +17,7 @@ from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import NotifySettings, Settings
-from tests.day2.harness import WebhookReceiver, leader, wait_for
+from tests.day2.harness import LOOPBACK, WebhookReceiver, leader, wait_for
 from tests.executor.conftest import fake_k8s, k8s_settings
 from tests.harness.fake_k8s import FakeKubernetes
 from tests.scheduler.harness import apply, fast, rows
@@ -67,7 +67,7 @@ async def _completed(engine: Any, bid: int) -> bool:
 
 
 def _notifying(settings: Settings) -> Settings:
-    return fast(settings).replace(notify=NotifySettings(retry_delay=0.05))
+    return fast(settings).replace(notify=NotifySettings(retry_delay=0.05, allowed_hosts=LOOPBACK))
 
 
 def test_backfill_and_notifications_with_the_local_executor(settings: Settings, tmp_path: Path) -> None:

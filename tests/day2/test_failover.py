@@ -16,7 +16,7 @@ from leoflow.db.backfill_store import NewBackfill
 from leoflow.db.engine import make_async_engine
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import NotifySettings, Settings
-from tests.day2.harness import WebhookReceiver, leader, wait_for
+from tests.day2.harness import LOOPBACK, WebhookReceiver, leader, wait_for
 from tests.scheduler.harness import apply, rows, set_term
 from tests.scheduler.test_service_local import local, shell
 
@@ -32,7 +32,7 @@ def _spec(url: str, journal: Path) -> dict[str, Any]:
 
 def test_a_backfill_survives_a_leader_failover(settings: Settings, tmp_path: Path) -> None:
     s = local(settings, tmp_path / "home", interval=0.1, parallelism=2).replace(
-        notify=NotifySettings(retry_delay=0.05))
+        notify=NotifySettings(retry_delay=0.05, allowed_hosts=LOOPBACK))
     journal = tmp_path / "journal.txt"
 
     with WebhookReceiver().serving() as receiver:
