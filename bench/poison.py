@@ -28,6 +28,9 @@ seconds have passed:
   ``timeout_seconds: 1e12``, one whose schedule never fires, one whose ``params`` are
   ``{$ref: "#"}`` (its trigger answers 409; a run inserted for it fails with the reason), and a
   run whose ``conf`` is nested 5,000 deep — each followed by a run;
+- **hostile webhook receivers** (issue 44, items 1 and 2; :class:`HostileWebhooks`): one
+  dripping a byte a second, one answering 200 MB, the cloud metadata address (refused), and a
+  plain one that must get every notification meanwhile;
 - once, at the start of the attack: **300 DAGs applied and triggered** (valid input, more DAG
   versions than the scheduler's graph cache holds).
 
@@ -40,6 +43,7 @@ before and during the attack. One JSON object on the last line; a PNG (``--png``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -239,6 +243,68 @@ class Workload:
                     self.memory.append((self.phase, i, float(line.split()[1])))
 
 
+#: Issue 44: the replicas may post to this machine (the hostile receivers); all else stays refused.
+HOSTILE_WEBHOOK_ENV = {"LEOFLOW_NOTIFY_ALLOWED_HOSTS": "public,127.0.0.1"}
+
+
+class HostileWebhooks:
+    """Issue 44, items 1 and 2: webhook receivers that fight back, during the attack.
+
+    Four DAGs notify on success, each triggered every ``interval`` seconds: ``hook-slow`` a
+    receiver dripping one byte a second (the leader cuts it at its 10 s deadline),
+    ``hook-huge`` one answering 200 MB with a 200 (read up to 64 KiB, then hung up on),
+    ``hook-internal`` the cloud metadata address (refused: ``destination not allowed``, never
+    sent), and ``hook-quick`` a plain receiver, which must get every one of its notifications
+    while the others fight. Reported: each DAG's notifications by state and error, the bytes
+    the huge receiver got out, how long the slow one was held.
+    """
+
+    def __init__(self, client: httpx.Client, interval: float = 2.0) -> None:
+        from tests.day2.harness import WebhookReceiver
+        from tests.harness.hostile_receivers import HugeBody, SlowDrip
+
+        self.client = client
+        self.interval = interval
+        self.stack = contextlib.ExitStack()
+        self.slow = self.stack.enter_context(SlowDrip(every=1.0, max_seconds=60).serving())
+        self.huge = self.stack.enter_context(HugeBody().serving())
+        self.quick = self.stack.enter_context(WebhookReceiver().serving())
+        self.urls = {"hook-slow": self.slow.url, "hook-huge": self.huge.url, "hook-quick": self.quick.url,
+                     "hook-internal": "http://169.254.169.254/latest/meta-data/"}
+        for dag_id, url in self.urls.items():
+            client.post("/api/v2/dags", json=spec(dag_id, max_active_runs=50, tasks=[task()], notify=[
+                {"on": ["success"], "webhook": {"url": url}}])).raise_for_status()
+        self.triggered: Counter[str] = Counter()
+
+    def run(self, until: float) -> None:
+        while time.monotonic() < until:
+            for dag_id in self.urls:
+                if self.client.post(f"/api/v2/dags/{dag_id}/runs", json={}).status_code == 201:
+                    self.triggered[dag_id] += 1
+            time.sleep(self.interval)
+
+    def report(self, database_url: str) -> dict[str, Any]:
+        """Waits (at most 60 s) for the quick receiver's notifications, then counts everything."""
+        settle(lambda: len(self.quick.accepted()) >= self.triggered["hook-quick"], 60)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            rows = conn.execute("SELECT dag_id, state, coalesce(last_error, '-'), count(*) FROM notifications "
+                                "WHERE dag_id LIKE 'hook-%' GROUP BY 1, 2, 3").fetchall()
+        by_dag: dict[str, dict[str, int]] = {}
+        for dag_id, state, error, count in rows:
+            by_dag.setdefault(dag_id, {})[f"{state}: {error}"] = count
+        self.stack.close()
+        internal = by_dag.get("hook-internal", {})
+        return {
+            "triggered": dict(self.triggered), "notifications": by_dag,
+            "quick_delivered": len(self.quick.accepted()),
+            "huge_bytes_sent_max": max(self.huge.sent, default=0),
+            "slow_held_max_s": round(max(self.slow.held, default=0.0), 1),
+            "ok": (len(self.quick.accepted()) >= self.triggered["hook-quick"]
+                   and set(internal) <= {"failed: destination not allowed", "pending: -"}
+                   and max(self.huge.sent, default=0) < 64 * 2**20),
+        }
+
+
 def memory_growth_mb(memory: list[tuple[str, int, float]], replicas: int) -> dict[str, Any]:
     """Per replica: the baseline's last RSS and the attack's peak, and the largest growth (MB)."""
     out: dict[str, Any] = {}
@@ -365,7 +431,7 @@ def main() -> int:
     with private_server(fast_unsafe=False) as pg:
         url = pg.create_database("leoflow")
         migrations.upgrade(url)
-        cluster = Cluster(url, workdir, env=PRODUCTION_TIMINGS, probe=False)
+        cluster = Cluster(url, workdir, env={**PRODUCTION_TIMINGS, **HOSTILE_WEBHOOK_ENV}, probe=False)
         try:
             for node in ("node-a", "node-b"):
                 cluster.start(node, wait=False)
@@ -377,6 +443,7 @@ def main() -> int:
             client.post("/api/v2/dags", json=spec(HEALTHY, max_active_runs=50, tasks=[
                 task("a"), task("b", depends_on=["a"]), task("c", depends_on=["b"])])).raise_for_status()
             client.post("/api/v2/dags", json=pattern_dag()).raise_for_status()  # a corpus trigger aims at it
+            hooks = HostileWebhooks(httpx.Client(base_url=urls[0], timeout=120))
             terms_before = leadership(url)
             work = Workload(urls, args.interval)
             threads = [threading.Thread(target=work.trigger_loop, name="trigger"),
@@ -390,6 +457,8 @@ def main() -> int:
             many_thread = threading.Thread(target=lambda: many.extend(many_dags(
                 httpx.Client(base_url=urls[0], timeout=120), args.many)), name="many-dags")
             many_thread.start()
+            hooks_thread = threading.Thread(target=hooks.run, args=(time.monotonic() + args.attack,), name="hooks")
+            hooks_thread.start()
             outcomes: dict[str, Counter[str]] = {}
             unexpected: Counter[str] = Counter()
             poisoner = Poisoner(client, url)
@@ -397,6 +466,7 @@ def main() -> int:
             work.phase = "drain"
             attack_ended = time.monotonic() - work.started
             many_thread.join()
+            hooks_thread.join()
             work.stop.set()
             for thread in threads:
                 thread.join()
@@ -409,6 +479,7 @@ def main() -> int:
             many_states = run_states(url, many)
             terms_after = leadership(url)
             database_outcomes = poisoner.outcomes()
+            webhooks = hooks.report(url)
             alive = {r.node: r.alive() for r in cluster.replicas.values()}
             # Leader services that died (before issue 16's containment: the scheduler, on a poison).
             deaths = Counter(line.split('"message": "', 1)[1].split('"', 1)[0][:100]
@@ -434,7 +505,7 @@ def main() -> int:
         "poison_server_errors": poison_5xx, "poison_unexpected_answers": dict(unexpected),
         "stored_poison_runs": database_outcomes,
         "many_dags": {"dags": len(many), "runs_by_state": dict(many_states)},
-        "drained": drained, "latency": latency, "healthz_latency": healthz, "memory": memory,
+        "webhooks": webhooks, "drained": drained, "latency": latency, "healthz_latency": healthz, "memory": memory,
         "probe_errors": server_errors, "logs": str(workdir),
         "host": {"cpus": os.cpu_count(), "loadavg_1m_start": round(load_before, 1),
                  "loadavg_1m_end": round(os.getloadavg()[0], 1)},
@@ -442,6 +513,7 @@ def main() -> int:
     }
     plot(result, work.samples, (attack_started, attack_ended), args.png)
     ok = (drained and not deaths and result["leadership_changes"] == 0 and poison_5xx == 0 and not unexpected
+          and webhooks["ok"]
           and all(alive.values()) and healthy.get("success", 0) == len(work.triggered)
           and many_states.get("success", 0) == len(many)
           # Issue 44: hostile receivers, patterns and bodies leave /healthz and memory alone.
