@@ -25,7 +25,10 @@ Failure semantics:
   database time from when it started waiting, so a replica cut off by the same outage gets to
   come back — and only then decides, saying why in the reason.
 - **Timeouts** (``timeout_seconds``): SIGTERM to the process group, SIGKILL after
-  ``kill_grace`` seconds; reported failed with reason ``timed out after Ns``.
+  ``kill_grace`` seconds (``LEOFLOW_KILL_GRACE``); reported failed with reason ``timed out after Ns``.
+- **Cancels** (a cancelled run, a cleared task): the same signals; :meth:`cancel` returns only
+  once the process has exited, so the scheduler records the try cancelled, and queues a cleared
+  task's next try, only when nothing of the old one runs any more.
 - **Logs**: while the process runs, its output so far is stored in ``task_logs`` every
   :data:`LIVE_LOG_INTERVAL` seconds when it grew (the API and the dashboard show it, marked
   incomplete); when the process ends the whole output is stored (tail kept, capped at
@@ -43,6 +46,7 @@ Failure semantics:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -53,7 +57,6 @@ from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
 from leoflow.executor.failures import try_error
 from leoflow.executor.local_process import (
-    KILL_GRACE,
     ChildProcess,
     Outcome,
     TryFiles,
@@ -114,11 +117,12 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, settings: Settings, *, kill_grace: float = KILL_GRACE,
+    def __init__(self, settings: Settings, *, kill_grace: float | None = None,
                  claim_attempts: int = CLAIM_ATTEMPTS) -> None:
         self.settings = settings
         self.claim_attempts = claim_attempts
-        self.kill_grace = kill_grace
+        #: Seconds between SIGTERM and SIGKILL (``LEOFLOW_KILL_GRACE``; tests pass their own).
+        self.kill_grace = settings.executor.kill_grace if kill_grace is None else kill_grace
         self.home = settings.home
         self.max_log_bytes = settings.executor.task_log_max_bytes
         self._ctx: LeaderContext | None = None
@@ -170,6 +174,10 @@ class LocalExecutor:
             running.cancel_requested = True
             if running.process is not None and running.process.returncode is None:
                 await terminate(running.process, self.kill_grace)
+            # Gone means gone: also a process still being spawned (it is terminated as soon as it
+            # exists, see _own) has exited before the scheduler may record the try cancelled.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(running.outcome)
         elif pending is not None:
             pending.cancel()
 
@@ -240,6 +248,8 @@ class LocalExecutor:
                 outcome = Outcome("failed", 127, f"cannot start process: {exc.strerror or exc}")
             else:
                 files.write_process(running.process.pid)
+                if running.cancel_requested:  # cancelled while it was being spawned
+                    await terminate(running.process, self.kill_grace)
                 await self._emit(running.key, "running", None, None, files.root.name)
                 outcome = await self._wait(running, launch.timeout_seconds)
             files.write_outcome(outcome)

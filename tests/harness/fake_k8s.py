@@ -300,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._simple("get", ns, seg[5], entry, lambda: self.fake.store.get(ns, seg[5]))
                 return
             if len(seg) == 6 and method == "DELETE":
-                grace = _grace(query, body)
+                grace = entry["grace"] = _grace(query, body)
                 self._simple("delete", ns, seg[5], entry, lambda: self.fake.store.delete(ns, seg[5], grace))
                 return
             if len(seg) == 7 and seg[6] == "log" and method == "GET":

@@ -137,7 +137,11 @@ class Kubelet:
 
     def _deleted(self, pod: Pod) -> None:
         if "deletionTimestamp" in pod["metadata"] and pod["metadata"]["namespace"]:
-            self._schedule(min(0.05, self.startup_delay), "terminate", pod)
+            delay = min(0.05, self.startup_delay)
+            if any(self._program(pod, c).ignores_term for c in pod["spec"]["containers"]):
+                # SIGTERM changes nothing: the containers stop at the grace period's SIGKILL
+                delay = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+            self._schedule(delay, "terminate", pod)
 
     def _loop(self) -> None:
         while True:

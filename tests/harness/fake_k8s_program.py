@@ -8,7 +8,9 @@ or newlines:
   resolved by the kubelet: plain values, Secret and ConfigMap references);
 - ``seq N`` → the lines 1..N (for large logs);
 - ``sleep SECONDS`` → time passes (``sleep infinity`` never ends: a sidecar that runs forever);
-- ``exit N`` → stop with exit code N; ``false`` → exit code 1; ``true`` and anything else → no-op.
+- ``exit N`` → stop with exit code N; ``false`` → exit code 1; ``true`` and anything else → no-op;
+- ``trap '' TERM`` → the container ignores SIGTERM: a graceful delete stops it only when its grace
+  period is over (the kubelet's SIGKILL), not at once.
 
 Each line carries the offset (seconds after the start) at which it is written, so a reader of a
 running container's log sees only what was "written" so far.
@@ -31,6 +33,7 @@ class Program:
     lines: list[tuple[float, str]] = field(default_factory=list)
     duration: float = 0.0
     exit_code: int = 0
+    ignores_term: bool = False
 
     @property
     def logs(self) -> str:
@@ -71,6 +74,8 @@ def interpret(argv: list[str], env: Mapping[str, str] | None = None) -> Program:
                 break
             with contextlib.suppress(ValueError):
                 program.duration += float(rest[0])
+        elif verb == "trap" and rest[-1:] in (["TERM"], ["SIGTERM"], ["15"]):
+            program.ignores_term = True
         elif verb == "exit":
             program.exit_code = int(rest[0]) if rest and rest[0].isdigit() else 0
             break

@@ -29,8 +29,11 @@ Runs only on the leader, for one fencing term (``start`` … ``stop``). Promises
 - **Create errors**: 403/422/other 4xx → failed with the API's message; 409 (not
   AlreadyExists), 429 (honouring Retry-After), 5xx and no response → retried with capped
   exponential backoff for up to ``create_deadline`` seconds, then failed.
-- **Kills** (cancel, timeout, stuck image) run at most ``kill_concurrency`` at once, beside the
-  event loop: the log tail is read with no transaction open, stored in a short one, then the pod
+- **Kills** (cancel, timeout, stuck image) end only when the pod is gone: deleted with its grace,
+  then, if still there after ``LEOFLOW_KILL_GRACE`` seconds (a process ignoring SIGTERM), with
+  ``gracePeriodSeconds: 0``; the try is reported (and a cancel returns) only then, so a cleared
+  task's next pod is never created beside its last one. They run at most ``kill_concurrency`` at
+  once, beside the event loop: the log tail is read with no transaction open, stored in a short one, then the pod
   is deleted in a fenced window. Cancelling a run of hundreds of pods therefore neither starves
   the leader's few database connections nor the API client's threads. The log read before a
   kill is best effort and bounded by ``kill_log_timeout`` (:data:`KILL_LOG_TIMEOUT`): a kubelet
@@ -74,6 +77,12 @@ log = logging.getLogger(__name__)
 #: kubelet answers in milliseconds; one that does not (node unreachable) would otherwise hold the
 #: kill, and the try ``cancelling``, for the full read timeout.
 KILL_LOG_TIMEOUT = 5.0
+#: Seconds between looks at a pod being killed, until it is gone: a GET each, at most for the kill
+#: grace (``LEOFLOW_KILL_GRACE``); short, since a cleared task's next try waits for it.
+GONE_POLL = 0.25
+#: Seconds a pod deleted with ``gracePeriodSeconds: 0`` may still be listed: the API server removes
+#: it at once, so anything longer means the delete did not happen (the kill is then retried).
+FORCE_CONFIRM = 5.0
 
 
 class KubernetesExecutor(PodCreation):
@@ -84,7 +93,7 @@ class KubernetesExecutor(PodCreation):
     def __init__(self, settings: Settings, *, api: KubernetesApi | None = None, concurrency: int = 16,
                  resync_interval: float = 30.0, watch_timeout: int = 60, create_deadline: float = 120.0,
                  delete_grace: int = 10, deadline_slack: float = 60.0, kill_concurrency: int = 8,
-                 kill_log_timeout: float = KILL_LOG_TIMEOUT) -> None:
+                 kill_log_timeout: float = KILL_LOG_TIMEOUT, kill_grace: float | None = None) -> None:
         self.settings = settings
         self.k8s = settings.executor.kubernetes
         self.api = api or KubernetesApi(settings, concurrency=concurrency)
@@ -95,6 +104,9 @@ class KubernetesExecutor(PodCreation):
         self.delete_grace = delete_grace
         self.deadline_slack = deadline_slack
         self.kill_log_timeout = kill_log_timeout
+        #: Seconds a killed pod may take to stop after its graceful delete before it is deleted with
+        #: ``gracePeriodSeconds: 0`` (``LEOFLOW_KILL_GRACE``).
+        self.kill_grace = settings.executor.kill_grace if kill_grace is None else kill_grace
         self.selector = pods.cluster_selector(settings.cluster.name)
         self._max_log_bytes = settings.executor.task_log_max_bytes
         self._concurrency = concurrency
@@ -165,10 +177,26 @@ class KubernetesExecutor(PodCreation):
             return
         if tracked.created_at is None:
             tracked.cancel_requested = True  # _create kills it once it exists
-            return
-        if not tracked.killing:
+        elif not tracked.killing:
             tracked.killing = True
             await self._kill(tracked, "cancelled", must_delete=True)
+            return
+        await self._until_ended(tracked)
+
+    async def _until_ended(self, t: Tracked) -> None:
+        """Wait for a kill under way by another path (a create that kills on arrival, a timeout, a
+        reconcile) to end: it reports the try only once the pod is gone (:meth:`_wait_gone`).
+
+        Raises if it has not ended within what it may take (or it failed), so that the scheduler
+        records nothing and cancels again: a cancel returns only for a try whose pod is gone.
+        """
+        deadline = time.monotonic() + self.create_deadline + self.kill_log_timeout + self.kill_grace + FORCE_CONFIRM
+        while not t.final:
+            if self._tracked.get(t.name) is not t and not t.killing:
+                return  # forgotten unkilled: its create was never sent (fenced out, stopping)
+            if (t.created_at is not None and not t.killing) or time.monotonic() > deadline:
+                raise KubernetesError(0, "KillNotDone", f"pod {t.name} is not confirmed gone yet")
+            await asyncio.sleep(GONE_POLL)
 
     async def logs(self, key: TryKey) -> str | None:
         ctx = self._require_ctx()
@@ -307,28 +335,33 @@ class KubernetesExecutor(PodCreation):
 
     def _start_kill(self, t: Tracked, reason: str) -> None:
         """Kill beside the event loop (a kill reads logs and waits for a window): never inline."""
-        self._start_end(t, "failed", None, reason)
+        self._start_end(t, "failed", None, reason, wait_gone=True)
 
-    def _start_end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+    def _start_end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
+                   wait_gone: bool = False) -> None:
         """End a try by deleting its pod (a kill, or sidecars left running), beside the event loop."""
         if t.killing or t.final:
             return
         t.killing = True
-        self._spawn(self._end(t, state, exit_code, reason), f"k8s-kill:{t.name}", may_return=True)
+        self._spawn(self._end(t, state, exit_code, reason, wait_gone=wait_gone), f"k8s-kill:{t.name}",
+                    may_return=True)
 
     async def _kill(self, t: Tracked, reason: str, *, must_delete: bool = False) -> None:
-        """Save what logs there are, delete the pod (fenced), report the try failed with ``reason``."""
-        await self._end(t, "failed", None, reason, must_delete=must_delete)
+        """Save what logs there are, delete the pod (fenced), wait until it is gone (forcing it after
+        the kill grace), report the try failed with ``reason``."""
+        await self._end(t, "failed", None, reason, must_delete=must_delete, wait_gone=True)
 
     async def _end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
-                   must_delete: bool = False) -> None:
+                   must_delete: bool = False, wait_gone: bool = False) -> None:
         """Save the pod's logs, delete it (fenced), report ``state`` (a kill, or sidecars left running).
 
         At most ``kill_concurrency`` at once; no transaction is open while the log is read. With
         ``must_delete`` (the scheduler's cancel) a delete the API server refused or did not answer
         raises instead of reporting the try ended: the pod still runs, so the try stays
         ``cancelling`` and the scheduler's next cancel deletes it again (the logs already saved
-        are not read twice).
+        are not read twice). With ``wait_gone`` (every kill) the try is reported only once its pod
+        is gone (:meth:`_wait_gone`, outside the kill slots): the report records a cancelled try
+        ``cancelled``, and only then may a cleared task's next try start.
         """
         t.killing = True
         async with self._kill_slots:
@@ -345,7 +378,42 @@ class KubernetesExecutor(PodCreation):
             except (KubernetesError, DatabaseError):  # only with must_delete: the next cancel tries again
                 t.killing = False
                 raise
+        if wait_gone:
+            try:
+                await self._wait_gone(t)
+            except (FencedOut, CallNotSent):
+                return  # the next leader kills it again, and waits
+            except (KubernetesError, DatabaseError):
+                if must_delete:
+                    t.killing = False
+                    raise
+                log.warning("reporting a killed try whose pod is not confirmed gone", extra={"pod": t.name})
         await self._finish(t, state, exit_code, reason)
+
+    async def _wait_gone(self, t: Tracked) -> None:
+        """Return once the pod is gone from the API server (or no longer live: its containers have
+        stopped). A pod still there :attr:`kill_grace` seconds after its graceful delete (a
+        process ignoring SIGTERM) is deleted with ``gracePeriodSeconds: 0``, which removes it at
+        once; if even then it is still listed after :data:`FORCE_CONFIRM` seconds, this raises.
+
+        Polls with GET (fresh from the API server, never the watch's cache): one call every
+        :data:`GONE_POLL` seconds per kill, for at most the grace.
+        """
+        deadline = time.monotonic() + self.kill_grace
+        forced = False
+        while True:
+            pod = await self.api.get_pod(t.name)
+            if pod is None or not pods.is_live(pod):
+                return
+            if time.monotonic() >= deadline:
+                if forced:
+                    raise KubernetesError(0, "PodNotGone", f"pod {t.name} is still there after a delete with "
+                                                          "gracePeriodSeconds 0")
+                log.warning("pod did not stop within the kill grace; deleting it with gracePeriodSeconds 0",
+                            extra={"pod": t.name, "seconds": self.kill_grace})
+                await self.delete_pod_fenced(t.name, uid=pod["metadata"].get("uid"), grace_seconds=0)
+                forced, deadline = True, time.monotonic() + FORCE_CONFIRM
+            await asyncio.sleep(GONE_POLL)
 
     async def _save_logs(self, task_try_id: int, pod_name: str) -> None:
         """Best effort: the log tail of a pod about to be deleted (the shipper skips shipped tries).
