@@ -22,7 +22,9 @@ seconds have passed:
   surrogates, a start date in year 9999, JSON and YAML nested 200,000 deep, a 1 MiB YAML body)
   and issue 44's ``params`` poisons (a trigger against ``pattern: ^(a+)+$`` with 28 ``a`` and a
   ``!``, matched by RE2 at once; a backreference pattern, ``$ref: "#"``, and a scheduled DAG
-  whose default backtracks, each refused at apply);
+  whose default backtracks, each refused at apply), and its pod-policy poisons (a ``pod_template``
+  with a ``hostPath`` of ``/``, a privileged init container, ``hostNetwork``, an added
+  ``SYS_ADMIN`` capability, another ``serviceAccountName``: each a 422 naming the field);
 - **in the database, as an older version would have written them** (what validation can no
   longer stop; the scheduler must fail that one entity and go on): a DAG version whose task has
   ``timeout_seconds: 1e12``, one whose schedule never fires, one whose ``params`` are

@@ -36,6 +36,7 @@ from leoflow.db import api_queries, dag_store
 from leoflow.model.limits import DAG_ID
 from leoflow.model.notify import hide_webhook_urls
 from leoflow.model.pod import hide_env_values
+from leoflow.model.pod_policy import check_dag_pods
 from leoflow.model.spec import parse_dag_spec
 from leoflow.model.states import DAG_STATES
 
@@ -66,6 +67,7 @@ async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]
     clock = SystemClock()
     # A spec of thousands of tasks takes a while to check: off the event loop, like its body.
     spec = await run_in_threadpool(partial(parse_dag_spec, document, now=clock.now()))
+    check_dag_pods(spec, api_state(request).settings.executor.kubernetes.pod_policy())  # 422 naming the field
     async with audited_transaction(request, dag_id=spec.dag_id) as write:
         result = await dag_store.apply_dag(write.conn, spec, clock=clock)
         dag = await api_queries.get_dag(write.conn, result.dag_id)

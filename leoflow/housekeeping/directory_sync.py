@@ -99,7 +99,8 @@ class DagDirectorySync:
         return snapshot.fingerprint
 
     async def _sync(self, ctx: LeaderContext, snapshot: DirectorySnapshot) -> None:
-        dag_set = await asyncio.to_thread(parse_dag_files, snapshot.files)
+        dag_set = await asyncio.to_thread(parse_dag_files, snapshot.files,
+                                          pod_policy=ctx.settings.executor.kubernetes.pod_policy())
         problems = [p.to_json() for p in (*snapshot.problems, *dag_set.errors)]
         if problems:
             await self._rejected(ctx, problems)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_string_keys
 from leoflow.model.documents import DocumentError, Location, load_documents
+from leoflow.model.pod_policy import PodPolicy, check_dag_pods
 from leoflow.model.spec import DagSpec, parse_dag_spec
 from leoflow.model.yaml_loader import YamlBudget
 
@@ -72,8 +73,12 @@ def is_dag_file(name: str) -> bool:
     return name.lower().endswith(DAG_FILE_SUFFIXES)
 
 
-def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None) -> DagSet:
+def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None, *,
+                    pod_policy: PodPolicy | None = None) -> DagSet:
     """Every DAG of ``files`` and every problem in them (see the module docstring).
+
+    With a ``pod_policy`` (the cluster's, :mod:`leoflow.model.pod_policy`), a pod field it refuses
+    is a problem of its document like any invalid field.
 
     With a ``budget`` (the API's ``dags:sync``), the files are held to it *together*: what their
     YAML stands for adds up, and reading stops at the first file past it or past its deadline
@@ -98,6 +103,8 @@ def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None) 
             try:
                 check_string_keys(document.data, "")
                 spec = parse_dag_spec(document.data)
+                if pod_policy is not None:
+                    check_dag_pods(spec, pod_policy)
             except ValidationFailed as exc:
                 errors.append(document.error(exc.path, exc.problem, several=several))
                 continue

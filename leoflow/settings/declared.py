@@ -180,6 +180,13 @@ def optional_http_url(value: str) -> str | None:
     return http_url(value)
 
 
+def pod_allowances(value: str) -> frozenset[str]:
+    """``LEOFLOW_K8S_POD_POLICY``: the allowances :mod:`leoflow.model.pod_policy` knows."""
+    from leoflow.model.pod_policy import parse_allowances
+
+    return parse_allowances(value)
+
+
 def pod_template(value: str) -> Mapping[str, Any]:
     """A partial Pod as JSON or YAML (what the chart renders from ``tasks.podTemplate``)."""
     # Imported here: the CLI's client verbs load settings and must not load the pod model.
@@ -280,10 +287,6 @@ TASK_LOG_MAX_BYTES = Variable("LEOFLOW_TASK_LOG_MAX_BYTES", 1024 * 1024, integer
 LOG_SHIP_ATTEMPTS = Variable("LEOFLOW_LOG_SHIP_ATTEMPTS", 10, integer(maximum=1000),
                              "Attempts to read a finished pod's log (backing off up to a minute apart) before "
                              "its logs are marked unavailable, with the reason, and the pod may be collected.")
-KILL_GRACE = Variable("LEOFLOW_KILL_GRACE", 10.0, number(maximum=3600),
-                      "Seconds a cancelled, cleared or timed-out try may take to stop after SIGTERM (a pod: after its "
-                      "graceful delete) before it is killed outright (SIGKILL; a pod deleted with "
-                      "`gracePeriodSeconds: 0`); a kill ends only once the try is gone.")
 K8S_NAMESPACE = Variable[str | None]("LEOFLOW_K8S_NAMESPACE", None, optional_text, "Namespace task pods run in.",
                                      shown_default="(pod namespace, else default)")
 K8S_SERVICE_ACCOUNT = Variable[str | None]("LEOFLOW_K8S_SERVICE_ACCOUNT", None, optional_text,
@@ -297,6 +300,20 @@ K8S_POD_TEMPLATE = Variable[Mapping[str, Any]](
     "LEOFLOW_K8S_POD_TEMPLATE", {}, pod_template,
     "Cluster-wide default pod template (a partial Pod as JSON or YAML), strategic-merged under every task's "
     "pod_template; Leoflow's own fields win.", shown_default="(none)")
+K8S_POD_POLICY = Variable[frozenset[str]](
+    "LEOFLOW_K8S_POD_POLICY", frozenset(), pod_allowances,
+    "What DAGs may ask of task pods beyond the default (refused, with a 422 naming the field, at apply and before "
+    "each pod is created): a comma-separated list of `host-path` (hostPath volumes), `privileged`, "
+    "`privilege-escalation` (allowPrivilegeEscalation: true), `host-network`, `host-pid`, `host-ipc`, "
+    "`capabilities` (securityContext.capabilities.add), or `all`.", shown_default="(none allowed)")
+K8S_ALLOWED_SERVICE_ACCOUNTS = Variable[tuple[str, ...]](
+    "LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS", (), names,
+    "Comma-separated service accounts a DAG may name (`service_account`, `pod_template` `serviceAccountName`) "
+    "besides `LEOFLOW_K8S_SERVICE_ACCOUNT`; `*` allows any.", shown_default="(none)")
+K8S_PROTECTED_SECRETS = Variable[tuple[str, ...]](
+    "LEOFLOW_K8S_PROTECTED_SECRETS", (), names,
+    "Comma-separated Secret names no DAG may reference (volume, projected volume, env, env_from; the chart sets "
+    "its database and admin-token Secrets).", shown_default="(none)")
 K8S_POD_RETENTION = Variable("LEOFLOW_K8S_POD_RETENTION", 3600.0, number(positive=False),
                              "Seconds finished pods are kept (after their logs are shipped) before garbage collection.")
 DAGS_DIR = Variable[str | None](
@@ -358,8 +375,9 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     API_TOKENS, API_TOKENS_FILE, METRICS_AUTH, MAX_BODY_BYTES, EXECUTOR, HOME, LOG_FORMAT, LOG_LEVEL,
     ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
-    TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, KILL_GRACE, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
-    K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
+    TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
+    K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_POLICY, K8S_ALLOWED_SERVICE_ACCOUNTS, K8S_PROTECTED_SECRETS,
+    K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
     AUDIT_RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_HEADER_HOSTS,
     NOTIFY_ALLOWED_HOSTS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
     METRICS_MAX_TASKS,

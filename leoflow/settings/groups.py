@@ -14,10 +14,13 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from leoflow.errors import SettingsError
 from leoflow.settings import declared as v
+
+if TYPE_CHECKING:
+    from leoflow.model.pod_policy import PodPolicy
 from leoflow.settings.client import ClientSettings
 
 ExecutorKind = Literal["kubernetes", "local", "memory"]
@@ -84,6 +87,17 @@ class KubernetesSettings:
     pod_retention: float = v.K8S_POD_RETENTION.default
     #: Cluster-wide partial pod every task pod is merged over (validated at load).
     pod_template: Mapping[str, Any] = field(default_factory=dict)
+    #: The pod policy (leoflow.model.pod_policy): allowances, allowed service accounts, protected Secrets.
+    pod_allowances: frozenset[str] = v.K8S_POD_POLICY.default
+    allowed_service_accounts: tuple[str, ...] = v.K8S_ALLOWED_SERVICE_ACCOUNTS.default
+    protected_secrets: tuple[str, ...] = v.K8S_PROTECTED_SECRETS.default
+
+    def pod_policy(self) -> PodPolicy:
+        """The policy every task pod is checked against (at apply, and before the pod is created)."""
+        from leoflow.model.pod_policy import PodPolicy  # the client verbs load settings, not the pod model
+
+        return PodPolicy(self.pod_allowances, frozenset(self.allowed_service_accounts), self.service_account,
+                         frozenset(self.protected_secrets))
 
 
 def default_local_parallelism() -> int:
@@ -96,8 +110,6 @@ class ExecutorSettings:
     local_parallelism: int = field(default_factory=default_local_parallelism)
     task_log_max_bytes: int = v.TASK_LOG_MAX_BYTES.default
     log_ship_attempts: int = v.LOG_SHIP_ATTEMPTS.default
-    #: Seconds a try being killed may take to stop before it is killed outright.
-    kill_grace: float = v.KILL_GRACE.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
 

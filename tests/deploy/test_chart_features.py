@@ -362,3 +362,41 @@ def test_promtool_scenarios_can_fail(render: Render, tmp_path: Path) -> None:
                              "exp_alerts": [{"exp_labels": {"severity": "critical"}}]}]}]}
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(test))
     assert promtool("test", "rules", "test.yaml", cwd=tmp_path).returncode != 0
+
+
+# ------------------------------------------------------------------------------ pod policy
+
+
+def test_the_releases_own_secrets_are_protected_from_task_pods_by_default(render: Render) -> None:
+    """Task pods share the release namespace: a DAG naming the database's Secret must be refused."""
+    env = env_of(container(render()))
+    assert env["LEOFLOW_K8S_PROTECTED_SECRETS"]["value"] == "wf-leoflow-database,wf-leoflow-auth"
+    assert "LEOFLOW_K8S_POD_POLICY" not in env and "LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS" not in env
+    bundled = env_of(container(render(base={})))  # the evaluation install: bundled database, generated token
+    database = bundled["LEOFLOW_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"]
+    assert bundled["LEOFLOW_K8S_PROTECTED_SECRETS"]["value"] == f"{database},wf-leoflow-admin-token"
+
+
+def test_the_pod_policy_values_reach_the_server(render: Render) -> None:
+    docs = render({"tasks": {"podPolicy": ["host-path", "capabilities"], "allowedServiceAccounts": ["etl", "ml"],
+                             "protectedSecrets": ["payroll-db"]},
+                   "notify": {"webhook": {"existingSecret": "slack-hook"}}})
+    for doc in docs:
+        validate_strict(doc)
+    env = env_of(container(docs))
+    assert env["LEOFLOW_K8S_POD_POLICY"]["value"] == "host-path,capabilities"
+    assert env["LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS"]["value"] == "etl,ml"
+    assert env["LEOFLOW_K8S_PROTECTED_SECRETS"]["value"] == "wf-leoflow-database,wf-leoflow-auth,slack-hook,payroll-db"
+
+
+def test_the_server_reads_what_the_chart_renders(render: Render) -> None:
+    """The rendered values parse as the server's settings (an allowance the server does not know fails the schema)."""
+    from leoflow.settings import load_settings
+
+    env = env_of(container(render({"tasks": {"podPolicy": ["all"], "allowedServiceAccounts": ["*"]}})))
+    settings = load_settings({"LEOFLOW_DATABASE_URL": "postgresql://u:p@h/d", **{
+        name: env[name]["value"] for name in ("LEOFLOW_K8S_POD_POLICY", "LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS",
+                                              "LEOFLOW_K8S_PROTECTED_SECRETS")}})
+    policy = settings.executor.kubernetes.pod_policy()
+    assert policy.allows("host-path") and policy.service_account_allowed("anything")
+    assert "wf-leoflow-database" in policy.protected_secrets

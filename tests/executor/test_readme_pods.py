@@ -59,7 +59,8 @@ def test_the_readme_example_runs_end_to_end_and_is_followed_live_from_a_follower
         k8s.objects(secrets={"pg": {"password": "pw"}}, config_maps={"etl-config": {"user": "etl"}},
                     pvcs=["etl-data"], node_labels={"pool": "batch"})
         cluster = Cluster(database_url, tmp_path, probe=False, env={
-            "LEOFLOW_EXECUTOR": "kubernetes", "KUBECONFIG": str(k8s.kubeconfig)})
+            "LEOFLOW_EXECUTOR": "kubernetes", "KUBECONFIG": str(k8s.kubeconfig),
+            "LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS": "etl-runner"})  # the example's own, as the README says
         try:
             for replica in [cluster.start(node, wait=False) for node in ("a", "b")]:  # they start in parallel
                 cluster.wait_healthy(replica)

@@ -31,6 +31,13 @@ def _world(fake: FakeKubernetes) -> None:
     kubelet.node.labels.update({"pool": "batch", "zone": "a"})
 
 
+def _allowing_the_cases(s: Settings) -> Settings:
+    """The cases use an added capability and their own service account: the operator allows both."""
+    k8s = dataclasses.replace(s.executor.kubernetes, pod_allowances=frozenset({"capabilities"}),
+                              allowed_service_accounts=("etl-runner",))
+    return s.replace(executor=dataclasses.replace(s.executor, kubernetes=k8s))
+
+
 def _pod(fake: FakeKubernetes, name: str) -> dict[str, Any]:
     return next((p for p in fake.pods(NAMESPACE) if p["metadata"]["name"] == name), {})
 
@@ -41,7 +48,7 @@ def _requests(fake: FakeKubernetes, verb: str, name: str) -> list[dict[str, Any]
 
 def test_every_pod_field_runs_through_the_fake_api_server(settings: Settings, fake_k8s: FakeKubernetes) -> None:
     """Each case's pod is created exactly as rendered, and its try succeeds."""
-    s = k8s_settings(settings)
+    s = _allowing_the_cases(k8s_settings(settings))
     cases = {name: case for name, case in CASES.items() if not case.cluster_template}
     _world(fake_k8s)
 
@@ -274,3 +281,27 @@ def test_the_local_executor_refuses_env_references_and_ignores_pod_fields(settin
         assert stored is not None and stored["content"] == "mode=full\n"  # plain values reach a subprocess
 
     run_with_term(s, body, pool_size=4)
+
+
+def test_the_leader_refuses_a_pod_the_policy_refuses_and_fails_only_that_try(settings: Settings,
+                                                                            fake_k8s: FakeKubernetes) -> None:
+    """A DAG stored before the policy was tightened: its try fails with the reason, the pod is never sent."""
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        [bad, good] = await seed_tries(engine, 2)
+        rec = Recorder(engine)
+        ex = await started(s, engine, 1, rec)
+        template = {"spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}
+        await ex.submit(launch_of(Case({"pod_template": template}), bad.key, bad.task_try_id, term=1))
+        await ex.submit(launch_of(Case({}), good.key, good.task_try_id, term=1))
+        refused, fine = await rec.wait_final(bad.key), await rec.wait_final(good.key)
+        await ex.stop()
+        assert refused.state == "failed"
+        assert str(refused.reason).startswith("the task's pod is invalid, not created: "
+                                              "pod.pod_template.spec.volumes[0].hostPath: a hostPath volume")
+        assert "LEOFLOW_K8S_POD_POLICY=host-path" in str(refused.reason)
+        assert fine.state == "success"
+        assert [c.get("name") for c in fake_k8s.creates()] == [try_name("default", good.key)]
+
+    run(s, body)

@@ -8,6 +8,7 @@ Entries that must be *accepted* (a value exactly at its limit) sit next to the r
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,18 @@ def _env_aliases(variables: int, value_bytes: int) -> bytes:
     names = "".join(f"    V{i}: *v\n" for i in range(1, variables))
     return (f"dag_id: env-aliases\ntasks:\n- id: a\n  image: x\n  command: [\"true\"]\n  env:\n"
             f"    V0: &v \"{'x' * value_bytes}\"\n{names}").encode()
+
+
+def alias_sync_file(index: int) -> str:
+    """A DAG file within one file's limits whose extra field stands for ~470,000 values (400 bytes)."""
+    levels = "".join(f"x{k}: &a{k} [" + ",".join([f"*a{k - 1}"] * 9) + "]\n" for k in range(1, 5))
+    return (f"dag_id: alias-{index}\ntasks: [{{id: a, kind: empty}}]\n"
+            "x0: &a0 [" + ",".join(["x"] * 9) + "]\n" + levels + "x5: [" + ",".join(["*a4"] * 6) + "]\n")
+
+
+def cursor_of(raw: bytes) -> str:
+    """A ``cursor`` query value made of ``raw`` (the API's cursors are base64url without padding)."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 @dataclass(frozen=True)
@@ -173,6 +186,18 @@ def corpus() -> list[Poison]:
                                                       "default": "a" * 28 + "!"}}}), 422, "params"),
         _run("run_id taking a scheduled slot (scheduled__…)", {"run_id": "scheduled__2026-11-28T22:27:00+00:00"},
              422, "run_id"),
+        # The cluster's pod policy (nothing allowed by default): a DAG author cannot ask for the node.
+        _dag("pod_template with a hostPath volume of /", spec(tasks=[task(pod_template={"spec": {"volumes": [
+            {"name": "root", "hostPath": {"path": "/"}}]}})]), 422, "tasks[0].pod_template.spec.volumes[0].hostPath"),
+        _dag("pod_template with a privileged init container", spec(tasks=[task(pod_template={"spec": {
+            "initContainers": [{"name": "i", "image": "busybox", "securityContext": {"privileged": True}}]}})]), 422,
+            "tasks[0].pod_template.spec.initContainers[0].securityContext.privileged"),
+        _dag("pod_template with hostNetwork", spec(tasks=[task(pod_template={"spec": {"hostNetwork": True}})]), 422,
+             "tasks[0].pod_template.spec.hostNetwork"),
+        _dag("security_context adding SYS_ADMIN", spec(tasks=[task(security_context={"container": {
+            "capabilities": {"add": ["SYS_ADMIN"]}}})]), 422, "tasks[0].security_context.container.capabilities.add"),
+        _dag("pod_template with another service account", spec(tasks=[task(pod_template={"spec": {
+            "serviceAccountName": "cluster-admin"}})]), 422, "tasks[0].pod_template.spec.serviceAccountName"),
         _dag("YAML nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body", YAML),
         _dag("JSON nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body"),
         _dag("YAML with a recursive alias", b"dag_id: &a [1, *a]\n", 400, "body", YAML),
@@ -184,6 +209,24 @@ def corpus() -> list[Poison]:
         Poison("limit 0", "GET", "/api/v2/dags?limit=0", None, JSON, 400, "limit"),
         Poison("try 0", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?try=0", None, JSON, 400, "try"),
         Poison("try 2^31", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?try={2**31}", None, JSON, 400, "try"),
+        # Small inputs that were 500s (issue 44, item 13): a 4xx naming the parameter.
+        Poison("cursor of 2,000 nested [", "GET", f"/api/v2/dags?cursor={cursor_of(b'[' * 2_000)}", None, JSON, 400,
+               "cursor"),
+        Poison("cursor with a lone surrogate", "GET", f"/api/v2/dags?cursor={cursor_of(b'[\"dags\",\"\\ud800\"]')}",
+               None, JSON, 400, "cursor"),
+        Poison("version \u00b2 (isdigit, not int)", "GET", f"/api/v2/dags/{HEALTHY}/versions/%C2%B2", None, JSON, 404,
+               "version"),
+        Poison("backfill \u00b2", "GET", f"/api/v2/dags/{HEALTHY}/backfills/%C2%B2", None, JSON, 404, "backfill_id"),
+        Poison("notification \u00b2 retried", "POST", "/api/v2/notifications/%C2%B2/retry", None, JSON, 404,
+               "notification_id"),
+        Poison("log cursor b\u00b2", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?since=b%C2%B2", None, JSON,
+               400, "since"),
+        Poison("YAML key 1 on PATCH", "PATCH", f"/api/v2/dags/{HEALTHY}", b"paused: false\n1: x\n", YAML, 422, "1"),
+        _run("YAML key 1 in conf", b"conf: {a: b, 1: x}\n", 422, "conf.1", YAML),
+        Poison("YAML key 1 in a sync", "POST", "/api/v2/dags:sync", b"source: s\n1: x\nfiles: []\n", YAML, 422, "1"),
+        # dags:sync holds all its files to one budget (issue 44, item 15): the second file is refused.
+        Poison("20 alias-heavy files in one sync", "POST", "/api/v2/dags:sync", {"source": "poison", "files": [
+            {"name": f"f{i:02}.yaml", "content": alias_sync_file(i)} for i in range(20)]}, JSON, 422, None),
         # Exactly at a limit: accepted.
         _dag("timeout exactly 30 days", spec("at-timeout", tasks=[task(timeout_seconds=30 * day)]), 201, ""),
         _dag("retry delays exactly 7 days", spec("at-delay", tasks=[task(retry_delay_seconds=7 * day,

@@ -96,6 +96,21 @@ auth.tokens, or (neither given) the generated admin token's.
 {{- end }}
 {{- end }}
 
+{{/*
+The Secrets no DAG may reference (LEOFLOW_K8S_PROTECTED_SECRETS), comma-separated: the
+release's own — the database URL's, the API tokens', the webhook's, the metrics token's — and
+tasks.protectedSecrets. Task pods run in the release namespace by default, where a DAG author
+could otherwise mount them by name.
+*/}}
+{{- define "leoflow.protectedSecrets" -}}
+{{- $names := list (include "leoflow.databaseSecretName" .) }}
+{{- with (include "leoflow.authSecretName" .) }}{{ $names = append $names . }}{{ end }}
+{{- with .Values.notify.webhook.existingSecret }}{{ $names = append $names . }}{{ end }}
+{{- with .Values.metrics.serviceMonitor.tokenSecret }}{{ $names = append $names . }}{{ end }}
+{{- range .Values.tasks.protectedSecrets }}{{ $names = append $names . }}{{ end }}
+{{- $names | uniq | join "," }}
+{{- end }}
+
 {{/* "true" when the chart generates the admin token (auth on, no tokens given), else "". */}}
 {{- define "leoflow.generatesToken" -}}
 {{- if and .Values.auth.enabled (not .Values.auth.existingSecret) (not .Values.auth.tokens) }}true{{ end }}
@@ -222,6 +237,16 @@ code lands later are listed in that test as pending).
 - name: LEOFLOW_K8S_POD_TEMPLATE
   value: {{ toJson . | quote }}
 {{- end }}
+{{- with .Values.tasks.podPolicy }}
+- name: LEOFLOW_K8S_POD_POLICY
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.tasks.allowedServiceAccounts }}
+- name: LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: LEOFLOW_K8S_PROTECTED_SECRETS
+  value: {{ include "leoflow.protectedSecrets" . | quote }}
 - name: LEOFLOW_SHUTDOWN_GRACE
   value: {{ .Values.config.shutdownGrace | quote }}
 - name: LEOFLOW_LEADER_LEASE

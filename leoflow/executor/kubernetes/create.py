@@ -40,6 +40,7 @@ from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, Obj
 from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED
+from leoflow.model.pod_policy import check_task_pod
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.settings import KubernetesSettings
 
@@ -139,9 +140,10 @@ class PodCreation:
         """Create the pod (or adopt it on 409), retrying transient failures until ``create_deadline``."""
         ctx = self._require_ctx()
         try:
+            check_task_pod(launch.pod, self.k8s.pod_policy())  # a DAG stored before the policy: this try fails
             body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
                                  image_pull_secrets=self.k8s.image_pull_secrets, template=self.k8s.pod_template)
-        except ValidationFailed as exc:  # never sent: the spec's fields and templates do not add up
+        except ValidationFailed as exc:  # never sent: the spec's fields and templates do not add up, or the policy
             await self._finish(t, "failed", None, f"the task's pod is invalid, not created: {exc}"[:1000])
             return
         except Exception as exc:  # containment: a pod this try's data cannot build fails the try, not the term
