@@ -58,8 +58,10 @@ def test_downgrade_to_base_needs_yes_off_a_terminal(empty_database_url: str) -> 
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and "--yes" in lines[0] and "drops every Leoflow table" in lines[0]
         assert "at head" in leoflow("db", "current", env=env).stdout  # nothing was dropped
-    # One step back keeps the tables: no confirmation needed.
-    assert leoflow("db", "downgrade", "-1", env=env).returncode == 0
+    # One step back keeps the tables: no confirmation of base needed (--yes only if that step's
+    # downgrade drops a column, which the next test covers).
+    confirm = ["--yes"] if migrations.data_dropping_downgrades(empty_database_url, "-1") else []
+    assert leoflow("db", "downgrade", "-1", *confirm, env=env).returncode == 0
     assert leoflow("db", "current", env=env).stdout.startswith(f"{depth - 1:04d} (head is")
 
 
@@ -72,7 +74,8 @@ def test_downgrade_to_a_revision_whose_way_down_drops_data_needs_yes(empty_datab
         assert refused.returncode == 2, refused.stderr
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and "--yes" in lines[0] and "drops tables or columns holding data" in lines[0]
-        assert "0010" in lines[0]
+        # Names the revisions whose downgrades lose data (test_migrations checks that list).
+        assert ", ".join(migrations.data_dropping_downgrades(empty_database_url, target)) in lines[0]
         assert "at head" in leoflow("db", "current", env=env).stdout  # nothing was dropped
     done = leoflow("db", "downgrade", "0003", "--yes", env=env)
     assert done.returncode == 0, done.stderr

@@ -105,7 +105,8 @@ def test_data_dropping_downgrades_follow_the_declarations(empty_database_url: st
     migrations.upgrade(empty_database_url)
     head = migrations.head_revision()
     assert migrations.data_dropping_downgrades(empty_database_url, head) == []
-    assert migrations.data_dropping_downgrades(empty_database_url, "-1") == []  # 0011 writes rows back only
-    assert migrations.data_dropping_downgrades(empty_database_url, "0003") == ["0010", "0008", "0007", "0006",
-                                                                               "0005", "0004"]
+    assert migrations.data_dropping_downgrades(empty_database_url, "0011") == ["0012"]  # the audit's denial counts
+    assert migrations.data_dropping_downgrades(empty_database_url, "0010") == ["0012"]  # 0011 writes rows back only
+    assert migrations.data_dropping_downgrades(empty_database_url, "0003") == ["0012", "0010", "0008", "0007",
+                                                                               "0006", "0005", "0004"]
     assert migrations.data_dropping_downgrades(empty_database_url, "no-such-revision") == []

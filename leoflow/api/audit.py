@@ -11,6 +11,11 @@ Two ways a row is written (:mod:`leoflow.db.audit_store`), so that no write goes
   own. If the database is down at that moment the row is lost (the write itself was not made,
   or was recorded in its transaction) and the failure is logged.
 
+A refusal for scope (403: a read token on a write route) is *counted* rather than recorded
+(:func:`~leoflow.db.audit_store.record_denial`): one row per token, route and hour with a
+``count``, so a read token cannot fill the audit log by hammering write routes, and the answer
+``GET /api/v2/audit`` gives still says how many refusals there were.
+
 Who: the token's *name* (never the token). From where: the peer address of the connection
 and, as given (untrusted, clipped), ``X-Forwarded-For`` and ``User-Agent``. Requests without a
 valid token are not recorded (they changed nothing, and recording them would let anyone fill
@@ -100,7 +105,10 @@ async def record_outcome(request: Request, status: int) -> None:
         return
     try:
         async with asyncio.timeout(RECORD_TIMEOUT), _db(request).transaction() as conn:
-            await audit_store.record(conn, entry)
+            if status == 403:
+                await audit_store.record_denial(conn, entry)
+            else:
+                await audit_store.record(conn, entry)
     except (DatabaseError, TimeoutError) as exc:
         log.error("audit event not recorded", extra={"actor": entry.actor, "route": entry.route,
                                                      "status": status, "error": str(exc)[:200]})

@@ -54,6 +54,10 @@ _AUDIT = {
     "status": _INT, "remote_addr": _nullable("string"), "forwarded_for": _nullable("string"),
     "user_agent": _nullable("string"), "dag_id": _nullable("string"), "run_id": _nullable("string"),
     "details": {"type": "object"},
+    "count": {"type": "integer", "minimum": 1, "description": (
+        "Writes this event stands for: 1, except for a token's refusals (403), counted in one event per "
+        "route and hour (ts: the first, last_ts: the last).")},
+    "last_ts": _nullable("string", format="date-time", description="The last refusal a counted event holds."),
 }
 
 SCHEMAS: dict[str, Any] = {

@@ -102,12 +102,18 @@ def notifications_retry(args: argparse.Namespace, client: ClientSettings) -> int
     return 0
 
 
+def _status_times(event: dict[str, Any]) -> str:
+    """``403 x1000`` for a token's counted refusals (one event per route and hour), else the status."""
+    count = int(event.get("count", 1))
+    return f"{event['status']} x{count}" if count > 1 else str(event["status"])
+
+
 def audit_list(args: argparse.Namespace, client: ClientSettings) -> int:
     params = {"actor": args.actor, "dag_id": args.dag_id}
     with Api(client) as api:
         items = api.pages("/api/v2/audit", {k: v for k, v in params.items() if v}, limit=_limit(args.limit))
     if not emitted_json(args, items):
-        table([[short(e["ts"]), e["actor"], e["method"], e["path"], str(e["status"]), e["remote_addr"] or "-"]
+        table([[short(e["ts"]), e["actor"], e["method"], e["path"], _status_times(e), e["remote_addr"] or "-"]
                for e in items], ["TIME", "WHO", "METHOD", "PATH", "STATUS", "FROM"])
     return 0
 

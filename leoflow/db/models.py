@@ -526,7 +526,12 @@ class Notification(Base):
 
 
 class AuditEvent(Base):
-    """Who (token name) did what (method, route, target), when, from where, with which outcome."""
+    """Who (token name) did what (method, route, target), when, from where, with which outcome.
+
+    A token's refused writes (403) are counted, not recorded one by one: one row per (token,
+    method, route, status) and :data:`leoflow.db.audit_store.DENIAL_WINDOW` (``denial_window``),
+    its ``count`` raised by each refusal, ``ts`` the first and ``last_ts`` the last.
+    """
 
     __tablename__ = "audit_events"
 
@@ -544,10 +549,16 @@ class AuditEvent(Base):
     dag_id: Mapped[str | None] = mapped_column(String(50))
     run_id: Mapped[str | None] = mapped_column(String(250))
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    count: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    last_ts: Mapped[datetime | None]
+    denial_window: Mapped[datetime | None]
 
     __table_args__ = (
         Index("ix_audit_events_dag_id_id", "dag_id", "id"),
         Index("ix_audit_events_actor_id", "actor", "id"),
+        Index("ix_audit_events_ts", "ts"),
+        Index("uq_audit_events_denials", "actor", "method", "route", "status", "denial_window", unique=True,
+              postgresql_where=text("denial_window IS NOT NULL")),
     )
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 
 from tests.api.conftest import ADMIN, READ, spec
+from tests.api.test_dag_secrets import conforms
 
 
 def _audit(client: httpx.Client, **params: Any) -> list[dict[str, Any]]:
@@ -56,6 +58,36 @@ def test_every_write_is_audited_with_who_what_and_outcome(api_client: httpx.Clie
     rest = api_client.get("/api/v2/audit", params={"limit": 500, "cursor": page["next_cursor"]}, headers=ADMIN).json()
     assert len(page["items"]) == 4 and len(rest["items"]) == 5 and rest["next_cursor"] is None
     assert api_client.get("/api/v2/audit", headers=READ).status_code == 403
+
+
+def test_a_read_token_hammering_write_routes_is_counted_in_a_few_rows(api_client: httpx.Client) -> None:
+    """1,000 refused writes (distinct paths, four routes, eight at a time) leave one counted row per
+    route and hour, not 1,000 rows, and the counts say exactly how many refusals there were."""
+    assert api_client.post("/api/v2/dags", json=spec(), headers=ADMIN).status_code == 201
+    writes = [("POST", "/api/v2/dags/etl/runs"), ("PATCH", "/api/v2/dags/etl"),
+              ("DELETE", "/api/v2/dags/dag-{n}"), ("POST", "/api/v2/dags/etl/runs/run-{n}/cancel")]
+
+    def hammer(worker: int) -> list[int]:
+        with httpx.Client(base_url=api_client.base_url, timeout=30) as client:
+            return [client.request(writes[n % 4][0], writes[n % 4][1].format(n=n), json={}, headers=READ).status_code
+                    for n in range(worker, 1000, 8)]
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = [status for answers in pool.map(hammer, range(8)) for status in answers]
+    assert len(statuses) == 1000 and set(statuses) == {403}
+
+    page = api_client.get("/api/v2/audit", params={"actor": "reader"}, headers=ADMIN).json()
+    denials = page["items"]
+    # One row per route, two if the hammering straddled the turn of an hour.
+    assert 4 <= len(denials) <= 8, denials
+    assert sum(e["count"] for e in denials) == 1000
+    assert {(e["method"], e["route"]) for e in denials} == {
+        ("POST", "/api/v2/dags/{dag_id}/runs"), ("PATCH", "/api/v2/dags/{dag_id}"),
+        ("DELETE", "/api/v2/dags/{dag_id}"), ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/cancel")}
+    assert all(e["status"] == 403 and e["ts"] <= e["last_ts"] for e in denials)
+    conforms(page, "AuditPage")
+    created = _audit(api_client, actor="boss")
+    assert [(e["status"], e["count"], e["last_ts"]) for e in created] == [(201, 1, None)]  # writes: one row each
 
 
 def test_versions_list_and_show(api_client: httpx.Client) -> None:

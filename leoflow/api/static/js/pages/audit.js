@@ -42,7 +42,10 @@ export default {
           { title: "When", cell: (e) => h("span", { title: fmtTime(e.ts) }, timeEl(e.ts)) },
           { title: "Who", cell: (e) => h("strong", {}, e.actor) },
           { title: "What", cell: (e) => h("code", { class: "wrap" }, `${e.method} ${e.path}`) },
-          { title: "Answer", cell: (e) => statusBadge(e.status) },
+          // A token's refusals (403) are counted, one event per route and hour: show how many.
+          { title: "Answer", cell: (e) => (e.count > 1
+            ? h("span", { title: `${e.count} refusals, the last ${fmtTime(e.last_ts)}` }, statusBadge(e.status), ` ×${e.count}`)
+            : statusBadge(e.status)) },
           { title: "From", class: "opt", cell: (e) => e.remote_addr || "—" },
           { title: "Details", class: "opt", cell: (e) => (e.details && Object.keys(e.details).length
             ? h("code", { class: "small" }, JSON.stringify(e.details)) : "") },
