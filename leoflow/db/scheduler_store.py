@@ -161,33 +161,73 @@ async def due_dags(conn: AsyncConnection, now: datetime, limit: int) -> list[Due
     return [DueDag(**r._mapping) for r in rows]
 
 
-async def create_scheduled_runs(conn: AsyncConnection, dag: DueDag, run_ids: Sequence[str],
-                                logical_dates: Sequence[datetime], now: datetime, term: int) -> int:
-    """Insert scheduled runs; an existing (dag, logical date) or run id is skipped. Returns inserts.
+@dataclass(slots=True)
+class PlannedRuns:
+    """One due DAG's plan: its runs to create and where ``next_run_at`` moves (from ``expected``)."""
 
-    Their conf is the version's ``default_conf`` (the defaults of the DAG's ``params``).
+    dag_id: str
+    version_id: int
+    expected: datetime
+    next_run_at: datetime
+    run_ids: Sequence[str]
+    logical_dates: Sequence[datetime]
+
+
+async def create_due_runs(conn: AsyncConnection, plans: Sequence[PlannedRuns], now: datetime,
+                          term: int) -> dict[str, int]:
+    """Every planned DAG's runs inserted and its ``next_run_at`` advanced, in one statement.
+
+    Returns, for each DAG whose ``next_run_at`` moved, how many runs were inserted (0: they
+    existed already). The advance is a compare-and-set on ``next_run_at`` *and* the planned
+    version, and runs are inserted only for the DAGs it moved: a DAG re-applied, paused or
+    deleted since the scan gets nothing now and is planned again on the next tick. Inserts are
+    idempotent by run id and logical date (``ON CONFLICT DO NOTHING``), so a step redone after a
+    crash or a bisection creates nothing twice. Their conf is the version's ``default_conf``
+    (the defaults of the DAG's ``params``); rows keep the plans' order, so run ids (and the
+    order runs start in) follow the due order.
     """
-    result = await conn.execute(text("""
+    if not plans:
+        return {}
+    seen: dict[int, str] = {}
+    run_dags = [p.dag_id for p in plans for _ in p.run_ids]
+    result = await conn.execute(_CREATE_DUE_RUNS, {
+        "dag_ids": arrays.texts(p.dag_id for p in plans), "versions": arrays.ints(p.version_id for p in plans),
+        "expected": arrays.timestamps((p.expected for p in plans), seen),
+        "next": arrays.timestamps((p.next_run_at for p in plans), seen),
+        "run_dags": arrays.texts(run_dags), "run_ids": arrays.texts(r for p in plans for r in p.run_ids),
+        "dates": arrays.timestamps((d for p in plans for d in p.logical_dates), seen),
+        "now": now, "term": term})
+    return {str(r.dag_id): int(r.created) for r in result}
+
+
+_CREATE_DUE_RUNS = text("""
+    WITH plan AS (
+        SELECT * FROM unnest(CAST(:dag_ids AS text[]), CAST(:versions AS bigint[]),
+                             CAST(:expected AS timestamptz[]), CAST(:next AS timestamptz[]))
+            AS p(dag_id, version_id, expected, next_run_at)
+    ), advanced AS (
+        UPDATE dags d SET next_run_at = p.next_run_at
+        FROM plan p
+        WHERE d.dag_id = p.dag_id AND d.next_run_at = p.expected AND d.current_version_id = p.version_id
+          AND NOT d.deleted AND NOT d.paused
+        RETURNING d.dag_id, d.current_version_id AS version_id
+    ), inserted AS (
         INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf,
                               created_at, updated_at, term)
-        SELECT :dag_id, x.run_id, :vid, 'scheduled', x.logical_date, 'queued', v.default_conf, :now, :now, :term
-        FROM unnest(CAST(:run_ids AS text[]), CAST(:dates AS timestamptz[])) AS x(run_id, logical_date)
-        JOIN dag_versions v ON v.id = :vid
+        SELECT a.dag_id, x.run_id, a.version_id, 'scheduled', x.logical_date, 'queued', v.default_conf,
+               :now, :now, :term
+        FROM unnest(CAST(:run_dags AS text[]), CAST(:run_ids AS text[]), CAST(:dates AS timestamptz[]))
+            WITH ORDINALITY AS x(dag_id, run_id, logical_date, n)
+        JOIN advanced a ON a.dag_id = x.dag_id
+        JOIN dag_versions v ON v.id = a.version_id
+        ORDER BY x.n
         ON CONFLICT DO NOTHING
-        RETURNING id
-    """), {"dag_id": dag.dag_id, "vid": dag.version_id, "run_ids": list(run_ids), "dates": list(logical_dates),
-           "now": now, "term": term})
-    return len(result.all())
-
-
-async def advance_next_run(conn: AsyncConnection, dag_id: str, expected: datetime, new: datetime) -> bool:
-    """Move ``next_run_at`` forward, only if nobody (a re-apply) changed it meanwhile."""
-    result = await conn.execute(text("""
-        UPDATE dags SET next_run_at = :new
-        WHERE dag_id = :dag_id AND next_run_at = :expected AND NOT deleted
         RETURNING dag_id
-    """), {"dag_id": dag_id, "expected": expected, "new": new})
-    return result.first() is not None
+    )
+    SELECT a.dag_id, coalesce(c.created, 0) AS created
+    FROM advanced a LEFT JOIN (SELECT dag_id, count(*) AS created FROM inserted GROUP BY dag_id) c
+        ON c.dag_id = a.dag_id
+""")
 
 
 # --------------------------------------------------------------------------- starting runs

@@ -2,10 +2,12 @@
 
 Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's step:
 
-- **scheduled runs**: DAGs whose ``next_run_at`` is due get their runs
-  (:func:`~leoflow.model.timetable.plan_scheduled_runs`); ``next_run_at`` moves forward with a
-  compare-and-set, so a crash between the two only means the (idempotent, uniquely keyed)
-  creation is redone;
+- **scheduled runs**: DAGs whose ``next_run_at`` is due get their runs, set-based: the due DAGs
+  of a step are planned in one pass (each distinct schedule once,
+  :class:`~leoflow.model.timetable.TickPlanner`) and written with one statement that inserts
+  their runs and moves their ``next_run_at`` forward with a compare-and-set
+  (:func:`~leoflow.db.scheduler_store.create_due_runs`), as many DAGs as their rows fit the row
+  budget (the rest at once in the next step); one log line per step, the DAG ids at debug;
 - **timeouts**: running tasks past ``timeout_at`` fail (or go up for retry) and their tries are
   flagged for killing;
 - **run deadlines**: running runs past their ``deadline_at`` (``run_timeout_seconds`` after
@@ -37,7 +39,7 @@ from leoflow.db import scheduler_store as store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.notify import DEADLINE_REASON
 from leoflow.model.run_ids import scheduled_run_id
-from leoflow.model.timetable import plan_scheduled_runs
+from leoflow.model.timetable import TickPlanner
 from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.fanout import failure_rows, within_budget
@@ -51,8 +53,6 @@ T = TypeVar("T")
 
 #: Scheduled runs created per DAG per tick when catching up.
 CATCHUP_RUNS_PER_TICK = 50
-#: DAGs examined for due scheduled runs per tick.
-DUE_DAGS_PER_TICK = 100
 #: Clears and marks applied per tick (each resets up to a whole run; operators send few).
 COMMANDS_PER_TICK = 20
 
@@ -75,13 +75,15 @@ class Periodic:
         self.graphs = graphs
         self.quarantine = quarantine
         self.batch_size = batch_size
-        #: Rows one step's run starts, timeouts and run deadlines may each write
+        #: Rows one step's scheduled runs, run starts, timeouts and run deadlines may each write
         #: (:mod:`leoflow.scheduler.fanout`).
         self.row_budget = row_budget
         #: Startable runs were left for the next tick (the row budget or the batch was spent).
         self.more_to_start = False
-        #: Timed-out tasks or expired runs were left over the row budget: run the parts again at once.
+        #: Timed-out tasks, expired runs or due DAGs were left over the row budget: run the parts again at once.
         self.more_due = False
+        #: The last scan of due DAGs read a whole page (more may be due behind it).
+        self._due_page_full = False
 
     async def run(self, step: Step) -> None:
         self.more_due = False
@@ -103,28 +105,46 @@ class Periodic:
     async def create_scheduled_runs(self, step: Step) -> None:
         await self._create(step, await self._due(step))
 
+    @property
+    def due_per_step(self) -> int:
+        """Due DAGs one step reads: each writes at least two rows (a run and its ``dags`` row)."""
+        return max(1, self.row_budget // 2)
+
     async def _due(self, step: Step) -> list[store.DueDag]:
-        dues = await store.due_dags(step.conn, step.now, DUE_DAGS_PER_TICK)
+        dues = await store.due_dags(step.conn, step.now, self.due_per_step)
+        self._due_page_full = len(dues) >= self.due_per_step
         return [d for d in dues if ("dag", d.dag_id) not in self.quarantine]
 
     async def _create(self, step: Step, dues: Sequence[store.DueDag]) -> None:
+        """Plan every due DAG, take as many as their rows fit the budget, write them in one statement."""
         step.due += len(dues)
+        planner = TickPlanner(step.now, CATCHUP_RUNS_PER_TICK)
+        plans: list[store.PlannedRuns] = []
         for dag in dues:
             try:
-                plan = plan_scheduled_runs(dag.schedule, dag.timezone, catchup=dag.catchup,
-                                           next_run_at=dag.next_run_at, now=step.now, limit=CATCHUP_RUNS_PER_TICK)
+                plan = planner.plan(dag.schedule, dag.timezone, catchup=dag.catchup, next_run_at=dag.next_run_at)
                 run_ids = [scheduled_run_id(d) for d in plan.logical_dates]
             except Exception as exc:  # containment: this DAG's schedule, whatever makes it unplannable
                 step.fail("dag", dag.dag_id, exc)
                 continue
-            created = await store.create_scheduled_runs(step.conn, dag, run_ids, plan.logical_dates, step.now,
-                                                        step.term)
-            await store.advance_next_run(step.conn, dag.dag_id, dag.next_run_at, plan.next_run_at)
-            step.created += created
-            metrics.RUNS_CREATED.inc(created)
-            if created:
-                log.info("scheduled runs created", extra={"dag_id": dag.dag_id, "runs": created,
-                                                          "next_run_at": plan.next_run_at.isoformat()})
+            plans.append(store.PlannedRuns(dag.dag_id, dag.version_id, dag.next_run_at, plan.next_run_at, run_ids,
+                                           plan.logical_dates))
+        # Each DAG writes its runs and its own row: as many DAGs as that fits the row budget (at
+        # least one, so a catch-up of CATCHUP_RUNS_PER_TICK runs always goes through).
+        taken = within_budget((len(p.run_ids) + 1 for p in plans), self.row_budget)
+        created = await store.create_due_runs(step.conn, plans[:taken], step.now, step.term)
+        # More are due (left over the budget, or past the page read): the next step at once, but
+        # only if this one moved a DAG on, so DAGs that cannot move never keep the loop busy.
+        self.more_due = self.more_due or (bool(created) and (taken < len(plans) or self._due_page_full))
+        total = sum(created.values())
+        step.created += total
+        metrics.RUNS_CREATED.inc(total)
+        if plans:
+            log.info("scheduled runs created", extra={
+                "due": len(dues), "planned": taken, "advanced": len(created), "runs": total,
+                "left": len(plans) - taken, "schedules": planner.distinct})
+        if created and log.isEnabledFor(logging.DEBUG):
+            log.debug("scheduled runs created for DAGs", extra={"dag_ids": sorted(d for d, n in created.items() if n)})
 
     # ------------------------------------------------------------------ timeouts
 

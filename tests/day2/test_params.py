@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from sqlalchemy import text
 
 from leoflow.db.engine import make_async_engine
 from leoflow.errors import ValidationFailed
@@ -93,7 +95,7 @@ def test_scheduled_dags_need_defaults_that_validate_and_their_runs_get_them(sett
     async def main() -> None:
         from leoflow.clock import SystemClock
         from leoflow.db import dag_store, scheduler_store
-        from leoflow.db.scheduler_store import DueDag
+        from leoflow.db.scheduler_store import PlannedRuns
 
         engine = make_async_engine(settings.database, pool_size=2)
         try:
@@ -102,8 +104,9 @@ def test_scheduled_dags_need_defaults_that_validate_and_their_runs_get_them(sett
             vid = (await rows(engine, "SELECT current_version_id FROM dags"))[0][0]
             async with engine.begin() as conn:
                 now = SystemClock().now()
-                due = DueDag("etl", now, "@daily", vid, "UTC", False)
-                await scheduler_store.create_scheduled_runs(conn, due, ["scheduled__x"], [now], now, 1)
+                await conn.execute(text("UPDATE dags SET next_run_at = :now"), {"now": now})
+                planned = PlannedRuns("etl", vid, now, now + timedelta(days=1), ["scheduled__x"], [now])
+                assert await scheduler_store.create_due_runs(conn, [planned], now, 1) == {"etl": 1}
             assert (await rows(engine, "SELECT conf FROM dag_runs"))[0][0] == default_conf(spec.params)
         finally:
             await engine.dispose()

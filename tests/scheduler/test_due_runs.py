@@ -1,0 +1,182 @@
+"""Issue 45: every DAG due at one boundary gets its run in one statement, not two round trips each.
+
+Before, a tick took 100 due DAGs and, for each, planned its cron, inserted its runs, advanced its
+``next_run_at`` (two round trips) and logged a line: 1,000 DAGs due at one minute waited 10 s
+for their runs. Now the due DAGs of a step are planned in one pass (each distinct schedule once)
+and written with one statement, as many as their rows fit the step's row budget; the rest follow
+in the next step at once. The statements and commits are counted as in ``test_round_trips``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from croniter import croniter
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from leoflow.clock import FakeClock, SystemClock
+from leoflow.db import dag_store
+from leoflow.errors import FencedOut
+from leoflow.model import timetable
+from leoflow.model.spec import parse_dag_spec
+from leoflow.scheduler.core import SchedulerCore
+from leoflow.settings import Settings
+from tests.scheduler.harness import rows, set_term
+from tests.scheduler.test_round_trips import counted
+from tests.scheduler.test_schedule import with_core
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+#: Ten minutes and a few seconds after every DAG's start: without catchup, one run each (00:10).
+NOW = T0 + timedelta(minutes=10, seconds=5)
+SLOT = "scheduled__2026-01-01T00:10:00+00:00"
+#: The fencing check, the scan of due DAGs, the one write of their runs and ``next_run_at``.
+CREATE_STATEMENTS = 3
+
+
+def minutely(dag_id: str, **changes: Any) -> dict[str, Any]:
+    return {"dag_id": dag_id, "schedule": "* * * * *", "start_date": T0.isoformat(), "catchup": False,
+            "tasks": [{"id": "t", "kind": "empty"}], **changes}
+
+
+async def apply_many(engine: AsyncEngine, docs: list[dict[str, Any]]) -> None:
+    """Apply every DAG in one transaction (one at a time would be most of the test's time)."""
+    async with engine.begin() as conn:
+        for doc in docs:
+            await dag_store.apply_dag(conn, parse_dag_spec(doc), clock=SystemClock())
+
+
+async def scheduled(engine: AsyncEngine) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for dag_id, run_id in await rows(engine, "SELECT dag_id, run_id FROM dag_runs ORDER BY id"):
+        found.setdefault(dag_id, []).append(run_id)
+    return found
+
+
+async def next_runs(engine: AsyncEngine) -> set[datetime]:
+    return {r[0] for r in await rows(engine, "SELECT DISTINCT next_run_at FROM dags")}
+
+
+def test_five_hundred_due_dags_get_their_runs_in_one_statement_and_one_log_line(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """500 DAGs on ``* * * * *`` due at once: one transaction of three statements (as for 5 DAGs;
+    it was 2 per DAG), the cron planned once for all (it was twice per DAG), and one info line."""
+    clock = FakeClock(NOW)
+    crons = {"made": 0}
+    real_croniter = croniter
+
+    def counting_croniter(*args: Any, **kwargs: Any) -> Any:
+        crons["made"] += 1
+        return real_croniter(*args, **kwargs)
+
+    monkeypatch.setattr(timetable, "croniter", counting_croniter)
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        sent: dict[int, list[str]] = {}
+        for n, prefix in ((5, "few"), (500, "many")):
+            await apply_many(engine, [minutely(f"{prefix}{i:03d}") for i in range(n)])
+            crons["made"] = 0
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="leoflow.scheduler.periodic"), counted(engine) as trips:
+                assert await core.create_scheduled_runs()
+            assert trips.commits == 1, trips.statements
+            sent[n] = list(trips.statements)
+            assert crons["made"] <= 2, f"the cron of {n} DAGs sharing it was evaluated {crons['made']} times"
+            lines = [r for r in caplog.records if r.name == "leoflow.scheduler.periodic"]
+            assert [r.getMessage() for r in lines] == ["scheduled runs created"]
+            assert (lines[0].__dict__["runs"], lines[0].__dict__["due"]) == (n, n)
+        assert len(sent[500]) == len(sent[5]) <= CREATE_STATEMENTS, sent
+        runs = await scheduled(engine)
+        assert len(runs) == 505 and all(ids == [SLOT] for ids in runs.values())
+        assert await next_runs(engine) == {T0 + timedelta(minutes=11)}
+        assert not await core.create_scheduled_runs()  # nothing due until 00:11
+        assert len(await scheduled(engine)) == 505
+
+    with_core(settings, clock, body)
+
+
+def test_a_step_takes_as_many_due_dags_as_their_rows_fit_the_row_budget(settings: Settings) -> None:
+    """A budget of 22 rows: a catch-up DAG with 11 slots due (12 rows: its runs and its own row)
+    and 5 one-run DAGs (2 rows each) fit the first step; the next steps take 11 DAGs each, at once
+    (without waiting for the interval), until all 40 are done."""
+    clock = FakeClock(NOW)
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        await apply_many(engine, [minutely("a-catchup", catchup=True), *(minutely(f"b{i:02d}") for i in range(40))])
+        core.periodic.row_budget = 22
+        assert await core.create_scheduled_runs()
+        runs = await scheduled(engine)
+        assert len(runs["a-catchup"]) == 11 and sorted(runs) == ["a-catchup", *(f"b{i:02d}" for i in range(5))]
+        assert core.periodic.more_due, "left over the budget: the next step must come at once"
+        per_step: list[int] = []
+        while await core.tick():
+            per_step.append(len(await scheduled(engine)) - sum(per_step) - len(runs))
+        created = await scheduled(engine)
+        assert len(created) == 41 and all(len(ids) == 1 for d, ids in created.items() if d != "a-catchup")
+        assert [n for n in per_step if n] == [11, 11, 11, 2], per_step
+        assert not core.periodic.more_due
+
+    with_core(settings, clock, body)
+
+
+def test_a_dag_costlier_than_the_budget_still_gets_its_runs(settings: Settings) -> None:
+    """Catch-up of 50 slots (51 rows) under a budget of 10: it goes through alone, as a report does."""
+    clock = FakeClock(T0 + timedelta(hours=2))
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        await apply_many(engine, [minutely("big", catchup=True), minutely("small")])
+        core.periodic.row_budget = 10
+        await core.create_scheduled_runs()
+        assert {d: len(ids) for d, ids in (await scheduled(engine)).items()} == {"big": 50}
+
+    with_core(settings, clock, body)
+
+
+def test_an_older_terms_batch_writes_nothing(settings: Settings) -> None:
+    """200 due DAGs and a newer term: the step stops at its fencing check, before the scan; no
+    run is created and no ``next_run_at`` moves."""
+    clock = FakeClock(NOW)
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        await apply_many(engine, [minutely(f"d{i:03d}") for i in range(200)])
+        before = await next_runs(engine)
+        await set_term(engine, settings.cluster.name, 2, node_id="newer")
+        with counted(engine) as trips, pytest.raises(FencedOut):
+            await core.create_scheduled_runs()
+        assert len(trips.statements) == 1 and trips.commits == 0, trips.statements
+        assert await scheduled(engine) == {}
+        assert await next_runs(engine) == before == {T0}
+
+    with_core(settings, clock, body)
+
+
+def test_a_dag_paused_or_reapplied_since_the_scan_gets_nothing_in_that_step(settings: Settings) -> None:
+    """The write's compare-and-set names the ``next_run_at`` and version the plan was made from:
+    a DAG paused, re-applied with another version or deleted between the scan and the write gets
+    no run from the stale plan, and keeps its row; the others get theirs."""
+    clock = FakeClock(NOW)
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        await apply_many(engine, [minutely(d) for d in ("kept", "paused", "reapplied", "deleted")])
+        scan = core.periodic._due
+
+        async def racing_scan(step: Any) -> Any:
+            found = await scan(step)
+            async with engine.begin() as conn:
+                await conn.execute(text("UPDATE dags SET paused = true WHERE dag_id = 'paused'"))
+                await dag_store.apply_dag(conn, parse_dag_spec(minutely("reapplied", description="v2")),
+                                          clock=SystemClock())
+                await dag_store.delete_dag(conn, "deleted")
+            return found
+
+        core.periodic._due = racing_scan  # type: ignore[method-assign]
+        await core.create_scheduled_runs()
+        assert await scheduled(engine) == {"kept": [SLOT]}
+        core.periodic._due = scan  # type: ignore[method-assign]
+        await core.create_scheduled_runs()  # the re-applied DAG is planned from its new version
+        assert await scheduled(engine) == {"kept": [SLOT], "reapplied": [SLOT]}
+
+    with_core(settings, clock, body)
