@@ -21,6 +21,7 @@ ports are open) or ``destination not allowed`` (``permanent``: retrying cannot h
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 import ssl
 import typing
@@ -152,6 +153,9 @@ class Courier:
             u = httpx.URL(url)
             target = httpcore.URL(scheme=u.raw_scheme, host=u.raw_host, port=u.port, target=u.raw_path)
             sent = [("Host", u.netloc.decode("ascii")), ("Content-Length", str(len(body))), *headers.items()]
+            if u.userinfo:  # https://user:password@host/ means basic auth, as httpx (and curl) read it
+                credentials = base64.b64encode(f"{u.username}:{u.password}".encode()).decode("ascii")
+                sent.append(("Authorization", f"Basic {credentials}"))
         except (httpx.InvalidURL, UnicodeError, ValueError):
             raise DeliveryFailed(NO_CONNECTION) from None
         limits = {"connect": self.deadline, "read": self.deadline, "write": self.deadline, "pool": self.deadline}

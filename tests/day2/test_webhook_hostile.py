@@ -302,3 +302,33 @@ def test_a_huge_answer_is_read_only_up_to_the_cap(settings: Settings) -> None:
 
 def _max_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ------------------------------------------------------------------ settings
+
+def test_bad_patterns_are_settings_errors_naming_the_variable() -> None:
+    from leoflow.errors import SettingsError
+    from leoflow.settings import load_settings
+
+    base = {"LEOFLOW_DATABASE_URL": "postgresql://u@h/db"}
+    loaded = load_settings({**base, "LEOFLOW_NOTIFY_ALLOWED_HOSTS": "public, *.corp.example, 10.0.0.0/8",
+                            "LEOFLOW_NOTIFY_HOSTS_ALERTS": "events.pagerduty.com",
+                            "KUBERNETES_SERVICE_HOST": "10.96.0.1"})
+    assert loaded.notify.header_hosts == (("LEOFLOW_NOTIFY_HOSTS_ALERTS", "events.pagerduty.com"),)
+    assert loaded.notify.refused_addresses == ("10.96.0.1",)
+    for variable in ("LEOFLOW_NOTIFY_ALLOWED_HOSTS", "LEOFLOW_NOTIFY_HOSTS_ALERTS"):
+        with pytest.raises(SettingsError, match=variable):
+            load_settings({**base, variable: "hooks.example.com, not a host"})
+
+
+def test_user_info_in_a_url_is_sent_as_basic_auth_to_that_host_only() -> None:
+    with WebhookReceiver().serving() as receiver:
+        url = receiver.url.replace("http://", "http://bot:s3cr%3At@") + "/basic"
+
+        async def main() -> None:
+            async with Courier(parse_allowed_hosts("127.0.0.1")) as courier:
+                assert (await courier.post(url, b"{}", {})).status == 200
+        asyncio.run(main())
+        (delivery,) = receiver.accepted()
+        assert delivery.headers["Authorization"] == "Basic Ym90OnMzY3I6dA=="  # bot:s3cr:t
+        assert delivery.headers["Host"] == url.split("@")[1].split("/")[0]
