@@ -24,7 +24,11 @@ seconds have passed:
   ``!``, matched by RE2 at once; a backreference pattern, ``$ref: "#"``, and a scheduled DAG
   whose default backtracks, each refused at apply), and its pod-policy poisons (a ``pod_template``
   with a ``hostPath`` of ``/``, a privileged init container, ``hostNetwork``, an added
-  ``SYS_ADMIN`` capability, another ``serviceAccountName``: each a 422 naming the field);
+  ``SYS_ADMIN`` capability, another ``serviceAccountName``: each a 422 naming the field), and
+  its small inputs that were 500s (item 13: a cursor nested 2,000 deep or carrying a lone
+  surrogate, ``²`` as a version, backfill or notification id and in a log cursor, a YAML ``1:``
+  key on PATCH, in ``conf`` and in a sync) and a sync of 20 alias-heavy files held to one
+  budget for all of them (item 15);
 - **in the database, as an older version would have written them** (what validation can no
   longer stop; the scheduler must fail that one entity and go on): a DAG version whose task has
   ``timeout_seconds: 1e12``, one whose schedule never fires, one whose ``params`` are

@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 #: Seconds a client is told to wait after a 503; short, because a restarted database or a
 #: failed-over load balancer target is usually back within seconds.
 RETRY_AFTER_SECONDS = 5
+#: How much of a request's path an error message repeats (paths of real routes are shorter).
+_SHOWN_PATH = 300
 
 _HTTP_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
@@ -111,7 +113,8 @@ async def http_exception_handler(request: Request, exc: Exception) -> Response:
     """Starlette's own 404 (no route) and 405 (wrong method) in the envelope."""
     assert isinstance(exc, HTTPException)
     headers = dict(exc.headers or {})
-    message = {404: f"no route for {request.url.path}",
-               405: f"method {request.method} not allowed on {request.url.path}"}.get(
+    path = request.url.path  # the client's own text, so cut to a readable length like every echoed value
+    path = path if len(path) <= _SHOWN_PATH else path[:_SHOWN_PATH] + "..."
+    message = {404: f"no route for {path}", 405: f"method {request.method} not allowed on {path}"}.get(
         exc.status_code, str(exc.detail))
     return error_response(ApiError(exc.status_code, message, headers=headers))

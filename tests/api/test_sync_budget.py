@@ -13,17 +13,11 @@ import time
 import httpx
 
 from tests.api.conftest import ADMIN
-
-
-def alias_file(index: int) -> str:
-    """A DAG file whose extra field stands for about 470,000 values through aliases (400 bytes of text)."""
-    levels = "".join(f"x{k}: &a{k} [" + ",".join([f"*a{k - 1}"] * 9) + "]\n" for k in range(1, 5))
-    return (f"dag_id: alias-{index}\ntasks: [{{id: a, kind: empty}}]\n"
-            "x0: &a0 [" + ",".join(["x"] * 9) + "]\n" + levels + "x5: [" + ",".join(["*a4"] * 6) + "]\n")
+from tests.inputs.corpus import alias_sync_file
 
 
 def test_twenty_alias_heavy_files_are_refused_at_one_shared_budget_quickly(api_client: httpx.Client) -> None:
-    files = [{"name": f"f{i:02}.yaml", "content": alias_file(i)} for i in range(20)]
+    files = [{"name": f"f{i:02}.yaml", "content": alias_sync_file(i)} for i in range(20)]
     started = time.process_time()
     answer = api_client.post("/api/v2/dags:sync", json={"source": "s", "files": files}, headers=ADMIN)
     spent = time.process_time() - started  # the server runs in this process (tests.api.live)

@@ -6,10 +6,16 @@ existing time zones). Mutations replace, drop or add one field anywhere in a val
 value drawn from :func:`odd_values` — wrong types, numbers at and past every edge (NaN,
 infinities, 10^5000, -0.0), NUL characters and lone surrogates, bytes, dates, sets, tuples and
 values nested far deeper than any limit.
+
+:func:`hostile_parameters` and :func:`hostile_yaml_bodies` are what a URL or a YAML body can carry
+past a careless parser (issue 44, item 13): digits that are not ASCII (``'²'`` passes
+``str.isdigit()``, ``'٣'`` passes ``int()``), cursors nesting 2,000 deep or carrying a lone
+surrogate, dates in year 1 or 9999, keys that are not strings.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import string
 from datetime import UTC, date, datetime, timedelta
@@ -159,3 +165,48 @@ def run_requests(huge: bool = True) -> st.SearchStrategy[Any]:
     body = st.fixed_dictionaries({}, optional={"run_id": st.one_of(RUN_IDS, odd_values(huge)), "conf": conf})
     return st.one_of(st.none(), body, body.flatmap(lambda b: st.dictionaries(
         st.text(max_size=8), odd_values(huge), max_size=2).map(lambda extra: {**b, **extra})), odd_values(huge))
+
+
+# --------------------------------------------------------------------------- URLs and YAML bodies
+
+#: Digits that are not ASCII: superscripts pass ``str.isdigit()`` (and fail ``int()``), the others
+#: pass ``int()`` and ``float()`` too.
+UNICODE_DIGITS = ["\u00b2", "\u00b9\u00b2", "\u0663", "\u06f7", "\u0967", "\uff13", "\U0001d7d7", "\u216b",
+                  "\u00bd"]  # ² ¹² ٣ (Arabic-Indic 3), Persian 7, Devanagari 1, fullwidth 3, bold 9, Ⅻ, ½
+EXTREME_DATES = ["0001-01-01", "0001-01-01T00:00:00+14:00", "9999-12-31", "9999-12-31T23:59:59-12:00",
+                 "1969-12-31T23:59:59Z", "2200-01-01T00:00:00Z", "2026-02-30", "2026-13-01", "-2026-01-01"]
+
+
+def _cursor(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def hostile_parameters() -> st.SearchStrategy[str]:
+    """Values for any path or query parameter, each one a way a parser has failed somewhere."""
+    cursors = st.sampled_from([
+        _cursor(b"[" * 2_000), _cursor(b"[" * 700), _cursor(b"{" * 700), _cursor(b'["dags","\\ud800"]'),
+        _cursor(b'["tasks","\\udfff"]'), _cursor(b'["runs",1e999]'), _cursor(b'["runs",-1]'),
+        _cursor(b'["runs",' + b"9" * 400 + b"]"), _cursor(b'["dags","a\\u0000"]'), _cursor(b"\xff\xfe"),
+        _cursor(b'["dags",' + b'"x",' * 500 + b'"x"]'), "A" * 5_000,
+    ])
+    numbers = st.sampled_from(["-1", "0", "+1", " 1", "1 ", "1_0", "1e3", "0x10", "nan", "inf", "-inf", "1e309",
+                               "9" * 19, "9" * 400, "2147483648", "9223372036854775808", "0.5", ""])
+    texts = st.sampled_from(["\x00", "a\x00b", "\n", "\ud800", "\udfff", "a" * 5_000, "[" * 2_000, "%", "../..",
+                             "scheduled__2026-01-01T00:00:00+00:00", "b1", "t2026-01-01T00:00:00Z"])
+    mixed = st.builds(lambda d, p: p + d, st.sampled_from(UNICODE_DIGITS), st.sampled_from(["", "b", "1", "t"]))
+    return st.one_of(st.sampled_from(UNICODE_DIGITS), mixed, cursors, numbers, texts, st.sampled_from(EXTREME_DATES),
+                     st.text(max_size=20))
+
+
+def hostile_yaml_bodies() -> st.SearchStrategy[str]:
+    """YAML bodies for any write route: keys of every type, extreme dates, deep nesting."""
+    keys = st.sampled_from(["1", "-1", "1.5", "true", "on", "yes", "~", "2026-01-01", "0777", "1:20", "[a]", "{a: b}",
+                            "? [1, 2]"])
+    mixed_keys = st.builds(lambda k, field: f"{field}: x\n{k}: x\n" if not k.startswith("?") else f"{k}\n: x\n",
+                           keys, st.sampled_from(["paused", "state", "tasks", "conf", "source", "start", "name"]))
+    nested_keys = keys.map(lambda k: f"conf: {{a: {{{k}: x}}, b: 1}}\n" if not k.startswith("?") else "conf: {}\n")
+    dates = st.builds(lambda a, b: f"start: {a}\nend: {b}\n", st.sampled_from(EXTREME_DATES),
+                      st.sampled_from(EXTREME_DATES))
+    deep = st.sampled_from(["[" * 2_000 + "]" * 2_000, "conf: " + "{a: " * 2_000 + "x" + "}" * 2_000,
+                            "a: &a [*a]\n", "tasks: [" * 70 + "]" * 70])
+    return st.one_of(mixed_keys, nested_keys, dates, deep)
