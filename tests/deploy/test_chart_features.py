@@ -187,6 +187,9 @@ def test_retention_days_reach_the_replicas(render: Render) -> None:
     assert env_of(container(render()))["LEOFLOW_RETENTION_DAYS"]["value"] == "30"
     assert env_of(container(render({"retention": {"days": 0}})))["LEOFLOW_RETENTION_DAYS"]["value"] == "0"
     assert "LEOFLOW_RETENTION_DAYS" not in env_of(container(render(), "migrate"))
+    assert env_of(container(render()))["LEOFLOW_AUDIT_RETENTION_DAYS"]["value"] == "365"
+    audit_forever = render({"retention": {"auditDays": 0}})
+    assert env_of(container(audit_forever))["LEOFLOW_AUDIT_RETENTION_DAYS"]["value"] == "0"
 
 
 @pytest.mark.parametrize(("webhook", "expected"), [

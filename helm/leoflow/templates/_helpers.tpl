@@ -268,6 +268,8 @@ code lands later are listed in that test as pending).
   value: {{ .Values.auth.metricsAuth | quote }}
 - name: LEOFLOW_RETENTION_DAYS
   value: {{ .Values.retention.days | int | quote }}
+- name: LEOFLOW_AUDIT_RETENTION_DAYS
+  value: {{ .Values.retention.auditDays | int | quote }}
 {{- if (include "leoflow.dagConfigMaps" . | fromYamlArray) }}
 - name: LEOFLOW_DAGS_DIR
   value: /etc/leoflow/dags
