@@ -237,6 +237,9 @@ ENV = Size("`tasks[].env`", 64 * 1024, 8, 4_096,
 RESOURCES = Size("`tasks[].resources`", 8 * 1024, 2, 64, "requests and limits of a few resources")
 QUANTITY = Length("`tasks[].resources.*.*` (a quantity)", 32,
                   "a Kubernetes quantity like `500m` or `128Mi`; numbers must be finite and at least 0")
+PARAMS = Size("`params` (JSON Schema of the runs' conf)", 32 * 1024, 16, 10_000,
+              "checked against every trigger's conf and, for a scheduled DAG, by the leader against its "
+              "defaults: a hand-written form fits many times over; references refused, patterns run by RE2")
 SPEC = Size("a DAG spec (whole document)", 8 * 1024 * 1024, 16, 1_000_000,
             "a 10,000-task DAG fits; it is stored in PostgreSQL (no NUL characters or lone surrogates in any "
             "string) and parsed again by the scheduler")
@@ -278,6 +281,6 @@ TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL in
 LIMITS: tuple[Limit, ...] = (
     DAG_ID, TASK_ID, RUN_ID, DESCRIPTION, SCHEDULE, TIMEZONE, START_DATE, MAX_ACTIVE_RUNS, RETRIES,
     RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, RUN_TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, RESOURCES, QUANTITY,
-    SPEC, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS, POOL_DESCRIPTION, CONF, CLEAR_TASKS,
+    PARAMS, SPEC, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS, POOL_DESCRIPTION, CONF, CLEAR_TASKS,
     DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
 )

@@ -16,8 +16,8 @@ created from a default); defaults behind ``$ref``, ``allOf``/``anyOf`` or ``if``
 applied (JSON Schema itself never applies defaults; this is the common, predictable subset).
 
 Limits (a schema is code run against user input on every trigger, and by the leader against a
-scheduled DAG's defaults): at most :data:`MAX_PARAMS_BYTES` of canonical JSON, nesting at most
-:data:`MAX_PARAMS_DEPTH` deep, and the top level must describe an object (``type: object``).
+scheduled DAG's defaults): :data:`leoflow.model.limits.PARAMS` (bytes of canonical JSON, nesting,
+keys and items), and the top level must describe an object (``type: object``).
 Validation runs in :mod:`leoflow.model.params_validator`: regular expressions (``pattern``, the
 keys of ``patternProperties``) are RE2's, checked when the DAG is applied (a backreference or a
 lookaround is refused there, naming the field), and matched in time linear in the text; every
@@ -44,12 +44,14 @@ import re2
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from leoflow.errors import Conflict, ValidationFailed
+from leoflow.model import limits
+from leoflow.model.bounds import check_size
 from leoflow.model.params_validator import FORMATS, ParamsValidator, TooCostly, compile_pattern, first_error
 
 #: Largest ``params`` schema (bytes of its compact JSON): generous for a hand-written form.
-MAX_PARAMS_BYTES = 32 * 1024
+MAX_PARAMS_BYTES = limits.PARAMS.max_bytes
 #: Deepest nesting of objects/lists inside ``params``.
-MAX_PARAMS_DEPTH = 16
+MAX_PARAMS_DEPTH = limits.PARAMS.max_depth
 
 
 def parse_params(value: object, path: str = "params") -> dict[str, Any] | None:
@@ -65,6 +67,7 @@ def parse_params(value: object, path: str = "params") -> dict[str, Any] | None:
     if size > MAX_PARAMS_BYTES:
         raise ValidationFailed(path, f"is {size} bytes of JSON; at most {MAX_PARAMS_BYTES} are allowed")
     _check_depth(value, path, 0)
+    check_size(value, path, limits.PARAMS, plain=True)  # and its keys and items (the table's row)
     check_params(value, path)
     if value.get("type") != "object":
         raise ValidationFailed(f"{path}.type", "must be 'object' (a run's conf is an object)")

@@ -16,6 +16,7 @@ from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_document_shape, check_size
 from leoflow.model.fairness import parse_pool_request
+from leoflow.model.params import parse_params
 from leoflow.model.run_commands import parse_clear
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec import parse_dag_spec
@@ -207,6 +208,19 @@ CASES: list[Case] = [
     spec_case(limits.QUANTITY, "quantity 1e-05", with_task(resources={"limits": {"cpu": 1e-05}}), None),
     spec_case(limits.QUANTITY, "quantity 5e-324", with_task(resources={"limits": {"cpu": 5e-324}}),
               "tasks[0].resources.limits.cpu"),
+    # '{"type":"object","description":""}' is 34 bytes besides the x's.
+    spec_case(limits.PARAMS, "params of 32 KiB", dag(params={"type": "object", "description": "x" * 32_734}), None),
+    spec_case(limits.PARAMS, "params of 32 KiB + 1", dag(params={"type": "object", "description": "x" * 32_735}),
+              "params"),
+    # Inside a spec the document's own depth (16) is reached first; the schema alone is held to its own.
+    Case(limits.PARAMS, "params nested 16 deep", lambda: parse_params({"type": "object", "default": nested(15)}),
+         None),
+    Case(limits.PARAMS, "params nested 17 deep", lambda: parse_params({"type": "object", "default": nested(16)}),
+         "params.default" + ".a" * 16, "nests deeper than 16"),
+    spec_case(limits.PARAMS, "params of 10,000 keys and items", dag(params={"type": "object", "default": [0] * 9_998}),
+              None),
+    spec_case(limits.PARAMS, "params of 10,001 keys and items", dag(params={"type": "object", "default": [0] * 9_999}),
+              "params", words="10,000 keys and items"),
     size_case(limits.SPEC, "document of 8 MiB", {"a": "x" * (limits.SPEC.max_bytes - 8)}, False),
     size_case(limits.SPEC, "document of 8 MiB + 1", {"a": "x" * (limits.SPEC.max_bytes - 7)}, True),
     size_case(limits.SPEC, "document nested 16 deep", nested(16), False),
