@@ -412,3 +412,20 @@ def test_audit_retention_defaults_to_a_year_and_runs_even_when_runs_are_kept_for
     assert [(s.days, s.audit_days) for s in services if isinstance(s, RetentionService)] == [(0, 400)]
     forever = load_settings({"LEOFLOW_RETENTION_DAYS": "0", "LEOFLOW_AUDIT_RETENTION_DAYS": "0"})
     assert not [s for s in housekeeping_services(forever) if isinstance(s, RetentionService)]
+
+
+def test_db_purge_refuses_a_cutoff_the_database_has_not_reached(
+        seed: Seed, database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--before`` is checked against this host's clock first; one ahead of the database's
+    (skipped here by calling the verb directly) is still refused, with nothing deleted."""
+    import argparse
+
+    from leoflow.cli.db import purge_history
+    from leoflow.settings import load_settings
+
+    settings = load_settings({"LEOFLOW_DATABASE_URL": database_url, "LEOFLOW_EXECUTOR": "kubernetes"})
+    args = argparse.Namespace(before=NOW + timedelta(days=10), dry_run=False)
+    assert purge_history(args, settings) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("leoflow: error: --before must not be in the future") and "database's clock" in err
+    assert seed.remaining("dag_runs") == set(seed.runs.values())
