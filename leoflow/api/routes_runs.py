@@ -76,8 +76,9 @@ async def trigger_run(request: Request) -> Response:
     return JsonResponse(_run(run), status_code=201)
 
 
-#: Seconds a conf may take to validate against ``params`` (a pattern that backtracks must not
-#: hold a request, or the event loop, for longer).
+#: Seconds a conf may take to validate against ``params``: a backstop (patterns run in RE2 and a
+#: validation has its own budget of steps, :mod:`leoflow.model.params_validator`, well under this
+#: on an idle replica), so a request never waits longer, however loaded the replica is.
 PARAMS_CHECK_TIMEOUT = 2.0
 
 
@@ -87,8 +88,8 @@ async def checked_conf(params: dict[str, Any], conf: dict[str, Any]) -> dict[str
         async with asyncio.timeout(PARAMS_CHECK_TIMEOUT):
             return await asyncio.to_thread(validate_conf, params, conf)
     except TimeoutError:
-        raise bad_field("conf", f"could not be checked against the DAG's params within {PARAMS_CHECK_TIMEOUT:g} s "
-                        "(a pattern in params may backtrack); simplify the schema", status=422) from None
+        raise bad_field("conf", f"could not be checked against the DAG's params within {PARAMS_CHECK_TIMEOUT:g} s; "
+                        "simplify the schema or send a smaller conf", status=422) from None
 
 
 async def list_runs(request: Request) -> Response:
