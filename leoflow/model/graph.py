@@ -9,6 +9,12 @@ through tasks whose rule needs success — all of them, for a DAG of default rul
 immutable, so a cached graph is never stale) and is bounded so memory stays flat however many
 versions exist.
 
+Descendants for an operator's clear or mark (:meth:`DagGraph.descendants_of`) are found in one
+pass over the adjacency list, from all the chosen tasks at once, and never cached per task: a
+clear with ``downstream`` of every task of a 10,000-task chain once asked each task for its own
+descendants, 50 million steps and a cache of 50 million entries kept afterwards (7.9 s of the
+leader's CPU and +382 MB, issue 44); one pass visits each task and edge at most once.
+
 The cache only saves compiling a version again. Whoever needs graphs holds references to the
 ones it got, so a batch that touches more versions than the cache holds (issue 16: 300 versions
 in one batch of 500 against a cache of 256) is correct, merely compiling some twice.
@@ -17,6 +23,7 @@ in one batch of 500 against a cache of 256) is correct, merely compiling some tw
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 
 from leoflow.model.spec import DagSpec, TaskSpec, parse_dag_spec
 from leoflow.model.trigger_rules import FAIL_FAST, RUN_WHEN_ALL_SUCCEED
@@ -43,7 +50,6 @@ class DagGraph:
         #: upstream's success may queue them in the same write (the scheduler's one-write path).
         self.queued_on_success = frozenset(t.id for t in spec.tasks
                                            if t.kind != "empty" and t.trigger_rule in RUN_WHEN_ALL_SUCCEED)
-        self._descendants: dict[str, tuple[str, ...]] = {}
         self._doomed: dict[str, frozenset[str]] = {}
         self._failure_rows: dict[str, int] = {}
         self._queued_by_success: dict[str, frozenset[str]] = {}
@@ -51,19 +57,21 @@ class DagGraph:
     def task(self, task_id: str) -> TaskSpec | None:
         return self.tasks.get(task_id)
 
-    def descendants(self, task_id: str) -> tuple[str, ...]:
-        """Every task reachable downstream of ``task_id`` (not including it)."""
-        cached = self._descendants.get(task_id)
-        if cached is None:
-            seen: dict[str, None] = {}
-            stack = list(self.downstream.get(task_id, ()))
-            while stack:
-                node = stack.pop()
-                if node not in seen:
-                    seen[node] = None
-                    stack.extend(self.downstream[node])
-            cached = self._descendants[task_id] = tuple(seen)
-        return cached
+    def descendants_of(self, task_ids: Iterable[str]) -> set[str]:
+        """Every task reachable downstream of any of ``task_ids`` (a start is included only when it is
+        downstream of another start; unknown ids reach nothing).
+
+        One traversal from all the starts together, in time linear in the tasks and edges it
+        reaches, whatever their number; nothing is kept afterwards (see the module docstring).
+        """
+        seen: set[str] = set()
+        stack = [d for t in task_ids for d in self.downstream.get(t, ())]
+        while stack:
+            node = stack.pop()
+            if node not in seen:
+                seen.add(node)
+                stack.extend(d for d in self.downstream[node] if d not in seen)
+        return seen
 
     def queued_by_success(self, task_id: str) -> frozenset[str]:
         """The direct downstream of ``task_id`` that the write counting its success may queue
