@@ -205,29 +205,37 @@ async def reopen_run(conn: AsyncConnection, run_pk: int, now: datetime, term: in
 async def recount_pending(conn: AsyncConnection, run_pk: int, now: datetime) -> list[Counted]:
     """Recompute the upstream counters of the run's pending task instances from their upstream
     tasks' current states (a ``cancelled`` upstream counts as failed); returns them all, for
-    their trigger rules to be decided again."""
+    their trigger rules to be decided again.
+
+    Each pending row counts its own upstreams (their ids from one map of the version's
+    ``depends_on``, each upstream's state by the ``(run_pk, task_id)`` key): work in proportion to
+    the run's tasks and edges whatever the planner estimates. Joining a per-task tally to the
+    run's rows instead let a stale estimate (one row for a run just started) pick a nested loop
+    that re-read the tally for every row: 108 s for a 10,000-task chain, past the statement
+    timeout, so a clear of such a run failed the leader's step on every tick (issue 44).
+    """
     rows = await conn.execute(text("""
-        WITH tasks AS (
-            SELECT t->>'id' AS task_id, coalesce(t->'depends_on', '[]'::jsonb) AS deps
+        WITH deps AS MATERIALIZED (
+            SELECT jsonb_object_agg(t->>'id', coalesce(t->'depends_on', '[]'::jsonb)) AS by_task
             FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id
             CROSS JOIN LATERAL jsonb_array_elements(v.spec->'tasks') AS t
             WHERE r.id = :run
-        ), tallies AS (
-            SELECT tasks.task_id,
-                   count(up.id) FILTER (WHERE up.state NOT IN ('success', 'failed', 'upstream_failed', 'skipped',
-                                                               'cancelled')) AS n,
-                   count(up.id) FILTER (WHERE up.state = 'success') AS s,
-                   count(up.id) FILTER (WHERE up.state IN ('failed', 'upstream_failed', 'cancelled')) AS f,
-                   count(up.id) FILTER (WHERE up.state = 'skipped') AS k
-            FROM tasks
-            LEFT JOIN LATERAL jsonb_array_elements_text(tasks.deps) AS d(task_id) ON true
-            LEFT JOIN task_instances up ON up.run_pk = :run AND up.task_id = d.task_id
-            GROUP BY tasks.task_id
         )
-        UPDATE task_instances ti SET pending_upstreams = c.n, upstream_successes = c.s, upstream_failures = c.f,
-               upstream_skips = c.k, updated_at = :now
-        FROM tallies c, dag_runs r
-        WHERE ti.run_pk = :run AND ti.task_id = c.task_id AND ti.state = 'pending' AND r.id = ti.run_pk
+        UPDATE task_instances ti
+        SET (pending_upstreams, upstream_successes, upstream_failures, upstream_skips) = (
+                SELECT count(*) FILTER (WHERE up.state NOT IN ('success', 'failed', 'upstream_failed', 'skipped',
+                                                               'cancelled')),
+                       count(*) FILTER (WHERE up.state = 'success'),
+                       count(*) FILTER (WHERE up.state IN ('failed', 'upstream_failed', 'cancelled')),
+                       count(*) FILTER (WHERE up.state = 'skipped')
+                FROM jsonb_array_elements_text(coalesce((SELECT by_task FROM deps) -> ti.task_id, '[]'::jsonb))
+                     AS d(task_id)
+                -- OFFSET 0 keeps this a lookup per upstream by the unique key (never flattened into a join).
+                CROSS JOIN LATERAL (SELECT u.state FROM task_instances u
+                                    WHERE u.run_pk = ti.run_pk AND u.task_id = d.task_id OFFSET 0) AS up),
+            updated_at = :now
+        FROM dag_runs r
+        WHERE ti.run_pk = :run AND ti.state = 'pending' AND r.id = ti.run_pk
         RETURNING ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.pending_upstreams,
                   ti.upstream_successes, ti.upstream_failures, ti.upstream_skips,
                   r.dag_id, r.run_id, r.dag_version_id AS version_id
