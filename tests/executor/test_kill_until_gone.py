@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import time
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.settings import Settings
 from tests.executor.conftest import NAMESPACE, k8s_settings
-from tests.executor.test_kubernetes import one_running_pod, run
+from tests.executor.test_kubernetes import one_running_pod, run, started
+from tests.executor.world import Recorder, set_term
 from tests.harness.fake_k8s import FakeKubernetes
 
 #: The graceful delete's grace: what a SIGTERM-ignoring pod would get without the kill grace.
@@ -63,5 +65,40 @@ def test_a_pod_that_stops_on_sigterm_is_not_forced(settings: Settings, fake_k8s:
             assert final is not None and (final.state, final.reason) == ("failed", "cancelled")
         finally:
             await ex.stop()
+
+    run(s, body)
+
+
+def test_a_new_leader_waits_for_and_forces_a_pod_its_predecessor_was_killing(
+        settings: Settings, fake_k8s: FakeKubernetes) -> None:
+    """Term 1 flagged the try ``cancelling`` and sent the graceful delete, then lost leadership; the
+    pod ignores SIGTERM. Term 2's executor finds it at its first reconcile and kills it again, and
+    the scheduler's cancel returns only once the pod is gone — forced after the kill grace."""
+    s = k8s_settings(settings)
+
+    async def body(engine: AsyncEngine) -> None:
+        script = "trap '' TERM; echo tick; sleep infinity"
+        t, _, old = await one_running_pod(s, engine, ["sh", "-c", script], delete_grace=DELETE_GRACE)
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE task_tries SET state = 'cancelling' WHERE id = :id"),
+                               {"id": t.task_try_id})
+        [pod] = fake_k8s.pods(NAMESPACE)
+        fake_k8s.store.delete(NAMESPACE, pod["metadata"]["name"], DELETE_GRACE)  # term 1's graceful delete
+        await old.stop()
+        await set_term(engine, "default", 2)
+        rec = Recorder(engine)
+        rec.track([t])
+        new = await started(s, engine, 2, rec, delete_grace=DELETE_GRACE, kill_grace=1.0)
+        try:
+            assert fake_k8s.pods(NAMESPACE) != []  # still terminating: SIGTERM changed nothing
+            started_at = time.monotonic()
+            await new.cancel(t.key)  # what the new leader's scheduler does with a `cancelling` try
+            assert fake_k8s.pods(NAMESPACE) == []
+            assert time.monotonic() - started_at < DELETE_GRACE
+            assert 0 in _deletes(fake_k8s)
+            final = rec.final(t.key)
+            assert final is not None and final.state == "failed"
+        finally:
+            await new.stop()
 
     run(s, body)
