@@ -34,6 +34,9 @@ seconds have passed:
   ``timeout_seconds: 1e12``, one whose schedule never fires, one whose ``params`` are
   ``{$ref: "#"}`` (its trigger answers 409; a run inserted for it fails with the reason), and a
   run whose ``conf`` is nested 5,000 deep — each followed by a run;
+- **commands on a deleted DAG's runs** (issue 44, item 10): a DAG applied, triggered and deleted,
+  then its run cleared with ``downstream`` — a 404 every time (a clear used to re-open the run the
+  delete cancelled, and run its task);
 - **hostile webhook receivers** (issue 44, items 1 and 2; :class:`HostileWebhooks`): one
   dripping a byte a second, one answering 200 MB, the cloud metadata address (refused), and a
   plain one that must get every notification meanwhile;
@@ -136,6 +139,19 @@ class Poisoner:
             conn.execute("NOTIFY leoflow_wakeup")
         self.runs.setdefault("conf nested 5,000 deep stored by an older version", []).append((HEALTHY, run_id))
         return "inserted"
+
+    def clear_deleted(self) -> str:
+        """A clear of a deleted DAG's run: the answer's status (404 expected), nothing re-opened."""
+        self.count += 1
+        dag_id = f"deleted-{self.count}"
+        self.client.post("/api/v2/dags", json=spec(dag_id)).raise_for_status()
+        created = self.client.post(f"/api/v2/dags/{dag_id}/runs", json={})
+        created.raise_for_status()
+        run_id = str(created.json().get("run_id"))
+        self.client.delete(f"/api/v2/dags/{dag_id}").raise_for_status()
+        self.runs.setdefault("clear of a deleted DAG's run", []).append((dag_id, run_id))
+        return str(self.client.post(f"/api/v2/dags/{dag_id}/runs/{run_id}/clear",
+                                    json={"tasks": ["a"], "downstream": True}).status_code)
 
     def _trigger(self, name: str, dag_id: str) -> str:
         answer = self.client.post(f"/api/v2/dags/{dag_id}/runs", json={})
@@ -332,6 +348,7 @@ def attack(client: httpx.Client, poisoner: Poisoner, until: float, outcomes: dic
         "cron that never fires stored by an older version": poisoner.never_fires,
         "conf nested 5,000 deep stored by an older version": poisoner.deep_conf,
         "params $ref '#' stored by an older version": poisoner.ref_params,
+        "clear of a deleted DAG's run": poisoner.clear_deleted,
     }
     rounds = 0
     while time.monotonic() < until:
