@@ -287,6 +287,10 @@ TASK_LOG_MAX_BYTES = Variable("LEOFLOW_TASK_LOG_MAX_BYTES", 1024 * 1024, integer
 LOG_SHIP_ATTEMPTS = Variable("LEOFLOW_LOG_SHIP_ATTEMPTS", 10, integer(maximum=1000),
                              "Attempts to read a finished pod's log (backing off up to a minute apart) before "
                              "its logs are marked unavailable, with the reason, and the pod may be collected.")
+KILL_GRACE = Variable("LEOFLOW_KILL_GRACE", 10.0, number(maximum=3600),
+                      "Seconds a cancelled, cleared or timed-out try may take to stop after SIGTERM (a pod: after its "
+                      "graceful delete) before it is killed outright (SIGKILL; a pod deleted with "
+                      "`gracePeriodSeconds: 0`); a kill ends only once the try is gone.")
 K8S_NAMESPACE = Variable[str | None]("LEOFLOW_K8S_NAMESPACE", None, optional_text, "Namespace task pods run in.",
                                      shown_default="(pod namespace, else default)")
 K8S_SERVICE_ACCOUNT = Variable[str | None]("LEOFLOW_K8S_SERVICE_ACCOUNT", None, optional_text,
@@ -375,7 +379,7 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     API_TOKENS, API_TOKENS_FILE, METRICS_AUTH, MAX_BODY_BYTES, EXECUTOR, HOME, LOG_FORMAT, LOG_LEVEL,
     ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
-    TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
+    TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, KILL_GRACE, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
     K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_POLICY, K8S_ALLOWED_SERVICE_ACCOUNTS, K8S_PROTECTED_SECRETS,
     K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
     AUDIT_RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_HEADER_HOSTS,

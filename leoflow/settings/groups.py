@@ -110,6 +110,8 @@ class ExecutorSettings:
     local_parallelism: int = field(default_factory=default_local_parallelism)
     task_log_max_bytes: int = v.TASK_LOG_MAX_BYTES.default
     log_ship_attempts: int = v.LOG_SHIP_ATTEMPTS.default
+    #: Seconds a try being killed may take to stop before it is killed outright.
+    kill_grace: float = v.KILL_GRACE.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
 

@@ -155,6 +155,7 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             local_parallelism=r.get(v.LOCAL_PARALLELISM) or default_local_parallelism(),
             task_log_max_bytes=r.get(v.TASK_LOG_MAX_BYTES),
             log_ship_attempts=r.get(v.LOG_SHIP_ATTEMPTS),
+            kill_grace=r.get(v.KILL_GRACE),
             kubernetes=KubernetesSettings(
                 namespace=r.get(v.K8S_NAMESPACE),
                 service_account=r.get(v.K8S_SERVICE_ACCOUNT),
