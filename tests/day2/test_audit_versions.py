@@ -90,6 +90,20 @@ def test_a_read_token_hammering_write_routes_is_counted_in_a_few_rows(api_client
     assert [(e["status"], e["count"], e["last_ts"]) for e in created] == [(201, 1, None)]  # writes: one row each
 
 
+def test_refusals_in_a_new_hour_open_a_new_counted_row(api_client: httpx.Client, database_url: str) -> None:
+    import psycopg
+
+    def refuse(times: int) -> None:
+        for _ in range(times):
+            assert api_client.post("/api/v2/dags/etl/runs", json={}, headers=READ).status_code == 403
+
+    refuse(3)
+    with psycopg.connect(database_url, autocommit=True) as conn:  # the hour turns
+        conn.execute("UPDATE audit_events SET denial_window = denial_window - interval '1 hour'")
+    refuse(2)
+    assert [(e["status"], e["count"]) for e in _audit(api_client, actor="reader")] == [(403, 2), (403, 3)]
+
+
 def test_versions_list_and_show(api_client: httpx.Client) -> None:
     assert api_client.post("/api/v2/dags", json=spec(), headers=ADMIN).status_code == 201
     assert api_client.post("/api/v2/dags", json=spec(description="v2"), headers=ADMIN).status_code == 201
