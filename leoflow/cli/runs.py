@@ -41,8 +41,8 @@ MIN_PACE = 0.05
 MAX_PACE = 1.0
 #: How long following keeps retrying while the API is unreachable before giving up.
 OUTAGE_TOLERANCE = 120.0
-STATE_ORDER = ("success", "running", "queued", "up_for_retry", "pending", "failed", "upstream_failed",
-               "skipped", "cancelled")
+STATE_ORDER = ("success", "running", "queued", "up_for_retry", "pending", "cancelling", "failed",
+               "upstream_failed", "skipped", "cancelled")
 TASK = "/api/v2/dags/{dag_id}/runs/{run_id}/tasks"
 
 

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.completion_store import Counted, counted_rows
 from leoflow.db.errors import translated_async
-from leoflow.db.models import ACTIVE_TASKS_SQL, TERMINAL_RUNS_SQL, run_deadline_sql
+from leoflow.db.models import ACTIVE_TASKS_SQL, LIVE_TRIES_SQL, TERMINAL_RUNS_SQL, run_deadline_sql
 from leoflow.db.queued_tries import cancel_live_tries_sql
 from leoflow.db.wakeup import notify_wakeup
 
@@ -127,10 +127,25 @@ async def lock_task_states(conn: AsyncConnection, run_pk: int) -> dict[str, str]
 _KILL_LIVE_TRIES = cancel_live_tries_sql("changed", ":reason")
 
 
+#: A task instance (``ti``, as the statement's snapshot shows it, before its update) with a try an
+#: executor may still be running: queued or running itself (its current try, with or without a row),
+#: already waiting for one, or with a try row still live (a mark or a run's cancel flagged it).
+_HAS_LIVE_TRY = f"""(ti.state IN ('queued', 'running', 'cancelling') OR EXISTS (
+    SELECT 1 FROM task_tries lt WHERE lt.task_instance_id = ti.id AND lt.state IN {LIVE_TRIES_SQL}))"""
+
+#: Why a task instance is ``cancelling`` (shown by the API until its old try is gone).
+WAITING_REASON = "waiting for the previous try to stop"
+
+
 async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Sequence[tuple[str, int]], reason: str,
                                now: datetime, term: int) -> list[str]:
     """Task instances (task id, retries) → ``pending`` with a fresh retry budget (try numbers keep
-    counting); their live tries are flagged ``cancelling``. Returns the task ids reset."""
+    counting); their live tries are flagged ``cancelling``. Returns the task ids reset.
+
+    One with a live try becomes ``cancelling`` instead, not ``pending``: it is not queued until
+    the executor has confirmed that try gone (:func:`release_task_instances`), so a cleared task
+    whose process ignores SIGTERM never runs beside its next try (issue 44).
+    """
     if not resets:
         return []
     rows = await conn.execute(text(f"""
@@ -138,17 +153,49 @@ async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Seque
             SELECT * FROM unnest(CAST(:tasks AS text[]), CAST(:retries AS int[])) AS c(task_id, retries)
         ), changed AS (
             UPDATE task_instances ti
-            SET state = 'pending', max_tries = ti.try_number + c.retries + 1, pending_upstreams = 0,
+            SET state = CASE WHEN {_HAS_LIVE_TRY} THEN 'cancelling' ELSE 'pending' END,
+                max_tries = ti.try_number + c.retries + 1, pending_upstreams = 0,
                 upstream_successes = 0, upstream_failures = 0, upstream_skips = 0, queued_at = NULL,
-                started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL, reason = NULL,
-                updated_at = :now, term = :term
+                started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL,
+                reason = CASE WHEN {_HAS_LIVE_TRY} THEN :waiting END, updated_at = :now, term = :term
             FROM c WHERE ti.run_pk = :run AND ti.task_id = c.task_id
             RETURNING ti.id, ti.task_id
         ), {_KILL_LIVE_TRIES}
         SELECT task_id FROM changed ORDER BY task_id
     """), {"run": run_pk, "tasks": [r[0] for r in resets], "retries": [r[1] for r in resets], "now": now,
-           "term": term, "reason": reason})
+           "term": term, "reason": reason, "waiting": WAITING_REASON})
     return [r.task_id for r in rows]
+
+
+async def cancelling_task_instances(conn: AsyncConnection, limit: int) -> list[int]:
+    """Task instances waiting in ``cancelling`` whose every try is finished: ready to be released.
+
+    One range of ``ix_task_instances_active`` (partial on the active states, ``cancelling`` among
+    them) plus a probe per row of the tries' unique index: nothing when no clear waits.
+    """
+    rows = await conn.execute(text(f"""
+        SELECT ti.id FROM task_instances ti
+        WHERE ti.state = 'cancelling' AND NOT EXISTS (
+            SELECT 1 FROM task_tries lt WHERE lt.task_instance_id = ti.id AND lt.state IN {LIVE_TRIES_SQL})
+        ORDER BY ti.id LIMIT :limit
+    """), {"limit": limit})
+    return [int(r.id) for r in rows]
+
+
+async def release_task_instances(conn: AsyncConnection, ids: Sequence[int], now: datetime, term: int) -> list[int]:
+    """``cancelling`` → ``pending`` for those of ``ids`` whose old tries are all finished now (row-
+    locked by the update, so a try flagged meanwhile keeps its task instance waiting). Returns the
+    runs of the task instances released; the caller recounts their upstreams
+    (:func:`recount_pending`), which ``cancelling`` ones were not counted in."""
+    if not ids:
+        return []
+    rows = await conn.execute(text(f"""
+        UPDATE task_instances ti SET state = 'pending', reason = NULL, updated_at = :now, term = :term
+        WHERE ti.id = ANY(CAST(:ids AS bigint[])) AND ti.state = 'cancelling' AND NOT EXISTS (
+            SELECT 1 FROM task_tries lt WHERE lt.task_instance_id = ti.id AND lt.state IN {LIVE_TRIES_SQL})
+        RETURNING ti.run_pk
+    """), {"ids": list(ids), "now": now, "term": term})
+    return sorted({int(r.run_pk) for r in rows})
 
 
 async def set_task_state(conn: AsyncConnection, run_pk: int, task_id: str, state: str, reason: str,

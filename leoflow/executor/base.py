@@ -12,7 +12,9 @@ Contract (checked by ``tests/executor/test_contract.py`` against every implement
   adopts the pods/processes of tries it knows and reports their state; it never re-creates them).
 - Status updates are delivered through the ``report`` callback given to ``start``, at least once
   per transition; duplicates are harmless (the scheduler's CAS makes them no-ops).
-- ``cancel`` stops the try's pod/process; cancelling an unknown or finished try is a no-op.
+- ``cancel`` stops the try's pod/process and returns only once it is gone (forcing it after
+  ``LEOFLOW_KILL_GRACE``), or raises: the scheduler then records the try cancelled and lets a
+  cleared task run again (ADR 0015). Cancelling an unknown or finished try is a no-op.
 """
 
 from __future__ import annotations

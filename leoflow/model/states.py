@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-TaskState = Literal["pending", "queued", "running", "up_for_retry", "success", "failed", "upstream_failed",
-                    "skipped", "cancelled"]
+TaskState = Literal["pending", "queued", "running", "up_for_retry", "cancelling", "success", "failed",
+                    "upstream_failed", "skipped", "cancelled"]
 RunState = Literal["queued", "running", "success", "failed", "cancelled"]
 
-#: Task states in which a task instance is not finished.
-ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("pending", "queued", "running", "up_for_retry")
+#: Task states in which a task instance is not finished. ``cancelling``: cleared while a try of it
+#: was live; it waits, unqueued, until that try is confirmed gone (its process exited, its pod
+#: deleted), then becomes ``pending`` (:mod:`leoflow.scheduler.periodic`), so two tries of one
+#: task never run at once.
+ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("pending", "queued", "running", "up_for_retry", "cancelling")
 #: Task states counted against ``LEOFLOW_PARALLELISM``.
 SLOT_TASK_STATES: tuple[TaskState, ...] = ("queued", "running")
 #: ``upstream_failed`` and ``skipped`` are decided by trigger rules (leoflow.model.trigger_rules).

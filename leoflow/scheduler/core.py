@@ -21,9 +21,11 @@ one ordinary step (ADR 0012).
 
 The queued tries are handed to the executor after the commit, so an executor never sees a try
 the database does not have; tries flagged ``cancelling`` (cancelled runs, timeouts) are killed
-beside the loop, at most :data:`KILL_CONCURRENCY` at once. A tick with nothing to do (no report,
-nothing due, no backlog) costs no round trip at all. A slow keyset sweep of running runs remains
-as a safety net and counts what it repairs (``leoflow_scheduler_sweep_repairs_total``, expected 0).
+beside the loop, at most :data:`KILL_CONCURRENCY` at once; an executor's kill returns once the
+try is confirmed gone (escalating after ``LEOFLOW_KILL_GRACE``), and only then is the try recorded
+``cancelled`` and a task cleared meanwhile released from ``cancelling``. A tick with nothing to do
+(no report, nothing due, no backlog) costs no round trip at all. A slow keyset sweep of running
+runs remains as a safety net and counts what it repairs (``leoflow_scheduler_sweep_repairs_total``, expected 0).
 
 Failure semantics: every write transaction starts with the fencing check, so a stale leader's
 step raises :class:`~leoflow.errors.FencedOut` and writes nothing; the service stops on it. A
@@ -566,6 +568,7 @@ class SchedulerCore:
             async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
                 await completion_store.mark_tries_killed(conn, [task_try_id], self.now())
             self._killed_lately.add(task_try_id)
+            self._poked = True  # a cleared task waiting for this try may be released now (periodic)
             metrics.KILL_SECONDS.observe(loop.time() - requested)
             if loop.time() - started >= self.slow_kill_after:
                 log.warning("slow kill recorded", extra={"try": str(key), "seconds": round(loop.time() - started, 3)})

@@ -16,6 +16,11 @@ Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's
   ``deadline`` event); their unfinished tasks are cancelled and their live tries killed;
 - **clear and mark**: the commands operators recorded through the API, applied under this
   term (:mod:`leoflow.scheduler.commands`);
+- **cancelling task instances**: a task cleared while a try of it was live waits in
+  ``cancelling`` until the executor has confirmed that try gone (the try's row finished: killed,
+  or ended on its own); then it becomes ``pending``, its upstreams are counted again and its
+  trigger rule decides it, as a clear would have at once. Read from the database on every
+  periodic step, so a new leader carries on with the waits and kills an old one began;
 - **starting runs**: queued runs that ``max_active_runs`` allows start; their task instances
   are created and their roots handed to the step as ready (also called whenever a finished run
   frees a slot).
@@ -90,6 +95,7 @@ class Periodic:
         await self.create_scheduled_runs(step)
         await self.apply_timeouts(step)
         await self.apply_deadlines(step)
+        await self.release_cancelled(step)
         await self.apply_commands(step)
         await self.start_runs(step)
         step.kill_check = True
@@ -98,6 +104,7 @@ class Periodic:
         return [Part("dag", self._due, self._create, lambda d: d.dag_id),
                 Part("task", self._timed_out, self._time_out, lambda i: i),
                 Part("run", self._past_deadline, self._expire, lambda i: i),
+                Part("task", self._cancelled, self._release, lambda i: i),
                 Part("run", self._startable, self._start, lambda r: r.run_pk)]
 
     # ------------------------------------------------------------------ scheduled runs
@@ -208,6 +215,25 @@ class Periodic:
         step.kill_check = step.kill_check or bool(expired)
         for run in expired:
             log.info("run deadline exceeded", extra={"dag_id": run.dag_id, "run_id": run.run_id})
+
+    # ------------------------------------------------------------------ cancelling task instances
+
+    async def release_cancelled(self, step: Step) -> None:
+        await self._release(step, await self._cancelled(step))
+
+    async def _cancelled(self, step: Step) -> list[int]:
+        ids = await command_store.cancelling_task_instances(step.conn, self.batch_size)
+        return [i for i in ids if ("task", i) not in self.quarantine]
+
+    async def _release(self, step: Step, ids: Sequence[int]) -> None:
+        """Old tries gone: ``pending`` again, counted and decided like a freshly cleared task."""
+        runs = await command_store.release_task_instances(step.conn, ids, step.now, step.term)
+        for run_pk in runs:
+            await step.counted(await command_store.recount_pending(step.conn, run_pk, step.now))
+        step.touch(runs)
+        if runs:
+            log.info("cleared tasks released: their previous tries are gone",
+                     extra={"runs": runs[:20]})
 
     # ------------------------------------------------------------------ clear and mark
 
