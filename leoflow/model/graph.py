@@ -17,7 +17,10 @@ leader's CPU and +382 MB, issue 44); one pass visits each task and edge at most 
 
 The cache only saves compiling a version again. Whoever needs graphs holds references to the
 ones it got, so a batch that touches more versions than the cache holds (issue 16: 300 versions
-in one batch of 500 against a cache of 256) is correct, merely compiling some twice.
+in one batch of 500 against a cache of 256) is correct, merely compiling some twice. The cache
+is bounded by versions and by their tasks together, so 10,000 small DAGs due at one boundary
+stay compiled from one boundary to the next (issue 45), while large ones are evicted no sooner
+than before.
 """
 
 from __future__ import annotations
@@ -28,9 +31,15 @@ from collections.abc import Iterable
 from leoflow.model.spec import DagSpec, TaskSpec, parse_dag_spec
 from leoflow.model.trigger_rules import FAIL_FAST, RUN_WHEN_ALL_SUCCEED
 
-#: Cached versions. A version's graph is a few KB per 100 tasks; 256 keeps it well under 100 MB
-#: even for maximal 10,000-task DAGs while covering every active version in practice.
-DEFAULT_CACHE_SIZE = 256
+#: Cached versions at most. Bounded by versions alone (it was 256), a cluster with more DAGs
+#: than that due at one boundary compiled every version again at every boundary: 1,000 DAGs on
+#: ``* * * * *`` spent 2.5 s of the leader's CPU a minute re-validating specs (issue 45). A
+#: one-task version's graph measures 2.7 KB here, so 32,768 of them take about 90 MB.
+DEFAULT_CACHE_SIZE = 32_768
+#: Tasks the cached graphs may hold together (a version weighs its tasks plus one): what 256
+#: maximal 10,000-task versions held when the cache was bounded by versions alone, so large DAGs
+#: are evicted no sooner than before and the worst case does not grow.
+DEFAULT_CACHE_TASKS = 256 * 10_001
 
 
 class DagGraph:
@@ -121,10 +130,17 @@ class DagGraph:
 
 
 class GraphCache:
-    """LRU of :class:`DagGraph` by ``dag_versions.id``."""
+    """LRU of :class:`DagGraph` by ``dag_versions.id``, bounded in versions and in their tasks.
 
-    def __init__(self, size: int = DEFAULT_CACHE_SIZE) -> None:
+    Many small versions (thousands of DAGs sharing a schedule) and a few huge ones (10,000-task
+    DAGs) both fit: the least recently used go once either bound is passed; the newest stays
+    even alone over the task bound (its caller holds it anyway).
+    """
+
+    def __init__(self, size: int = DEFAULT_CACHE_SIZE, tasks: int = DEFAULT_CACHE_TASKS) -> None:
         self.size = size
+        self.max_tasks = tasks
+        self.tasks = 0
         self._graphs: OrderedDict[int, DagGraph] = OrderedDict()
 
     def __contains__(self, version_id: int) -> bool:
@@ -143,7 +159,15 @@ class GraphCache:
     def add(self, version_id: int, spec: object) -> DagGraph:
         """Compile ``spec`` (raises ValidationFailed if it is not a valid spec) and cache the graph."""
         graph = DagGraph(version_id, parse_dag_spec(spec))
+        replaced = self._graphs.pop(version_id, None)
+        if replaced is not None:
+            self.tasks -= _weight(replaced)
         self._graphs[version_id] = graph
-        while len(self._graphs) > self.size:
-            self._graphs.popitem(last=False)
+        self.tasks += _weight(graph)
+        while len(self._graphs) > 1 and (len(self._graphs) > self.size or self.tasks > self.max_tasks):
+            self.tasks -= _weight(self._graphs.popitem(last=False)[1])
         return graph
+
+
+def _weight(graph: DagGraph) -> int:
+    return len(graph.tasks) + 1

@@ -78,6 +78,7 @@ def test_300_dag_versions_in_one_batch_schedule_correctly(settings: Settings) ->
     """Issue 16 behaviour 5: a batch touching more versions than the graph cache holds (256)."""
     async def main() -> None:
         async with stepper(settings, parallelism=1000) as st:
+            st.core.graphs.cache.size = 256  # the cache of issue 16 (it holds 32,768 small versions now)
             runs: dict[str, str] = {}
             async with st.engine.begin() as conn:  # one transaction: 300 DAGs and runs in ~1 s
                 for i in range(300):

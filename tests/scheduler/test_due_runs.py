@@ -22,6 +22,7 @@ from leoflow.clock import FakeClock, SystemClock
 from leoflow.db import dag_store
 from leoflow.errors import FencedOut
 from leoflow.model import timetable
+from leoflow.model.graph import GraphCache
 from leoflow.model.spec import parse_dag_spec
 from leoflow.scheduler.core import SchedulerCore
 from leoflow.settings import Settings
@@ -180,3 +181,27 @@ def test_a_dag_paused_or_reapplied_since_the_scan_gets_nothing_in_that_step(sett
         assert await scheduled(engine) == {"kept": [SLOT], "reapplied": [SLOT]}
 
     with_core(settings, clock, body)
+
+
+def one_task_spec(dag_id: str, tasks: int = 1) -> dict[str, Any]:
+    return {"dag_id": dag_id, "tasks": [{"id": f"t{i}", "kind": "empty"} for i in range(tasks)]}
+
+
+def test_the_graph_cache_keeps_a_thousand_small_versions_from_one_boundary_to_the_next() -> None:
+    """Bounded by 256 versions, 1,000 DAGs due at each boundary were all compiled again at every
+    boundary (2.5 s of the leader's CPU a minute). The cache is bounded by versions and by their
+    tasks together: 1,000 one-task versions stay; large ones still go by the task bound."""
+    cache = GraphCache()
+    for vid in range(1000):
+        cache.add(vid, one_task_spec(f"d{vid}"))
+    assert all(vid in cache for vid in range(1000)) and cache.tasks == 2000
+
+    small = GraphCache(size=10, tasks=100)
+    for vid in range(4):  # 31 each (30 tasks and the version): the fourth passes 100
+        small.add(vid, one_task_spec(f"d{vid}", tasks=30))
+    assert [vid in small for vid in range(4)] == [False, True, True, True] and small.tasks == 93
+    small.add(9, one_task_spec("huge", tasks=200))  # alone over the bound: kept, every other evicted
+    assert len(small) == 1 and 9 in small and small.tasks == 201
+    for vid in range(20, 40):
+        small.add(vid, one_task_spec(f"d{vid}"))
+    assert len(small) == 10 and small.tasks == 20
