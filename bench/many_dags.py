@@ -1,0 +1,295 @@
+"""Many DAGs due at one minute boundary (issue 45): how long until every one has its run, and it succeeded?
+
+Real installs put hundreds or thousands of DAGs on ``0 0 * * *``; before the scheduler created
+due runs set-based, 1,000 DAGs due at one minute waited 10.4 s for their runs and 5,000 took
+62 s, longer than the minute itself. For each ``--dags`` size this:
+
+1. starts a private embedded PostgreSQL (or uses ``--database-url``) and stores N DAGs on
+   ``* * * * *``, ``catchup: false``, one ``kind: empty`` task each (``--seed sql``: the rows
+   ``apply_dag`` writes, set-based; ``--seed store``: ``dag_store.apply_dag`` itself, 500 per
+   transaction, 17 a second on a busy 2-core host), and reports the rate;
+2. starts one real ``leoflow serve`` replica (``--executor``, local by default, ``LEOFLOW_HOME``
+   in a temp dir) and waits until it leads;
+3. picks the next minute boundary at least ``--slack`` seconds ahead on the database's clock and
+   sets every DAG's ``next_run_at`` to it, in one statement (what applying them with that
+   boundary as ``start_date`` would store; applying 10,000 takes longer than a minute, so the
+   boundary cannot be known before they are stored);
+4. for that boundary and the next ``--boundaries`` - 1 (the first finds the leader's graph cache
+   cold, the next warm), polls the database every 0.1 s until every DAG has a successful run
+   for the boundary's slot (or a later one, if the scheduler reached it only after the next
+   boundary: ``catchup: false`` runs the latest due slot; counted as ``slot_skipped``), and
+   reports, from the runs' own timestamps (``created_at``, ``started_at``, ``ended_at``) minus
+   the boundary, the last and the p50/p99 run created (queued), started and succeeded — these
+   are the start of the scheduler step that wrote them — and, polled, when every DAG's run was
+   first seen created and succeeded (the steps' commits); and the replica's CPU seconds meanwhile.
+
+The host's load average (1, 5, 15 min) is part of the result: on a shared host the figures
+move with it. Targets (issue 45, 10,000 DAGs): every run queued by p99 < 1 s, succeeded < 3 s.
+
+    python bench/many_dags.py                       # 1,000 DAGs, two boundaries (~2.5 min)
+    python bench/many_dags.py --dags 1000 10000     # both sizes (~6 min)
+
+Prints one JSON object as the last line and saves a PNG (``--png``, default bench/many_dags.png):
+per size, the share of runs created and succeeded against the seconds after the boundary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+
+from bench.api import AUTH, database, replica, wait_for  # noqa: E402
+from bench.chain import refuse_below_one  # noqa: E402
+from bench.scheduler import percentile  # noqa: E402
+from leoflow.db import migrations  # noqa: E402
+from leoflow.standalone.embedded import free_port  # noqa: E402
+
+#: DAGs applied per transaction while seeding (the store's own statements, one DAG at a time).
+APPLY_BATCH = 500
+#: Far enough ahead that no DAG is due while the rest are applied and the replica starts.
+PARKED = datetime(2100, 1, 1, tzinfo=UTC)
+MAX_DAGS = 100_000
+POLL = 0.1
+TARGETS = {"queued_p99_s": 1.0, "succeeded_last_s": 3.0}
+
+
+def spec(dag_id: str) -> dict[str, Any]:
+    return {"dag_id": dag_id, "schedule": "* * * * *", "catchup": False, "max_active_runs": 1,
+            "start_date": PARKED.isoformat(), "tasks": [{"id": "t", "kind": "empty"}]}
+
+
+def apply_dags(url: str, count: int, seed: str) -> float:
+    """Store ``count`` DAGs; returns the seconds it took.
+
+    ``store``: ``dag_store.apply_dag`` for each, ``APPLY_BATCH`` per transaction (what the API
+    does per request). ``sql``: the same rows (spec, hash and default conf computed by the
+    model for each DAG) inserted set-based, three statements per ``APPLY_BATCH * 10`` DAGs, for
+    sizes the store path would take minutes to apply on a busy host.
+    """
+    started = time.perf_counter()
+    if seed == "store":
+        asyncio.run(_apply_through_store(url, count))
+    else:
+        _insert_rows(url, count)
+    return time.perf_counter() - started
+
+
+async def _apply_through_store(url: str, count: int) -> None:
+    from leoflow.clock import SystemClock
+    from leoflow.db import dag_store
+    from leoflow.db.engine import make_async_engine
+    from leoflow.model.spec import parse_dag_spec
+    from leoflow.settings import DatabaseSettings
+
+    engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)
+    try:
+        for first in range(0, count, APPLY_BATCH):
+            async with engine.begin() as conn:
+                for i in range(first, min(count, first + APPLY_BATCH)):
+                    await dag_store.apply_dag(conn, parse_dag_spec(spec(f"many-{i:06d}")), clock=SystemClock())
+    finally:
+        await engine.dispose()
+
+
+def _insert_rows(url: str, count: int) -> None:
+    from leoflow.model.params import default_conf
+    from leoflow.model.spec import parse_dag_spec
+    from leoflow.model.timetable import first_scheduled_run
+
+    now = datetime.now(UTC)
+    with psycopg.connect(url, autocommit=True) as db:
+        for first in range(0, count, APPLY_BATCH * 10):
+            specs = [parse_dag_spec(spec(f"many-{i:06d}")) for i in range(first, min(count, first + APPLY_BATCH * 10))]
+            with db.transaction():
+                db.execute("""
+                    INSERT INTO dags (dag_id, paused, schedule, next_run_at, max_active_tasks)
+                    SELECT * FROM unnest(%s::text[], %s::boolean[], %s::text[], %s::timestamptz[], %s::int[])""",
+                           ([s.dag_id for s in specs], [s.paused for s in specs], [s.schedule for s in specs],
+                            [first_scheduled_run(s, now) for s in specs], [s.max_active_tasks for s in specs]))
+                db.execute("""
+                    INSERT INTO dag_versions (dag_id, version, spec, spec_hash, default_conf)
+                    SELECT d, 1, s::jsonb, h, c::jsonb FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])
+                        AS x(d, s, h, c)""",
+                           ([s.dag_id for s in specs], [json.dumps(s.to_canonical()) for s in specs],
+                            [s.spec_hash() for s in specs], [json.dumps(default_conf(s.params)) for s in specs]))
+                db.execute("UPDATE dags d SET current_version_id = v.id FROM dag_versions v "
+                           "WHERE v.dag_id = d.dag_id AND d.current_version_id IS NULL")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its reaped children (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def set_boundary(db: psycopg.Connection[Any], slack: float) -> datetime:
+    """The next minute boundary at least ``slack`` s ahead (database clock), as every DAG's next run."""
+    row = db.execute("SELECT date_trunc('minute', now() + make_interval(secs => %s)) + interval '1 minute'",
+                     (slack,)).fetchone()
+    assert row is not None
+    boundary: datetime = row[0]
+    db.execute("UPDATE dags SET next_run_at = %s WHERE dag_id LIKE 'many-%%'", (boundary,))
+    return boundary
+
+
+def run_id_at(boundary: datetime) -> str:
+    return f"scheduled__{boundary.astimezone(UTC).isoformat()}"
+
+
+def watch(db: psycopg.Connection[Any], boundary: datetime, count: int, timeout: float) -> dict[str, float | None]:
+    """Poll (every ``POLL`` s) until every DAG has a successful run for the boundary's slot or a
+    later one (a DAG reached only after the next boundary gets that slot instead: ``catchup: false``
+    runs the latest due slot); when each phase was first seen complete, in seconds after the
+    boundary on this host's clock (None: not within ``timeout``).
+
+    The runs' own timestamps are the scheduler step's start (a step stamps what it writes with
+    one time), so they say how soon the step began; these say when its commit was visible."""
+    seen: dict[str, float | None] = {"created": None, "succeeded": None}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = db.execute("SELECT count(DISTINCT dag_id), count(DISTINCT dag_id) FILTER (WHERE state = 'success') "
+                         "FROM dag_runs WHERE run_type = 'scheduled' AND logical_date >= %s", (boundary,)).fetchone()
+        after = (datetime.now(UTC) - boundary).total_seconds()
+        assert row is not None
+        for name, value in zip(seen, row, strict=True):
+            if seen[name] is None and value >= count:
+                seen[name] = round(after, 3)
+        if seen["succeeded"] is not None:
+            break
+        time.sleep(POLL)
+    return seen
+
+
+def offsets(db: psycopg.Connection[Any], boundary: datetime) -> dict[str, list[float]]:
+    """Seconds after the boundary at which each run was created, started and ended (sorted)."""
+    rows = db.execute("""
+        SELECT extract(epoch FROM created_at - %(b)s), extract(epoch FROM started_at - %(b)s),
+               extract(epoch FROM ended_at - %(b)s)
+        FROM dag_runs WHERE run_id = %(r)s""", {"b": boundary, "r": run_id_at(boundary)}).fetchall()
+    return {name: sorted(float(r[i]) for r in rows if r[i] is not None)
+            for i, name in enumerate(("created", "started", "succeeded"))}
+
+
+def summary_of(seconds: dict[str, list[float]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, values in seconds.items():
+        out[name] = {"runs": len(values), "p50_s": round(percentile(values, 0.5) or 0.0, 3),
+                     "p99_s": round(percentile(values, 0.99) or 0.0, 3),
+                     "last_s": round(values[-1], 3) if values else None}
+    return out
+
+
+def one_size(args: argparse.Namespace, count: int) -> tuple[dict[str, Any], dict[str, dict[str, list[float]]]]:
+    home = Path(tempfile.mkdtemp(prefix="leoflow-bench-many-dags-"))
+    boundaries: list[dict[str, Any]] = []
+    curves: dict[str, dict[str, list[float]]] = {}
+    with database(args.database_url) as url:
+        migrations.upgrade(url)
+        apply_seconds = apply_dags(url, count, args.seed)
+        port = free_port()
+        env = {"LEOFLOW_EXECUTOR": args.executor, "LEOFLOW_HOME": str(home), "LEOFLOW_LOCAL_PARALLELISM": "8"}
+        with replica(url, port, env) as proc, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http, \
+                psycopg.connect(url, autocommit=True) as db:
+            wait_for(lambda: http.get("/readyz").status_code == 200, "the replica to be ready")
+            wait_for(lambda: http.get("/api/v2/cluster/leader", headers=AUTH).status_code == 200, "a leader")
+            first = set_boundary(db, args.slack)
+            for k in range(args.boundaries):
+                boundary = first + timedelta(minutes=k)
+                load_before = os.getloadavg()
+                time.sleep(max(0.0, (boundary - datetime.now(UTC)).total_seconds() - 1.0))
+                cpu_before = process_cpu_seconds(proc.pid)
+                polled = watch(db, boundary, count, args.timeout)
+                cpu = process_cpu_seconds(proc.pid) - cpu_before
+                seconds = offsets(db, boundary)
+                curves[f"{count:,} DAGs, boundary {k + 1}"] = seconds
+                boundaries.append({
+                    "boundary": boundary.isoformat(), "all_succeeded": polled["succeeded"] is not None,
+                    "slot_skipped": count - len(seconds["created"]), **summary_of(seconds),
+                    "polled_all_created_s": polled["created"], "polled_all_succeeded_s": polled["succeeded"],
+                    "replica_cpu_seconds": round(cpu, 2), "load_average_before": [round(x, 2) for x in load_before],
+                    "load_average_after": [round(x, 2) for x in os.getloadavg()]})
+    return {"dags": count, "seed": args.seed, "apply_seconds": round(apply_seconds, 1),
+            "apply_per_second": round(count / apply_seconds, 1), "boundaries": boundaries}, curves
+
+
+def plot(curves: dict[str, dict[str, list[float]]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, seconds in curves.items():
+        count = int(label.split()[0].replace(",", ""))
+        for name, style in (("created", "--"), ("succeeded", "-")):
+            values = seconds[name]
+            ax.step(values, [100 * (i + 1) / count for i in range(len(values))], style, where="post",
+                    label=f"{label}: runs {name}")
+    ax.axvline(TARGETS["queued_p99_s"], color="grey", linestyle=":", label="1 s")
+    ax.set(xlabel="seconds after the minute boundary (database timestamps)", ylabel="% of the DAGs' runs",
+           title="DAGs due at one minute boundary: runs created and succeeded")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dags", type=int, nargs="+", default=[1_000], help="DAGs due at the boundary, per size")
+    parser.add_argument("--executor", choices=("local", "memory"), default="local")
+    parser.add_argument("--seed", choices=("sql", "store"), default="sql",
+                        help="store the DAGs set-based (sql, default) or through dag_store.apply_dag (store)")
+    parser.add_argument("--boundaries", type=int, default=2,
+                        help="consecutive minute boundaries measured (default 2: the first after the replica "
+                             "started, its graph cache cold, and the next)")
+    parser.add_argument("--slack", type=float, default=5.0,
+                        help="least seconds between the replica leading and the boundary (default 5)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds after the boundary to give up")
+    parser.add_argument("--database-url", help="use this (empty) database instead of a private embedded one")
+    parser.add_argument("--png", type=Path, default=ROOT / "bench" / "many_dags.png")
+    args = parser.parse_args(argv)
+    refuse_below_one(parser, args, ("slack", "timeout", "boundaries"))
+    if any(n < 1 or n > MAX_DAGS for n in args.dags):
+        parser.error(f"--dags: each size must be 1..{MAX_DAGS:,}")
+    if args.database_url and len(args.dags) > 1:
+        parser.error("--database-url takes one --dags size (each size needs an empty database)")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    sizes: list[dict[str, Any]] = []
+    curves: dict[str, dict[str, list[float]]] = {}
+    for count in args.dags:
+        result, more = one_size(args, count)
+        sizes.append(result)
+        curves.update(more)
+    plot(curves, args.png)
+    largest = sizes[-1]
+    last = largest["boundaries"][-1]
+    print(json.dumps({"benchmark": "many_dags", "executor": args.executor, "cpus": os.cpu_count(), "sizes": sizes,
+                      "targets": {f"{largest['dags']}_dags_queued_p99<1s":
+                                  (last["created"]["p99_s"] or 0) < TARGETS["queued_p99_s"],
+                                  f"{largest['dags']}_dags_succeeded_last<3s":
+                                  last["all_succeeded"] and last["slot_skipped"] == 0
+                                  and (last["polled_all_succeeded_s"] or 0) < TARGETS["succeeded_last_s"]},
+                      "png": str(args.png)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
