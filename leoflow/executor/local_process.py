@@ -52,7 +52,20 @@ class TryFiles:
         self.exit = self.root / "exit.json"
 
     def prepare(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        """Make the try's directories ``0700`` and its log ``0600``: they hold the run's conf and output.
+
+        ``tasks/`` itself is Leoflow's own, so one an older version left ``0755`` is narrowed; the
+        home above it is created (``0700``) when missing and otherwise never changed.
+        """
+        tasks = self.root.parent
+        tasks.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the home: made 0700 if missing, else as is
+        tasks.mkdir(mode=0o700, exist_ok=True)
+        st = tasks.stat()
+        if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+            tasks.chmod(0o700)
+        for directory in (self.root, self.workdir):
+            directory.mkdir(mode=0o700, exist_ok=True)
+        os.close(os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
 
     def write_process(self, pid: int) -> None:
         _atomic_write(self.process, json.dumps({"pid": pid, "start_time": process_start_time(pid)}))
@@ -78,7 +91,8 @@ class TryFiles:
 
 def _atomic_write(path: Path, content: str) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(content)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "w") as f:
+        f.write(content)
     os.replace(tmp, path)
 
 

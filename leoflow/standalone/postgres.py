@@ -86,7 +86,7 @@ class StandalonePostgres:
         self.reserved = reserved
         remembered = _remembered_port(home.port_file)
         port = remembered if remembered is not None and remembered not in reserved else _fresh_port(reserved)
-        self.server = EmbeddedPostgres(home.data_dir, port=port, socket_dir=home.socket_dir)
+        self.server = EmbeddedPostgres(home.data_dir, port=port, socket_dir=home.socket_dir, widen_parents=False)
 
     @property
     def database_url(self) -> str:
@@ -98,8 +98,7 @@ class StandalonePostgres:
 
     def start(self) -> str:
         """Start (initialising on first use), create and migrate the database; return its URL."""
-        self.home.create()
-        self.server.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.home.create_server_dirs()
         self.recover_orphan()
         if not _port_is_free(self.server.port):
             self.server.port = _fresh_port(self.reserved)
@@ -135,7 +134,7 @@ class StandalonePostgres:
         logger.info("initialising the embedded PostgreSQL", extra={"data_dir": str(data_dir)})
         staging = data_dir.with_name(data_dir.name + ".initdb")
         shutil.rmtree(staging, ignore_errors=True)
-        EmbeddedPostgres(staging, port=self.server.port, socket_dir=self.home.socket_dir).init()
+        EmbeddedPostgres(staging, port=self.server.port, socket_dir=self.home.socket_dir, widen_parents=False).init()
         if data_dir.exists():
             data_dir.rmdir()
         staging.rename(data_dir)

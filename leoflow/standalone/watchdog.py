@@ -57,7 +57,7 @@ def watch(data_dir: Path, socket_dir: Path) -> int:
     # Imported only now: the watchdog should cost (almost) nothing while it waits.
     from leoflow.standalone.embedded import EmbeddedPostgres
 
-    server = EmbeddedPostgres(data_dir, port=1, socket_dir=socket_dir)
+    server = EmbeddedPostgres(data_dir, port=1, socket_dir=socket_dir, widen_parents=False)
     print(f"leoflow: standalone (parent {os.getppid()}) is gone; stopping its PostgreSQL (pid {pid})",
           file=sys.stderr)
     server.stop("fast", timeout=20)

@@ -18,8 +18,12 @@ from tests.standalone.procs import postgres_pids
 def home() -> Iterator[StandaloneHome]:
     """A fresh home in /tmp (short paths: the server's unix socket lives inside it)."""
     root = Path(tempfile.mkdtemp(prefix="lf-home-"))
-    yield StandaloneHome.at(root)
+    home = StandaloneHome.at(root)
+    server_dir = home.server_dir  # outside the home when we are root
+    yield home
     # Whatever the test did, never leak a server into the rest of the suite.
-    if postgres_pids(root / "postgres" / "data"):
-        EmbeddedPostgres(root / "postgres" / "data", port=1, socket_dir=root / "postgres" / "socket").kill()
+    if postgres_pids(server_dir / "data"):
+        EmbeddedPostgres(server_dir / "data", port=1, socket_dir=home.socket_dir, widen_parents=False).kill()
     shutil.rmtree(root, ignore_errors=True)
+    if server_dir != home.postgres_dir:
+        shutil.rmtree(server_dir, ignore_errors=True)

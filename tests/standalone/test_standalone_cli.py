@@ -31,8 +31,7 @@ def test_example_run_succeeds_and_survives_a_clean_restart(home: StandaloneHome)
         assert home.token_file.read_text().strip() == banner.token
         # The home holds a credential: private, except search permission for PostgreSQL's own
         # OS user when we run as root (it must traverse to its data directory).
-        expected_home_mode = 0o701 if os.geteuid() == 0 else 0o700
-        assert stat.S_IMODE(home.root.stat().st_mode) == expected_home_mode
+        assert stat.S_IMODE(home.root.stat().st_mode) == 0o700  # as root too: never o+x (issue 44)
         assert stat.S_IMODE(home.data_dir.stat().st_mode) == 0o700
         with first.client(banner.token) as api:
             run = wait_for_run(api, "example", banner.example_run)
