@@ -11,6 +11,7 @@ ADRs (``docs/adr/``) are left out: they record designs, proposed syntax included
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
+from leoflow.api.app import create_app
 from leoflow.model.spec import _DAG_FIELDS, _TASK_FIELDS
 from leoflow.model.yaml_loader import dump_yaml, load_yaml
-from tests.api.conftest import ADMIN
+from tests.api.conftest import ADMIN, api_settings
+from tests.api.live import client_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_A_DAG = "<!-- not a DAG -->"
@@ -69,7 +72,17 @@ def test_the_readme_and_docs_have_yaml_examples_and_the_notify_one() -> None:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.where for e in EXAMPLES])
-def test_yaml_example_applies(api_client: httpx.Client, example: Example) -> None:
+@pytest.fixture
+def docs_client(database_url: str) -> Iterator[httpx.Client]:
+    """The API as the docs' operator runs it: the README's pod examples name the service account
+    ``etl-runner``, which the cluster's pod policy refuses unless allowed (as the README says)."""
+    settings = api_settings(database_url, LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS="etl-runner")
+    with client_for(create_app(settings)) as client:
+        yield client
+
+
+def test_yaml_example_applies(docs_client: httpx.Client, example: Example) -> None:
+    api_client = docs_client
     if example.skipped:
         pytest.skip("marked as no DAG")
     dag_id = "doc-" + re.sub(r"[^a-z0-9]+", "-", example.where.lower()).strip("-")[-40:]
