@@ -71,7 +71,6 @@ def test_the_readme_and_docs_have_yaml_examples_and_the_notify_one() -> None:
     assert any("  - on: [" in e.text and e.where.startswith("README.md") for e in EXAMPLES)
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=[e.where for e in EXAMPLES])
 @pytest.fixture
 def docs_client(database_url: str) -> Iterator[httpx.Client]:
     """The API as the docs' operator runs it: the README's pod examples name the service account
@@ -81,6 +80,7 @@ def docs_client(database_url: str) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.where for e in EXAMPLES])
 def test_yaml_example_applies(docs_client: httpx.Client, example: Example) -> None:
     api_client = docs_client
     if example.skipped:
