@@ -46,8 +46,6 @@ ALLOWANCES = ("host-path", "privileged", "privilege-escalation", "host-network",
 #: Host namespaces of a pod spec and the allowance each needs.
 _HOST_NAMESPACES = {"hostNetwork": "host-network", "hostPID": "host-pid", "hostIPC": "host-ipc"}
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
-#: Most names each list setting may hold (an operator's setting, bounded like every input).
-MAX_NAMES = 256
 
 
 @dataclass(frozen=True)
