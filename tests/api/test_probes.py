@@ -85,14 +85,27 @@ def test_migrations_record_what_each_revision_declared(empty_database_url: str) 
         rows = conn.execute("SELECT revision, compatible_code FROM schema_compatibility").fetchall()
     head = migrations.head_revision()
     declared = migrations.declared_compatible_code(head)
-    assert declared and rows == [(head, list(declared))]
-    # So a replica of the previous build stays ready on it; one of this build there is told to upgrade.
-    previous = declared[0]
-    assert migrations.readiness_problem(migrations.SchemaState(head, declared), head=previous) is None
+    assert rows == [(head, list(declared))]
+    # So a replica of a build it declares stays ready on it, and one of a build it does not declare
+    # is told to upgrade (0013 declares none: code that does not know `cancelling` must not run on
+    # it, ADR 0015); one of this build on the revision below is told to upgrade.
+    state = migrations.SchemaState(head, declared)
+    for code in declared:
+        assert migrations.readiness_problem(state, head=code) is None
+    previous = _down_revision(head)
+    assert (migrations.readiness_problem(state, head=previous) is None) == (previous in declared)
     migrations.downgrade(empty_database_url, previous)
     with client_for(create_app(api_settings(empty_database_url))) as client:
         ready = client.get("/readyz")
         assert ready.status_code == 503 and "run `leoflow db upgrade`" in ready.json()["error"]["message"]
+
+
+def _down_revision(revision: str) -> str:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrations.alembic_config("postgresql:///unused")).get_revision(revision)
+    assert script is not None and isinstance(script.down_revision, str)
+    return script.down_revision
 
 
 def test_readyz_reads_the_migration_scripts_once(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
