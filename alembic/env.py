@@ -2,7 +2,7 @@
 
 The URL comes from the config (set by ``leoflow db ...``) or ``LEOFLOW_DATABASE_URL`` (plain
 ``alembic`` from a checkout); it goes to libpq unchanged (multi-host lists, sockets, a schema in
-``options=-csearch_path%3D...``), see ``leoflow.db.session``. Migrations run under a
+``options=-csearch_path%3D...``), see ``leoflow.db.connection.connect``. Migrations run under a
 transaction-level advisory lock so that replicas or hook Jobs upgrading at the same moment apply
 each revision exactly once; a schema named by the URL's ``search_path`` is created first if it
 does not exist; and the current revision's compatibility declaration is recorded for
@@ -18,7 +18,7 @@ from sqlalchemy import Connection
 
 from alembic import context
 from leoflow.db import migrations
-from leoflow.db.engine import make_sync_engine
+from leoflow.db.connection.engine import make_sync_engine
 from leoflow.db.models import Base
 
 config = context.config

@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import text  # noqa: E402
 from sqlalchemy.ext.asyncio import AsyncEngine  # noqa: E402
 
-from leoflow.db.database import Database  # noqa: E402
-from leoflow.db.engine import make_async_engine  # noqa: E402
+from leoflow.db.connection.database import Database  # noqa: E402
+from leoflow.db.connection.engine import make_async_engine  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey  # noqa: E402
 from leoflow.settings import load_settings  # noqa: E402

@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT))
 from bench.private_database import benchmark_database  # noqa: E402
 from leoflow.clock import SystemClock  # noqa: E402
 from leoflow.db import dag_store  # noqa: E402
-from leoflow.db.database import Connection, Database  # noqa: E402
-from leoflow.db.engine import make_async_engine  # noqa: E402
+from leoflow.db.connection.database import Connection, Database  # noqa: E402
+from leoflow.db.connection.engine import make_async_engine  # noqa: E402
 from leoflow.executor.memory import MemoryExecutor  # noqa: E402
 from leoflow.housekeeping import retention  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402

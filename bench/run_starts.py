@@ -55,7 +55,7 @@ def seed(url: str, backlog: int) -> None:
 
 async def time_calls(url: str, reps: int) -> list[float]:
     from leoflow.db import scheduler_store
-    from leoflow.db.engine import make_async_engine
+    from leoflow.db.connection.engine import make_async_engine
     from leoflow.settings import DatabaseSettings
 
     engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)

@@ -60,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.private_database import benchmark_database  # noqa: E402
 from leoflow.clock import SystemClock  # noqa: E402
-from leoflow.db.database import Database  # noqa: E402
+from leoflow.db.connection.database import Database  # noqa: E402
 from leoflow.executor.base import Report  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey  # noqa: E402
@@ -171,7 +171,7 @@ def rss_kb(pid: int | str = "self") -> tuple[int, int]:
 
 
 async def leader_main(args: argparse.Namespace) -> None:
-    from leoflow.db.engine import make_async_engine
+    from leoflow.db.connection.engine import make_async_engine
     from leoflow.scheduler.service import SchedulerService
     from leoflow.settings import load_settings
 
@@ -226,7 +226,7 @@ def fan_spec(tasks: int, max_active_runs: int, dag_id: str = DAG_ID) -> dict[str
 
 def apply_spec(url: str, tasks: int, max_active_runs: int, dag_id: str = DAG_ID) -> None:
     from leoflow.db import dag_store
-    from leoflow.db.engine import make_async_engine
+    from leoflow.db.connection.engine import make_async_engine
     from leoflow.model.spec import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 
@@ -364,7 +364,7 @@ CATCH_UP, URGENT, PLAIN = "bench-catch-up", "bench-urgent", "bench-plain"
 
 def apply_fairness_specs(url: str, tasks: int) -> None:
     from leoflow.db import dag_store
-    from leoflow.db.engine import make_async_engine
+    from leoflow.db.connection.engine import make_async_engine
     from leoflow.model.spec import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 

@@ -67,7 +67,7 @@ def shape(url: str) -> list[int]:
 
 async def measure(url: str, runs: list[int], shard_counts: list[int], reps: int) -> dict[int, list[float]]:
     from leoflow.db import queue_store
-    from leoflow.db.engine import make_async_engine
+    from leoflow.db.connection.engine import make_async_engine
     from leoflow.db.queue_store import QueueRoom
     from leoflow.settings import DatabaseSettings
 

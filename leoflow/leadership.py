@@ -6,7 +6,7 @@ leadership is acquired, and cancels them all, at once, when it is lost. A servic
 must:
 
 - run until cancelled, doing its work under ``ctx.term`` (every write fenced, see
-  :mod:`leoflow.db.fencing`), and stop on :class:`~leoflow.errors.FencedOut`;
+  :mod:`leoflow.db.connection.fencing`), and stop on :class:`~leoflow.errors.FencedOut`;
 - call ``ctx.progress()`` after each unit of work if it is watched for stalls (the scheduler
   loop is: no progress for ``LEOFLOW_SCHEDULER_STALL_TIMEOUT`` releases leadership);
 - never swallow ``asyncio.CancelledError``.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from leoflow.clock import Clock, SystemClock
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.settings import Settings
 
@@ -34,7 +34,7 @@ class LeaderContext:
 
     term: int
     settings: Settings
-    #: The background share of the replica's connection budget (leoflow.db.budget).
+    #: The background share of the replica's connection budget (leoflow.db.connection.budget).
     db: Database
     clock: Clock = field(default_factory=SystemClock)
     progress: Callable[[], None] = lambda: None

@@ -18,7 +18,7 @@ of its first term (:func:`modules_to_preload`, also used by standalone). The ele
 knows nothing of the scheduler or the executors (docs/adr/0008-layers.md).
 
 Database connections: the lock connection, plus ``LEOFLOW_DB_POOL_SIZE`` split by
-:class:`~leoflow.db.budget.ConnectionBudget` between the API's pool, the background engine
+:class:`~leoflow.db.connection.budget.ConnectionBudget` between the API's pool, the background engine
 created here (leader services, membership, replica services) and the scheduler's LISTEN
 connection.
 
@@ -50,8 +50,8 @@ import uvicorn
 from leoflow.aiotasks import Registry, cancel_and_wait, restarting, start_guarded, wait_at_most
 from leoflow.clock import Clock, SystemClock
 from leoflow.db import installation
-from leoflow.db.budget import ConnectionBudget
-from leoflow.db.database import Database
+from leoflow.db.connection.budget import ConnectionBudget
+from leoflow.db.connection.database import Database
 from leoflow.election import membership
 from leoflow.election.elector import Elector, LeadershipGate
 from leoflow.election.health import ElectionHealth

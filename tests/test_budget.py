@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from leoflow.db.budget import MINIMUM_POOL_SIZE, ConnectionBudget
+from leoflow.db.connection.budget import MINIMUM_POOL_SIZE, ConnectionBudget
 
 
 def test_every_budget_adds_up_and_gives_each_part_what_it_needs() -> None:

@@ -10,7 +10,7 @@ from sqlalchemy import create_engine
 
 from alembic import command
 from leoflow.db import migrations
-from leoflow.db.engine import sqlalchemy_url
+from leoflow.db.connection.engine import sqlalchemy_url
 from leoflow.db.models import Base
 
 

@@ -15,7 +15,7 @@ of term T is **stale** iff some term T' > T committed before it did. The check i
 clocks of different processes are compared.
 
 **Whose term.** A write's term is its transaction's fence (``leoflow.fenced_term``, set by
-:mod:`leoflow.db.fencing`), and the row's ``term`` only for an unfenced write. They differ since
+:mod:`leoflow.db.connection.fencing`), and the row's ``term`` only for an unfenced write. They differ since
 ADR 0013 step 2: a queued try's row is first written by the executor's claim, a report or a
 cancellation, perhaps under a later term than the one that queued it, and the row keeps the
 queueing term. The one unfenced writer of such rows is a user's run cancel through the API, which
@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 
-from leoflow.db.fencing import FENCED_TERM_SETTING
+from leoflow.db.connection.fencing import FENCED_TERM_SETTING
 
 ENABLE_COMMIT_TIMESTAMPS = "ALTER SYSTEM SET track_commit_timestamp = on"
 

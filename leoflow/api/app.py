@@ -1,7 +1,7 @@
 """The Starlette application every replica serves: routes, auth, metrics, lifespan.
 
 ``create_app(settings)`` builds the app; its lifespan owns one bounded psycopg pool (the API's
-share of ``LEOFLOW_DB_POOL_SIZE``, :mod:`leoflow.db.budget`), used by every request — hot reads
+share of ``LEOFLOW_DB_POOL_SIZE``, :mod:`leoflow.db.connection.budget`), used by every request — hot reads
 directly, everything else through a SQLAlchemy engine on the same pool — and closed on
 shutdown. Nothing else is kept between requests, so any replica can answer any request.
 
@@ -47,8 +47,8 @@ from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import HotRoutes, RequestMetrics
 from leoflow.api.run_waits import Waiters
-from leoflow.db.budget import ConnectionBudget
-from leoflow.db.pool import PooledDatabase
+from leoflow.db.connection.api_pool import PooledDatabase
+from leoflow.db.connection.budget import ConnectionBudget
 from leoflow.election.health import ElectionHealth
 from leoflow.logs import redact_url
 from leoflow.model.live_logs import LiveLogs

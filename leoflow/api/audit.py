@@ -36,8 +36,8 @@ from starlette.requests import Request
 from leoflow.api.auth import Principal
 from leoflow.db import audit_store
 from leoflow.db.audit_store import AuditRecord
-from leoflow.db.database import Connection
-from leoflow.db.pool import PooledDatabase
+from leoflow.db.connection.api_pool import PooledDatabase
+from leoflow.db.connection.database import Connection
 from leoflow.errors import DatabaseError
 
 log = logging.getLogger(__name__)

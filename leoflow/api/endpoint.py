@@ -43,7 +43,7 @@ from starlette.types import Scope as AsgiScope
 from leoflow.api.audit import record_outcome
 from leoflow.api.auth import Authenticator, Scope
 from leoflow.api.errors import ApiError, bad_field, error_response, translate
-from leoflow.db.pool import PooledDatabase
+from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.election.health import ElectionHealth
 from leoflow.errors import ValidationFailed, WriteConflict
 from leoflow.model.bounds import check_document_shape, check_string_keys

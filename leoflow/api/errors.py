@@ -10,7 +10,7 @@ Every error answer has the same shape, ``{"error": {"code", "message", "details"
   another sync source) with ``details.errors`` listing every problem.
 - A database that cannot be reached, a pool that stays exhausted, a statement, lock or request
   timeout, a schema older than this build → 503 with ``Retry-After``: the client should retry,
-  possibly on another replica. (Driver errors never get here raw: :mod:`leoflow.db.errors`
+  possibly on another replica. (Driver errors never get here raw: :mod:`leoflow.db.connection.driver_errors`
   translates them at the data layer's boundary.)
 - Anything else is a bug in Leoflow, never the client's fault: 500 with a generic message (the
   traceback goes to the log, not to the client).

@@ -24,7 +24,7 @@ from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.clock import SystemClock
 from leoflow.db import pool_store
-from leoflow.db.database import Connection
+from leoflow.db.connection.database import Connection
 from leoflow.errors import Conflict
 from leoflow.model.fairness import DEFAULT_POOL, parse_pool_request
 from leoflow.model.fields import NAME_RE

@@ -150,7 +150,7 @@ def cutoff_arg(value: str) -> datetime:
 
 async def _purge(settings: Settings, cutoff: datetime, dry_run: bool) -> PurgeCounts:
     # Imported by the verb: parsing any command line (client verbs too) loads no database code.
-    from leoflow.db.database import Database
+    from leoflow.db.connection.database import Database
     from leoflow.housekeeping.retention import policy_for, purge
 
     db = Database.with_pool(settings.database, application_name="leoflow-purge", pool_size=1)

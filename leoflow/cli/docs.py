@@ -1,7 +1,8 @@
-"""Renders the README's generated tables: configuration (:data:`leoflow.settings.VARIABLES`) and
-input limits (:data:`leoflow.model.limits.LIMITS`).
+"""Renders the documentation's generated tables: configuration (:data:`leoflow.settings.VARIABLES`,
+in ``docs/configuration.md``) and input limits (:data:`leoflow.model.limits.LIMITS`, in
+``docs/limits.md``).
 
-The README is checked against this output by a test, so neither table can drift from the code.
+The pages are checked against this output by a test, so neither table can drift from the code.
 ``python -m leoflow.cli.docs`` rewrites both blocks in place.
 """
 
@@ -34,14 +35,22 @@ def _replace_block(text: str, start: str, end: str, table: str) -> str:
     return f"{head}{start}\n{table}\n{end}{tail}"
 
 
+#: The page that holds each generated table, relative to the repository.
+PAGES = {"docs/configuration.md": (START, END), "docs/limits.md": (LIMITS_START, LIMITS_END)}
+
+
 def render_readme(text: str) -> str:
-    """``text`` with the blocks between the markers replaced by the current tables."""
-    text = _replace_block(text, START, END, settings_table())
-    return _replace_block(text, LIMITS_START, LIMITS_END, limits_table())
+    """``text`` with the blocks between the markers it holds replaced by the current tables."""
+    if START in text:
+        text = _replace_block(text, START, END, settings_table())
+    if LIMITS_START in text:
+        text = _replace_block(text, LIMITS_START, LIMITS_END, limits_table())
+    return text
 
 
 if __name__ == "__main__":
     import pathlib
 
-    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-    readme.write_text(render_readme(readme.read_text()))
+    root = pathlib.Path(__file__).resolve().parents[2]
+    for page in PAGES:
+        (root / page).write_text(render_readme((root / page).read_text()))

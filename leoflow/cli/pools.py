@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from leoflow.cli.api import Api, emitted_json, group, q, short, table, verb
+from leoflow.cli.api_client import Api, q
+from leoflow.cli.output import emitted, short, table
+from leoflow.cli.verbs import noun, verb
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings
@@ -20,10 +22,9 @@ POOL = "/api/v2/pools/{pool}"
 
 
 def register(sub: Any) -> None:
-    pools = group(sub, "pools", "named pools of task slots: list, create, resize, delete (via the HTTP API)")
-    verb(pools, "list", "every pool with its slots in use and its waiting tasks", pools_list, "GET /api/v2/pools",
-         read=True)
-    show = verb(pools, "show", "one pool's slots, use and waiting tasks", pools_show, f"GET {POOL}", read=True)
+    pools = noun(sub, "pools", "named pools of task slots: list, create, resize, delete (via the HTTP API)")
+    verb(pools, "list", "every pool with its slots in use and its waiting tasks", pools_list, "GET /api/v2/pools")
+    show = verb(pools, "show", "one pool's slots, use and waiting tasks", pools_show, f"GET {POOL}")
     show.add_argument("name", metavar="POOL")
     create = verb(pools, "create", "create a named pool", pools_create, "POST /api/v2/pools")
     create.add_argument("name", metavar="POOL")
@@ -49,7 +50,7 @@ def line(p: dict[str, Any]) -> str:
 def pools_list(args: argparse.Namespace, client: ClientSettings) -> int:
     with Api(client) as api:
         items = api.json("GET", "/api/v2/pools")["items"]
-    if emitted_json(args, items):
+    if emitted(args, items):
         return 0
     table([[p["name"], str(p["slots"]), str(p["occupied_slots"]), str(p["open_slots"]), str(p["waiting_tasks"]),
             "built in" if p["builtin"] else "MISSING" if p["missing"] else "", p["description"] or ""]
@@ -60,7 +61,7 @@ def pools_list(args: argparse.Namespace, client: ClientSettings) -> int:
 def pools_show(args: argparse.Namespace, client: ClientSettings) -> int:
     with Api(client) as api:
         p = api.json("GET", f"/api/v2/pools/{q(args.name)}")
-    if emitted_json(args, p):
+    if emitted(args, p):
         return 0
     print(line(p))
     if p["description"]:
@@ -76,7 +77,8 @@ def pools_create(args: argparse.Namespace, client: ClientSettings) -> int:
         body["description"] = args.description
     with Api(client) as api:
         p = api.request("POST", "/api/v2/pools", ok=(201,), json=body).json()
-    print(f"created {line(p)}")
+    if not emitted(args, p):
+        print(f"created {line(p)}")
     return 0
 
 
@@ -86,12 +88,14 @@ def pools_resize(args: argparse.Namespace, client: ClientSettings) -> int:
         body["description"] = args.description
     with Api(client) as api:
         p = api.json("PATCH", f"/api/v2/pools/{q(args.name)}", json=body)
-    print(f"resized {line(p)}")
+    if not emitted(args, p):
+        print(f"resized {line(p)}")
     return 0
 
 
 def pools_delete(args: argparse.Namespace, client: ClientSettings) -> int:
     with Api(client) as api:
         api.request("DELETE", f"/api/v2/pools/{q(args.name)}", ok=(204,))
-    print(f"deleted pool {args.name}")
+    if not emitted(args, {"name": args.name, "deleted": True}):
+        print(f"deleted pool {args.name}")
     return 0

@@ -8,7 +8,7 @@ conversion, no ``json.dumps`` — the difference between ~0.3 ms and ~1.5 ms of 
 answers in :mod:`leoflow.api.routes_runs`; timestamps are ISO 8601 in UTC (the API's
 sessions run with ``TimeZone=UTC``).
 
-These functions take a raw psycopg connection from the API pool (:mod:`leoflow.db.pool`) and
+These functions take a raw psycopg connection from the API pool (:mod:`leoflow.db.connection.api_pool`) and
 return ``None`` for a missing object, so the route decides between 404s.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
 
-from leoflow.db.pool import PoolConnection
+from leoflow.db.connection.api_pool import PoolConnection
 
 _RUN_WITH_TASKS = """
 SELECT json_build_object(

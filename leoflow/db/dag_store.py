@@ -8,7 +8,7 @@ with compare-and-set, so a user's write that lands between two scheduler steps m
 scheduler's next CAS a no-op instead of a conflict.
 
 Wake-up channel: ``trigger_run``, ``cancel_run``, ``set_paused`` and ``apply_dag`` send
-``NOTIFY leoflow_wakeup`` (:mod:`leoflow.db.wakeup`) so the leader acts at once.
+``NOTIFY leoflow_wakeup`` (:mod:`leoflow.db.connection.wakeup`) so the leader acts at once.
 
 Semantics worth knowing:
 
@@ -40,9 +40,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
+from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.queued_tries import cancel_implicit_sql
-from leoflow.db.wakeup import notify_wakeup
 from leoflow.errors import Conflict, NotFound
 from leoflow.model.params import default_conf
 from leoflow.model.run_ids import manual_run_id

@@ -25,8 +25,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from leoflow.db.errors import translated
-from leoflow.db.session import connect_sync
+from leoflow.db.connection.connect import connect_sync
+from leoflow.db.connection.driver_errors import translated
 from leoflow.errors import ClusterMismatch, ClusterNameInUse
 
 #: Advisory lock key (two-int form) serialising claims across the schemas: 'LEOF', 'OWNR'.

@@ -1,6 +1,6 @@
 """Schema migrations: thin wrappers over alembic for ``leoflow db ...`` and readiness checks.
 
-Driver errors leave as Leoflow errors (:mod:`leoflow.db.errors`): an unreachable server is a
+Driver errors leave as Leoflow errors (:mod:`leoflow.db.connection.driver_errors`): an unreachable server is a
 :class:`~leoflow.errors.DatabaseUnavailable` the CLI prints as one line.
 
 The migration scripts live in the top-level ``alembic/`` directory; the package reaches them
@@ -42,8 +42,8 @@ from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from alembic import command
-from leoflow.db.errors import translated
-from leoflow.db.session import connect_sync
+from leoflow.db.connection.connect import connect_sync
+from leoflow.db.connection.driver_errors import translated
 from leoflow.settings.database_url import parse_database_url
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"

@@ -8,7 +8,7 @@ the ready tasks waiting for a slot, counted up to :data:`WAITING_COUNT_CAP` (the
 cost as much as a backlog of a million). A pool that tasks name but that does not exist is
 listed too, with 0 slots and ``missing: true``: that is why those tasks wait.
 
-Changes NOTIFY the leader (:func:`leoflow.db.wakeup.notify_wakeup`), so a new or bigger pool is
+Changes NOTIFY the leader (:func:`leoflow.db.connection.wakeup.notify_wakeup`), so a new or bigger pool is
 filled on its next tick rather than its next interval. The statements take the caller's
 transaction; a duplicate name raises :class:`~leoflow.errors.Conflict` (the primary key decides,
 so two racing creates cannot both win).
@@ -22,8 +22,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.models import SLOT_TASKS_SQL
-from leoflow.db.wakeup import notify_wakeup
 from leoflow.errors import Conflict
 from leoflow.model.fairness import DEFAULT_POOL, MAX_POOLS
 

@@ -2,7 +2,7 @@
 
 The loop (:mod:`leoflow.scheduler.service`) decides; this module reads and writes. Functions
 take an ``AsyncConnection`` inside a transaction the caller owns and has already fenced with
-:func:`leoflow.db.fencing.check_term_async`.
+:func:`leoflow.db.connection.fencing.check_term_async`.
 
 Rules every write here follows:
 

@@ -1,6 +1,6 @@
 """The elector: one dedicated lock session, a leadership toggle, and a lease that fences itself.
 
-The elector owns exactly one lock session (:class:`~leoflow.db.lock_session.LockSession`:
+The elector owns exactly one lock session (:class:`~leoflow.db.connection.lock_connection.LockSession`:
 autocommit, never pooled, ``application_name`` ``leoflow-lock:<node_id>``) and runs in its
 **own thread**, so an event-loop stall (API load, a long scheduler tick) can never delay its
 keepalive. It only flips a toggle: the :class:`ElectionListener` is told ``acquired(term)`` /
@@ -50,7 +50,7 @@ from typing import Protocol
 
 from leoflow.clock import Clock, SystemClock
 from leoflow.db import migrations
-from leoflow.db.lock_session import LockSession
+from leoflow.db.connection.lock_connection import LockSession
 from leoflow.election.health import GATE_REFUSAL, ElectionHealth
 from leoflow.election.session import POOLER_PROBLEM, open_lock_session, recheck_pooler, vet_session
 from leoflow.errors import (

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from leoflow import __version__
 from leoflow.db import election_store as store
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.errors import DatabaseError
 from leoflow.settings import Settings
 

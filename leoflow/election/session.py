@@ -2,14 +2,14 @@
 
 - :func:`session_timeouts` — client keepalives, and server-side dead-client detection set on the
   session so the server drops a dead leader no earlier than twice the lease (ADR 0002).
-- :func:`open_lock_session` — the :class:`~leoflow.db.lock_session.LockSession` with those
+- :func:`open_lock_session` — the :class:`~leoflow.db.connection.lock_connection.LockSession` with those
   timeouts, ``application_name`` ``leoflow-lock:<node_id>``.
 - :func:`vet_session` — run on *every* new session (a reconnect may land somewhere else: a
   promoted standby, a pooler switched to transaction mode): refuse a hot standby; behind a
   protocol-level pooler, refuse one that hands this session's backend to another client; and
   claim the database for this cluster, or refuse one that belongs to another (ADR 0010).
   Every statement of the session afterwards proves it still runs on its own backend
-  (:mod:`leoflow.db.lock_session`).
+  (:mod:`leoflow.db.connection.lock_connection`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import math
 
+from leoflow.db.connection.lock_connection import POOLER_PROBLEM, LockSession, SessionTimeouts
 from leoflow.db.election_store import LOCK_APP_PREFIX
 from leoflow.db.installation import Ownership
-from leoflow.db.lock_session import POOLER_PROBLEM, LockSession, SessionTimeouts
 from leoflow.errors import UnsafeDatabaseSetup
 from leoflow.settings import Settings
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from leoflow.db import election_store
-from leoflow.db.database import Connection
+from leoflow.db.connection.database import Connection
 
 
 async def current_leader(conn: Connection, cluster: str) -> dict[str, Any] | None:

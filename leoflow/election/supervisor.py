@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from leoflow.aiotasks import cancel_and_wait, start_guarded, wait_at_most
 from leoflow.clock import Clock
 from leoflow.db import election_store as store
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.leadership import LeaderContext, LeaderService
 from leoflow.settings import Settings

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.leadership import LeaderContext
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings

@@ -21,7 +21,7 @@ import asyncio
 import logging
 
 from leoflow.db import executor_store, try_outcome_store
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.errors import DatabaseError
 from leoflow.executor import local
 from leoflow.executor.local_process import TryFiles, settle

@@ -37,7 +37,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 
 from leoflow.db import retention_store
-from leoflow.db.database import Connection, Database
+from leoflow.db.connection.database import Connection, Database
 from leoflow.db.retention_store import START, PurgeCounts, RetentionPolicy
 from leoflow.errors import DatabaseError, FencedOut, ValidationFailed
 from leoflow.leadership import LeaderContext

@@ -46,7 +46,9 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from leoflow.errors import Conflict, ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_size
-from leoflow.model.params_validator import FORMATS, ParamsValidator, TooCostly, compile_pattern, first_error
+from leoflow.model.params_formats import KNOWN as KNOWN_FORMATS
+from leoflow.model.params_validator import (FORMATS, ParamsValidator, TooCostly, compile_pattern, first_error,
+                                            one_budget)
 
 #: Largest ``params`` schema (bytes of its compact JSON): generous for a hand-written form.
 MAX_PARAMS_BYTES = limits.PARAMS.max_bytes
@@ -76,6 +78,8 @@ def parse_params(value: object, path: str = "params") -> dict[str, Any] | None:
     except SchemaError as exc:
         raise ValidationFailed(_join(path, list(exc.absolute_path)), f"is not a valid JSON Schema: {exc.message}") \
             from None
+    _check_formats(value, path)
+    _check_defaults(value, path)
     return value
 
 
@@ -153,6 +157,43 @@ def check_scheduled_defaults(schema: Mapping[str, Any] | None) -> None:
 
 
 # --------------------------------------------------------------------------- helpers
+
+def _check_formats(schema: Mapping[str, Any], path: str) -> None:
+    """Refuse a ``format`` Leoflow does not check (see :mod:`leoflow.model.params_formats` for why
+    it is refused rather than ignored). Only at apply: :func:`check_params` runs on every trigger,
+    and a version stored before this rule keeps its unknown formats as annotations."""
+    for where, sub in _subschemas(schema, path):
+        name = sub.get("format")
+        if isinstance(name, str) and name not in KNOWN_FORMATS:
+            raise ValidationFailed(f"{where}.format", f"{name[:100]!r} is not a format Leoflow checks; use one of "
+                                   f"{', '.join(sorted(KNOWN_FORMATS))}, or a pattern")
+
+
+def _check_defaults(schema: Mapping[str, Any], path: str) -> None:
+    """Each default :func:`fill_defaults` applies must pass the schema of its property (completed
+    with its own nested defaults): one that does not would fail every trigger that leaves the
+    property out (``day: {format: date, default: "2026-13-45"}``). All share one budget."""
+    try:
+        with one_budget():
+            for where, sub, default in _defaults(schema, path):
+                error = first_error(sub, fill_defaults(sub, default) if isinstance(default, dict) else default)
+                if error is not None:
+                    raise _failure(error, f"{where}.default")
+    except TooCostly as exc:
+        raise ValidationFailed(path, f"checking its defaults {str(exc).removeprefix('checking it ')}") from None
+
+
+def _defaults(schema: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any], Any]]:
+    """(path, property schema, default) for every default :func:`_fill` may apply."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return
+    for name, sub in properties.items():
+        if isinstance(sub, dict):
+            if "default" in sub:
+                yield f"{path}.properties.{name}", sub, sub["default"]
+            yield from _defaults(sub, f"{path}.properties.{name}")
+
 
 def _fill(schema: Mapping[str, Any], conf: dict[str, Any]) -> None:
     properties = schema.get("properties")

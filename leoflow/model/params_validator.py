@@ -14,6 +14,8 @@ by pair (quadratic). :data:`ParamsValidator` is that validator with:
 - ``uniqueItems`` and ``enum`` by hashing a canonical form of each value (linear, where the
   stock ones compare pairs: 1,000 items against an ``enum`` of 3,000 took 2.5 s, 3,000
   distinct objects under ``uniqueItems`` 13 s);
+- ``format`` asserted, with the linear checkers of :mod:`leoflow.model.params_formats`
+  (:data:`FORMATS`), each charged by the string's length;
 - a budget of :data:`MAX_STEPS` steps per validation (:func:`first_error`): every keyword
   evaluated costs one step, an error it reports two, ``uniqueItems`` one per item, a regular
   expression search ``len(text) * program size / 1000``. Whatever the schema's shape (``anyOf`` nested in
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -37,6 +40,8 @@ import re2
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.validators import extend
+
+from leoflow.model.params_formats import format_checker
 
 #: Steps one validation may take (see the module doc). A step is about 5 µs of CPU (a keyword
 #: with its ``descend``), so this is about half a second; a conf at the limits (10,000 entries)
@@ -51,6 +56,10 @@ REGEX_MAX_MEM = 1 << 20
 #: Units of ``len(text) * program size`` one step stands for (RE2's slowest path, a bounded
 #: NFA, does about 10^9 of them a second).
 _REGEX_UNITS_PER_STEP = 1_000
+#: Characters of a string one step of a ``format`` check stands for: the checkers are linear
+#: (RE2 over a small fixed program, :mod:`datetime`/:mod:`ipaddress` parsing), about 1 µs per
+#: hundred characters at worst, so this overcharges several times.
+_FORMAT_CHARS_PER_STEP = 100
 
 Keyword = Callable[[Any, Any, Any, Mapping[str, Any]], Iterator[ValidationError] | None]
 
@@ -179,6 +188,13 @@ def _enum(validator: Any, values: Any, instance: Any, schema: Mapping[str, Any])
         yield ValidationError(f"{_short(instance)} is not one of {_short(values)}")
 
 
+def _format(validator: Any, format: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    """jsonschema's ``format``, charged by the string's length (each checker is linear in it)."""
+    if isinstance(instance, str):
+        _spend(len(instance) // _FORMAT_CHARS_PER_STEP)
+    yield from _FORMAT(validator, format, instance, schema)
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 200 else text[:200] + "…"
@@ -199,7 +215,8 @@ def _charging(errors: Iterator[ValidationError]) -> Iterator[ValidationError]:
         yield error
 
 
-_KEYWORDS: dict[str, Keyword] = {**Draft202012Validator.VALIDATORS, "pattern": _pattern,
+_FORMAT = Draft202012Validator.VALIDATORS["format"]
+_KEYWORDS: dict[str, Keyword] = {**Draft202012Validator.VALIDATORS, "pattern": _pattern, "format": _format,
                                  "patternProperties": _pattern_properties,
                                  "additionalProperties": _additional_properties, "uniqueItems": _unique_items,
                                  "enum": _enum}
@@ -207,23 +224,34 @@ _KEYWORDS: dict[str, Keyword] = {**Draft202012Validator.VALIDATORS, "pattern": _
 #: Draft 2020-12 with RE2 regular expressions and every keyword charged to the budget.
 ParamsValidator = extend(Draft202012Validator, {name: _counted(fn) for name, fn in _KEYWORDS.items()})
 
-#: The format checker a schema is checked with: ``format: regex`` (how the metaschema describes
-#: ``pattern`` and the keys of ``patternProperties``) means "RE2 can run it".
-FORMATS = FormatChecker()
-FORMATS.checkers = {**Draft202012Validator.FORMAT_CHECKER.checkers}
-
-
 def _is_re2(instance: object) -> bool:
     return not isinstance(instance, str) or compile_pattern(instance) is not None
 
 
-FORMATS.checks("regex", raises=(re2.error, UnicodeEncodeError))(_is_re2)
+#: The format checker of :mod:`leoflow.model.params_formats`, used both for a schema (the
+#: metaschema's ``format: regex``, on ``pattern`` and the keys of ``patternProperties``, means
+#: "RE2 can run it") and for a conf's strings.
+FORMATS: FormatChecker = format_checker(_is_re2, (re2.error, UnicodeEncodeError))
 
 
 def first_error(schema: Mapping[str, Any], instance: Any) -> ValidationError | None:
-    """The most relevant error of ``instance`` against ``schema``, or None; raises :class:`TooCostly`."""
+    """The most relevant error of ``instance`` against ``schema``, or None; raises :class:`TooCostly`.
+
+    Inside :func:`one_budget` it spends that budget; otherwise it has :data:`MAX_STEPS` of its own.
+    """
+    with one_budget():
+        return best_match(ParamsValidator(schema, format_checker=FORMATS).iter_errors(instance))
+
+
+@contextmanager
+def one_budget() -> Iterator[None]:
+    """One budget of :data:`MAX_STEPS` for every :func:`first_error` inside (a schema's defaults,
+    checked one by one when it is applied, share it), or the enclosing one if there is one."""
+    if _budget.get() is not None:
+        yield
+        return
     token = _budget.set(_Budget(MAX_STEPS))
     try:
-        return best_match(ParamsValidator(schema).iter_errors(instance))
+        yield
     finally:
         _budget.reset(token)

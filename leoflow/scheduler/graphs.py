@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 
 from leoflow.db import scheduler_store as store
-from leoflow.db.database import Connection
+from leoflow.db.connection.database import Connection
 from leoflow.model.graph import DEFAULT_CACHE_SIZE, DagGraph, GraphCache
 from leoflow.scheduler.containment import contained, count
 

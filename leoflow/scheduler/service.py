@@ -3,7 +3,7 @@
 ``SchedulerService(executor).run(ctx)`` is started by the replica runtime when this replica
 becomes leader and cancelled when it stops being one. It:
 
-1. starts listening on the ``leoflow_wakeup`` channel (:mod:`leoflow.db.wakeup`;
+1. starts listening on the ``leoflow_wakeup`` channel (:mod:`leoflow.db.connection.wakeup`;
    the API NOTIFYs it on trigger/cancel/pause/apply) on its own connection, so a manual run starts
    well under a second after the API commits it;
 2. starts the executor with a ``report`` callback that only appends to the scheduler's inbox and
@@ -33,7 +33,7 @@ import contextlib
 import logging
 
 from leoflow.aiotasks import cancel_and_wait, start_guarded, wait_at_most
-from leoflow.db import wakeup
+from leoflow.db.connection import wakeup
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext

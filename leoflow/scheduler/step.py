@@ -27,7 +27,7 @@ from typing import Protocol, TypeVar
 
 from leoflow.db import completion_store, queue_store
 from leoflow.db.completion_store import Counted, FinishedRun, TryToKill
-from leoflow.db.database import Connection
+from leoflow.db.connection.database import Connection
 from leoflow.db.queue_store import QueuedTask, QueueRoom
 from leoflow.db.scheduler_store import ReadyTask, TaskInstanceRow, Transition
 from leoflow.model.graph import DagGraph

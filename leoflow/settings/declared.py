@@ -21,7 +21,7 @@ from leoflow.errors import ValidationFailed
 
 T = TypeVar("T")
 
-#: The smallest workable database budget of a replica (see leoflow.db.budget).
+#: The smallest workable database budget of a replica (see leoflow.db.connection.budget).
 MINIMUM_POOL_SIZE = 4
 
 

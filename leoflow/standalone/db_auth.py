@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from leoflow.db import admin
+from leoflow.db.connection import admin
 from leoflow.standalone.embedded import EmbeddedPostgres, EmbeddedPostgresError
 
 #: The whole ``pg_hba.conf`` of a standalone server: a password for every connection.

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from leoflow.db import admin
+from leoflow.db.connection import admin
 from leoflow.errors import DatabaseUnavailable, LeoflowError
 from leoflow.standalone.pidfile import postmaster_pid
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from leoflow.clock import SystemClock
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.model.yaml_loader import load_yaml
 from leoflow.settings import Settings
 

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import text
 
 from leoflow.db import api_documents
-from leoflow.db import pool as pool_module
-from leoflow.db.pool import PooledDatabase
+from leoflow.db.connection import api_pool as pool_module
+from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.errors import DatabaseUnavailable
 from leoflow.settings import Settings
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from leoflow.db.budget import ConnectionBudget
+from leoflow.db.connection.budget import ConnectionBudget
 from tests.api.conftest import spec
 from tests.election.cluster import Cluster, wait_for
 

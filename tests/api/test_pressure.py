@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 
 from leoflow.api.app import create_app
-from leoflow.db.budget import ConnectionBudget
+from leoflow.db.connection.budget import ConnectionBudget
 from tests.api.conftest import ADMIN, READ, api_settings, spec
 from tests.api.live import client_for
 

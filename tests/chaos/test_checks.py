@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 from bench.chaos import audit  # noqa: E402
 from bench.chaos.checks import TermClock, Verdict, check_pods  # noqa: E402
 from leoflow.db import migrations  # noqa: E402
-from leoflow.db.fencing import FENCED_TERM_SETTING  # noqa: E402
+from leoflow.db.connection.fencing import FENCED_TERM_SETTING  # noqa: E402
 from leoflow.standalone.embedded import EmbeddedPostgres  # noqa: E402
 from tests.harness.postgres import private_server  # noqa: E402
 
@@ -121,7 +121,7 @@ def test_audit_flags_a_write_committed_by_an_older_term(audited_db: str) -> None
 
 
 def fenced_as(conn: psycopg.Connection[Any], term: int, sql: str, params: tuple[Any, ...]) -> None:
-    """``sql`` in a transaction marked with ``term`` as the real fence marks it (leoflow.db.fencing)."""
+    """``sql`` in a transaction marked with ``term`` as the real fence marks it (leoflow.db.connection.fencing)."""
     with conn.transaction():
         conn.execute(f"SELECT set_config('{FENCED_TERM_SETTING}', %s, true)", (str(term),))
         conn.execute(sql, params)

@@ -17,8 +17,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from leoflow.clock import SystemClock
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.errors import FencedOut
 from leoflow.housekeeping import directory_sync
 from leoflow.housekeeping.directory_sync import DagDirectorySync

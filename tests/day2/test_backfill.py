@@ -11,8 +11,8 @@ import pytest
 
 from leoflow.backfill.service import BackfillService
 from leoflow.clock import SystemClock
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.leadership import LeaderContext
 from leoflow.model.tries import TaskLaunch

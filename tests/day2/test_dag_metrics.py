@@ -11,8 +11,8 @@ from sqlalchemy import text
 
 from leoflow.api.app import create_app
 from leoflow.clock import SystemClock
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.leadership import LeaderContext
 from leoflow.model.dag_metrics import DURATION_BUCKETS
 from leoflow.notify.observer import OutcomeObserver

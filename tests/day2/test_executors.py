@@ -12,7 +12,7 @@ from typing import Any
 
 from leoflow.db import backfill_store
 from leoflow.db.backfill_store import NewBackfill
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor

@@ -13,7 +13,7 @@ from typing import Any
 
 from leoflow.db import backfill_store
 from leoflow.db.backfill_store import NewBackfill
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import NotifySettings, Settings
 from tests.day2.harness import LOOPBACK, WebhookReceiver, leader, wait_for

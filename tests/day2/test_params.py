@@ -13,7 +13,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.errors import ValidationFailed
 from leoflow.model.params import MAX_PARAMS_BYTES, default_conf, parse_params, validate_conf
 from leoflow.model.spec import parse_dag_spec
@@ -47,10 +47,11 @@ def _trigger(client: httpx.Client, conf: Any) -> httpx.Response:
 
 def test_conf_is_validated_with_the_path_and_completed_with_defaults(api_client: httpx.Client) -> None:
     assert api_client.post("/api/v2/dags", json=_dag(), headers=ADMIN).status_code == 201
-    for conf, field in [({}, "conf.day"), ({"day": 5}, "conf.day"), ({"day": "x", "limit": 0}, "conf.limit"),
-                        ({"day": "x", "mode": "all"}, "conf.mode"), ({"day": "x", "extra": 1}, "conf"),
-                        ({"day": "x", "tags": ["ok", "toolong"]}, "conf.tags[1]"),
-                        ({"day": "x", "target": {"table": 3}}, "conf.target.table")]:
+    day = "2026-11-01"  # a real date: a day that is not one is refused too (test_params_formats.py)
+    for conf, field in [({}, "conf.day"), ({"day": 5}, "conf.day"), ({"day": day, "limit": 0}, "conf.limit"),
+                        ({"day": day, "mode": "all"}, "conf.mode"), ({"day": day, "extra": 1}, "conf"),
+                        ({"day": day, "tags": ["ok", "toolong"]}, "conf.tags[1]"),
+                        ({"day": day, "target": {"table": 3}}, "conf.target.table")]:
         answer = _trigger(api_client, conf)
         assert answer.status_code == 422, (conf, answer.text)
         assert answer.json()["error"]["details"]["field"] == field, (conf, answer.json())

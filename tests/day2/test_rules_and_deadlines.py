@@ -44,7 +44,7 @@ BOUNDED = {"dag_id": "bounded", "run_timeout_seconds": 2,
 
 def _run(settings: Settings, make_executor: Any) -> None:
     async def main() -> None:
-        from leoflow.db.engine import make_async_engine
+        from leoflow.db.connection.engine import make_async_engine
 
         engine = make_async_engine(settings.database, pool_size=4)
         try:

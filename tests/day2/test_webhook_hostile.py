@@ -18,7 +18,7 @@ from typing import Any
 import httpcore
 import pytest
 
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.webhook_hosts import (
     DestinationPolicy,

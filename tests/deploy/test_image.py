@@ -30,7 +30,7 @@ import sqlalchemy
 from leoflow import __version__
 from leoflow.cli.main import build_parser
 from leoflow.db import migrations
-from leoflow.db.engine import sqlalchemy_url
+from leoflow.db.connection.engine import sqlalchemy_url
 from leoflow.settings import VARIABLES
 from tests.deploy.conftest import CHART_DIR, ROOT, Render
 

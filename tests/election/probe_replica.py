@@ -18,7 +18,7 @@ from typing import Any
 from leoflow import replica
 from leoflow.cli.main import main
 from leoflow.db import election_store
-from leoflow.db.fencing import check_term_async
+from leoflow.db.connection.fencing import check_term_async
 from leoflow.leadership import LeaderContext, LeaderService
 from leoflow.settings import Settings
 

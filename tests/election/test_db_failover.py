@@ -23,9 +23,9 @@ import psycopg
 import pytest
 
 from leoflow.db import election_store, migrations
+from leoflow.db.connection.engine import make_sync_engine
+from leoflow.db.connection.fencing import check_term
 from leoflow.db.election_store import TERMS_PER_TIMELINE
-from leoflow.db.engine import make_sync_engine
-from leoflow.db.fencing import check_term
 from leoflow.errors import FencedOut
 from tests.election.cluster import Cluster, wait_for
 from tests.harness.replication import StreamingPair, streaming_pair

@@ -8,8 +8,8 @@ from typing import Any
 import psycopg
 
 from leoflow.clock import SystemClock
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.election.supervisor import LeaderSupervisor
 from leoflow.leadership import LeaderContext, LeaderService
 from leoflow.settings import Settings, load_settings

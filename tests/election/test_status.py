@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 
 from leoflow.db import election_store
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.election import status
 from leoflow.settings import Settings
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from leoflow.aiotasks import cancel_and_wait, start_guarded
 from leoflow.db import dag_store
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.leadership import LeaderContext
 from leoflow.scheduler.service import SchedulerService

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from leoflow.db import command_store
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.settings import Settings

@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db import executor_store
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles

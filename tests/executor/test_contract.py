@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext

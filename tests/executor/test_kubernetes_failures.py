@@ -7,7 +7,7 @@ import asyncio
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.executor.kubernetes.gc import PodGarbageCollector
 from leoflow.executor.kubernetes.logs import PodLogShipper
 from leoflow.executor.naming import try_name
@@ -170,7 +170,7 @@ def test_database_outage_while_recording_launches_fails_the_tries(settings: Sett
                                                                   fake_k8s: FakeKubernetes) -> None:
     import dataclasses
 
-    from leoflow.db.engine import make_async_engine
+    from leoflow.db.connection.engine import make_async_engine
     from leoflow.standalone.embedded import free_port
 
     s = k8s_settings(settings)

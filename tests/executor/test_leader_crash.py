@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles, process_start_time
 from leoflow.executor.naming import try_name

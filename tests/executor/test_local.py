@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles, process_start_time
 from leoflow.executor.naming import try_name

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db import election_store
-from leoflow.db.database import Database
+from leoflow.db.connection.database import Database
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_outcomes import report_once
 from leoflow.executor.local_process import TryFiles

@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.api.app import create_app
 from leoflow.db import executor_store
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.errors import DatabaseUnavailable
 from leoflow.executor.kubernetes import logs as logs_module
 from leoflow.executor.kubernetes.executor import KubernetesExecutor

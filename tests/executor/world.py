@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings
 

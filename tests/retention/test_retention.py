@@ -21,8 +21,8 @@ from prometheus_client import REGISTRY
 import leoflow.metrics.scheduler  # noqa: F401  (registers the scheduler's counters read below)
 from leoflow.cli.main import main
 from leoflow.clock import Clock, FakeClock, SkewedClock
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.retention_store import CLEANUP_GRACE, PurgeCounts, RetentionPolicy
 from leoflow.errors import FencedOut
 from leoflow.executor.memory import MemoryExecutor

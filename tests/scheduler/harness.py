@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from leoflow.clock import Clock, SystemClock
 from leoflow.db import dag_store
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.model.spec import parse_dag_spec

@@ -20,8 +20,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.clock import FakeClock
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.base import Report
 from leoflow.leadership import LeaderContext
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState

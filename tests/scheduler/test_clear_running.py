@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from leoflow.db import command_store
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, eventually, rows, run_state, running_scheduler, task_states, trigger

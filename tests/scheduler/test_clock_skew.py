@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from leoflow.clock import SkewedClock
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.memory import MemoryExecutor, MemoryWorld
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.tries import TryKey

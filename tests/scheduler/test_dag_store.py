@@ -13,8 +13,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import FakeClock
-from leoflow.db import dag_store, wakeup
-from leoflow.db.engine import libpq_url, make_async_engine
+from leoflow.db import dag_store
+from leoflow.db.connection import wakeup
+from leoflow.db.connection.engine import libpq_url, make_async_engine
 from leoflow.errors import Conflict, NotFound, ValidationFailed
 from leoflow.model.spec import parse_dag_spec
 from leoflow.settings import Settings

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 from sqlalchemy import text
 
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.tries import TaskLaunch
 from leoflow.settings import Settings

@@ -12,9 +12,9 @@ import asyncio
 import pytest
 from sqlalchemy import text
 
-from leoflow.db.database import Database
-from leoflow.db.engine import make_async_engine
-from leoflow.db.fencing import FENCED_TERM_SETTING
+from leoflow.db.connection.database import Database
+from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.connection.fencing import FENCED_TERM_SETTING
 from leoflow.errors import FencedOut
 from leoflow.settings import Settings
 from tests.scheduler.harness import set_term

@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import completion_store, dag_store
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.tries import TryKey
 from leoflow.settings import Settings

@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.model.tries import TryState
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, trigger

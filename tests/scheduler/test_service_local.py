@@ -14,7 +14,7 @@ import pytest
 
 from leoflow.clock import SystemClock
 from leoflow.db import dag_store
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import Settings
 from tests.scheduler.harness import (

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from leoflow.db import dag_store
-from leoflow.db.engine import make_async_engine
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.model.tries import TaskLaunch
 from leoflow.settings import Settings

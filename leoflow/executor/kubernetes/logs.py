@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import executor_store
-from leoflow.db.database import Connection, Database
+from leoflow.db.connection.database import Connection, Database
 from leoflow.db.executor_store import ShippingClaim
 from leoflow.errors import DatabaseError
 from leoflow.executor.kubernetes.client import LOG_READ_TIMEOUT, KubernetesApi

@@ -1,7 +1,7 @@
 """Fenced windows: every pod create and delete of a term reaches the API server before a newer term exists.
 
 A *fenced window* is a write transaction that holds the cluster's ``cluster_leadership`` row
-``FOR SHARE`` (:meth:`leoflow.db.database.Database.fenced`) while create and delete calls are
+``FOR SHARE`` (:meth:`leoflow.db.connection.database.Database.fenced`) while create and delete calls are
 made. A new leader bumps that row (``leoflow.db.election_store.start_term``), which waits for
 every open window; so a call made inside a window has been answered, or given up on at its
 deadline (and logged: the API server may still carry it out, which a pod's deterministic name

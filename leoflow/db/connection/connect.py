@@ -19,10 +19,10 @@ random cancel key otherwise (PgBouncer, Odyssey, pgcat...). Behind such a pooler
 runs without server-side prepared statements (``prepare_threshold = None``): in transaction
 mode the next statement may land on a backend that never saw the ``PREPARE``. Whether the
 pooler also keeps a backend per session is the lock session's question, answered there
-(:mod:`leoflow.db.lock_session`).
+(:mod:`leoflow.db.connection.lock_connection`).
 
 Failure semantics: connecting and setting up raise the driver's errors; callers translate them
-(:mod:`leoflow.db.errors`) — the server's own message (e.g. the pooler's ``FATAL``) is kept.
+(:mod:`leoflow.db.connection.driver_errors`) — the server's own message (e.g. the pooler's ``FATAL``) is kept.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""SQLAlchemy engines whose connections come from :mod:`leoflow.db.session`.
+"""SQLAlchemy engines whose connections come from :mod:`leoflow.db.connection.connect`.
 
 SQLAlchemy only needs to know the dialect (``postgresql+psycopg``); it never sees the user's
 URL, which goes to libpq unchanged (multi-host lists, sockets, ``options`` — see
-:mod:`leoflow.db.session`). Pools are bounded (no overflow): a replica's engines together stay
-within the budget of :mod:`leoflow.db.budget` (``LEOFLOW_DB_POOL_SIZE`` plus the one lock
-connection). The HTTP API's pool lives in :mod:`leoflow.db.pool`.
+:mod:`leoflow.db.connection.connect`). Pools are bounded (no overflow): a replica's engines together stay
+within the budget of :mod:`leoflow.db.connection.budget` (``LEOFLOW_DB_POOL_SIZE`` plus the one lock
+connection). The HTTP API's pool lives in :mod:`leoflow.db.connection.api_pool`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import psycopg
 from sqlalchemy import Engine, create_engine, pool
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from leoflow.db.session import SessionSetup, connect_async, connect_sync, libpq_url
+from leoflow.db.connection.connect import SessionSetup, connect_async, connect_sync, libpq_url
 from leoflow.settings import DatabaseSettings
 
 #: The dialect; the URL itself never passes through SQLAlchemy.
@@ -35,7 +35,7 @@ def sqlalchemy_url(url: str) -> str:
 def make_async_engine(settings: DatabaseSettings, *, application_name: str = "leoflow",
                       pool_size: int | None = None) -> AsyncEngine:
     """The one engine factory: bounded, asyncio (the leader's services, membership, replica
-    services, the CLI's short checks); wrapped by :class:`leoflow.db.database.Database`."""
+    services, the CLI's short checks); wrapped by :class:`leoflow.db.connection.database.Database`."""
     assert settings.url, "database URL required"
     url = settings.url
     setup = SessionSetup.for_statements(settings.statement_timeout)

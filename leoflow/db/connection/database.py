@@ -1,12 +1,12 @@
 """The handle every layer above ``leoflow.db`` holds instead of an engine.
 
 A :class:`Database` wraps one bounded SQLAlchemy ``AsyncEngine`` and hands out connections
-only inside context managers that translate driver errors (:mod:`leoflow.db.errors`), so the
+only inside context managers that translate driver errors (:mod:`leoflow.db.connection.driver_errors`), so the
 scheduler, the executors, the election and the API deal in Leoflow errors alone:
 
 - :meth:`Database.transaction` — a read-write transaction, committed when the block ends;
 - :meth:`Database.fenced` — the same, opened with the fencing check of a leadership term
-  (:mod:`leoflow.db.fencing`): it commits only while that term is the newest, and raises
+  (:mod:`leoflow.db.connection.fencing`): it commits only while that term is the newest, and raises
   :class:`~leoflow.errors.FencedOut` before anything is written otherwise;
 - :meth:`Database.connect` — a connection for reads (SQLAlchemy's implicit transaction, rolled
   back at the end).
@@ -23,9 +23,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from leoflow.db.engine import make_async_engine
-from leoflow.db.errors import translated_async
-from leoflow.db.fencing import check_term_async
+from leoflow.db.connection.driver_errors import translated_async
+from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.connection.fencing import check_term_async
 from leoflow.settings import DatabaseSettings
 
 #: A connection inside a transaction, as the store functions take it.

@@ -3,7 +3,7 @@
 The elector (``leoflow.election``) owns exactly one :class:`LockSession`: a synchronous,
 autocommit psycopg connection that is never pooled, used from the elector's own thread. Every
 method runs the statements of :mod:`leoflow.db.election_store` and translates what the driver
-raises (:mod:`leoflow.db.errors`): the elector sees
+raises (:mod:`leoflow.db.connection.driver_errors`): the elector sees
 :class:`~leoflow.errors.DatabaseUnavailable` when the session is gone,
 :class:`~leoflow.errors.LockTimeout` when a lock wait expired, and never a psycopg type.
 
@@ -37,8 +37,8 @@ import psycopg
 
 from leoflow.db import election_store as store
 from leoflow.db import installation, migrations
-from leoflow.db.errors import translate
-from leoflow.db.session import connect_kwargs, libpq_url
+from leoflow.db.connection.connect import connect_kwargs, libpq_url
+from leoflow.db.connection.driver_errors import translate
 from leoflow.errors import DatabaseUnavailable, UnsafeDatabaseSetup
 
 POOLER_PROBLEM = ("the election lock session does not keep its PostgreSQL backend across statements "
@@ -79,7 +79,7 @@ class LockSession:
     def __init__(self, conn: psycopg.Connection[Any], token: str) -> None:
         self._conn = conn
         self._token = token
-        #: A protocol-level pooler sits between us and the server (see leoflow.db.session).
+        #: A protocol-level pooler sits between us and the server (see leoflow.db.connection.connect).
         self.behind_pooler = False
 
     @classmethod

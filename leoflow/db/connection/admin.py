@@ -14,8 +14,8 @@ import time
 import psycopg
 from psycopg import sql
 
-from leoflow.db.errors import translated
-from leoflow.db.session import connect_sync
+from leoflow.db.connection.connect import connect_sync
+from leoflow.db.connection.driver_errors import translated
 from leoflow.errors import DatabaseUnavailable
 
 

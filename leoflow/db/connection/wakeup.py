@@ -7,7 +7,7 @@ on its next tick. The channel is shared by every Leoflow install on the database
 wake-up costs one tick.
 
 :func:`listen` is the scheduler's side: one dedicated connection (the budget's ``listener``
-slot, :mod:`leoflow.db.budget`), ``on_wakeup`` called once right after ``LISTEN`` (anything
+slot, :mod:`leoflow.db.connection.budget`), ``on_wakeup`` called once right after ``LISTEN`` (anything
 notified while nobody listened) and then once per notification. It returns never; when the
 connection is lost it raises :class:`~leoflow.errors.DatabaseUnavailable` and the caller
 reconnects (the scheduler's interval drives the loop meanwhile).
@@ -21,8 +21,8 @@ import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.errors import translated_async
-from leoflow.db.session import connect_kwargs, libpq_url
+from leoflow.db.connection.connect import connect_kwargs, libpq_url
+from leoflow.db.connection.driver_errors import translated_async
 
 #: LISTEN/NOTIFY channel the leader's scheduler listens on; the payload is the DAG id.
 WAKEUP_CHANNEL = "leoflow_wakeup"

@@ -5,7 +5,7 @@ connections, 2 cores), SQLAlchemy's async ``QueuePool`` hands connections out un
 contention (p99 ≈ 180 ms at 1,900 req/s) and ``pool_pre_ping`` adds a round trip per request
 (1,270 req/s, p99 ≈ 930 ms), while ``psycopg_pool.AsyncConnectionPool`` queues waiters FIFO
 (2,700 req/s, p99 ≈ 40 ms). So the API owns one psycopg pool of exactly its budgeted size
-(:mod:`leoflow.db.budget`) and:
+(:mod:`leoflow.db.connection.budget`) and:
 
 - hot reads run on it directly (``pool.connection()``), in autocommit: one statement, one
   round trip, no BEGIN/ROLLBACK around it;
@@ -50,10 +50,10 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from leoflow.db.database import Connection, Database
-from leoflow.db.engine import DIALECT_URL
-from leoflow.db.errors import DRIVER_ERRORS, translate
-from leoflow.db.session import SessionSetup, behind_pooler, connect_kwargs, libpq_url, setup_session
+from leoflow.db.connection.connect import SessionSetup, behind_pooler, connect_kwargs, libpq_url, setup_session
+from leoflow.db.connection.database import Connection, Database
+from leoflow.db.connection.driver_errors import DRIVER_ERRORS, translate
+from leoflow.db.connection.engine import DIALECT_URL
 from leoflow.errors import DatabaseUnavailable, LeoflowError
 from leoflow.settings import DatabaseSettings
 
@@ -129,7 +129,7 @@ def make_connection_pool(settings: DatabaseSettings, *, size: int, application_n
 
     Sessions run in UTC, so timestamps rendered by PostgreSQL (JSON built in SQL) and by
     Python carry the same ``+00:00`` offset whatever the server's ``TimeZone``. Timeouts and the
-    zone are set after connecting (:mod:`leoflow.db.session`), never as startup options.
+    zone are set after connecting (:mod:`leoflow.db.connection.connect`), never as startup options.
     """
     assert settings.url, "database URL required"
     setup = SessionSetup.for_statements(settings.statement_timeout, utc=True)
@@ -186,7 +186,7 @@ def engine_on_pool(pool: AsyncPool) -> AsyncEngine:
 
 
 class PooledDatabase(Database):
-    """The API's :class:`~leoflow.db.database.Database`: one pool, three ways in, one error boundary.
+    """The API's :class:`~leoflow.db.connection.database.Database`: one pool, three ways in, one error boundary.
 
     - :meth:`transaction` — SQLAlchemy read-write transaction (writes);
     - :meth:`connect` — SQLAlchemy in autocommit (reads: one statement, one round trip, no
