@@ -19,7 +19,7 @@ from sqlalchemy import Connection
 from alembic import context
 from leoflow.db import migrations
 from leoflow.db.connection.engine import make_sync_engine
-from leoflow.db.models import Base
+from leoflow.db.tables import Base
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):

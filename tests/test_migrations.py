@@ -11,7 +11,7 @@ from sqlalchemy import create_engine
 from alembic import command
 from leoflow.db import migrations
 from leoflow.db.connection.engine import sqlalchemy_url
-from leoflow.db.models import Base
+from leoflow.db.tables import Base
 
 
 def _diff(url: str) -> list[object]:

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Row, and_, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.models import (
+from leoflow.db.tables import (
     Dag,
     DagRun,
     DagVersion,

@@ -30,7 +30,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays
-from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
+from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.queued_tries import cancel_live_tries_sql
 from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.tries import TryKey

@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
 from leoflow.db.connection.wakeup import notify_wakeup
-from leoflow.db.models import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
+from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.queued_tries import cancel_implicit_sql
 from leoflow.errors import Conflict, NotFound
 from leoflow.model.params import default_conf

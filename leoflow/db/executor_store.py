@@ -30,7 +30,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.connection.fencing import check_term_async
-from leoflow.db.models import LIVE_TRIES_SQL
+from leoflow.db.fragments import LIVE_TRIES_SQL
 from leoflow.db.queued_tries import implicit_try_sql
 from leoflow.model.tries import TryKey
 

@@ -11,7 +11,7 @@ Delivery is at-least-once and never holds a transaction across an HTTP call:
 If the leader dies (or loses its term) between 1 and 3, the lease expires and the next leader
 sends the row again: a receiver may see a delivery twice, and can tell by the
 ``X-Leoflow-Delivery`` header (the row id). Secrets are never stored (see
-:class:`~leoflow.db.models.Notification`).
+:class:`~leoflow.db.tables.Notification`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.models import unobserved_runs_sql, unobserved_tries_sql
+from leoflow.db.fragments import unobserved_runs_sql, unobserved_tries_sql
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.connection.wakeup import notify_wakeup
-from leoflow.db.models import SLOT_TASKS_SQL
+from leoflow.db.fragments import SLOT_TASKS_SQL
 from leoflow.errors import Conflict
 from leoflow.model.fairness import DEFAULT_POOL, MAX_POOLS
 

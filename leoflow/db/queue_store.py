@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays, queued_tries
 from leoflow.db.completion_store import PENDING, TALLY, Counted, counted_rows
-from leoflow.db.models import SLOT_TASKS_SQL
+from leoflow.db.fragments import SLOT_TASKS_SQL
 from leoflow.db.scheduler_store import ReadyTask
 from leoflow.model.fairness import DEFAULT_POOL
 

@@ -39,7 +39,7 @@ from typing import cast
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.models import LIVE_TRIES_SQL, TERMINAL_RUNS_SQL
+from leoflow.db.fragments import LIVE_TRIES_SQL, TERMINAL_RUNS_SQL
 
 #: How long after a try ended pending executor clean-up (log collection, pod deletion) keeps
 #: its run: far beyond the pod retention (1 h by default) and a log shipper's retries.

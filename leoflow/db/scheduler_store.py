@@ -38,7 +38,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays
-from leoflow.db.models import LIVE_TRIES_SQL, run_deadline_sql
+from leoflow.db.fragments import LIVE_TRIES_SQL, run_deadline_sql
 from leoflow.db.queued_tries import TRY_ID_SEQUENCE
 from leoflow.model.fairness import DEFAULT_POOL, MAX_PRIORITY, MIN_PRIORITY
 from leoflow.model.tries import TryKey

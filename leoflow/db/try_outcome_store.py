@@ -22,7 +22,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.models import LIVE_TRIES_SQL
+from leoflow.db.fragments import LIVE_TRIES_SQL
 
 
 @dataclass(frozen=True)

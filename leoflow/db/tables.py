@@ -1,4 +1,7 @@
-"""The metadata schema, as SQLAlchemy 2 typed models.
+"""The metadata schema, as SQLAlchemy 2 typed models: the tables alone.
+
+The SQL fragments the stores share (state lists, the observer's predicates, a run's deadline)
+are in :mod:`leoflow.db.fragments`; the partial indexes below use the same ones.
 
 Design choices (see docs/adr for the long form):
 
@@ -52,6 +55,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from leoflow.db.fragments import sql_list, unobserved_runs_sql, unobserved_tries_sql
 from leoflow.model.states import (
     ACTIVE_RUN_STATES,
     ACTIVE_TASK_STATES,
@@ -78,39 +82,6 @@ class Base(DeclarativeBase):
         datetime: DateTime(timezone=True),
         dict[str, Any]: JSONB,
     }
-
-
-def sql_list(states: tuple[str, ...]) -> str:
-    """``('a', 'b')``: a tuple of state names (never user input) as an SQL list literal."""
-    return "(" + ", ".join(f"'{s}'" for s in states) + ")"
-
-
-#: The state sets of leoflow.model.states as SQL list literals, for the stores' statements.
-ACTIVE_TASKS_SQL = sql_list(ACTIVE_TASK_STATES)
-SLOT_TASKS_SQL = sql_list(SLOT_TASK_STATES)
-LIVE_TRIES_SQL = sql_list(LIVE_TRY_STATES)
-ACTIVE_RUNS_SQL = sql_list(ACTIVE_RUN_STATES)
-TERMINAL_RUNS_SQL = sql_list(TERMINAL_RUN_STATES)
-
-
-def unobserved_runs_sql(alias: str = "") -> str:
-    """Runs the outcome observer has not announced yet (the predicate of their partial index)."""
-    p = f"{alias}." if alias else ""
-    return f"{p}ended_at IS NOT NULL AND ({p}observed_at IS NULL OR {p}observed_at < {p}ended_at)"
-
-
-def unobserved_tries_sql(alias: str = "") -> str:
-    """Failed tries the outcome observer has not counted yet (the predicate of their partial index)."""
-    p = f"{alias}." if alias else ""
-    return f"{p}state = 'failed' AND {p}observed_at IS NULL"
-
-
-def run_deadline_sql(run: str, version: str) -> str:
-    """A run's ``deadline_at`` if it starts now (database time): its own ``run_timeout_seconds``,
-    else its version's (read defensively: a stored spec cannot break the statement); NULL if none."""
-    timeout = (f"CASE WHEN jsonb_typeof({version}.spec->'run_timeout_seconds') = 'number' "
-               f"THEN least(greatest(({version}.spec->>'run_timeout_seconds')::float8, 0), 31622400) END")
-    return f"now() + make_interval(secs => coalesce({run}.run_timeout_seconds, {timeout}))"
 
 
 # --------------------------------------------------------------------------- DAG definitions
