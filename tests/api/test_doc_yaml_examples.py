@@ -1,6 +1,6 @@
 """Every YAML example in the README and docs/ applies through the real API, as written.
 
-A reader copies these blocks into files; one the server refuses (the README's ``notify`` example
+A reader copies these blocks into files; one the server refuses (the ``notify`` example, then in the README,
 read ``on:`` as ``true`` under YAML 1.1 — issue 44, item 8) is a broken promise. Each fenced
 ```` ```yaml ```` block is classified by what it holds: a DAG (it has ``tasks``), DAG-level fields
 (completed with one task), or a task's fields (completed into a DAG of that task). A block that is
@@ -68,13 +68,13 @@ def as_dag(document: Any, dag_id: str) -> dict[str, Any]:
 
 def test_the_readme_and_docs_have_yaml_examples_and_the_notify_one() -> None:
     assert len(EXAMPLES) >= 10
-    assert any("  - on: [" in e.text and e.where.startswith("README.md") for e in EXAMPLES)
+    assert any("  - on: [" in e.text and e.where.startswith("docs/notifications.md") for e in EXAMPLES)
 
 
 @pytest.fixture
 def docs_client(database_url: str) -> Iterator[httpx.Client]:
-    """The API as the docs' operator runs it: the README's pod examples name the service account
-    ``etl-runner``, which the cluster's pod policy refuses unless allowed (as the README says)."""
+    """The API as the docs' operator runs it: the pod examples (docs/task-pods.md) name the service account
+    ``etl-runner``, which the cluster's pod policy refuses unless allowed (as that page says)."""
     settings = api_settings(database_url, LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS="etl-runner")
     with client_for(create_app(settings)) as client:
         yield client

@@ -1,4 +1,4 @@
-"""The README's task pod examples: each one parses, renders and passes ``kubernetes-validate --strict``;
+"""The task pod examples of docs/task-pods.md: each one parses, renders and passes ``kubernetes-validate --strict``;
 the full example runs end to end on two real replicas, followed live from the one that does not lead."""
 
 from __future__ import annotations
@@ -22,14 +22,12 @@ from tests.election.cluster import Cluster, wait_for
 from tests.executor.pod_cases import Case, launch_for, render, validate_strictly
 from tests.harness.fake_k8s_remote import FakeKubernetesProcess
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "task-pods.md"
 
 
 def section_blocks() -> list[dict[str, Any]]:
-    text = README.read_text()
-    section = text[text.index("## Task pods (Kubernetes)"):]
-    section = section[:section.index("\n## ", 1)]
-    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+    text = PAGE.read_text()
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.S)]
 
 
 def full_example() -> dict[str, Any]:
@@ -60,7 +58,7 @@ def test_the_readme_example_runs_end_to_end_and_is_followed_live_from_a_follower
                     pvcs=["etl-data"], node_labels={"pool": "batch"})
         cluster = Cluster(database_url, tmp_path, probe=False, env={
             "LEOFLOW_EXECUTOR": "kubernetes", "KUBECONFIG": str(k8s.kubeconfig),
-            "LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS": "etl-runner"})  # the example's own, as the README says
+            "LEOFLOW_K8S_ALLOWED_SERVICE_ACCOUNTS": "etl-runner"})  # the example's own, as the page says
         try:
             for replica in [cluster.start(node, wait=False) for node in ("a", "b")]:  # they start in parallel
                 cluster.wait_healthy(replica)
