@@ -109,7 +109,7 @@ SCHEMAS: dict[str, Any] = {
     "DagPage": _page("Dag"),
     "DagSpec": {
         "type": "object", "description": "A DAG specification (the same schema as the YAML files); the limits "
-                                         "are the README's Limits table (leoflow/model/limits.py).",
+                                         "are in docs/limits.md (leoflow/model/limits.py).",
         "required": ["dag_id", "tasks"], "additionalProperties": False,
         "properties": {
             "dag_id": _name(limits.DAG_ID), "description": _nullable("string", maxLength=limits.DESCRIPTION.maximum),
@@ -118,7 +118,7 @@ SCHEMAS: dict[str, Any] = {
             "catchup": {"type": "boolean"}, "start_date": _nullable("string"),
             "max_active_runs": _range(limits.MAX_ACTIVE_RUNS), "paused": {"type": "boolean"},
             "default_retries": _range(limits.RETRIES),
-            "notify": {"type": "array", "description": "Webhook rules (see the README, Notifications).",
+            "notify": {"type": "array", "description": "Webhook rules (see docs/notifications.md).",
                        "items": {"type": "object", "required": ["on", "webhook"], "properties": {
                            "on": {"type": "array", "items": {"type": "string",
                                                              "enum": ["failure", "success", "retry", "deadline"]}},
@@ -145,8 +145,8 @@ SCHEMAS: dict[str, Any] = {
                                    "(default: default)"},
                           "priority": {**_range(limits.PRIORITY), "description": "Higher first among a pool's "
                                        "ready tasks (default 0)"}, **_POD_FIELDS}}},
-            "defaults": {"type": "object", "description": "Pod fields every container task inherits (README: "
-                         "Task pods).", "properties": {"env": _ENV, **_POD_FIELDS}},
+            "defaults": {"type": "object", "description": "Pod fields every container task inherits (see "
+                         "docs/task-pods.md).", "properties": {"env": _ENV, **_POD_FIELDS}},
         },
     },
     "DagPatch": _obj({"paused": {"type": "boolean"}}),

@@ -1,4 +1,4 @@
-"""Every limit on what users send, in one table: the validators read it, the README prints it.
+"""Every limit on what users send, in one table: the validators read it, the docs print it.
 
 A scheduler that runs other people's jobs must survive whatever they type. Each number, name
 and nested value a user can put in a DAG spec, a run request or a request body has a limit
@@ -10,8 +10,8 @@ names (63-character labels) and PostgreSQL (``jsonb`` rejects NUL characters).
 
 The validators (:mod:`.fields`, :mod:`.bounds`, :mod:`.spec`, :mod:`.run_request`,
 :mod:`.yaml_loader`) take their numbers from the objects below, and :data:`LIMITS` lists them
-all for the README's "Limits" table (``python -m leoflow.cli.docs`` renders it; a test keeps
-the README equal to it). A new input field gets a row here and a poison test.
+all for the "Limits" table of ``docs/limits.md`` (``python -m leoflow.cli.docs`` renders it; a
+test keeps the page equal to it). A new input field gets a row here and a poison test.
 
 Changing a limit is a compatibility decision: the scheduler re-validates stored specs, so a
 tighter limit fails runs of DAG versions written before it (with a readable reason, not a
@@ -277,7 +277,7 @@ PAGE_LIMIT = Range("`limit` (list query parameter)", 1, 500, "one page is one da
 DEFAULT_PAGE_LIMIT = 100
 TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL integer", integer=True)
 
-#: Every limit, in the order the README's "Limits" table lists them.
+#: Every limit, in the order the "Limits" table of docs/limits.md lists them.
 LIMITS: tuple[Limit, ...] = (
     DAG_ID, TASK_ID, RUN_ID, DESCRIPTION, SCHEDULE, TIMEZONE, START_DATE, MAX_ACTIVE_RUNS, RETRIES,
     RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, RUN_TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, RESOURCES, QUANTITY,

@@ -270,7 +270,7 @@ _HEADLINES = {"failure": "failed", "success": "succeeded", "deadline": "failed: 
 
 
 def payload(facts: EventFacts, *, cluster: str, dashboard_url: str | None) -> dict[str, Any]:
-    """The documented JSON body of a notification (see README, "Notifications")."""
+    """The documented JSON body of a notification (see docs/notifications.md)."""
     url = run_url(dashboard_url, facts.dag_id, facts.run_id) if dashboard_url else None
     text = f"[{cluster}] DAG *{facts.dag_id}* run `{facts.run_id}` {_HEADLINES[facts.event]}"
     if facts.task_id:

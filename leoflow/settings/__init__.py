@@ -1,7 +1,7 @@
 """Leoflow's configuration: one typed, grouped object loaded once from ``LEOFLOW_*``.
 
-- :mod:`.declared` — every variable once: name, default, parser, meaning (the README table and
-  the benchmarks read it too);
+- :mod:`.declared` — every variable once: name, default, parser, meaning (the table of
+  docs/configuration.md and the benchmarks read it too);
 - :mod:`.groups` — the frozen :class:`Settings` and its groups, defaults taken from there;
 - :mod:`.loader` — :func:`load_settings`, which reads every ``LEOFLOW_*`` variable;
 - :mod:`.client` — :func:`load_client_settings`, which reads only the few a client verb needs.

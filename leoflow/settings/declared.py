@@ -2,7 +2,7 @@
 
 Each :class:`Variable` is the single source for everything that needs to know about it: the
 settings dataclasses take their defaults from ``.default`` (:mod:`.groups`), the loader parses
-with ``.parse`` (:mod:`.loader`), the README's configuration table is rendered from
+with ``.parse`` (:mod:`.loader`), the configuration table of ``docs/configuration.md`` is rendered from
 :data:`VARIABLES` (``python -m leoflow.cli.docs``; a test keeps it current) and the benchmarks
 start replicas with the product timings from ``.default_text``. Changing a default is one edit
 here.
@@ -41,7 +41,7 @@ class Variable(Generic[T]):
         self.default = default
         self.parse = parse
         self.meaning = meaning
-        #: The README's "Default" column when the default is computed at run time (hostname, ...).
+        #: The configuration table's "Default" column when the default is computed at run time (hostname, ...).
         self.shown_default = shown_default
         #: Never echo the value in errors or logs (URLs with passwords, tokens).
         self.secret = secret
