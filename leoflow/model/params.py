@@ -47,8 +47,7 @@ from leoflow.errors import Conflict, ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_size
 from leoflow.model.params_formats import KNOWN as KNOWN_FORMATS
-from leoflow.model.params_validator import (FORMATS, ParamsValidator, TooCostly, compile_pattern, first_error,
-                                            one_budget)
+from leoflow.model.params_validator import FORMATS, ParamsValidator, TooCostly, compile_pattern, first_error, one_budget
 
 #: Largest ``params`` schema (bytes of its compact JSON): generous for a hand-written form.
 MAX_PARAMS_BYTES = limits.PARAMS.max_bytes
@@ -184,15 +183,15 @@ def _check_defaults(schema: Mapping[str, Any], path: str) -> None:
 
 
 def _defaults(schema: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any], Any]]:
-    """(path, property schema, default) for every default :func:`_fill` may apply."""
+    """(path, property schema, default) for every default :func:`_fill` may apply, innermost first."""
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return
     for name, sub in properties.items():
         if isinstance(sub, dict):
+            yield from _defaults(sub, f"{path}.properties.{name}")  # inner first: its error names the default
             if "default" in sub:
                 yield f"{path}.properties.{name}", sub, sub["default"]
-            yield from _defaults(sub, f"{path}.properties.{name}")
 
 
 def _fill(schema: Mapping[str, Any], conf: dict[str, Any]) -> None:
