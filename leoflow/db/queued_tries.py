@@ -22,17 +22,12 @@ The rule every writer and reader of live tries follows, whether or not the row e
 Rolled out in two steps, as ADR 0006 asks of every change to what older code reads: step 1
 (revision 0010) made every path cope with the rows missing while the queueing statements still
 wrote them; step 2 (revision 0011, which declares only code at 0010 compatible, so older builds
-can neither serve nor lead) stops writing them (:data:`WRITE_QUEUED_TRY_ROWS`). Tests run the
-scheduler with the rows written too, and require the same outcome.
+can neither serve nor lead) stops writing them. The queueing statements have no way left to write
+them; tests/scheduler/test_implicit_queued_tries.py writes them as step-1 code did, in the
+transaction that queued, and requires the same outcome.
 """
 
 from __future__ import annotations
-
-from sqlalchemy import TextClause, text
-
-#: Whether the statements that queue tasks write their tries' rows too: not since ADR 0013's second
-#: step (revision 0011). Tests set it True to run the scheduler as step-1 code would, rows and all.
-WRITE_QUEUED_TRY_ROWS = False
 
 #: The sequence that numbers ``task_tries.id`` (and so ``task_instances.queued_try_id``).
 TRY_ID_SEQUENCE = "pg_get_serial_sequence('task_tries', 'id')::regclass"
@@ -78,24 +73,3 @@ def cancel_live_tries_sql(changed: str, reason: str) -> str:
         UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, {reason})
         FROM {changed} x WHERE tt.task_instance_id = x.id AND tt.state IN ('queued', 'running')
     ), implicit AS ({cancel_implicit_sql(changed, reason)})"""
-
-
-#: Where a queueing statement takes the CTE that writes its queued tries' rows (:func:`built_both_ways`).
-ROWS_CTE = " /* queued try rows */"
-
-
-def rows_cte(source: str, id_column: str) -> str:
-    """The CTE that writes the rows of the tries ``source`` (a CTE returning ``id``, ``try_number``
-    and ``id_column``, the try's id; NULL for a row not queued) queued, when the rows are written
-    (:data:`WRITE_QUEUED_TRY_ROWS`)."""
-    return f""", t AS (
-        INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
-        SELECT {id_column}, id, try_number, 'queued', :term, :now FROM {source} WHERE {id_column} IS NOT NULL
-    )"""
-
-
-def built_both_ways(statement: str, rows: str) -> dict[bool, TextClause]:
-    """``statement`` with the CTE ``rows`` at :data:`ROWS_CTE`, and without, keyed by whether the rows
-    are written (:data:`WRITE_QUEUED_TRY_ROWS`). Built once: ``text()`` finds a statement's bind
-    parameters with a regular expression on every call (0.9 ms for the burst's write)."""
-    return {written: text(statement.replace(ROWS_CTE, rows if written else "")) for written in (True, False)}

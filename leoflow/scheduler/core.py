@@ -156,7 +156,8 @@ def split_by_run(batch: Sequence[StatusUpdate], fanouts: Sequence[Fanout], shard
 class SchedulerCore:
     """The scheduling steps of one leadership term (see the module docstring)."""
 
-    def __init__(self, ctx: LeaderContext, executor: Executor, *, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(self, ctx: LeaderContext, executor: Executor, *, batch_size: int = DEFAULT_BATCH_SIZE,
+                 queue_on_count: bool = True) -> None:
         self.ctx = ctx
         self.executor = executor
         self.batch_size = batch_size
@@ -192,7 +193,7 @@ class SchedulerCore:
         #: Queue what an upstream's success makes ready in the write that counts it, when its
         #: pool has room (:func:`~leoflow.db.queue_store.count_and_queue`); False: always through
         #: the round (the tests compare the two).
-        self.one_write = True
+        self.queue_on_count = queue_on_count
         #: Redoing a failed step entity by entity: no one-write queueing then, so that a task
         #: instance whose queueing fails is blamed on its own, not on the upstream that finished.
         self._isolating = False
@@ -214,7 +215,7 @@ class SchedulerCore:
         many slots free for the other parts, and it lists no tries to kill (the tick's follow-up
         step does, after every part).
         """
-        launcher: Launcher | None = self.queuer if self.one_write and not self._isolating else None
+        launcher: Launcher | None = self.queuer if self.queue_on_count and not self._isolating else None
         if launcher is not None and reserved is not None:
             launcher = ReservingLauncher(self.queuer, reserved)
         async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
@@ -304,7 +305,7 @@ class SchedulerCore:
         return True
 
     async def _tick_step(self, batch: list[StatusUpdate], fanouts: Sequence[Fanout], periodic: bool) -> bool:
-        if self.one_write and self.step_shards > 1 and sum(f.rows for f in fanouts) >= self.shard_min:
+        if self.queue_on_count and self.step_shards > 1 and sum(f.rows for f in fanouts) >= self.shard_min:
             parts = split_by_run(batch, fanouts, self.step_shards)
             if len(parts) > 1:
                 return await self._split_tick(parts, periodic)

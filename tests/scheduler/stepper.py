@@ -115,9 +115,10 @@ class Stepper:
 
 @contextlib.asynccontextmanager
 async def stepper(settings: Settings, *, term: int = 1, batch_size: int | None = None,
-                  engine: AsyncEngine | None = None, clock: FakeClock | None = None,
+                  engine: AsyncEngine | None = None, clock: FakeClock | None = None, queue_on_count: bool = True,
                   **scheduler: Any) -> AsyncIterator[Stepper]:
-    """A :class:`Stepper` under ``term`` (made the newest); the engine is disposed at the end if owned."""
+    """A :class:`Stepper` under ``term`` (made the newest); the engine is disposed at the end if owned.
+    ``queue_on_count``: :class:`~leoflow.scheduler.core.SchedulerCore`'s."""
     own = engine is None
     engine = engine or make_async_engine(settings.database, pool_size=4, application_name="leoflow-test-stepper")
     clock = clock or FakeClock(T0)
@@ -126,7 +127,7 @@ async def stepper(settings: Settings, *, term: int = 1, batch_size: int | None =
         ctx = LeaderContext(term=term, settings=fast(settings, **scheduler), db=Database(engine), clock=clock)
         executor = RecordingExecutor()
         extra = {} if batch_size is None else {"batch_size": batch_size}
-        core = SchedulerCore(ctx, executor, **extra)
+        core = SchedulerCore(ctx, executor, queue_on_count=queue_on_count, **extra)
         try:
             yield Stepper(engine, core, executor, clock)
         finally:

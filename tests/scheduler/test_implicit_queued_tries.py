@@ -1,8 +1,9 @@
 """ADR 0013: every path that meets a queued try copes with its row not written yet.
 
-The statements that queue a task no longer write its try's row (``queued_tries.WRITE_QUEUED_TRY_ROWS``,
-off since step 2); step-1 code still did. So each scenario here runs twice on one database, once
-with the rows written when queued and once as this code queues, and the two must
+The statements that queue a task no longer write its try's row (since step 2); step-1 code still
+did. So each scenario here runs twice on one database, once with the rows written in the
+transaction that queued (:func:`queued_rows`, as step-1 code wrote them) and once as this code
+queues, and the two must
 end the same: the same task states, the same tries as the API lists them, the same launches and
 kills, the same claims as the executor sees them — and, with or without the row, a try's row has
 the id its launch carried.
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st_
+from sqlalchemy import text
 
 from leoflow.db import api_queries, dag_store, executor_store, migrations, queued_tries
 from leoflow.errors import Conflict
@@ -33,14 +35,35 @@ TASKS = ("a", "b", "c")
 Op = tuple[Any, ...]
 
 
+#: What step-1 code's queueing statements inserted besides queueing: the row of every try queued
+#: without one, from its task instance (the id drawn when queued, the term, the time).
+STEP1_ROWS = f"""
+    INSERT INTO task_tries (id, task_instance_id, try_number, state, term, queued_at)
+    SELECT ti.queued_try_id, ti.id, ti.try_number, 'queued', ti.term, ti.queued_at
+    FROM task_instances ti WHERE {queued_tries.implicit_try_sql('ti')}"""
+
+
 @contextlib.contextmanager
-def queued_rows(written: bool) -> Iterator[None]:
-    saved = queued_tries.WRITE_QUEUED_TRY_ROWS
-    queued_tries.WRITE_QUEUED_TRY_ROWS = written
+def queued_rows(st: Stepper, written: bool) -> Iterator[None]:
+    """With ``written``, every fenced step of ``st``'s scheduler writes the rows of the tries it
+    queued before it commits, as step-1 code did; without, the scheduler runs as it is."""
+    if not written:
+        yield
+        return
+    db = st.core.ctx.db
+    fenced = db.fenced
+
+    @contextlib.asynccontextmanager
+    async def with_rows(cluster: str, term: int) -> AsyncIterator[Any]:
+        async with fenced(cluster, term) as conn:
+            yield conn
+            await conn.execute(text(STEP1_ROWS))
+
+    db.fenced = with_rows  # type: ignore[method-assign]
     try:
         yield
     finally:
-        queued_tries.WRITE_QUEUED_TRY_ROWS = saved
+        del db.fenced
 
 
 def spec(dag_id: str) -> dict[str, Any]:
@@ -158,10 +181,10 @@ async def ids_agree(st: Stepper, dag_id: str) -> bool:
 
 async def both_ways(settings: Settings, ops: list[Op], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     async with stepper(settings) as st:
-        with queued_rows(True):
+        with queued_rows(st, True):
             written = await play(st, f"{name}-rows", ops)
     async with stepper(settings) as st:
-        with queued_rows(False):
+        with queued_rows(st, False):
             implicit = await play(st, f"{name}-implicit", ops)
     return written, implicit
 
@@ -272,7 +295,7 @@ async def race(settings: Settings, first: str) -> tuple[list[Any], dict[int, Any
     """A claim and a cancel of the queued try of ``race-<first>``'s task ``a``, ``first`` first, each
     in its own transaction; returns the try rows, the claim's answer and the launch."""
     async with stepper(settings) as st:
-        with queued_rows(False):
+        with queued_rows(st, False):
             dag_id = f"race-{first}"
             run_id = await started(st, spec(dag_id))
         launch = latest(st, dag_id, run_id, "a")
@@ -314,7 +337,7 @@ def test_a_report_about_a_try_that_never_was_writes_no_row(settings: Settings) -
     async def main() -> None:
         for written in (True, False):
             async with stepper(settings) as st:
-                with queued_rows(written):
+                with queued_rows(st, written):
                     dag_id = f"stray-{str(written).lower()}"
                     run_id = await started(st, spec(dag_id))
                     key = st.key(dag_id, run_id, "a")

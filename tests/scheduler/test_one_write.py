@@ -5,7 +5,7 @@ one write decides exactly what the round (:func:`~leoflow.db.queue_store.pick_re
 The scheduler is driven one tick at a time (:mod:`tests.scheduler.stepper`). The fairness
 cases are those where a one write that skipped a rule would queue a different task; the
 property test plays random scenarios twice, with the one write on and off
-(``SchedulerCore.one_write``), each in a fresh database, and compares every task's state and
+(``SchedulerCore(queue_on_count=...)``), each in a fresh database, and compares every task's state and
 try count.
 """
 
@@ -179,8 +179,7 @@ def child_spec(i: int, c: dict[str, Any]) -> dict[str, Any]:
 
 async def play(settings: Settings, s: dict[str, Any], *, one_write: bool) -> dict[tuple[str, str], tuple[str, int]]:
     """The scenario's task instances after the tick that ends the root: (dag, task) -> (state, tries)."""
-    async with stepper(settings, parallelism=s["parallelism"]) as st:
-        st.core.one_write = one_write
+    async with stepper(settings, parallelism=s["parallelism"], queue_on_count=one_write) as st:
         await st.sql("INSERT INTO pools (name, slots) VALUES ('gpu', :n)", n=s["gpu_slots"])
         blockers = [container(f"b{i}", priority=priority, **({"pool": pool} if pool else {}))
                     for i, (pool, priority) in enumerate(s["blockers"])]
