@@ -1,19 +1,23 @@
 """Entry point of the ``leoflow`` command.
 
-Each verb group lives in its own module exposing ``register(subparsers)``; a verb's handler
-receives the parsed arguments and the settings loaded once here: the full
-:class:`~leoflow.settings.Settings` for the server-side verbs (``serve``, ``standalone``,
-``db``), only :class:`~leoflow.settings.ClientSettings` for the client verbs (marked
-``client=True`` by :func:`leoflow.cli.api.verb`), which must start at once and so load neither
-the server's settings groups nor the logging setup (``tests/cli/test_import_graph.py``).
-Errors never escape as tracebacks: configuration problems print one line and exit 2, other
-Leoflow errors print one line and exit 1; every secret the environment configures is masked.
+Each command (a noun: ``dags``, ``runs``, ``tasks``, ...) lives in its own module exposing
+``register(subparsers)``, which declares the command once (:func:`leoflow.cli.verbs.noun`)
+with all its verbs. A verb's handler receives the parsed arguments and the settings loaded
+once here: the full :class:`~leoflow.settings.Settings` for the server-side verbs (``serve``,
+``standalone``, ``db``), only :class:`~leoflow.settings.ClientSettings` for the client verbs
+(marked ``client=True`` by :func:`leoflow.cli.verbs.verb`), which must start at once and so
+load neither the server's settings groups nor the logging setup
+(``tests/cli/test_import_graph.py``). Errors never escape as tracebacks: configuration
+problems print one line and exit 2, other Leoflow errors print one line and exit 1; every
+secret the environment configures is masked. A reader that stops early (``leoflow dags show
+X -o json | head``) ends the command quietly with the shell's code for SIGPIPE, 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -24,19 +28,23 @@ from leoflow.errors import LeoflowError, SettingsError
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings, Settings
 
-#: Modules that contribute verbs, in the order ``leoflow --help`` lists them.
+#: One module per command, in the order ``leoflow --help`` lists them.
 COMMAND_MODULES = (
     "leoflow.cli.db",
     "leoflow.cli.standalone",
     "leoflow.cli.serve",
-    "leoflow.cli.client",
     "leoflow.cli.dags",
-    "leoflow.cli.backfill",
     "leoflow.cli.runs",
-    "leoflow.cli.run_commands",
+    "leoflow.cli.tasks",
+    "leoflow.cli.backfills",
     "leoflow.cli.pools",
-    "leoflow.cli.operations",
+    "leoflow.cli.cluster",
+    "leoflow.cli.notifications",
+    "leoflow.cli.audit",
+    "leoflow.cli.server",
 )
+#: The exit code of a command whose reader went away, as a shell reports death by SIGPIPE (128 + 13).
+BROKEN_PIPE = 141
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,6 +96,21 @@ def _environment_secrets() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            # Flushed here, not at interpreter exit, where a closed pipe would print a traceback.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``| head``): what is left to print has no reader. Point stdout at
+        # /dev/null so that the interpreter's own flush at exit does not fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "client", False):

@@ -8,6 +8,7 @@ database cannot be started, 2 for a bad setting or flag (e.g. the port is taken)
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.serve import port_argument
@@ -36,5 +37,8 @@ def register(sub: Any) -> None:
 def standalone(args: argparse.Namespace, settings: Settings) -> int:
     from leoflow.standalone.runtime import StandaloneOptions, run_standalone
 
-    options = StandaloneOptions(host=args.host, port=args.port or settings.api.port, example=args.example)
+    # The error for a taken port names what chose it: the flag, the variable, or neither (the default).
+    source = "--port" if args.port else "LEOFLOW_PORT" if os.environ.get("LEOFLOW_PORT") else None
+    options = StandaloneOptions(host=args.host, port=args.port or settings.api.port, example=args.example,
+                                port_source=source)
     return run_standalone(settings, options)

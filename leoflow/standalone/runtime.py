@@ -52,17 +52,20 @@ class StandaloneOptions:
     host: str
     port: int
     example: bool
+    #: Where ``port`` came from, named in the error when it is taken: ``--port``, ``LEOFLOW_PORT``,
+    #: or None for the default.
+    port_source: str | None = None
 
 
-def _check_port_free(host: str, port: int) -> None:
+def _check_port_free(host: str, port: int, source: str | None = None) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:
-            raise SettingsError("LEOFLOW_PORT", f"port {port} on {host} is not available ({exc.strerror}); "
-                                "choose another with --port") from None
+            taken = f"port {port}{'' if source else ' (the default)'} on {host} is not available ({exc.strerror})"
+            raise SettingsError(source or "port", f"{taken}; choose another with --port") from None
 
 
 @contextlib.contextmanager
@@ -148,7 +151,7 @@ def run_standalone(settings: Settings, options: StandaloneOptions, *,
     guard: watchdog.WatchdogProcess | None = None
     postgres: StandalonePostgres | None = None
     try:
-        _check_port_free(options.host, options.port)
+        _check_port_free(options.host, options.port, options.port_source)
         preload = _preload_runtime(settings.replace(executor=dataclasses.replace(settings.executor, kind="local")))
         if settings.database.url:
             database_url = settings.database.url

@@ -141,7 +141,8 @@ def test_trigger_wait_follows_the_run_and_exits_1_when_it_fails(
     assert lines[0] == "etl: triggered run w1"
     assert "run w1: running (2 tasks: 1 running, 1 pending)" in lines
     assert lines[-1] == "run w1: failed (2 tasks: 1 failed, 1 upstream_failed)"
-    assert "failed tasks: extract, load" in err
+    # Each task under the state it ended in: load never ran, it is upstream_failed, not failed.
+    assert err.strip() == "leoflow: run w1 failed; failed tasks: extract; upstream_failed tasks: load"
 
 
 def test_conf_must_be_a_json_object(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from leoflow.api import routes_logs
 from leoflow.api.app import create_app
-from leoflow.cli.follow import follow, unseen
+from leoflow.cli.log_follow import follow, unseen
 from leoflow.executor.kubernetes.live_logs import PodLiveLogs
 from tests.api.conftest import ADMIN, READ, api_settings, seed_task, spec
 from tests.api.live import client_for

@@ -24,9 +24,8 @@ from leoflow.cli.main import build_parser, main
 from tests.api.conftest import ADMIN_TOKEN, api_settings, seed_task
 from tests.api.live import serve
 
-#: Verbs that read but print no table, so take no --output: Prometheus text, a JSON document
-#: already, a live follower.
-NO_OUTPUT_FLAG = {"api metrics", "api openapi", "runs wait"}
+#: The one verb without --output: Prometheus text is its own format.
+NO_OUTPUT_FLAG = {"api metrics"}
 
 
 def leaf_verbs(parser: argparse.ArgumentParser, prefix: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -53,12 +52,15 @@ def test_every_api_operation_has_a_cli_verb() -> None:
     assert declared <= api_operations(), f"verbs name operations the API lacks: {sorted(declared - api_operations())}"
 
 
-def test_every_read_verb_takes_output_json() -> None:
+def test_every_verb_takes_output_table_json_yaml() -> None:
+    """Reads and writes alike: a script learns what a write did (the new run's id) from its JSON."""
     for name, parser in client_verbs().items():
-        reads_only = all(op.startswith("GET ") for op in parser.get_default("operations"))
-        has_output = any(a.dest == "output" for a in parser._actions)
-        if reads_only and name not in NO_OUTPUT_FLAG:
-            assert has_output, f"`leoflow {name}` reads but has no --output json"
+        output = [a for a in parser._actions if a.dest == "output"]
+        if name in NO_OUTPUT_FLAG:
+            assert not output
+            continue
+        assert output, f"`leoflow {name}` has no --output"
+        assert list(output[0].choices or ()) == ["table", "json", "yaml"] and output[0].default == "table", name
 
 
 def test_the_walk_would_notice_a_missing_verb(monkeypatch: pytest.MonkeyPatch) -> None:

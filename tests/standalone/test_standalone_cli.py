@@ -134,7 +134,7 @@ def test_taken_port_is_one_line_and_starts_nothing(home: StandaloneHome) -> None
         proc = Standalone(home.root, port=port)
         assert proc.wait(timeout=60) == 2
     err = proc.stderr.strip().splitlines()
-    assert len(err) == 1 and "LEOFLOW_PORT" in err[0] and str(port) in err[0], proc.stderr
+    assert len(err) == 1 and "--port: port" in err[0] and str(port) in err[0], proc.stderr  # the flag it was given
     assert not home.data_dir.exists()
 
 

@@ -1,23 +1,20 @@
-"""What every client verb shares: the API client, its errors, output (table or JSON), registration.
+"""The client of the Leoflow HTTP API that every client verb talks through, and its errors.
+
+:class:`Api` speaks to ``/api/v2`` on whichever replica ``LEOFLOW_URL`` names, over the small
+HTTP/1.1 transport of :mod:`leoflow.cli.http`, and turns every failure into a
+:class:`ClientError` with a one-line message: the server's own message (it names the offending
+field), or an explanation of the transport problem (connection refused, timeout, 401 → set
+LEOFLOW_TOKEN). :class:`ApiUnavailable` marks the retryable ones (followers ride them out).
 
 Client verbs import only this module, :mod:`leoflow.cli.http` and the light parts of the
 package (the client's settings, errors, model names): never the server, the database, the
 migrations, the server's settings groups or the logging setup, so a verb starts in a few tens
-of milliseconds (``tests/cli/test_import_graph.py`` guards it). Their handlers receive
-:class:`~leoflow.settings.ClientSettings` (``handler(args, client)``).
-
-Each verb declares the API operations it calls (``operations=("GET /api/v2/dags", ...)`` in its
-``set_defaults``); ``tests/cli/test_completeness.py`` walks the OpenAPI document and fails when
-an operation has no verb, and runs every verb against a live server to check the declarations
-are true.
+of milliseconds (``tests/cli/test_import_graph.py`` guards it).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from leoflow.errors import LeoflowError
@@ -139,68 +136,3 @@ def dag_path(dag_id: str) -> str:
 
 def run_path(dag_id: str, run_id: str) -> str:
     return f"{dag_path(dag_id)}/runs/{q(run_id)}"
-
-
-# --------------------------------------------------------------------------- output
-
-def table(rows: list[list[str]], header: list[str]) -> None:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
-    for row in [header, *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
-
-
-def short(ts: str | None) -> str:
-    return "-" if not ts else ts.replace("T", " ")[:19]
-
-
-def print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
-
-
-def wants_json(args: argparse.Namespace) -> bool:
-    return getattr(args, "output", "table") == "json"
-
-
-def emitted_json(args: argparse.Namespace, value: Any) -> bool:
-    """Print ``value`` as JSON when the verb was asked ``--output json``; whether it did."""
-    if wants_json(args):
-        print_json(value)
-        return True
-    return False
-
-
-def usage(message: str) -> NoReturn:
-    print(f"leoflow: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-# --------------------------------------------------------------------------- registration
-
-def verb(verbs: Any, name: str, help: str, handler: Any, *operations: str, read: bool = False,
-         **defaults: Any) -> argparse.ArgumentParser:
-    """Add a client verb that calls ``operations`` (``"GET /api/v2/..."``); read verbs get ``--output``.
-
-    ``handler(args, client)`` receives only :class:`~leoflow.settings.ClientSettings` (see
-    :mod:`leoflow.cli.main`).
-    """
-    parser: argparse.ArgumentParser = verbs.add_parser(name, help=help, description=help)
-    parser.set_defaults(handler=handler, client=True, configure_logging=False, operations=operations, **defaults)
-    if read:
-        parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
-                            help="table (default) or json: the API's answer, for scripts")
-    return parser
-
-
-def group(sub: Any, name: str, help: str) -> Any:
-    """The sub-verbs of group ``name`` (``dags``, ``runs``, ...), created on first use."""
-    existing = sub.choices.get(name)
-    if existing is None:
-        existing = sub.add_parser(name, help=help)
-        verbs = existing.add_subparsers(dest=f"{name}_command", metavar="VERB", parser_class=type(existing))
-        verbs.required = True
-        return verbs
-    for action in existing._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    raise AssertionError(f"{name} has no verbs")

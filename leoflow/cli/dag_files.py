@@ -1,4 +1,5 @@
-"""DAGs as code on the command line: ``leoflow dags apply|sync|delete`` (via the HTTP API).
+"""DAGs as code on the command line: ``leoflow dags apply|sync|delete`` (via the HTTP API; declared
+under the ``dags`` command by :mod:`leoflow.cli.dags`).
 
 - ``dags apply FILE...`` (``-`` reads stdin): each document of each file is applied on its own
   (``POST /api/v2/dags``); one bad document does not stop the others, and the exit code is 1
@@ -24,7 +25,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from leoflow.cli.api import Api, ApiUnavailable, ClientError, dag_path, usage, verb
+from leoflow.cli.api_client import Api, ApiUnavailable, ClientError, dag_path
+from leoflow.cli.output import emitted, for_scripts, usage
+from leoflow.cli.verbs import verb
 from leoflow.errors import ValidationFailed
 
 if TYPE_CHECKING:  # yaml and the DAG model load when apply/sync run, not when any verb parses
@@ -79,7 +82,8 @@ def _read(name: str) -> tuple[str, str]:
         raise DocumentError(name, "is not UTF-8 text") from None
 
 
-def _apply_document(api: Api, document: Document, several: bool) -> str:
+def _apply_document(api: Api, document: Document, several: bool) -> tuple[str, dict[str, Any]]:
+    """Apply one document: its line of output and the DAG the API answered."""
     from leoflow.model.documents import DocumentError
     from leoflow.model.yaml_loader import dump_yaml
 
@@ -98,7 +102,7 @@ def _apply_document(api: Api, document: Document, several: bool) -> str:
                             location=document.start) from None
     dag = answer.json()
     verb = "applied" if answer.status_code == 201 else "unchanged"
-    return f"{dag['dag_id']}: {verb} (version {dag['version']})"
+    return f"{dag['dag_id']}: {verb} (version {dag['version']})", dag
 
 
 def dags_apply(args: argparse.Namespace, client: ClientSettings) -> int:
@@ -108,6 +112,7 @@ def dags_apply(args: argparse.Namespace, client: ClientSettings) -> int:
         usage("'-' (stdin) can be given only once")
     api = Api(client)
     failed = 0
+    applied: list[dict[str, Any]] = []
     try:
         for name in args.files:
             try:
@@ -121,12 +126,17 @@ def dags_apply(args: argparse.Namespace, client: ClientSettings) -> int:
                 continue
             for document in documents:
                 try:
-                    print(_apply_document(api, document, several=len(documents) > 1))
+                    line, dag = _apply_document(api, document, several=len(documents) > 1)
                 except DocumentError as exc:
                     failed += 1
                     _error(str(exc))
+                    continue
+                applied.append(dag)
+                if not for_scripts(args):
+                    print(line)
     finally:
         api.close()
+    emitted(args, applied)
     return 1 if failed else 0
 
 
@@ -173,7 +183,8 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
         api.close()
     if local:
         return _report(local)
-    _print_plan(plan)
+    if not emitted(args, plan):
+        _print_plan(plan)
     return 0
 
 
@@ -212,6 +223,7 @@ def _print_plan(plan: dict[str, Any]) -> None:
 def dags_delete(args: argparse.Namespace, client: ClientSettings) -> int:
     api = Api(client)
     failed = 0
+    deleted: list[dict[str, Any]] = []
     try:
         for dag_id in args.dag_ids:
             try:
@@ -222,7 +234,10 @@ def dags_delete(args: argparse.Namespace, client: ClientSettings) -> int:
                 failed += 1
                 _error(f"{dag_id}: {exc}")
                 continue
-            print(f"{dag_id}: deleted")
+            deleted.append({"dag_id": dag_id, "deleted": True})
+            if not for_scripts(args):
+                print(f"{dag_id}: deleted")
     finally:
         api.close()
+    emitted(args, deleted)
     return 1 if failed else 0

@@ -1,0 +1,109 @@
+"""``leoflow tasks ...``: task instances — list, show, mark, and their logs (``--follow``: live).
+
+``tasks list`` prints a run's task instances in the DAG's order (upstreams first, as the
+dashboard shows them), not alphabetically. ``tasks mark`` is a day-2 command applied by the
+leader, reported as ``runs clear|mark`` are (:func:`leoflow.cli.runs.report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from leoflow.cli.api_client import Api, dag_path, q, run_path
+from leoflow.cli.dags import in_dag_order
+from leoflow.cli.output import emitted, short, table, usage
+from leoflow.cli.runs import report
+from leoflow.cli.verbs import noun, verb
+
+if TYPE_CHECKING:
+    from leoflow.settings import ClientSettings
+
+#: How long `tasks logs --follow` rides out an unreachable API (a restarting replica) before giving up.
+FOLLOW_OUTAGE_TOLERANCE = 120.0
+TASK = "/api/v2/dags/{dag_id}/runs/{run_id}/tasks"
+
+
+def register(sub: Any) -> None:
+    tasks = noun(sub, "tasks", "task instances: list, show, mark, and their logs (via the HTTP API)")
+    lst = verb(tasks, "list", "list a run's task instances, in the DAG's order", tasks_list, f"GET {TASK}",
+               "GET /api/v2/dags/{dag_id}")
+    lst.add_argument("dag_id", metavar="DAG")
+    lst.add_argument("run_id", metavar="RUN")
+    lst.add_argument("--state", help="only task instances in this state")
+    show = verb(tasks, "show", "show a task instance and every try", tasks_show, f"GET {TASK}/{{task_id}}")
+    show.add_argument("dag_id", metavar="DAG")
+    show.add_argument("run_id", metavar="RUN")
+    show.add_argument("task_id", metavar="TASK")
+    logs = verb(tasks, "logs", "print a task's log (latest try unless --try)", tasks_logs,
+                f"GET {TASK}/{{task_id}}/logs")
+    logs.add_argument("dag_id", metavar="DAG")
+    logs.add_argument("run_id", metavar="RUN")
+    logs.add_argument("task_id", metavar="TASK")
+    logs.add_argument("--try", dest="try_number", type=int, help="try number (default: the latest)")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="keep printing new output (live from the pod) until the try ends")
+    mark = verb(tasks, "mark", "mark a task instance success or failed; downstream follows as if it ended so",
+                tasks_mark, f"POST {TASK}/{{task_id}}/mark")
+    mark.add_argument("dag_id", metavar="DAG")
+    mark.add_argument("run_id", metavar="RUN")
+    mark.add_argument("task_id", metavar="TASK")
+    mark.add_argument("state", choices=("success", "failed"))
+
+
+def tasks_list(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
+        params = {"state": args.state} if args.state else {}
+        items = api.pages(f"{run_path(args.dag_id, args.run_id)}/tasks", params)
+        spec = api.json("GET", dag_path(args.dag_id)).get("spec")
+    items = in_dag_order(items, spec)
+    if emitted(args, items):
+        return 0
+    table([[t["task_id"], t["state"], f"{t['try_number']}/{t['max_tries']}", short(t["started_at"]),
+            short(t["ended_at"]), t["reason"] or ""] for t in items],
+          ["TASK", "STATE", "TRIES", "STARTED", "ENDED", "REASON"])
+    return 0
+
+
+def tasks_show(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
+        ti = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}")
+    if emitted(args, ti):
+        return 0
+    print(f"task:     {ti['task_id']}")
+    print(f"state:    {ti['state']}" + (f" ({ti['reason']})" if ti.get("reason") else ""))
+    print(f"tries:    {ti['try_number']} of {ti['max_tries']}")
+    print()
+    table([[str(t["try_number"]), t["state"], short(t["started_at"]), short(t["ended_at"]),
+            "-" if t["exit_code"] is None else str(t["exit_code"]), t["executor_ref"] or "-", t["reason"] or ""]
+           for t in ti["tries"]], ["TRY", "STATE", "STARTED", "ENDED", "EXIT", "WHERE", "REASON"])
+    return 0
+
+
+def tasks_logs(args: argparse.Namespace, client: ClientSettings) -> int:
+    if args.try_number is not None and args.try_number < 1:
+        usage("--try must be at least 1")
+    path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/logs"
+    with Api(client) as api:
+        if args.follow:
+            from leoflow.cli.log_follow import follow
+
+            try:
+                return follow(api, path, args.try_number, sys.stdout, outage_tolerance=FOLLOW_OUTAGE_TOLERANCE)
+            except KeyboardInterrupt:
+                return 130
+        params = {"try": args.try_number} if args.try_number else {}
+        answer = api.request("GET", path, params=params)
+    document = {"try_number": int(answer.headers.get("x-leoflow-try", "0")),
+                "complete": answer.headers.get("x-leoflow-log-complete") == "true", "content": answer.text}
+    if not emitted(args, document):
+        sys.stdout.write(answer.text)
+    return 0
+
+
+def tasks_mark(args: argparse.Namespace, client: ClientSettings) -> int:
+    path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/mark"
+    with Api(client) as api:
+        answer = api.request("POST", path, ok=(200, 202), json={"state": args.state})
+    return report(args, answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id} task {args.task_id}")
