@@ -15,7 +15,7 @@ const MAX_BACKOFF_MS = 15000;
 
 // [pattern, page, nav key]; a page is {title(params), mount(root, params, ctx) -> view}.
 const ROUTES = [
-  [/^\/?$/, clusterPage, "cluster"],
+  [/^\/?$/, dagsPage, "dags"], // where sign-in lands: what a user came for is their DAGs
   [/^\/cluster$/, clusterPage, "cluster"],
   [/^\/dags$/, dagsPage, "dags"],
   [/^\/audit$/, auditPage, "audit"],

@@ -2,11 +2,15 @@
 
 import { fill, h } from "./dom.js";
 
-/** A table. columns: [{title, cell(row) -> Node|string, class?}]. */
+/**
+ * A table. columns: [{title, cell(row) -> Node|string, class?}]. On a phone each row becomes a
+ * card whose cells are labelled by their column's title (data-label; app.css), so no column and
+ * no action button is cut off at the right edge.
+ */
 export function table(columns, rows, { empty = "Nothing yet.", testid, rowAttrs } = {}) {
   if (!rows.length) return h("p", { class: "empty muted", "data-testid": testid ? `${testid}-empty` : undefined }, empty);
   return h("div", { class: "table-wrap" },
-    h("table", { "data-testid": testid },
+    h("table", { class: "data-table", "data-testid": testid },
       h("thead", {}, h("tr", {}, columns.map((c) => h("th", { class: c.class }, c.title)))),
       h("tbody", {}, rows.map((row) => h("tr", rowAttrs ? rowAttrs(row) : {},
         columns.map((c) => h("td", { class: c.class, "data-label": c.title }, c.cell(row))))))));

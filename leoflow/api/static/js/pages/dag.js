@@ -3,7 +3,7 @@
 
 import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
-import { badge, fmtDuration, fmtTime, secondsBetween, TERMINAL_RUN_STATES, timeEl } from "../format.js";
+import { badge, fmtDuration, fmtTime, secondsBetween, TASK_STATES, TERMINAL_RUN_STATES, timeEl } from "../format.js";
 import { dependsOn, preferVertical, taskGraph, taskId, topoOrder } from "../graph.js";
 import { backfillForm, backfillsTable } from "../backfill.js";
 import { paramsForm } from "../params.js";
@@ -83,6 +83,13 @@ function triggerForm(dagId, ctx, errors) {
     confLabel.hidden = Boolean(params);
   };
   return { button, form, setSchema };
+}
+
+/** What the grid's colours mean: every task state, and "no instance" (a task added since). */
+function stateLegend() {
+  const entry = (state, text) => h("li", { "data-state": state }, h("span", { class: `cell st-${state}`, "aria-hidden": "true" }), text);
+  return h("ul", { class: "state-legend", "aria-label": "Colours", "data-testid": "state-legend" },
+    TASK_STATES.map((state) => entry(state, state.replace(/_/g, " "))), entry("none", "no instance"));
 }
 
 function runsGrid(dagId, order, runs, details) {
@@ -184,7 +191,10 @@ export default {
           }), latest ? h("p", { class: "muted small" }, `Colours: latest run ${latest.run_id}.`) : null);
         }
         if (!runsChanged([runs, [...details].map(([id, m]) => [id, [...m.values()].map((ti) => ti.state)])])) return;
-        fill(grid.body, runsGrid(dagId, topoOrder(tasks), runs, details));
+        fill(grid.body, runsGrid(dagId, topoOrder(tasks), runs, details), runs.length ? stateLegend() : null);
+        // Newest runs are on the right: where a narrow screen scrolls the grid to (task names stay, sticky).
+        const gridWrap = grid.body.querySelector(".grid-wrap");
+        if (gridWrap) gridWrap.scrollLeft = gridWrap.scrollWidth;
         fill(runsTable, table([
           { title: "Run", cell: (r) => h("a", { href: href("dags", dagId, "runs", r.run_id), class: "mono", "data-testid": `run-link-${r.run_id}` }, r.run_id) },
           { title: "State", cell: (r) => badge(r.state) },
