@@ -49,9 +49,9 @@ import uvicorn
 
 from leoflow.aiotasks import Registry, cancel_and_wait, restarting, start_guarded, wait_at_most
 from leoflow.clock import Clock, SystemClock
-from leoflow.db import installation
 from leoflow.db.connection.budget import ConnectionBudget
 from leoflow.db.connection.database import Database
+from leoflow.db.stores import installation
 from leoflow.election import membership
 from leoflow.election.elector import Elector, LeadershipGate
 from leoflow.election.health import ElectionHealth

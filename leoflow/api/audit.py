@@ -1,6 +1,6 @@
 """The audit log of API writes: every ``admin`` route call by a known token leaves one row.
 
-Two ways a row is written (:mod:`leoflow.db.audit_store`), so that no write goes unrecorded:
+Two ways a row is written (:mod:`leoflow.db.stores.audit`), so that no write goes unrecorded:
 
 - **with the change**: a write route opens its transaction with :func:`audited_transaction`,
   which inserts the audit row in that same transaction — the change and its record commit
@@ -12,7 +12,7 @@ Two ways a row is written (:mod:`leoflow.db.audit_store`), so that no write goes
   or was recorded in its transaction) and the failure is logged.
 
 A refusal for scope (403: a read token on a write route) is *counted* rather than recorded
-(:func:`~leoflow.db.audit_store.record_denial`): one row per token, route and hour with a
+(:func:`~leoflow.db.stores.audit.record_denial`): one row per token, route and hour with a
 ``count``, so a read token cannot fill the audit log by hammering write routes, and the answer
 ``GET /api/v2/audit`` gives still says how many refusals there were.
 
@@ -34,10 +34,10 @@ from typing import Any
 from starlette.requests import Request
 
 from leoflow.api.auth import Principal
-from leoflow.db import audit_store
-from leoflow.db.audit_store import AuditRecord
 from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.db.connection.database import Connection
+from leoflow.db.stores import audit as audit_store
+from leoflow.db.stores.audit import AuditRecord
 from leoflow.errors import DatabaseError
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,10 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.params import page, path_id, query_cursor, query_limit
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.clock import SystemClock
-from leoflow.db import api_queries, backfill_store, version_queries
-from leoflow.db.backfill_store import NewBackfill
+from leoflow.db import api_queries
+from leoflow.db.stores import backfills as backfill_store
+from leoflow.db.stores import dag_versions
+from leoflow.db.stores.backfills import NewBackfill
 from leoflow.errors import ValidationFailed
 from leoflow.model.backfill import backfill_slots, check_slots, parse_backfill_request
 
@@ -38,7 +40,7 @@ async def create_backfill(request: Request) -> Response:
     document = await read_document(request)
     body = require_object({} if document is None else document)
     async with audited_transaction(request, status=201) as write:
-        target = await version_queries.trigger_target(write.conn, dag_id, lock=True)
+        target = await dag_versions.trigger_target(write.conn, dag_id, lock=True)
         if target is None:
             raise not_found(dag_id)
         if target.schedule is None:

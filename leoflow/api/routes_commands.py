@@ -3,7 +3,7 @@
 The API holds no fencing term, so these routes do not touch task instances: they validate the
 request against the run (404 for a missing run or task, or a deleted DAG's run; 409 for a run
 that has not started; 422 naming the field for a bad body), record a command
-(:mod:`leoflow.db.command_store`) in the same transaction as the audit row, and wait up to
+(:mod:`leoflow.db.stores.commands`) in the same transaction as the audit row, and wait up to
 :data:`COMMAND_WAIT` seconds for the leader to apply it under its term
 (:mod:`leoflow.scheduler.commands`). The answer is then ``200`` with what the leader did and
 the run as it is now, ``409`` with the leader's reason if it refused (404 if it refused because
@@ -25,7 +25,8 @@ from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.routes_runs import PUBLIC_RUN, path_run_id
-from leoflow.db import api_queries, command_store
+from leoflow.db import api_queries
+from leoflow.db.stores import commands as command_store
 from leoflow.model.limits import TASK_ID
 from leoflow.model.run_commands import MarkRequest, parse_clear, parse_mark, parse_mark_run, unknown_tasks
 

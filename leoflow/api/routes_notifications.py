@@ -26,8 +26,9 @@ from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.params import page, path_id, query_cursor, query_limit, query_state, query_text
 from leoflow.clock import SystemClock
-from leoflow.db import audit_store, notification_store
-from leoflow.db.notification_store import NOTIFICATION_STATES
+from leoflow.db.stores import audit as audit_store
+from leoflow.db.stores import notifications as notification_store
+from leoflow.db.stores.notifications import NOTIFICATION_STATES
 from leoflow.model.limits import DAG_ID, RUN_ID, Name
 from leoflow.model.notify import masked_url, shown_error
 

@@ -3,7 +3,7 @@
 ``GET /api/v2/pools`` lists the built-in ``default`` pool (its ``slots`` are this replica's
 ``LEOFLOW_PARALLELISM``; every replica of a cluster is configured alike), every named pool, and
 every pool that ready tasks name but that does not exist (``missing``) — with the slots in use
-and the tasks waiting (:mod:`leoflow.db.pool_store`). ``POST`` creates a pool (409 if the name is
+and the tasks waiting (:mod:`leoflow.db.stores.pools`). ``POST`` creates a pool (409 if the name is
 taken), ``PATCH`` resizes or re-describes one, ``DELETE`` removes one: tries running in it run on,
 its waiting tasks wait until a pool of that name exists again. The ``default`` pool cannot be
 created, changed or deleted here (409): its size is ``LEOFLOW_PARALLELISM``.
@@ -23,8 +23,8 @@ from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.clock import SystemClock
-from leoflow.db import pool_store
 from leoflow.db.connection.database import Connection
+from leoflow.db.stores import pools as pool_store
 from leoflow.errors import Conflict
 from leoflow.model.fairness import DEFAULT_POOL, parse_pool_request
 from leoflow.model.fields import NAME_RE

@@ -18,7 +18,8 @@ from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock
-from leoflow.db import api_documents, api_queries, dag_store, version_queries
+from leoflow.db import api_documents, api_queries, dag_store
+from leoflow.db.stores import dag_versions
 from leoflow.model.limits import RUN_ID, TASK_ID
 from leoflow.model.params import validate_conf
 from leoflow.model.run_request import parse_run_request
@@ -63,7 +64,7 @@ async def trigger_run(request: Request) -> Response:
     wanted = parse_run_request(await read_document(request))
     conf = wanted.conf
     async with audited_transaction(request, status=201) as write:
-        target = await version_queries.trigger_target(write.conn, dag_id, lock=True)
+        target = await dag_versions.trigger_target(write.conn, dag_id, lock=True)
         if target is None:
             raise not_found(dag_id)
         if target.params is not None:

@@ -27,7 +27,9 @@ from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, error_response
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import openapi_document
-from leoflow.db import api_queries, dag_metrics_store, migrations, pool_store
+from leoflow.db import api_queries, migrations
+from leoflow.db.stores import dag_metrics
+from leoflow.db.stores import pools as pool_store
 from leoflow.election.health import GATE_REFUSAL
 from leoflow.errors import DatabaseError
 from leoflow.metrics.dags import DAG_METRICS, RunStatsRow
@@ -105,8 +107,8 @@ class WorkGauges:
                 async with asyncio.timeout(GAUGE_QUERY_TIMEOUT), api_state(request).db.connect() as conn:
                     task_counts = await api_queries.count_task_instances_by_state(conn)
                     run_counts = await api_queries.count_runs_by_state(conn)
-                    run_stats = await dag_metrics_store.folded_run_stats(conn, limits.metrics_max_dags)
-                    failures = await dag_metrics_store.folded_task_failures(conn, limits.metrics_max_dags,
+                    run_stats = await dag_metrics.folded_run_stats(conn, limits.metrics_max_dags)
+                    failures = await dag_metrics.folded_task_failures(conn, limits.metrics_max_dags,
                                                                             limits.metrics_max_tasks)
                     pools = await pool_store.list_pools(conn, parallelism=settings.scheduler.parallelism)
             except (DatabaseError, TimeoutError) as exc:  # stale gauges beat a failed scrape

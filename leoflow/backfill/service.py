@@ -1,7 +1,7 @@
 """The backfill service: the leader creates each running backfill's runs as room allows.
 
 Every ``interval`` it takes one step per running backfill, each in its own fenced transaction
-(:mod:`leoflow.db.backfill_store` describes the step): runs are created for the next slots while
+(:mod:`leoflow.db.stores.backfills` describes the step): runs are created for the next slots while
 fewer than the backfill's ``max_active_runs`` of its runs are unfinished, a failed run is
 re-run when asked, and the backfill completes once every slot was handled and its last run
 ended. The scheduler then treats these runs like any other queued or running run (the DAG's own
@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from leoflow.db import backfill_store
-from leoflow.db.backfill_store import RunningBackfill
+from leoflow.db.stores import backfills
+from leoflow.db.stores.backfills import RunningBackfill
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.leadership import LeaderContext, run_periodically
 from leoflow.model.timetable import next_fire_after
@@ -39,7 +39,7 @@ class BackfillService:
 
     async def step_all(self, ctx: LeaderContext) -> bool:
         async with ctx.db.connect() as conn:
-            ids = await backfill_store.running_backfill_ids(conn)
+            ids = await backfills.running_backfill_ids(conn)
         for backfill_id in ids:
             try:
                 await self.step(ctx, backfill_id)
@@ -51,7 +51,7 @@ class BackfillService:
 
     async def step(self, ctx: LeaderContext, backfill_id: int) -> None:
         async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
-            b = await backfill_store.lock_running_backfill(conn, backfill_id)
+            b = await backfills.lock_running_backfill(conn, backfill_id)
             if b is None:
                 return
             now = ctx.clock.now()
@@ -60,11 +60,11 @@ class BackfillService:
             created = rerun = skipped = 0
             while room > 0 and cursor is not None:
                 slots = _slots(b, cursor, room)
-                inserted = await backfill_store.insert_backfill_runs(conn, b, slots, now, ctx.term)
+                inserted = await backfills.insert_backfill_runs(conn, b, slots, now, ctx.term)
                 rest = [s for s in slots if s not in inserted]
-                existing = await backfill_store.existing_runs(conn, b.dag_id, rest)
+                existing = await backfills.existing_runs(conn, b.dag_id, rest)
                 failed = [pk for pk, state in existing.values() if state == "failed"] if b.rerun_failed else []
-                reopened = await backfill_store.rerun_failed_runs(conn, failed, b.id, now, ctx.term)
+                reopened = await backfills.rerun_failed_runs(conn, failed, b.id, now, ctx.term)
                 created += len(inserted)
                 rerun += len(reopened)
                 skipped += len(rest) - len(reopened)
@@ -74,7 +74,7 @@ class BackfillService:
             unfinished = b.active_runs + created + rerun
             completed = cursor is None and unfinished == 0
             if created or rerun or skipped or completed or cursor != b.next_logical_date:
-                await backfill_store.record_step(conn, b.id, next_logical_date=cursor, created=created, rerun=rerun,
+                await backfills.record_step(conn, b.id, next_logical_date=cursor, created=created, rerun=rerun,
                                                  skipped=skipped, completed=completed, now=now, term=ctx.term)
         if created or rerun or completed:
             log.info("backfill advanced", extra={"backfill_id": b.id, "dag_id": b.dag_id, "created": created,

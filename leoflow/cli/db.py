@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from leoflow.db.retention_store import PurgeCounts
+    from leoflow.db.stores.retention import PurgeCounts
     from leoflow.settings import Settings
 
 
@@ -123,7 +123,7 @@ def current(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _owner_text(url: str) -> str:
-    from leoflow.db import installation
+    from leoflow.db.stores import installation
     from leoflow.errors import DatabaseError
 
     try:

@@ -176,7 +176,7 @@ class DagRun(Base):
         Index("ix_dag_runs_active", "dag_id", "state", "id",
               postgresql_where=text(f"state IN {sql_list(ACTIVE_RUN_STATES)}")),
         Index("ix_dag_runs_dag_id_id", "dag_id", "id"),
-        # Retention's scan: finished runs, oldest first (leoflow.db.retention_store).
+        # Retention's scan: finished runs, oldest first (leoflow.db.stores.retention).
         Index("ix_dag_runs_finished", "ended_at", "id",
               postgresql_where=text(f"state IN {sql_list(TERMINAL_RUN_STATES)}")),
         # Which runs still reference a DAG version (retention keeps those versions).
@@ -243,7 +243,7 @@ class TaskInstance(Base):
 
 class RunCommand(Base):
     """An operator's clear or mark of a run's task instances, recorded by the API and applied by
-    the leader under its term in one fenced transaction (leoflow.db.command_store)."""
+    the leader under its term in one fenced transaction (leoflow.db.stores.commands)."""
 
     __tablename__ = "run_commands"
 
@@ -500,7 +500,7 @@ class AuditEvent(Base):
     """Who (token name) did what (method, route, target), when, from where, with which outcome.
 
     A token's refused writes (403) are counted, not recorded one by one: one row per (token,
-    method, route, status) and :data:`leoflow.db.audit_store.DENIAL_WINDOW` (``denial_window``),
+    method, route, status) and :data:`leoflow.db.stores.audit.DENIAL_WINDOW` (``denial_window``),
     its ``count`` raised by each refusal, ``ts`` the first and ``last_ts`` the last.
     """
 

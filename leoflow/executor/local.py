@@ -52,7 +52,8 @@ import os
 from dataclasses import dataclass, field
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
-from leoflow.db import executor_store, try_outcome_store
+from leoflow.db import executor_store
+from leoflow.db.stores import try_outcomes
 from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
 from leoflow.executor.failures import try_error
@@ -336,8 +337,8 @@ class LocalExecutor:
         while True:
             try:
                 async with ctx.db.connect() as conn:
-                    reported = await try_outcome_store.reported_outcome(conn, task_try_id)
-                    liveness = await try_outcome_store.owner_liveness(conn, ctx.cluster, owner)
+                    reported = await try_outcomes.reported_outcome(conn, task_try_id)
+                    liveness = await try_outcomes.owner_liveness(conn, ctx.cluster, owner)
             except DatabaseError as exc:
                 log.warning("cannot look for another replica's report yet", extra={"try": name, "error": str(exc)})
                 await asyncio.sleep(OWNER_POLL_INTERVAL)

@@ -7,7 +7,7 @@ cannot see them. So each replica runs :class:`LocalOutcomeReporter`: for the tri
 this replica that are still live in the database and not running in this process any more, it
 settles their outcome from the files on this host (:func:`~leoflow.executor.local_process.settle`),
 stores their logs, and records the outcome in ``try_outcomes``
-(:mod:`leoflow.db.try_outcome_store`), where the leader's executor is waiting for it
+(:mod:`leoflow.db.stores.try_outcomes`), where the leader's executor is waiting for it
 (:meth:`LocalExecutor._await_owner <leoflow.executor.local.LocalExecutor>`).
 
 While this replica's own executor runs (it leads), the reporter stands aside: the executor
@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from leoflow.db import executor_store, try_outcome_store
+from leoflow.db import executor_store
 from leoflow.db.connection.database import Database
+from leoflow.db.stores import try_outcomes as try_outcome_store
 from leoflow.errors import DatabaseError
 from leoflow.executor import local
 from leoflow.executor.local_process import TryFiles, settle

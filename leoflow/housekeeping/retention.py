@@ -4,7 +4,7 @@
 then every :data:`ROUND_INTERVAL`, it deletes what ended more than ``LEOFLOW_RETENTION_DAYS``
 ago — finished runs with their task instances, tries and logs, DAG versions nothing refers to
 any more, deleted DAGs without runs (the rules, and what is kept, are in
-:mod:`leoflow.db.retention_store`) — and audit events older than
+:mod:`leoflow.db.stores.retention`) — and audit events older than
 ``LEOFLOW_AUDIT_RETENTION_DAYS`` (longer by default: who did what is asked about long after the
 runs are gone). ``leoflow db purge --before DATE`` runs the same :func:`purge` once, from the
 command line.
@@ -36,9 +36,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 
-from leoflow.db import retention_store
 from leoflow.db.connection.database import Connection, Database
-from leoflow.db.retention_store import START, PurgeCounts, RetentionPolicy
+from leoflow.db.stores import retention as retention_store
+from leoflow.db.stores.retention import START, PurgeCounts, RetentionPolicy
 from leoflow.errors import DatabaseError, FencedOut, ValidationFailed
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.housekeeping import PURGED_ROWS

@@ -35,7 +35,7 @@ _GAUGES = (POOL_SLOTS, POOL_OCCUPIED_SLOTS, POOL_OPEN_SLOTS, POOL_WAITING_TASKS)
 
 
 def set_pool_gauges(pools: Iterable[Mapping[str, Any]]) -> None:
-    """Replace every pool series with these pool documents' (``leoflow.db.pool_store.pool_document``).
+    """Replace every pool series with these pool documents' (``leoflow.db.stores.pools.pool_document``).
 
     Cleared first, in the same synchronous call, so a deleted pool disappears and no scrape can
     see a half-written set.

@@ -2,7 +2,7 @@
 
 A leader service. Each round records the outcomes of the deliveries that finished since the
 last one and claims as many due rows as there is room for (one short fenced transaction each,
-see :mod:`leoflow.db.notification_store`); each claimed row is posted by a task of its own with
+see :mod:`leoflow.db.stores.notifications`); each claimed row is posted by a task of its own with
 no transaction open (:mod:`leoflow.notify.transport`). A round never waits for a delivery, so a
 slow receiver delays only its own notifications: at most :attr:`WebhookDeliverer.concurrency`
 posts run at once, at most :attr:`~WebhookDeliverer.per_destination` of them to one
@@ -43,8 +43,8 @@ from pathlib import Path
 
 from leoflow import __version__
 from leoflow.aiotasks import cancel_and_wait
-from leoflow.db import notification_store
-from leoflow.db.notification_store import Claimed, Outcome
+from leoflow.db.stores import notifications as notification_store
+from leoflow.db.stores.notifications import Claimed, Outcome
 from leoflow.leadership import LeaderContext, run_periodically
 from leoflow.metrics.notify import NOTIFICATION_ATTEMPTS
 from leoflow.model.notify import HEADER_ENV_PREFIX

@@ -1,7 +1,7 @@
 """The outcome observer: run endings and failed tries become notifications and per-DAG counts.
 
 A leader service. Every ``interval`` (and at once while there is a backlog) it reads a batch of
-endings nobody has observed yet and, in one fenced transaction (:mod:`leoflow.db.outcome_store`):
+endings nobody has observed yet and, in one fenced transaction (:mod:`leoflow.db.stores.observed_endings`):
 
 - marks them observed (a compare-and-set: each ending is handled exactly once per term);
 - adds to the outbox one row per webhook that wants the event (:mod:`leoflow.model.notify`):
@@ -22,8 +22,8 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
-from leoflow.db import outcome_store
-from leoflow.db.outcome_store import FailedTry, OutboxRow, RunEnding, RunStatsDelta
+from leoflow.db.stores import observed_endings
+from leoflow.db.stores.observed_endings import FailedTry, OutboxRow, RunEnding, RunStatsDelta
 from leoflow.leadership import LeaderContext, run_periodically
 from leoflow.model.dag_metrics import DURATION_BUCKETS, bin_index
 from leoflow.model.notify import EventFacts, NotifyRule, event_of_run, payload, rule_from_canonical
@@ -49,8 +49,8 @@ class OutcomeObserver:
     async def observe_once(self, ctx: LeaderContext) -> bool:
         """Handle one batch; True when more may be waiting."""
         async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
-            endings = await outcome_store.lock_run_endings(conn, self.batch)
-            tries = await outcome_store.lock_failed_tries(conn, self.batch)
+            endings = await observed_endings.lock_run_endings(conn, self.batch)
+            tries = await observed_endings.lock_failed_tries(conn, self.batch)
             if not endings and not tries:
                 return False
             now = ctx.clock.now()
@@ -59,11 +59,11 @@ class OutcomeObserver:
             failures: dict[tuple[str, str], int] = defaultdict(int)
             for t in tries:
                 failures[(t.dag_id, t.task_id)] += 1
-            await outcome_store.mark_runs_observed(conn, [e.run_pk for e in endings])
-            await outcome_store.mark_tries_observed(conn, [t.try_pk for t in tries], now)
-            await outcome_store.add_run_stats(conn, run_stats(endings))
-            await outcome_store.add_task_failures(conn, failures)
-            await outcome_store.add_to_outbox(conn, outbox, now, GIVE_UP_AFTER)
+            await observed_endings.mark_runs_observed(conn, [e.run_pk for e in endings])
+            await observed_endings.mark_tries_observed(conn, [t.try_pk for t in tries], now)
+            await observed_endings.add_run_stats(conn, run_stats(endings))
+            await observed_endings.add_task_failures(conn, failures)
+            await observed_endings.add_to_outbox(conn, outbox, now, GIVE_UP_AFTER)
         if outbox:
             log.info("notifications queued", extra={"notifications": len(outbox), "term": ctx.term})
         return len(endings) == self.batch or len(tries) == self.batch

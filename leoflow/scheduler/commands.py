@@ -1,6 +1,6 @@
 """Clear and mark, applied by the leader inside its fenced step.
 
-The API records commands (:mod:`leoflow.db.command_store`) and NOTIFYs; the leader's periodic
+The API records commands (:mod:`leoflow.db.stores.commands`) and NOTIFYs; the leader's periodic
 part applies the pending ones, oldest first, each with all its consequences in the step's one
 transaction — task instances reset or marked, live tries flagged ``cancelling`` (killed after
 the commit, beside the loop), the run reopened, the upstream counters of its pending task
@@ -24,9 +24,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from leoflow.db import command_store, dag_store
-from leoflow.db.command_store import Command
+from leoflow.db import dag_store
 from leoflow.db.completion_store import FinishedRun
+from leoflow.db.stores import commands as command_store
+from leoflow.db.stores.commands import Command
 from leoflow.errors import ValidationFailed, is_leader_fault
 from leoflow.model.run_commands import (
     decided_downstream,

@@ -39,8 +39,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from leoflow.db import command_store, completion_store
+from leoflow.db import completion_store
 from leoflow.db import scheduler_store as store
+from leoflow.db.stores import commands as command_store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.notify import DEADLINE_REASON
 from leoflow.model.run_ids import scheduled_run_id

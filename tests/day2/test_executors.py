@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from leoflow.db import backfill_store
-from leoflow.db.backfill_store import NewBackfill
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import backfills as backfill_store
+from leoflow.db.stores.backfills import NewBackfill
 from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from leoflow.db import command_store
+from leoflow.db.stores import commands
 from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor
@@ -96,7 +96,7 @@ async def _clear_then_mark(settings: Settings, engine: Any, make_executor: Any, 
 
     async def record(kind: str, body: dict[str, Any]) -> None:
         async with engine.begin() as conn:
-            await command_store.create_command(conn, run_pk=run_pk, dag_id="cleanup-and-alert", kind=kind,
+            await commands.create_command(conn, run_pk=run_pk, dag_id="cleanup-and-alert", kind=kind,
                                                body=body, requested_by="test")
 
     async def tries_of(task_id: str) -> list[tuple[int, str]]:

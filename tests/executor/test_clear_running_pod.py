@@ -15,8 +15,8 @@ import asyncio
 import time
 from typing import Any
 
-from leoflow.db import command_store
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import commands
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.settings import Settings
@@ -57,7 +57,7 @@ def test_the_next_pod_of_a_cleared_task_is_created_only_once_the_old_pod_is_gone
                 await eventually(lambda: task_states(engine, run_id), lambda t: t.get("loop") == "running", timeout=30)
                 [(run_pk,)] = await rows(engine, "SELECT id FROM dag_runs WHERE run_id = :r", r=run_id)
                 async with engine.begin() as conn:  # as the API records it
-                    await command_store.create_command(conn, run_pk=run_pk, dag_id="stubborn", kind="clear",
+                    await commands.create_command(conn, run_pk=run_pk, dag_id="stubborn", kind="clear",
                                                        body={"tasks": ["loop"]}, requested_by="ops")
                 cleared = time.monotonic()
                 await eventually(lambda: task_states(engine, run_id), lambda t: t.get("loop") != "running", timeout=30)

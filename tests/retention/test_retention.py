@@ -23,7 +23,7 @@ from leoflow.cli.main import main
 from leoflow.clock import Clock, FakeClock, SkewedClock
 from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.db.retention_store import CLEANUP_GRACE, PurgeCounts, RetentionPolicy
+from leoflow.db.stores.retention import CLEANUP_GRACE, PurgeCounts, RetentionPolicy
 from leoflow.errors import FencedOut
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.housekeeping.retention import CutoffInFuture, RetentionService, purge, purge_audit

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from leoflow.db import command_store
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import commands
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, eventually, rows, run_state, running_scheduler, task_states, trigger
@@ -62,7 +62,7 @@ def test_a_cleared_task_waits_in_cancelling_until_its_sigterm_ignoring_try_is_ki
                 await eventually(lambda: task_states(engine, run_id), lambda t: t.get("loop") == "running", timeout=30)
                 [(run_pk,)] = await rows(engine, "SELECT id FROM dag_runs WHERE run_id = :r", r=run_id)
                 async with engine.begin() as conn:  # as the API records it
-                    await command_store.create_command(conn, run_pk=run_pk, dag_id="stubborn", kind="clear",
+                    await commands.create_command(conn, run_pk=run_pk, dag_id="stubborn", kind="clear",
                                                        body={"tasks": ["loop"]}, requested_by="ops")
                 await eventually(lambda: task_states(engine, run_id), lambda t: t.get("loop") != "running", timeout=30)
                 # While try 1's process lives, the task shows `cancelling` and no try 2 exists.
@@ -124,7 +124,7 @@ def test_a_new_leader_carries_on_killing_and_releasing_a_cleared_task(settings: 
                                  timeout=30)
                 [(run_pk,)] = await rows(engine, "SELECT id FROM dag_runs WHERE run_id = :r", r=run_id)
                 async with engine.begin() as conn:
-                    await command_store.create_command(conn, run_pk=run_pk, dag_id="stubborn", kind="clear",
+                    await commands.create_command(conn, run_pk=run_pk, dag_id="stubborn", kind="clear",
                                                        body={"tasks": ["loop"]}, requested_by="ops")
                 await eventually(lambda: task_states(engine, run_id), lambda t: t.get("loop") == "cancelling",
                                  timeout=30)

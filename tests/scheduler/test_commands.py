@@ -1,6 +1,6 @@
 """Clear and mark applied by the leader, one tick at a time on real PostgreSQL.
 
-Commands are recorded as the API records them (command_store.create_command) and applied by the
+Commands are recorded as the API records them (commands.create_command) and applied by the
 next periodic tick of the test's scheduler under its term; the test then reads the database.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from leoflow.db import command_store, queued_tries
+from leoflow.db import queued_tries
+from leoflow.db.stores import commands
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, trigger
 from tests.scheduler.stepper import Stepper, container, stepper
@@ -29,11 +30,11 @@ async def command(st: Stepper, run_id: str, kind: str, body: dict[str, Any]) -> 
     """Record a command as the API does, let the leader apply it, return what it answered."""
     [(run_pk, dag_id)] = await rows(st.engine, "SELECT id, dag_id FROM dag_runs WHERE run_id = :r", r=run_id)
     async with st.engine.begin() as conn:
-        command_id = await command_store.create_command(conn, run_pk=run_pk, dag_id=dag_id, kind=kind, body=body,
+        command_id = await commands.create_command(conn, run_pk=run_pk, dag_id=dag_id, kind=kind, body=body,
                                                         requested_by="ops")
     await st.tick(periodic=True)
     async with st.engine.connect() as conn:
-        state = await command_store.command_state(conn, command_id)
+        state = await commands.command_state(conn, command_id)
     assert state is not None and state.applied_at is not None, "the leader did not apply the command"
     return {"error": state.error, **(state.outcome or {})}
 
@@ -187,7 +188,7 @@ def test_a_command_is_applied_once_and_only_under_the_newest_term(settings: Sett
             run = await started(old, CHAIN)
             [(run_pk,)] = await rows(old.engine, "SELECT id FROM dag_runs WHERE run_id = :r", r=run)
             async with old.engine.begin() as conn:
-                command_id = await command_store.create_command(conn, run_pk=run_pk, dag_id="chain", kind="mark",
+                command_id = await commands.create_command(conn, run_pk=run_pk, dag_id="chain", kind="mark",
                                                                 body={"task_id": "a", "state": "success"},
                                                                 requested_by="ops")
             async with stepper(settings, term=2, engine=old.engine) as new:

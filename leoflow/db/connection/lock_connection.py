@@ -36,9 +36,10 @@ from typing import Any
 import psycopg
 
 from leoflow.db import election_store as store
-from leoflow.db import installation, migrations
+from leoflow.db import migrations
 from leoflow.db.connection.connect import connect_kwargs, libpq_url
 from leoflow.db.connection.driver_errors import translate
+from leoflow.db.stores import installation
 from leoflow.errors import DatabaseUnavailable, UnsafeDatabaseSetup
 
 POOLER_PROBLEM = ("the election lock session does not keep its PostgreSQL backend across statements "
