@@ -12,9 +12,9 @@ from typing import Any
 
 from leoflow import __version__
 from leoflow.api.endpoint import MAX_LIMIT
-from leoflow.db.dag_sync import ACTIONS
 from leoflow.model import limits
 from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES
+from leoflow.model.dag_sync import ACTIONS
 from leoflow.model.run_commands import MARK_STATES
 from leoflow.model.run_ids import SCHEDULED_PREFIX
 from leoflow.model.source_labels import SOURCE_RE

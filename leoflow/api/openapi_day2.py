@@ -22,7 +22,7 @@ from leoflow.api.openapi import (
     _param,
     _state,
 )
-from leoflow.db.stores.notifications import NOTIFICATION_STATES
+from leoflow.model.states import NOTIFICATION_STATES
 
 _TIME = _nullable("string", format="date-time")
 _STAMP = {"type": "string", "format": "date-time"}

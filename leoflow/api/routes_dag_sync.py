@@ -32,8 +32,9 @@ from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.clock import SystemClock
-from leoflow.db import dag_sync
+from leoflow.db.stores import dags
 from leoflow.errors import DagFilesInvalid
+from leoflow.model import dag_sync
 from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES, DagFile, parse_dag_files
 from leoflow.model.limits import DOCUMENT
 from leoflow.model.source_labels import source_label
@@ -113,5 +114,5 @@ async def sync_dags(request: Request) -> Response:
         raise DagFilesInvalid(f"{len(dag_set.errors)} problem(s) in {bad_files} file(s); nothing was applied",
                               [e.to_json() for e in dag_set.errors])
     async with state.db.transaction() as conn:
-        plan = await dag_sync.sync_dags(conn, dag_set.dags, options, clock=SystemClock())
+        plan = await dags.sync_dags(conn, dag_set.dags, options, clock=SystemClock())
     return JsonResponse(plan_document(plan))

@@ -28,9 +28,9 @@ from leoflow.api.params import page, path_id, query_cursor, query_limit, query_s
 from leoflow.clock import SystemClock
 from leoflow.db.stores import audit as audit_store
 from leoflow.db.stores import notifications as notification_store
-from leoflow.db.stores.notifications import NOTIFICATION_STATES
 from leoflow.model.limits import DAG_ID, RUN_ID, Name
 from leoflow.model.notify import masked_url, shown_error
+from leoflow.model.states import NOTIFICATION_STATES
 
 #: A manual retry gives a notification this long again (as much as a new one gets).
 RETRY_WINDOW = timedelta(hours=24)

@@ -3,7 +3,7 @@
 A :class:`~leoflow.leadership.LeaderService`: when a replica becomes leader it reads the
 directory (:mod:`.dag_directory`) and syncs it — every DAG file, one all-or-nothing fenced
 transaction, DAGs of ``LEOFLOW_DAGS_SOURCE`` whose files are gone deleted
-(:func:`leoflow.db.dag_sync.sync_dags` with ``prune``) — and from then on reads it again every
+(:func:`leoflow.db.stores.dags.sync_dags` with ``prune``) — and from then on reads it again every
 :data:`POLL_INTERVAL` seconds, syncing whenever the content hash changed. That is how an
 updated ConfigMap (the kubelet swaps the mounted files within about a minute) or a ``git-sync``
 checkout reaches the cluster. Polling a hash instead of watching inotify events works the same
@@ -33,11 +33,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from leoflow.db import dag_sync, election_store
+from leoflow.db import election_store
+from leoflow.db.stores import dags
 from leoflow.errors import DagOwnershipConflict, DatabaseError, FencedOut
 from leoflow.housekeeping.dag_directory import DagDirectoryError, DirectorySnapshot, read_dag_directory
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.housekeeping import DAG_DIRECTORY_PROBLEMS, DAG_DIRECTORY_SYNCS
+from leoflow.model import dag_sync
 from leoflow.model.dag_files import parse_dag_files
 from leoflow.model.documents import describe
 
@@ -108,7 +110,7 @@ class DagDirectorySync:
         options = dag_sync.SyncOptions(self.source, prune=True)
         try:
             async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
-                plan = await dag_sync.sync_dags(conn, dag_set.dags, options, clock=ctx.clock)
+                plan = await dags.sync_dags(conn, dag_set.dags, options, clock=ctx.clock)
                 counts: dict[str, int] = {a: plan.count(a) for a in dag_sync.ACTIONS}
                 changed = counts["created"] + counts["changed"] + counts["deleted"] > 0
                 if changed:

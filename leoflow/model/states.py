@@ -41,3 +41,6 @@ FINISHED_TRY_STATES: tuple[TryRowState, ...] = ("success", "failed", "cancelled"
 
 #: DAG list filter values of the API.
 DAG_STATES = ("active", "paused")
+
+#: A notification in the outbox: waiting to be sent (or retried), sent, given up on.
+NOTIFICATION_STATES = ("pending", "delivered", "failed")

@@ -26,9 +26,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.errors import Conflict, NotFound
 
-#: The outbox's states.
-NOTIFICATION_STATES = ("pending", "delivered", "failed")
-
 
 @dataclass(frozen=True)
 class Claimed:
