@@ -80,6 +80,7 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
         # overlap, so the order changes nothing else).
         ApiRoute("GET", run, routes_runs.get_run, "read"),
         ApiRoute("GET", dag + "/runs", routes_runs.list_runs, "read"),
+        ApiRoute("GET", "/api/v2/runs", routes_runs.list_runs_of_every_dag, "read"),
         ApiRoute("POST", dag + "/runs", routes_runs.trigger_run, "admin"),
         ApiRoute("GET", run + "/tasks", routes_runs.list_tasks, "read"),
         ApiRoute("GET", task, routes_runs.get_task, "read"),

@@ -360,6 +360,13 @@ def operations() -> dict[str, dict[str, Any]]:
                         body_required=False,
                         auth="admin", errors="404 409", params=[DAG_ID]),
         },
+        "/api/v2/runs": {
+            "get": _op("List runs of every DAG", _json("200", "RunPage"), errors="400",
+                       params=[LIMIT, CURSOR, _state(RUN_STATES),
+                               _param("dag_id", "query", {"type": "string"}, "Only this DAG's runs"),
+                               _param("since", "query", {"type": "string", "maxLength": 40},
+                                      "Only runs created at or after this ISO 8601 date (midnight UTC) or time")]),
+        },
         "/api/v2/dags/{dag_id}/runs/{run_id}": {"get": _get_run()},
         "/api/v2/dags/{dag_id}/runs/{run_id}/cancel": {
             "post": _op("Cancel run", _json("200", "RunDetail"), auth="admin", errors="404 409", params=_RUN_PATH)},

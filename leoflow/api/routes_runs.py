@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -105,6 +106,43 @@ async def list_runs(request: Request) -> Response:
     result = page(rows, limit, lambda r: r["id"], "runs")
     result["items"] = [_run(r) for r in result["items"]]
     return JsonResponse(result)
+
+
+async def list_runs_of_every_dag(request: Request) -> Response:
+    """What runs anywhere: every DAG's runs, newest first, paged like one DAG's (``leoflow runs list``).
+
+    ``dag_id`` narrows it to one DAG (an unknown one has no runs: an empty page, not a 404).
+    """
+    limit = query_limit(request)
+    state = query_state(request, RUN_STATES)
+    since = query_since(request)
+    dag_id = request.query_params.get("dag_id") or None
+    before = query_cursor(request, "runs", int)
+    async with api_state(request).db.connect() as conn:
+        rows = await api_queries.list_runs_of_every_dag(conn, before_id=before, limit=limit, state=state, since=since,
+                                                        dag_id=dag_id)
+    result = page(rows, limit, lambda r: r["id"], "runs")
+    result["items"] = [_run(r) for r in result["items"]]
+    return JsonResponse(result)
+
+
+#: An ISO 8601 time is at most ``2026-01-01T00:00:00.000000+00:00`` (32 characters); a little slack.
+_SINCE_CHARS = 40
+
+
+def query_since(request: Request) -> datetime | None:
+    """``since``: an ISO 8601 date (midnight UTC) or time (UTC when it names no offset); 400 otherwise."""
+    raw = request.query_params.get("since")
+    if not raw:
+        return None
+    try:
+        if len(raw) > _SINCE_CHARS:
+            raise ValueError(raw)
+        parsed = datetime.fromisoformat(raw)
+    except ValueError:
+        raise bad_field("since", "must be an ISO 8601 date or time, e.g. 2026-01-01 or 2026-01-01T12:00:00Z") \
+            from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 async def get_run(request: Request) -> Response:

@@ -53,9 +53,11 @@ def register(sub: Any) -> None:
     trig.add_argument("--run-timeout", type=float, default=None, metavar="SECONDS",
                       help="this run's deadline in seconds from its start (overrides the DAG's run_timeout_seconds)")
     trig.add_argument("--wait", action="store_true", help="follow the run until it ends; exit 0 on success")
-    rl = verb(runs, "list", "list a DAG's runs, newest first", runs_list, "GET /api/v2/dags/{dag_id}/runs")
-    rl.add_argument("dag_id", metavar="DAG")
+    rl = verb(runs, "list", "list runs, newest first: every DAG's, or one DAG's", runs_list,
+              "GET /api/v2/runs", "GET /api/v2/dags/{dag_id}/runs")
+    rl.add_argument("dag_id", metavar="DAG", nargs="?", help="only this DAG's runs (default: every DAG's)")
     rl.add_argument("--state", help="only runs in this state")
+    rl.add_argument("--since", metavar="TIME", help="only runs created at or after TIME (ISO 8601 date or time)")
     rl.add_argument("--limit", type=int, default=50, help="most runs to show (default 50)")
     show = verb(runs, "show", "show a run and its task instances", runs_show, f"GET {RUN}")
     show.add_argument("dag_id", metavar="DAG")
@@ -115,8 +117,11 @@ def runs_trigger(args: argparse.Namespace, client: ClientSettings) -> int:
 def runs_list(args: argparse.Namespace, client: ClientSettings) -> int:
     if args.limit < 1:
         usage("--limit must be at least 1")
-    params = {"state": args.state}
-    path = f"{dag_path(args.dag_id)}/runs"
+    params = {"state": args.state, "since": args.since}
+    # One DAG's list answers 404 for a DAG that does not exist; the list of every DAG's runs filters by time.
+    path = f"{dag_path(args.dag_id)}/runs" if args.dag_id and not args.since else "/api/v2/runs"
+    if args.dag_id and args.since:
+        params["dag_id"] = args.dag_id
     with Api(client) as api:
         runs = api.pages(path, {k: v for k, v in params.items() if v}, limit=args.limit)
     if emitted(args, runs):

@@ -15,6 +15,7 @@ the work in flight, not on the history kept (finished task instances can number 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, and_, func, select, text
@@ -92,6 +93,24 @@ async def list_runs(conn: AsyncConnection, dag_id: str, *, before_id: int | None
         query = query.where(runs.c.id < before_id)
     if state is not None:
         query = query.where(runs.c.state == state)
+    return [_row(r) for r in await conn.execute(query)]
+
+
+async def list_runs_of_every_dag(conn: AsyncConnection, *, before_id: int | None, limit: int, state: str | None,
+                                 since: datetime | None, dag_id: str | None = None) -> list[dict[str, Any]]:
+    """Every DAG's runs (or ``dag_id``'s), newest first (``limit + 1`` rows older than ``before_id``),
+    created at or after ``since``."""
+    query = (select(*_RUN_COLUMNS)
+             .select_from(runs.join(versions, versions.c.id == runs.c.dag_version_id))
+             .order_by(runs.c.id.desc()).limit(limit + 1))
+    if dag_id is not None:
+        query = query.where(runs.c.dag_id == dag_id)
+    if before_id is not None:
+        query = query.where(runs.c.id < before_id)
+    if state is not None:
+        query = query.where(runs.c.state == state)
+    if since is not None:
+        query = query.where(runs.c.created_at >= since)
     return [_row(r) for r in await conn.execute(query)]
 
 

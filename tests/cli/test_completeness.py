@@ -103,7 +103,7 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("dags show", ["etl", "--version", "1"]),  # its second operation
     ("dags versions", ["etl"]), ("dags pause", ["etl"]), ("dags unpause", ["etl"]),
     ("runs trigger", ["etl", "--run-id", "r2"]), ("runs trigger", ["etl", "--run-id", "r3", "--wait"]),
-    ("runs list", ["etl"]), ("runs show", ["etl", "r1"]),
+    ("runs list", ["etl"]), ("runs list", []), ("runs show", ["etl", "r1"]),
     ("runs wait", ["etl", "r1"]), ("runs cancel", ["etl", "r2"]),
     ("runs clear", ["etl", "r1", "--task", "extract", "--downstream"]),
     ("tasks mark", ["etl", "r1", "extract", "failed"]), ("runs mark", ["etl", "r1", "success"]),

@@ -71,6 +71,27 @@ def test_runs_trigger_output_json_prints_the_new_run(api_url: str, capsys: pytes
     assert code == 0 and yaml.safe_load(out)["run_id"] == run["run_id"]
 
 
+def test_runs_list_without_a_dag_shows_every_dags_runs(api_url: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text(SPEC.replace("dag_id: etl", "dag_id: other"))
+    assert cli(capsys, "dags", "apply", str(other))[0] == 0
+    for dag_id, run_id in (("etl", "e1"), ("other", "o1"), ("etl", "e2")):
+        assert cli(capsys, "runs", "trigger", dag_id, "--run-id", run_id)[0] == 0
+    assert cli(capsys, "runs", "cancel", "other", "o1")[0] == 0
+    code, out, _ = cli(capsys, "runs", "list")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:3] == ["DAG", "RUN", "STATE"]
+    assert [line.split()[:3] for line in lines[1:]] == [["etl", "e2", "queued"], ["other", "o1", "cancelled"],
+                                                       ["etl", "e1", "queued"]]
+    code, out, _ = cli(capsys, "runs", "list", "--state", "cancelled", "-o", "json")
+    assert code == 0 and [r["run_id"] for r in json.loads(out)] == ["o1"]
+    code, out, _ = cli(capsys, "runs", "list", "--since", "2999-01-01", "-o", "json")
+    assert code == 0 and json.loads(out) == []
+    code, out, _ = cli(capsys, "runs", "list", "etl", "--since", "2000-01-01", "-o", "json")
+    assert code == 0 and [r["run_id"] for r in json.loads(out)] == ["e2", "e1"]
+
+
 def test_every_kind_of_verb_answers_in_json_and_yaml(api_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "dags", "list", "-o", "yaml")
     assert code == 0 and [d["dag_id"] for d in yaml.safe_load(out)] == ["etl"]
