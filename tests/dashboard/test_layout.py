@@ -21,7 +21,10 @@ pytest.importorskip("playwright.sync_api", reason="playwright is not installed (
 from playwright.sync_api import expect
 
 RUN_TIMEOUT_S = 120.0
-VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
+TABLET = {"width": 768, "height": 1024}  # wider than a phone (720 px), narrower than a run's task table
+SMALL_LAPTOP = {"width": 1024, "height": 768}  # just wide enough for tables: their buttons wrap in the cell
+VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, SMALL_LAPTOP, TABLET, PHONE],
+                                    ids=["1280x800", "1024x768", "768x1024", "390x844"])
 
 #: A DAG whose first task fails (no retries) and whose second is then upstream_failed: the run
 #: page shows every action (clear failed, mark run success, clear and mark each task).
