@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from leoflow.model.params_formats import KNOWN as KNOWN_FORMATS
+from leoflow.model.params_validator import FORMATS
 from leoflow.model.states import TASK_STATES
 from tests.dashboard.conftest import DESKTOP, PHONE, Browse, LiveServer, require_runs_execute, sign_in
 
@@ -43,6 +45,7 @@ PARAMS_DAG = {
         "limit": {"type": "integer", "minimum": 1, "default": 10},
         "mode": {"type": "string", "enum": ["full", "delta"], "default": "delta"},
         "note": {"type": "string"},
+        "at": {"type": "string", "format": "date-time"},
         "options": {"type": "object", "default": {}}}},
     "tasks": [{"id": "only", "image": "busybox:1.36", "command": ["true"]}],
 }
@@ -109,6 +112,15 @@ def test_the_legend_knows_every_task_state() -> None:
     listed = re.search(r"export const TASK_STATES = \[([^\]]*)\]", source)
     assert listed is not None
     assert re.findall(r'"([a-z_]+)"', listed.group(1)) == list(TASK_STATES)
+
+
+def test_the_trigger_forms_format_examples_pass_the_servers_checks() -> None:
+    source = (Path(__file__).resolve().parents[2] / "leoflow/api/static/js/params.js").read_text()
+    block = re.search(r"const FORMAT_EXAMPLES = \{(.*?)\};", source, re.S)
+    assert block is not None
+    examples = dict(re.findall(r'"?([a-z0-9-]+)"?: "([^"]*)"', block.group(1)))
+    assert len(examples) >= 9 and set(examples) <= KNOWN_FORMATS, examples
+    assert {name: value for name, value in examples.items() if not FORMATS.conforms(value, name)} == {}
 
 
 def test_sign_in_lands_on_the_dags_page(server: LiveServer, open_page: Callable[..., Browse]) -> None:
@@ -183,8 +195,10 @@ def test_the_trigger_forms_fields_are_styled_alike(viewport: dict[str, int], ser
     look = ("el => { const s = getComputedStyle(el); return [s.borderTopWidth, s.borderTopStyle, s.borderTopColor, "
             "s.borderRadius, s.paddingLeft, s.backgroundColor, s.color, s.fontFamily]; }")
     reference = page.get_by_test_id("trigger-run-id").evaluate(look)  # a styled text input
-    for testid in ("param-day", "param-limit", "param-mode", "param-note"):
+    for testid in ("param-day", "param-limit", "param-mode", "param-note", "param-at"):
         assert page.get_by_test_id(testid).evaluate(look) == reference, testid
+    # a format the server checks shows an example of it
+    expect(page.get_by_test_id("param-at")).to_have_attribute("placeholder", "e.g. 2026-11-01T09:30:00Z")
     options = page.get_by_test_id("param-options").evaluate(look)  # JSON: a textarea in the mono font
     assert options[:7] == reference[:7]
     height = page.get_by_test_id("trigger-run-id").evaluate("el => el.offsetHeight")

@@ -5,6 +5,15 @@
 
 import { h } from "./dom.js";
 
+/** An example of each string format the server checks (leoflow/model/params_formats.py), shown
+ * as the field's placeholder: "2026-11-01 09:30" is not a date-time there, and the form says so
+ * before the 422 does. (date has the browser's date picker.) */
+const FORMAT_EXAMPLES = {
+  "date-time": "2026-11-01T09:30:00Z", time: "09:30:00Z", email: "name@example.com", hostname: "db.example.com",
+  ipv4: "192.0.2.10", ipv6: "2001:db8::10", uri: "https://example.com/path", "uri-reference": "/path?query",
+  uuid: "123e4567-e89b-12d3-a456-426614174000",
+};
+
 function typeOf(schema) {
   const t = Array.isArray(schema.type) ? schema.type.find((x) => x !== "null") : schema.type;
   if (Array.isArray(schema.enum)) return "enum";
@@ -28,7 +37,8 @@ function field(name, schema, required) {
       max: schema.maximum, value: has ? String(schema.default) : "" });
   } else if (kind === "string") {
     const type = schema.format === "date" ? "date" : "text";
-    input = h("input", { ...attrs, type, spellcheck: "false", maxlength: schema.maxLength, value: has ? schema.default : "" });
+    input = h("input", { ...attrs, type, spellcheck: "false", maxlength: schema.maxLength, value: has ? schema.default : "",
+      placeholder: FORMAT_EXAMPLES[schema.format] ? `e.g. ${FORMAT_EXAMPLES[schema.format]}` : undefined });
   } else {
     input = h("textarea", { ...attrs, rows: 3, spellcheck: "false" }, has ? JSON.stringify(schema.default, null, 2) : "");
   }
