@@ -90,8 +90,8 @@ def apply_dags(url: str, count: int, seed: str) -> float:
 
 async def _apply_through_store(url: str, count: int) -> None:
     from leoflow.clock import SystemClock
-    from leoflow.db import dag_store
     from leoflow.db.connection.engine import make_async_engine
+    from leoflow.db.stores import dags as dag_store
     from leoflow.model.spec import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 

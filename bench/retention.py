@@ -45,9 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.private_database import benchmark_database  # noqa: E402
 from leoflow.clock import SystemClock  # noqa: E402
-from leoflow.db import dag_store  # noqa: E402
 from leoflow.db.connection.database import Connection, Database  # noqa: E402
 from leoflow.db.connection.engine import make_async_engine  # noqa: E402
+from leoflow.db.stores import dags as dag_store  # noqa: E402
+from leoflow.db.stores import runs as run_store  # noqa: E402
 from leoflow.executor.memory import MemoryExecutor  # noqa: E402
 from leoflow.housekeeping import retention  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
@@ -122,7 +123,7 @@ async def workload(engine: Any, stop: asyncio.Event, latencies: list[tuple[float
     while not stop.is_set() or pending:
         if not stop.is_set():
             async with engine.begin() as conn:
-                run_id = await dag_store.trigger_run(conn, "live", run_id=None, conf={}, clock=clock)
+                run_id = await run_store.trigger_run(conn, "live", run_id=None, conf={}, clock=clock)
             pending[run_id] = time.monotonic()
         async with engine.connect() as conn:
             from sqlalchemy import text

@@ -225,8 +225,8 @@ def fan_spec(tasks: int, max_active_runs: int, dag_id: str = DAG_ID) -> dict[str
 
 
 def apply_spec(url: str, tasks: int, max_active_runs: int, dag_id: str = DAG_ID) -> None:
-    from leoflow.db import dag_store
     from leoflow.db.connection.engine import make_async_engine
+    from leoflow.db.stores import dags as dag_store
     from leoflow.model.spec import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 
@@ -363,8 +363,8 @@ CATCH_UP, URGENT, PLAIN = "bench-catch-up", "bench-urgent", "bench-plain"
 
 
 def apply_fairness_specs(url: str, tasks: int) -> None:
-    from leoflow.db import dag_store
     from leoflow.db.connection.engine import make_async_engine
+    from leoflow.db.stores import dags as dag_store
     from leoflow.model.spec import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 

@@ -23,9 +23,9 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.params import page, path_id, query_cursor, query_limit
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.clock import SystemClock
-from leoflow.db import api_queries
 from leoflow.db.stores import backfills as backfill_store
 from leoflow.db.stores import dag_versions
+from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.backfills import NewBackfill
 from leoflow.errors import ValidationFailed
 from leoflow.model.backfill import backfill_slots, check_slots, parse_backfill_request
@@ -65,7 +65,7 @@ async def list_backfills(request: Request) -> Response:
     before = query_cursor(request, "backfills", int)
     async with api_state(request).db.connect() as conn:
         rows = await backfill_store.list_backfills(conn, dag_id, before_id=before, limit=limit)
-        if not rows and not await api_queries.dag_exists(conn, dag_id):
+        if not rows and not await dag_store.dag_exists(conn, dag_id):
             raise not_found(dag_id)
     return JsonResponse(page(rows, limit, lambda r: r["id"], "backfills"))
 

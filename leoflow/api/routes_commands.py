@@ -27,6 +27,7 @@ from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.routes_runs import PUBLIC_RUN, path_run_id
 from leoflow.db import api_queries
 from leoflow.db.stores import commands as command_store
+from leoflow.db.stores import dags as dag_store
 from leoflow.model.limits import TASK_ID
 from leoflow.model.run_commands import MarkRequest, parse_clear, parse_mark, parse_mark_run, unknown_tasks
 
@@ -43,7 +44,7 @@ def _principal_name(request: Request) -> str | None:
 
 async def _run(request: Request, conn: Any, dag_id: str, run_id: str) -> dict[str, Any]:
     # A deleted DAG's runs (cancelled with it) take no commands: a clear would re-open one (issue 44).
-    if not await api_queries.dag_exists(conn, dag_id):
+    if not await dag_store.dag_exists(conn, dag_id):
         raise not_found(dag_id)
     run = await api_queries.get_run(conn, dag_id, run_id)
     if run is None:
@@ -116,7 +117,7 @@ async def _answer(request: Request, command_id: int, dag_id: str, run_id: str) -
             state = await command_store.command_state(conn, command_id)
             if state is not None and state.applied_at is not None:
                 run = await api_queries.get_run(conn, dag_id, run_id)
-                deleted = state.error is not None and not await api_queries.dag_exists(conn, dag_id)
+                deleted = state.error is not None and not await dag_store.dag_exists(conn, dag_id)
                 break
         if loop.time() >= deadline:
             return JsonResponse({"command": {"id": command_id, "state": "pending"}}, status_code=202)

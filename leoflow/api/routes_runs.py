@@ -19,8 +19,10 @@ from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock
-from leoflow.db import api_documents, api_queries, dag_store
+from leoflow.db import api_documents, api_queries
 from leoflow.db.stores import dag_versions
+from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores import runs as run_store
 from leoflow.model.limits import RUN_ID, TASK_ID
 from leoflow.model.params import validate_conf
 from leoflow.model.run_request import parse_run_request
@@ -53,7 +55,7 @@ async def _run_or_404(request: Request, conn: Any, *, with_tasks: bool) -> dict[
     run_id = path_run_id(request)
     run = await api_queries.get_run(conn, dag_id, run_id, with_tasks=with_tasks)
     if run is None:
-        if not await api_queries.dag_exists(conn, dag_id):
+        if not await dag_store.dag_exists(conn, dag_id):
             raise not_found(dag_id)
         raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
     return run
@@ -70,7 +72,7 @@ async def trigger_run(request: Request) -> Response:
             raise not_found(dag_id)
         if target.params is not None:
             conf = await checked_conf(target.params, conf)
-        created = await dag_store.trigger_run(write.conn, dag_id, run_id=wanted.run_id, conf=conf,
+        created = await run_store.trigger_run(write.conn, dag_id, run_id=wanted.run_id, conf=conf,
                                               clock=SystemClock(), run_timeout_seconds=wanted.run_timeout_seconds)
         write.details["run_id"] = write.run_id = created
         run = await api_queries.get_run(write.conn, dag_id, created)
@@ -101,7 +103,7 @@ async def list_runs(request: Request) -> Response:
     before = query_cursor(request, "runs", int)
     async with api_state(request).db.connect() as conn:
         rows = await api_queries.list_runs(conn, dag_id, before_id=before, limit=limit, state=state)
-        if not rows and not await api_queries.dag_exists(conn, dag_id):
+        if not rows and not await dag_store.dag_exists(conn, dag_id):
             raise not_found(dag_id)
     result = page(rows, limit, lambda r: r["id"], "runs")
     result["items"] = [_run(r) for r in result["items"]]
@@ -164,7 +166,7 @@ async def get_run(request: Request) -> Response:
         while True:
             async with state.db.raw() as conn:
                 document = await api_documents.run_with_tasks(conn, dag_id, run_id)
-                if document is None and not await api_documents.dag_exists(conn, dag_id):
+                if document is None and not await dag_store.dag_exists(conn, dag_id):
                     raise not_found(dag_id)
             if document is None:
                 raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
@@ -189,7 +191,7 @@ async def cancel_run(request: Request) -> Response:
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
     async with audited_transaction(request) as write:
-        await dag_store.cancel_run(write.conn, dag_id, run_id)
+        await run_store.cancel_run(write.conn, dag_id, run_id)
         run = await api_queries.get_run(write.conn, dag_id, run_id)
     assert run is not None
     return JsonResponse(_run(run))

@@ -10,8 +10,8 @@ from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.params import INTEGER_MAX, page, path_id, query_cursor, query_limit
 from leoflow.api.routes_dags import detail_for, not_found, path_dag_id
-from leoflow.db import api_queries
 from leoflow.db.stores import dag_versions
+from leoflow.db.stores import dags as dag_store
 
 
 async def list_versions(request: Request) -> Response:
@@ -20,7 +20,7 @@ async def list_versions(request: Request) -> Response:
     before = query_cursor(request, "versions", int)
     async with api_state(request).db.connect() as conn:
         rows = await dag_versions.list_versions(conn, dag_id, before=before, limit=limit)
-        if not rows and not await api_queries.dag_exists(conn, dag_id):
+        if not rows and not await dag_store.dag_exists(conn, dag_id):
             raise not_found(dag_id)
     if request.state.principal.scope != "admin":  # spec_hash is for admins (see routes_dags' module doc)
         for row in rows:
@@ -33,7 +33,7 @@ async def get_version(request: Request) -> Response:
     number = path_id(request, "version", f"version of DAG {dag_id!r}", maximum=INTEGER_MAX)
     async with api_state(request).db.connect() as conn:
         version = await dag_versions.get_version(conn, dag_id, number)
-        if version is None and not await api_queries.dag_exists(conn, dag_id):
+        if version is None and not await dag_store.dag_exists(conn, dag_id):
             raise not_found(dag_id)
     if version is None:
         raise ApiError(404, f"version {number} of DAG {dag_id!r} not found")

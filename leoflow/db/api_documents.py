@@ -9,16 +9,17 @@ answers in :mod:`leoflow.api.routes_runs`; timestamps are ISO 8601 in UTC (the A
 sessions run with ``TimeZone=UTC``).
 
 These functions take a raw psycopg connection from the API pool (:mod:`leoflow.db.connection.api_pool`) and
-return ``None`` for a missing object, so the route decides between 404s.
+return ``None`` for a missing object, so the route decides between 404s
+(:func:`leoflow.db.stores.dags.dag_exists`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection
 
-from leoflow.db.connection.api_pool import PoolConnection
+from leoflow.db.connection.api_pool import reading_cursor
 
 _RUN_WITH_TASKS = """
 SELECT json_build_object(
@@ -37,21 +38,9 @@ SELECT json_build_object(
  WHERE r.dag_id = %s AND r.run_id = %s
 """
 
-_DAG_EXISTS = "SELECT EXISTS (SELECT 1 FROM dags WHERE dag_id = %s AND NOT deleted)"
-
-
-def _cursor(conn: AsyncConnection[Any]) -> AsyncCursor[Any]:
-    return conn.reading_cursor() if isinstance(conn, PoolConnection) else conn.cursor()
-
 
 async def run_with_tasks(conn: AsyncConnection[Any], dag_id: str, run_id: str) -> str | None:
     """The run's public JSON document with its task instances (ordered by task id)."""
-    cursor = await _cursor(conn).execute(_RUN_WITH_TASKS, (dag_id, run_id))
+    cursor = await reading_cursor(conn).execute(_RUN_WITH_TASKS, (dag_id, run_id))
     row = await cursor.fetchone()
     return None if row is None else str(row[0])
-
-
-async def dag_exists(conn: AsyncConnection[Any], dag_id: str) -> bool:
-    cursor = await _cursor(conn).execute(_DAG_EXISTS, (dag_id,))
-    row = await cursor.fetchone()
-    return bool(row and row[0])

@@ -1,4 +1,4 @@
-"""Read queries behind the HTTP API's lists and detail pages (writes live in ``dag_store``).
+"""Read queries behind the HTTP API's lists and detail pages (writes live in :mod:`leoflow.db.stores`).
 
 Every list is keyset-paginated (``WHERE key > cursor ORDER BY key LIMIT n + 1``), so a page
 costs the same on page 1 and page 10,000 and never holds a snapshot open; the extra row tells
@@ -69,11 +69,6 @@ async def get_dag(conn: AsyncConnection, dag_id: str) -> dict[str, Any] | None:
              .where(dags.c.dag_id == dag_id, dags.c.deleted.is_(False)))
     row = (await conn.execute(query)).first()
     return _row(row) if row else None
-
-
-async def dag_exists(conn: AsyncConnection, dag_id: str) -> bool:
-    query = select(dags.c.dag_id).where(dags.c.dag_id == dag_id, dags.c.deleted.is_(False))
-    return (await conn.execute(query)).first() is not None
 
 
 # --------------------------------------------------------------------------- runs

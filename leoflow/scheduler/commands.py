@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from leoflow.db import dag_store
 from leoflow.db.completion_store import FinishedRun
 from leoflow.db.stores import commands as command_store
+from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.commands import Command
 from leoflow.errors import ValidationFailed, is_leader_fault
 from leoflow.model.run_commands import (

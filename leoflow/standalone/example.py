@@ -1,9 +1,9 @@
 """``--example``: apply the sample DAG shipped in the package and trigger one run of it.
 
 It goes through the same store functions the API's ``PUT /dags`` and ``POST .../runs`` use
-(:mod:`leoflow.db.dag_store`), in one transaction: either the DAG is applied *and* a run is
-queued, or nothing changed. Triggering NOTIFYs the leader, which picks the run up at once (or at
-its first tick if it is not elected yet).
+(:mod:`leoflow.db.stores.dags`, :mod:`leoflow.db.stores.runs`), in one transaction: either the DAG
+is applied *and* a run is queued, or nothing changed. Triggering NOTIFYs the leader, which picks
+the run up at once (or at its first tick if it is not elected yet).
 
 Failure semantics: an invalid packaged spec raises :class:`~leoflow.errors.ValidationFailed`
 (a packaging bug; tests guard against it); a database problem propagates to the caller, which
@@ -37,7 +37,8 @@ def example_spec_data() -> object:
 
 
 async def _apply_and_trigger(settings: Settings) -> ExampleRun:
-    from leoflow.db.dag_store import apply_dag, trigger_run
+    from leoflow.db.stores.dags import apply_dag
+    from leoflow.db.stores.runs import trigger_run
     from leoflow.model.spec import parse_dag_spec
 
     spec = parse_dag_spec(example_spec_data())

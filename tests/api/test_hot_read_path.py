@@ -20,6 +20,7 @@ from sqlalchemy import text
 from leoflow.db import api_documents
 from leoflow.db.connection import api_pool as pool_module
 from leoflow.db.connection.api_pool import PooledDatabase
+from leoflow.db.stores import dags as dag_store
 from leoflow.errors import DatabaseUnavailable
 from leoflow.settings import Settings
 
@@ -159,7 +160,7 @@ def test_hot_reads_reuse_their_connections_cursor(settings: Settings) -> None:
             async with db.raw() as conn:
                 cursor = conn.reading_cursor()
                 assert cursor.pgresult is None
-                assert await api_documents.dag_exists(conn, "nope") is False
+                assert await dag_store.dag_exists(conn, "nope") is False
                 assert cursor.pgresult is not None  # the statement ran on this very cursor
             async with db.raw() as conn:
                 assert conn.reading_cursor() is cursor

@@ -95,8 +95,9 @@ def test_scheduled_dags_need_defaults_that_validate_and_their_runs_get_them(sett
 
     async def main() -> None:
         from leoflow.clock import SystemClock
-        from leoflow.db import dag_store, scheduler_store
+        from leoflow.db import scheduler_store
         from leoflow.db.scheduler_store import PlannedRuns
+        from leoflow.db.stores import dags as dag_store
 
         engine = make_async_engine(settings.database, pool_size=2)
         try:

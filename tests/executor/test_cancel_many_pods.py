@@ -22,9 +22,9 @@ import time
 from typing import Any
 
 from leoflow.aiotasks import cancel_and_wait, start_guarded
-from leoflow.db import dag_store
 from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import runs as run_store
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.leadership import LeaderContext
 from leoflow.scheduler.service import SchedulerService
@@ -74,7 +74,7 @@ def test_cancelling_400_running_pods_keeps_the_scheduler_going(settings: Setting
                                  lambda r: r[0][0] == PODS, timeout=120, every=0.2)
                 fake_k8s.inject(Fault("log", delay=0.25, times=10 * PODS))
                 async with probe.begin() as conn:
-                    await dag_store.cancel_run(conn, "big", big)
+                    await run_store.cancel_run(conn, "big", big)
                 cancelled_at = time.monotonic()
                 small = await trigger(probe, "small")
                 await eventually(lambda: run_state(probe, small), lambda state: state == "success", timeout=90,

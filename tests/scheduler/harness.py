@@ -12,9 +12,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from leoflow.clock import Clock, SystemClock
-from leoflow.db import dag_store
 from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores import runs as run_store
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.model.spec import parse_dag_spec
@@ -46,7 +47,7 @@ async def apply(engine: AsyncEngine, doc: dict[str, Any], clock: Clock | None = 
 
 async def trigger(engine: AsyncEngine, dag_id: str, run_id: str | None = None, clock: Clock | None = None) -> str:
     async with engine.begin() as conn:
-        return await dag_store.trigger_run(conn, dag_id, run_id=run_id, conf={}, clock=clock or SystemClock())
+        return await run_store.trigger_run(conn, dag_id, run_id=run_id, conf={}, clock=clock or SystemClock())
 
 
 async def rows(engine: AsyncEngine, sql: str, **params: Any) -> list[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from leoflow.db import dag_store
+from leoflow.db.stores import runs as run_store
 from leoflow.settings import Settings
 from tests.scheduler.conftest import SweepRepairs
 from tests.scheduler.harness import apply, in_conn, rows, trigger
@@ -147,7 +147,7 @@ def test_a_cancelled_run_is_terminal_when_the_cancel_commits(settings: Settings)
             run = await started(st, {"dag_id": "cancel", "tasks": [container("a"), container("b", "a")]})
             st.report(st.key("cancel", run, "a"), "running")
             await st.tick()
-            await in_conn(st.engine, lambda c: dag_store.cancel_run(c, "cancel", run))
+            await in_conn(st.engine, lambda c: run_store.cancel_run(c, "cancel", run))
             assert (await st.run(run))[0] == "cancelled"  # no scheduler step needed
             await st.tick(periodic=True)
             await asyncio.gather(*st.core._kill_tasks)

@@ -14,7 +14,8 @@ from datetime import timedelta
 
 import pytest
 
-from leoflow.db import dag_store
+from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores import runs as run_store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.spec import parse_dag_spec
 from leoflow.settings import Settings
@@ -84,7 +85,7 @@ def test_300_dag_versions_in_one_batch_schedule_correctly(settings: Settings) ->
                 for i in range(300):
                     spec = parse_dag_spec({"dag_id": f"d{i:03d}", "tasks": [container("a"), container("b", "a")]})
                     await dag_store.apply_dag(conn, spec, clock=st.clock)
-                    runs[spec.dag_id] = await dag_store.trigger_run(conn, spec.dag_id, run_id=None, conf={},
+                    runs[spec.dag_id] = await run_store.trigger_run(conn, spec.dag_id, run_id=None, conf={},
                                                                     clock=st.clock)
             await st.tick(periodic=True)
             assert len(st.executor.launched) == 300

@@ -1,4 +1,4 @@
-"""The API-side DAG/run writes (leoflow.db.dag_store) against a real PostgreSQL."""
+"""The API-side DAG/run writes (leoflow.db.stores.dags and .runs) against a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import FakeClock
-from leoflow.db import dag_store
 from leoflow.db.connection import wakeup
 from leoflow.db.connection.engine import libpq_url, make_async_engine
+from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores import runs as run_store
 from leoflow.errors import Conflict, NotFound, ValidationFailed
 from leoflow.model.spec import parse_dag_spec
 from leoflow.settings import Settings
@@ -81,25 +82,25 @@ def test_trigger_run_queues_a_manual_run_notifies_and_rejects_duplicates(setting
     listener = psycopg.connect(libpq_url(settings.require_database_url()), autocommit=True)
     try:
         listener.execute(f"LISTEN {wakeup.WAKEUP_CHANNEL}")
-        run_id = in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id=None, conf={"x": 1}, clock=clock))
+        run_id = in_tx(settings, lambda c: run_store.trigger_run(c, "etl", run_id=None, conf={"x": 1}, clock=clock))
         assert run_id == "manual__2026-02-01T12:00:00+00:00"
         payloads = [n.payload for n in listener.notifies(timeout=5, stop_after=1)]
         assert payloads == ["etl"]
     finally:
         listener.close()
     # A second generated id in the same instant still gets a unique id.
-    second = in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id=None, conf={}, clock=clock))
+    second = in_tx(settings, lambda c: run_store.trigger_run(c, "etl", run_id=None, conf={}, clock=clock))
     assert second.startswith(run_id + "_")
-    in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id="mine", conf={}, clock=clock))
+    in_tx(settings, lambda c: run_store.trigger_run(c, "etl", run_id="mine", conf={}, clock=clock))
     with pytest.raises(Conflict):
-        in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id="mine", conf={}, clock=clock))
+        in_tx(settings, lambda c: run_store.trigger_run(c, "etl", run_id="mine", conf={}, clock=clock))
     with pytest.raises(NotFound):
-        in_tx(settings, lambda c: dag_store.trigger_run(c, "nope", run_id=None, conf={}, clock=clock))
+        in_tx(settings, lambda c: run_store.trigger_run(c, "nope", run_id=None, conf={}, clock=clock))
     with pytest.raises(ValidationFailed) as info:
-        in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id="bad id/", conf={}, clock=clock))
+        in_tx(settings, lambda c: run_store.trigger_run(c, "etl", run_id="bad id/", conf={}, clock=clock))
     assert info.value.path == "run_id"
     with pytest.raises(ValidationFailed) as info:
-        in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id=None, conf=[1], clock=clock))  # type: ignore[arg-type]
+        in_tx(settings, lambda c: run_store.trigger_run(c, "etl", run_id=None, conf=[1], clock=clock))  # type: ignore[arg-type]
     assert info.value.path == "conf"
     rows = query(settings, "SELECT run_id, state, run_type, conf FROM dag_runs WHERE run_id = :r", r=run_id)
     assert rows == [("manual__2026-02-01T12:00:00+00:00", "queued", "manual", {"x": 1})]
@@ -108,7 +109,7 @@ def test_trigger_run_queues_a_manual_run_notifies_and_rejects_duplicates(setting
 def test_cancel_run_cancels_unfinished_tasks_and_flags_live_tries(settings: Settings) -> None:
     clock = FakeClock()
     in_tx(settings, lambda c: dag_store.apply_dag(c, parse_dag_spec(spec_doc()), clock=clock))
-    in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id="r1", conf={}, clock=clock))
+    in_tx(settings, lambda c: run_store.trigger_run(c, "etl", run_id="r1", conf={}, clock=clock))
     # Simulate a started run: task a running with a live try, b pending, plus a finished task.
     query(settings, """
         WITH r AS (UPDATE dag_runs SET state = 'running' WHERE run_id = 'r1' RETURNING id),
@@ -120,27 +121,27 @@ def test_cancel_run_cancels_unfinished_tasks_and_flags_live_tries(settings: Sett
         SELECT id, try_number, CASE WHEN task_id = 'a' THEN 'running' ELSE 'success' END, 1
         FROM ti WHERE try_number > 0 RETURNING id
     """)
-    in_tx(settings, lambda c: dag_store.cancel_run(c, "etl", "r1"))
+    in_tx(settings, lambda c: run_store.cancel_run(c, "etl", "r1"))
     assert query(settings, "SELECT state FROM dag_runs WHERE run_id = 'r1'") == [("cancelled",)]
     assert dict(query(settings, "SELECT task_id, state FROM task_instances")) == {
         "a": "cancelled", "b": "cancelled", "c": "success"}
     assert dict(query(settings, "SELECT ti.task_id, tt.state FROM task_tries tt "
                       "JOIN task_instances ti ON ti.id = tt.task_instance_id")) == {"a": "cancelling", "c": "success"}
     with pytest.raises(Conflict):
-        in_tx(settings, lambda c: dag_store.cancel_run(c, "etl", "r1"))
+        in_tx(settings, lambda c: run_store.cancel_run(c, "etl", "r1"))
     with pytest.raises(NotFound):
-        in_tx(settings, lambda c: dag_store.cancel_run(c, "etl", "nope"))
+        in_tx(settings, lambda c: run_store.cancel_run(c, "etl", "nope"))
 
 
 def test_delete_is_soft_cancels_active_runs_and_reapply_restores(settings: Settings) -> None:
     clock = FakeClock()
     in_tx(settings, lambda c: dag_store.apply_dag(c, parse_dag_spec(spec_doc()), clock=clock))
-    in_tx(settings, lambda c: dag_store.trigger_run(c, "etl", run_id="r1", conf={}, clock=clock))
+    in_tx(settings, lambda c: run_store.trigger_run(c, "etl", run_id="r1", conf={}, clock=clock))
     in_tx(settings, lambda c: dag_store.delete_dag(c, "etl"))
     assert query(settings, "SELECT deleted, next_run_at FROM dags") == [(True, None)]
     assert query(settings, "SELECT state FROM dag_runs") == [("cancelled",)]
     for call in (lambda c: dag_store.delete_dag(c, "etl"), lambda c: dag_store.set_paused(c, "etl", True),
-                 lambda c: dag_store.trigger_run(c, "etl", run_id=None, conf={}, clock=clock)):
+                 lambda c: run_store.trigger_run(c, "etl", run_id=None, conf={}, clock=clock)):
         with pytest.raises(NotFound):
             in_tx(settings, call)
     again = in_tx(settings, lambda c: dag_store.apply_dag(c, parse_dag_spec(spec_doc()), clock=clock))

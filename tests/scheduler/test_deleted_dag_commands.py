@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from leoflow.db import dag_store
 from leoflow.db.stores import commands as command_store
+from leoflow.db.stores import dags as dag_store
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, trigger
 from tests.scheduler.stepper import Stepper, container, stepper

@@ -19,7 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.clock import FakeClock, SystemClock
-from leoflow.db import dag_store
+from leoflow.db.stores import dags as dag_store
 from leoflow.errors import FencedOut
 from leoflow.model import timetable
 from leoflow.model.graph import GraphCache

@@ -21,7 +21,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st_
 from sqlalchemy import text
 
-from leoflow.db import api_queries, dag_store, executor_store, migrations, queued_tries
+from leoflow.db import api_queries, executor_store, migrations, queued_tries
+from leoflow.db.stores import runs as run_store
 from leoflow.errors import Conflict
 from leoflow.executor.naming import try_name
 from leoflow.model.tries import TaskLaunch
@@ -113,7 +114,7 @@ async def play(st: Stepper, dag_id: str, ops: list[Op]) -> dict[str, Any]:
         elif kind == "cancel":
             try:
                 async with st.engine.begin() as conn:
-                    await dag_store.cancel_run(conn, dag_id, run_id)
+                    await run_store.cancel_run(conn, dag_id, run_id)
                 seen.append((kind, "cancelled"))
             except Conflict:
                 seen.append((kind, "already ended"))
@@ -311,7 +312,7 @@ async def race(settings: Settings, first: str) -> tuple[list[Any], dict[int, Any
                     launches=[(launch.task_try_id, "pod-a", launch.key)]))
 
             async def cancel() -> None:
-                await dag_store.cancel_run(cancel_conn, dag_id, run_id)
+                await run_store.cancel_run(cancel_conn, dag_id, run_id)
 
             (one, conn_one), (two, conn_two) = sorted(
                 [(claim, claim_conn), (cancel, cancel_conn)], key=lambda pair: pair[0].__name__ != first)

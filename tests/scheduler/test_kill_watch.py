@@ -15,8 +15,9 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db import completion_store, dag_store
+from leoflow.db import completion_store
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import runs as run_store
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.tries import TryKey
 from leoflow.settings import Settings
@@ -64,7 +65,7 @@ def test_a_hanging_kill_is_reported_while_it_hangs_and_timed_once_done(settings:
                     return str((await rows(engine, "SELECT state FROM task_tries"))[0][0])
 
                 async with engine.begin() as conn:
-                    await dag_store.cancel_run(conn, "stuck", run_id)
+                    await run_store.cancel_run(conn, "stuck", run_id)
                 sched.service.poke()
                 await asyncio.wait_for(executor.cancel_started.wait(), timeout=30)
                 # The cancel hangs (until released): it is counted and logged while it hangs.
@@ -106,7 +107,7 @@ def test_a_kill_recorded_while_a_step_lists_its_victims_is_not_done_twice(settin
                 await release.wait()
 
             st.core.executor.cancel = hanging_cancel  # type: ignore[method-assign,assignment]
-            await in_conn(st.engine, lambda c: dag_store.cancel_run(c, "race", run_id))
+            await in_conn(st.engine, lambda c: run_store.cancel_run(c, "race", run_id))
             await st.tick(periodic=True)  # lists the try, spawns its kill, which hangs
             await eventually(lambda: asyncio.sleep(0, len(cancels)), lambda n: n == 1)
             timed = _sample("leoflow_scheduler_kill_duration_seconds_count")

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.clock import FakeClock
-from leoflow.db import dag_store
 from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import dags as dag_store
 from leoflow.errors import FencedOut
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.leadership import LeaderContext

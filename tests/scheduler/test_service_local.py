@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from leoflow.clock import SystemClock
-from leoflow.db import dag_store
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import runs as run_store
 from leoflow.executor.local import LocalExecutor
 from leoflow.settings import Settings
 from tests.scheduler.harness import (
@@ -185,7 +185,7 @@ def test_a_subprocess_reads_its_run_context_and_none_of_leoflows_settings(
             await apply(engine, {"dag_id": "ctx", "tasks": [shell("show", script)]})
             async with running_scheduler(s, LocalExecutor(s, kill_grace=2.0), engine=engine):
                 async with engine.begin() as conn:
-                    await dag_store.trigger_run(conn, "ctx", run_id="r1", conf={"day": "mon"}, clock=SystemClock())
+                    await run_store.trigger_run(conn, "ctx", run_id="r1", conf={"day": "mon"}, clock=SystemClock())
                 await eventually(lambda: run_state(engine, "r1"), lambda st: st in ("success", "failed"), timeout=60)
             assert await run_state(engine, "r1") == "success"
             (content,), = await rows(engine, "SELECT content FROM task_logs")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from leoflow.db import dag_store
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import runs as run_store
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.model.tries import TaskLaunch
 from leoflow.settings import Settings
@@ -105,7 +105,7 @@ def test_cancel_run_makes_the_leader_cancel_running_tries(settings: Settings) ->
             async with running_scheduler(settings, executor, engine=engine):
                 run_id = await trigger(engine, "slow")
                 await eventually(lambda: asyncio.sleep(0, executor.running()), lambda r: len(r) == 1)
-                await in_conn(engine, lambda c: dag_store.cancel_run(c, "slow", run_id))
+                await in_conn(engine, lambda c: run_store.cancel_run(c, "slow", run_id))
                 await eventually(lambda: asyncio.sleep(0, executor.world.cancelled), lambda c: len(c) == 1)
                 await eventually(lambda: rows(engine, "SELECT state FROM task_tries"),
                                  lambda r: r in ([("cancelled",)], [("failed",)]))

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from leoflow.clock import SystemClock
-from leoflow.db import dag_store
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import runs as run_store
 from leoflow.errors import ValidationFailed
 from leoflow.executor.base import Report
 from leoflow.executor.memory import MemoryExecutor, Outcome
@@ -31,7 +31,7 @@ def dag(**task: Any) -> dict[str, Any]:
 
 
 async def trigger_with_conf(engine: Any, run_id: str) -> None:
-    await in_conn(engine, lambda conn: dag_store.trigger_run(conn, "ctx", run_id=run_id, conf=CONF,
+    await in_conn(engine, lambda conn: run_store.trigger_run(conn, "ctx", run_id=run_id, conf=CONF,
                                                              clock=SystemClock()))
 
 

@@ -217,12 +217,12 @@ def test_the_run_deadline_counts_from_the_start_on_the_database_clock(settings: 
 def test_a_trigger_overrides_the_deadline_and_a_run_without_one_has_none(settings: Settings) -> None:
     async def main() -> None:
         from leoflow.clock import SystemClock
-        from leoflow.db import dag_store
+        from leoflow.db.stores import runs as run_store
 
         async with stepper(settings) as st:
             await apply(st.engine, {"dag_id": "override", "run_timeout_seconds": 600, "tasks": [container("a")]})
             async with st.engine.begin() as conn:
-                short = await dag_store.trigger_run(conn, "override", run_id="short", conf={}, clock=SystemClock(),
+                short = await run_store.trigger_run(conn, "override", run_id="short", conf={}, clock=SystemClock(),
                                                     run_timeout_seconds=30)
             await apply(st.engine, {"dag_id": "free", "tasks": [container("a")]})
             free = await trigger(st.engine, "free")

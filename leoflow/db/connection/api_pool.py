@@ -9,7 +9,7 @@ contention (p99 ≈ 180 ms at 1,900 req/s) and ``pool_pre_ping`` adds a round tr
 
 - hot reads run on it directly (``pool.connection()``), in autocommit: one statement, one
   round trip, no BEGIN/ROLLBACK around it;
-- everything written through SQLAlchemy (``dag_store``) runs on an engine *on top of the same
+- everything written through SQLAlchemy (the stores) runs on an engine *on top of the same
   pool* (:func:`engine_on_pool`): SQLAlchemy's ``NullPool`` borrows a psycopg connection per
   checkout, and "closing" a borrowed connection hands it back to the pool
   (:class:`PoolConnection`). One pool, one bound, no second set of connections.
@@ -98,6 +98,11 @@ class PoolConnection(AsyncConnection[Any]):
             # discards it on return and connects a replacement (as its own reset hook would).
             await super().close()
         await pool.putconn(self)
+
+
+def reading_cursor(conn: AsyncConnection[Any]) -> AsyncCursor[Any]:
+    """A cursor for one hot read: the pooled connection's reused one, else a new one."""
+    return conn.reading_cursor() if isinstance(conn, PoolConnection) else conn.cursor()
 
 
 async def _back_to_autocommit(conn: AsyncConnection[Any]) -> None:

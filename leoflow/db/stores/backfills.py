@@ -32,8 +32,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.dag_store import cancel_runs
 from leoflow.db.fragments import ACTIVE_RUNS_SQL, run_deadline_sql
+from leoflow.db.stores.runs import cancel_runs
 from leoflow.errors import Conflict, NotFound
 from leoflow.model.run_ids import scheduled_run_id
 

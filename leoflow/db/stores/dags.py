@@ -1,30 +1,187 @@
-"""Stored DAGs: the SQL for the ``dags`` table (today: the data side of a DAG sync).
+"""Stored DAGs: the ``dags`` table — applied, paused, deleted, synced, looked up.
 
-:func:`sync_dags` applies a set of DAGs as one all-or-nothing operation, inside one transaction
-the caller owns, so either every change of the plan commits or none does. It locks and reads the
-DAG rows the sync may touch, and :func:`leoflow.model.dag_sync.plan_sync` decides what to create,
-change, adopt, refuse and prune (the rules are that module's docstring); this module writes it —
-each apply through :func:`leoflow.db.dag_store.apply_dag` (the semantics of a hand apply), each
-prune through :func:`~leoflow.db.dag_store.delete_dag` (a soft delete that cancels the DAG's
-active runs).
+Every function takes a connection inside a transaction the caller owns, and raises
+:class:`~leoflow.errors.NotFound` / :class:`~leoflow.errors.Conflict` /
+:class:`~leoflow.errors.ValidationFailed` for bad requests; nothing here is fenced, because an
+API replica holds no leadership term. The leader's scheduler only ever moves states forward
+with compare-and-set, so a user's write that lands between two scheduler steps makes the
+scheduler's next CAS a no-op instead of a conflict. ``set_paused`` and ``apply_dag`` send
+``NOTIFY leoflow_wakeup`` (:mod:`leoflow.db.connection.wakeup`) so the leader acts at once.
 
-Syncs are serialised by a transaction-level advisory lock (:data:`SYNC_LOCK`), so a leader's
-sync and a CLI sync never interleave (and cannot deadlock on each other's rows); the lock goes
-with the transaction. A dry run computes the same plan and writes nothing.
+Semantics worth knowing:
+
+- ``apply_dag``: an identical spec (same canonical hash) is a no-op; a changed one creates
+  version N+1 and becomes current, runs keep the version they started with. Either way, a
+  schedule the leader had stopped (``dags.schedule_error``, a contained scheduler error) is
+  re-planned and the error cleared: applying is how a user asks for another try. ``paused`` in the
+  spec is honoured when the DAG is created (or re-created after a delete), never on update.
+- ``delete_dag`` is a soft delete (``dags.deleted``): the DAG disappears from scheduling and
+  triggering, its active runs are cancelled (:func:`leoflow.db.stores.runs.cancel_runs`: their
+  live tries are marked ``cancelling`` for the leader to kill — a hard delete would lose that
+  instruction), and its history stays readable. Its runs take no more commands: cancel, clear
+  and mark answer 404, and a command recorded just before the delete is refused by the leader
+  (:func:`dag_state`), so nothing re-opens them. Re-applying the DAG brings it back as a new
+  version; API listings should filter ``deleted``.
+- ``sync_dags`` applies a set of DAGs as one all-or-nothing operation, inside one transaction
+  the caller owns. It locks and reads the DAG rows the sync may touch, and
+  :func:`leoflow.model.dag_sync.plan_sync` decides what to create, change, adopt, refuse and
+  prune (the rules are that module's docstring); each apply is an :func:`apply_dag` and each prune
+  a :func:`delete_dag`. Syncs are serialised by a transaction-level advisory lock
+  (:data:`SYNC_LOCK`), so a leader's sync and a CLI sync never interleave (and cannot deadlock on
+  each other's rows). A dry run computes the same plan and writes nothing.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
-from leoflow.db import dag_store
-from leoflow.errors import DagOwnershipConflict
+from leoflow.db.connection.api_pool import reading_cursor
+from leoflow.db.connection.wakeup import notify_wakeup
+from leoflow.db.fragments import ACTIVE_RUNS_SQL
+from leoflow.db.stores.runs import cancel_runs
+from leoflow.errors import DagOwnershipConflict, NotFound
 from leoflow.model.dag_files import LocatedDag
 from leoflow.model.dag_sync import DagChange, StoredDag, SyncOptions, SyncPlan, plan_sync
+from leoflow.model.params import default_conf
+from leoflow.model.spec import DagSpec
+from leoflow.model.timetable import first_scheduled_run
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    dag_id: str
+    version: int
+    changed: bool
+
+
+async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> ApplyResult:
+    """Create or update a DAG from a validated spec; identical specs change nothing."""
+    now = clock.now()
+    digest = spec.spec_hash()
+    created = (await conn.execute(text("""
+        INSERT INTO dags (dag_id, paused, schedule, next_run_at, max_active_tasks, created_at, updated_at)
+        VALUES (:dag_id, :paused, :schedule, :next_run_at, :max_active_tasks, :now, :now)
+        ON CONFLICT (dag_id) DO NOTHING
+        RETURNING dag_id
+    """), {"dag_id": spec.dag_id, "paused": spec.paused, "schedule": spec.schedule,
+           "next_run_at": first_scheduled_run(spec, now), "max_active_tasks": spec.max_active_tasks,
+           "now": now})).first() is not None
+    dag = (await conn.execute(text("""
+        SELECT d.deleted, d.schedule_error, v.version, v.spec_hash, v.spec
+        FROM dags d LEFT JOIN dag_versions v ON v.id = d.current_version_id
+        WHERE d.dag_id = :dag_id FOR UPDATE OF d
+    """), {"dag_id": spec.dag_id})).mappings().one()
+    if not created and not dag["deleted"] and dag["spec_hash"] == digest:
+        if dag["schedule_error"] is not None:  # applying it again asks the leader to retry the schedule
+            await conn.execute(text(
+                "UPDATE dags SET next_run_at = :next_run_at, schedule_error = NULL, updated_at = :now "
+                "WHERE dag_id = :dag_id"), {"dag_id": spec.dag_id, "next_run_at": first_scheduled_run(spec, now),
+                                            "now": now})
+            await notify_wakeup(conn, spec.dag_id)
+        return ApplyResult(spec.dag_id, int(dag["version"]), changed=False)
+
+    version = int((await conn.execute(text(
+        "SELECT coalesce(max(version), 0) + 1 FROM dag_versions WHERE dag_id = :dag_id"),
+        {"dag_id": spec.dag_id})).scalar_one())
+    version_id = (await conn.execute(text("""
+        INSERT INTO dag_versions (dag_id, version, spec, spec_hash, default_conf, created_at)
+        VALUES (:dag_id, :version, CAST(:spec AS jsonb), :hash, CAST(:default_conf AS jsonb), :now) RETURNING id
+    """), {"dag_id": spec.dag_id, "version": version, "spec": json.dumps(spec.to_canonical()),
+           "hash": digest, "default_conf": json.dumps(default_conf(spec.params)), "now": now})).scalar_one()
+
+    replan = (created or dag["deleted"] or dag["spec"] is None or dag["schedule_error"] is not None
+              or _schedule_changed(dag["spec"], spec))
+    params: dict[str, Any] = {"dag_id": spec.dag_id, "vid": version_id, "schedule": spec.schedule, "now": now,
+                              "max_active_tasks": spec.max_active_tasks}
+    sets = ("current_version_id = :vid, schedule = :schedule, max_active_tasks = :max_active_tasks, "
+            "deleted = false, updated_at = :now")
+    if replan:
+        sets += ", next_run_at = :next_run_at, schedule_error = NULL"
+        params["next_run_at"] = first_scheduled_run(spec, now)
+    if dag["deleted"]:
+        sets += ", paused = :paused"
+        params["paused"] = spec.paused
+    await conn.execute(text(f"UPDATE dags SET {sets} WHERE dag_id = :dag_id"), params)
+    await notify_wakeup(conn, spec.dag_id)
+    return ApplyResult(spec.dag_id, version, changed=True)
+
+
+def _schedule_changed(stored: dict[str, Any], spec: DagSpec) -> bool:
+    canonical = spec.to_canonical()
+    return any(stored.get(k) != canonical[k] for k in ("schedule", "timezone", "catchup", "start_date"))
+
+
+async def set_paused(conn: AsyncConnection, dag_id: str, paused: bool) -> None:
+    """Pause (no new scheduled runs; running runs finish) or unpause a DAG."""
+    found = (await conn.execute(text(
+        "UPDATE dags SET paused = :paused, updated_at = now() WHERE dag_id = :dag_id AND NOT deleted "
+        "RETURNING dag_id"), {"dag_id": dag_id, "paused": paused})).first()
+    if found is None:
+        raise NotFound(f"DAG {dag_id!r} not found")
+    await notify_wakeup(conn, dag_id)
+
+
+async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
+    """Soft-delete a DAG and cancel its active runs (see the module docstring)."""
+    found = (await conn.execute(text(
+        "UPDATE dags SET deleted = true, next_run_at = NULL, updated_at = now() "
+        "WHERE dag_id = :dag_id AND NOT deleted RETURNING dag_id"), {"dag_id": dag_id})).first()
+    if found is None:
+        raise NotFound(f"DAG {dag_id!r} not found")
+    run_pks = list((await conn.execute(text(
+        f"SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN {ACTIVE_RUNS_SQL} ORDER BY id FOR UPDATE"),
+        {"dag_id": dag_id})).scalars())
+    await cancel_runs(conn, run_pks, reason="DAG deleted")
+    await notify_wakeup(conn, dag_id)
+
+
+#: What :func:`dag_state` finds: the DAG exists, it was deleted (or never existed), or another
+#: transaction is writing its row right now (a delete, perhaps) and the caller should look again later.
+DagState = Literal["live", "deleted", "busy"]
+
+
+async def dag_state(conn: AsyncConnection, dag_id: str, *, share_lock: bool = False) -> DagState:
+    """Whether the DAG ``dag_id`` is live or deleted.
+
+    With ``share_lock`` (the leader applying an operator's command to one of its runs), the row is
+    share-locked so no delete commits between this read and the caller's commit, but without
+    waiting (``SKIP LOCKED``): the caller already holds the run's row lock, and :func:`delete_dag`
+    takes the DAG's row first and the runs' after, so waiting here could deadlock. A row being
+    written is answered ``busy``.
+    """
+    lock = " FOR SHARE SKIP LOCKED" if share_lock else ""
+    query = text(f"SELECT deleted FROM dags WHERE dag_id = :dag_id{lock}")
+    row = (await conn.execute(query, {"dag_id": dag_id})).first()
+    if row is None and share_lock:
+        exists = (await conn.execute(text("SELECT 1 FROM dags WHERE dag_id = :dag_id"), {"dag_id": dag_id})).first()
+        return "busy" if exists is not None else "deleted"
+    return "live" if row is not None and not row.deleted else "deleted"
+
+#: Whether a DAG exists and is not deleted, written once for both kinds of connection.
+_DAG_EXISTS = "SELECT EXISTS (SELECT 1 FROM dags WHERE dag_id = {} AND NOT deleted)"
+_DAG_EXISTS_SQL = text(_DAG_EXISTS.format(":dag_id"))
+_DAG_EXISTS_RAW = _DAG_EXISTS.format("%s")
+
+
+async def dag_exists(conn: AsyncConnection | psycopg.AsyncConnection[Any], dag_id: str) -> bool:
+    """Whether the DAG ``dag_id`` exists and is not deleted: the API's 404 of an empty answer.
+
+    On a store connection, or on a raw one of the API pool (the hot run read holds no other).
+    """
+    if isinstance(conn, psycopg.AsyncConnection):
+        cursor = await reading_cursor(conn).execute(_DAG_EXISTS_RAW, (dag_id,))
+        row = await cursor.fetchone()
+        return bool(row and row[0])
+    return bool((await conn.execute(_DAG_EXISTS_SQL, {"dag_id": dag_id})).scalar())
+
 
 #: ``pg_advisory_xact_lock`` key of DAG syncs: ASCII 'LEOF', 'SYNC' (the migrations use 'LEOF', 'MIGR').
 SYNC_LOCK = (0x4C454F46, 0x53594E43)
@@ -63,12 +220,12 @@ async def sync_dags(conn: AsyncConnection, dags: Sequence[LocatedDag], options: 
     for planned in decision.applies:
         dag, version = planned.dag, planned.version
         if planned.action != "unchanged" and not options.dry_run:
-            version = (await dag_store.apply_dag(conn, dag.spec, clock=clock)).version
+            version = (await apply_dag(conn, dag.spec, clock=clock)).version
         changes.append(DagChange(dag.spec.dag_id, planned.action, dag.file, dag.document, version, planned.adopted))
     if not options.dry_run and decision.applies:
         await conn.execute(_LABEL, {"source": options.source, "ids": [p.dag.spec.dag_id for p in decision.applies]})
     for dag_id in decision.deletions:
         if not options.dry_run:
-            await dag_store.delete_dag(conn, dag_id)
+            await delete_dag(conn, dag_id)
         changes.append(DagChange(dag_id, "deleted"))
     return SyncPlan(options, tuple(changes), decision.missing)
