@@ -183,7 +183,8 @@ def corpus() -> list[Poison]:
              "params.$ref"),
         _dag("scheduled params whose default backtracks", spec(schedule="@daily", params={
             "type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$",
-                                                      "default": "a" * 28 + "!"}}}), 422, "params"),
+                                                      "default": "a" * 28 + "!"}}}), 422,
+             "params.properties.name.default"),  # every DAG's defaults are checked against their property
         _run("run_id taking a scheduled slot (scheduled__…)", {"run_id": "scheduled__2026-11-28T22:27:00+00:00"},
              422, "run_id"),
         # The cluster's pod policy (nothing allowed by default): a DAG author cannot ask for the node.
