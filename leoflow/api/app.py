@@ -81,6 +81,7 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
         ApiRoute("GET", run, routes_runs.get_run, "read"),
         ApiRoute("GET", dag + "/runs", routes_runs.list_runs, "read"),
         ApiRoute("GET", "/api/v2/runs", routes_runs.list_runs_of_every_dag, "read"),
+        ApiRoute("GET", "/api/v2/task-instances", routes_runs.list_tasks_of_every_run, "read"),
         ApiRoute("POST", dag + "/runs", routes_runs.trigger_run, "admin"),
         ApiRoute("GET", run + "/tasks", routes_runs.list_tasks, "read"),
         ApiRoute("GET", task, routes_runs.get_task, "read"),

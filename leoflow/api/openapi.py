@@ -204,6 +204,8 @@ SCHEMAS: dict[str, Any] = {
         "run": _ref("RunDetail")}),
     "CommandPending": _obj({"command": _obj({"id": _INT, "state": {"type": "string", "enum": ["pending"]}})}),
     "TaskInstancePage": _page("TaskInstance"),
+    "TaskInstanceAnywhere": _obj({**_TASK_INSTANCE, "dag_id": _STR, "run_id": _STR}),
+    "TaskInstanceAnywherePage": _page("TaskInstanceAnywhere"),
     "TaskTry": _obj({
         "try_number": _INT, "state": _STR, "executor_ref": _nullable("string"), "term": _INT,
         "queued_at": {"type": "string", "format": "date-time"}, "started_at": _TIME, "ended_at": _TIME,
@@ -366,6 +368,14 @@ def operations() -> dict[str, dict[str, Any]]:
                                _param("dag_id", "query", {"type": "string"}, "Only this DAG's runs"),
                                _param("since", "query", {"type": "string", "maxLength": 40},
                                       "Only runs created at or after this ISO 8601 date (midnight UTC) or time")]),
+        },
+        "/api/v2/task-instances": {
+            "get": _op("List task instances of every run", _json("200", "TaskInstanceAnywherePage"), errors="400",
+                       params=[LIMIT, CURSOR, _state(TASK_STATES),
+                               _param("dag_id", "query", {"type": "string"}, "Only this DAG's task instances"),
+                               _param("since", "query", {"type": "string", "maxLength": 40},
+                                      "Only task instances of runs created at or after this ISO 8601 date "
+                                      "(midnight UTC) or time")]),
         },
         "/api/v2/dags/{dag_id}/runs/{run_id}": {"get": _get_run()},
         "/api/v2/dags/{dag_id}/runs/{run_id}/cancel": {

@@ -209,6 +209,22 @@ async def list_tasks(request: Request) -> Response:
     return JsonResponse(result)
 
 
+async def list_tasks_of_every_run(request: Request) -> Response:
+    """Task instances anywhere, newest first (``leoflow tasks list --state failed``): filters as
+    :func:`list_runs_of_every_dag`'s, ``since`` counting from the run's creation."""
+    limit = query_limit(request)
+    state = query_state(request, TASK_STATES)
+    since = query_since(request)
+    dag_id = request.query_params.get("dag_id") or None
+    before = query_cursor(request, "task-instances", int)
+    async with api_state(request).db.connect() as conn:
+        rows = await api_queries.list_task_instances_of_every_run(conn, before_id=before, limit=limit, state=state,
+                                                                  since=since, dag_id=dag_id)
+    result = page(rows, limit, lambda r: r["id"], "task-instances")
+    result["items"] = [_ti(r) for r in result["items"]]
+    return JsonResponse(result)
+
+
 async def task_or_404(request: Request, conn: Any) -> dict[str, Any]:
     run = await _run_or_404(request, conn, with_tasks=False)
     task_id: str = request.path_params["task_id"]

@@ -1,8 +1,10 @@
 """``leoflow tasks ...``: task instances — list, show, mark, and their logs (``--follow``: live).
 
-``tasks list`` prints a run's task instances in the DAG's order (upstreams first, as the
-dashboard shows them), not alphabetically. ``tasks mark`` is a day-2 command applied by the
-leader, reported as ``runs clear|mark`` are (:func:`leoflow.cli.runs.report`).
+``tasks list DAG RUN`` prints a run's task instances in the DAG's order (upstreams first, as
+the dashboard shows them), not alphabetically; without RUN it lists task instances of every run
+(or of one DAG's runs), newest first, filtered by ``--state`` and ``--since``. ``tasks mark``
+is a day-2 command applied by the leader, reported as ``runs clear|mark`` are
+(:func:`leoflow.cli.runs.report`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from leoflow.cli.api_client import Api, dag_path, q, run_path
 from leoflow.cli.dags import in_dag_order
 from leoflow.cli.output import emitted, short, table, usage
 from leoflow.cli.runs import report
-from leoflow.cli.verbs import noun, verb
+from leoflow.cli.verbs import check_limit, noun, verb
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings
@@ -27,11 +29,15 @@ TASK = "/api/v2/dags/{dag_id}/runs/{run_id}/tasks"
 
 def register(sub: Any) -> None:
     tasks = noun(sub, "tasks", "task instances: list, show, mark, and their logs (via the HTTP API)")
-    lst = verb(tasks, "list", "list a run's task instances, in the DAG's order", tasks_list, f"GET {TASK}",
-               "GET /api/v2/dags/{dag_id}")
-    lst.add_argument("dag_id", metavar="DAG")
-    lst.add_argument("run_id", metavar="RUN")
+    lst = verb(tasks, "list", "list a run's task instances in the DAG's order; without RUN, task instances of "
+               "every run (or DAG's runs), newest first", tasks_list, f"GET {TASK}", "GET /api/v2/dags/{dag_id}",
+               "GET /api/v2/task-instances")
+    lst.add_argument("dag_id", metavar="DAG", nargs="?", help="only this DAG's (default: every DAG's)")
+    lst.add_argument("run_id", metavar="RUN", nargs="?", help="only this run's, in the DAG's order")
     lst.add_argument("--state", help="only task instances in this state")
+    lst.add_argument("--since", metavar="TIME",
+                     help="without RUN: only task instances of runs created at or after TIME (ISO 8601)")
+    lst.add_argument("--limit", type=int, default=50, help="without RUN: most to show (default 50)")
     show = verb(tasks, "show", "show a task instance and every try", tasks_show, f"GET {TASK}/{{task_id}}")
     show.add_argument("dag_id", metavar="DAG")
     show.add_argument("run_id", metavar="RUN")
@@ -53,6 +59,10 @@ def register(sub: Any) -> None:
 
 
 def tasks_list(args: argparse.Namespace, client: ClientSettings) -> int:
+    if args.run_id is None:
+        return _tasks_anywhere(args, client)
+    if args.since:
+        usage("--since lists task instances across runs: leave out RUN")
     with Api(client) as api:
         params = {"state": args.state} if args.state else {}
         items = api.pages(f"{run_path(args.dag_id, args.run_id)}/tasks", params)
@@ -63,6 +73,19 @@ def tasks_list(args: argparse.Namespace, client: ClientSettings) -> int:
     table([[t["task_id"], t["state"], f"{t['try_number']}/{t['max_tries']}", short(t["started_at"]),
             short(t["ended_at"]), t["reason"] or ""] for t in items],
           ["TASK", "STATE", "TRIES", "STARTED", "ENDED", "REASON"])
+    return 0
+
+
+def _tasks_anywhere(args: argparse.Namespace, client: ClientSettings) -> int:
+    params = {"state": args.state, "since": args.since, "dag_id": args.dag_id}
+    with Api(client) as api:
+        items = api.pages("/api/v2/task-instances", {k: v for k, v in params.items() if v},
+                          limit=check_limit(args.limit))
+    if emitted(args, items):
+        return 0
+    table([[t["dag_id"], t["run_id"], t["task_id"], t["state"], f"{t['try_number']}/{t['max_tries']}",
+            short(t["started_at"]), short(t["ended_at"]), t["reason"] or ""] for t in items],
+          ["DAG", "RUN", "TASK", "STATE", "TRIES", "STARTED", "ENDED", "REASON"])
     return 0
 
 

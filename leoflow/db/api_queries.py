@@ -156,6 +156,25 @@ async def list_task_instances(conn: AsyncConnection, run_pk: int, *, after: str 
     return [_row(r) for r in await conn.execute(query)]
 
 
+async def list_task_instances_of_every_run(conn: AsyncConnection, *, before_id: int | None, limit: int,
+                                           state: str | None, since: datetime | None,
+                                           dag_id: str | None) -> list[dict[str, Any]]:
+    """Task instances of every run (or of ``dag_id``'s runs) created at or after ``since``, newest first,
+    up to ``limit + 1`` rows older than ``before_id``; each names its ``dag_id`` and ``run_id``."""
+    query = (select(*_TI_COLUMNS, runs.c.dag_id, runs.c.run_id)
+             .select_from(tis.join(runs, runs.c.id == tis.c.run_pk))
+             .order_by(tis.c.id.desc()).limit(limit + 1))
+    if before_id is not None:
+        query = query.where(tis.c.id < before_id)
+    if state is not None:
+        query = query.where(tis.c.state == state)
+    if since is not None:
+        query = query.where(runs.c.created_at >= since)
+    if dag_id is not None:
+        query = query.where(runs.c.dag_id == dag_id)
+    return [_row(r) for r in await conn.execute(query)]
+
+
 async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) -> dict[str, Any] | None:
     """One task instance with all its tries (oldest first)."""
     row = (await conn.execute(select(*_TI_COLUMNS, tis.c.term).where(tis.c.run_pk == run_pk,

@@ -1,11 +1,11 @@
-"""``GET /api/v2/runs``: what runs anywhere — every DAG's runs, newest first, paged and filtered."""
+"""``GET /api/v2/runs`` and ``GET /api/v2/task-instances``: what runs anywhere, newest first, paged and filtered."""
 
 from __future__ import annotations
 
 import httpx
 import psycopg
 
-from tests.api.conftest import ADMIN, READ, spec
+from tests.api.conftest import ADMIN, READ, seed_task, spec
 
 
 def _runs(client: httpx.Client, **params: object) -> list[tuple[str, str]]:
@@ -40,3 +40,30 @@ def test_a_read_token_lists_and_a_bad_filter_is_400(api_client: httpx.Client) ->
     bad = api_client.get("/api/v2/runs", params={"since": "yesterday"}, headers=READ)
     assert bad.status_code == 400 and bad.json()["error"]["details"]["field"] == "since"
     assert api_client.get("/api/v2/runs", params={"state": "bogus"}, headers=READ).status_code == 400
+
+
+def test_task_instances_of_every_run(api_client: httpx.Client, database_url: str) -> None:
+    """``GET /api/v2/task-instances``: newest first, each naming its DAG and run; filters as the runs'."""
+    for dag_id in ("etl", "report"):
+        assert api_client.post("/api/v2/dags", json=spec(dag_id), headers=ADMIN).status_code == 201
+        assert api_client.post(f"/api/v2/dags/{dag_id}/runs", json={"run_id": "r1"}, headers=ADMIN).status_code == 201
+    seed_task(database_url, "etl", "r1", "extract", state="failed")
+    seed_task(database_url, "report", "r1", "extract", state="success")
+    seed_task(database_url, "report", "r1", "load", state="upstream_failed")
+    answer = api_client.get("/api/v2/task-instances", headers=READ)
+    assert answer.status_code == 200
+    items = answer.json()["items"]
+    assert [(t["dag_id"], t["run_id"], t["task_id"]) for t in items] == [
+        ("report", "r1", "load"), ("report", "r1", "extract"), ("etl", "r1", "extract")]
+    assert "id" not in items[0] and items[0]["state"] == "upstream_failed"
+
+    def ids(**params: object) -> list[tuple[str, str]]:
+        found = api_client.get("/api/v2/task-instances", params=params, headers=READ).json()["items"]
+        return [(t["dag_id"], t["task_id"]) for t in found]
+
+    assert ids(state="failed") == [("etl", "extract")]
+    assert ids(dag_id="etl") == [("etl", "extract")]
+    assert ids(since="2999-01-01") == []
+    first = api_client.get("/api/v2/task-instances", params={"limit": 2}, headers=READ).json()
+    assert len(first["items"]) == 2 and ids(cursor=first["next_cursor"]) == [("etl", "extract")]
+    assert api_client.get("/api/v2/task-instances", params={"since": "x"}, headers=READ).status_code == 400

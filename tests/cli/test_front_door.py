@@ -128,6 +128,20 @@ def test_tasks_list_follows_the_dag_not_the_alphabet(api_url: str, database_url:
     assert [t["task_id"] for t in json.loads(out)] == ["z-extract", "b-load", "a-report"]
 
 
+def test_tasks_list_without_a_run_lists_every_runs(api_url: str, database_url: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    for run_id in ("r1", "r2"):
+        assert cli(capsys, "runs", "trigger", "etl", "--run-id", run_id)[0] == 0
+    seed_task(database_url, "etl", "r1", "z-extract", state="failed")
+    seed_task(database_url, "etl", "r2", "z-extract", state="success")
+    code, out, _ = cli(capsys, "tasks", "list", "--state", "failed")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:4] == ["DAG", "RUN", "TASK", "STATE"]
+    assert [line.split()[:4] for line in lines[1:]] == [["etl", "r1", "z-extract", "failed"]]
+    code, out, _ = cli(capsys, "tasks", "list", "etl", "--since", "2000-01-01", "-o", "json")
+    assert code == 0 and [t["run_id"] for t in json.loads(out)] == ["r2", "r1"]
+
+
 def test_dag_order_is_the_dashboards() -> None:
     """Upstreams first, ties in the written order, a task on a cycle last (as ``topoOrder``)."""
     tasks = [{"id": "c", "depends_on": ["a"]}, {"id": "a"}, {"id": "b"}, {"id": "d", "depends_on": ["c", "b"]},
