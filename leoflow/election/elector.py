@@ -13,7 +13,7 @@ crash or release hands over in milliseconds; each timeout re-arms the wait and c
 *stale* holder (a session silent for twice the lease — frozen or half-open), which it
 terminates. That is two cheap statements per poll interval.
 
-Leader: records a new fencing term (``leoflow.db.election_store.start_term``), then every
+Leader: records a new fencing term (``leoflow.db.stores.leader_terms.start_term``), then every
 ``LEOFLOW_KEEPALIVE_INTERVAL`` checks in ``pg_locks`` that *this backend pid* still holds the key.
 It steps down at once — ``lost`` before anything else — when the check fails, finds the lock
 missing, or the connection breaks. A separate guard thread enforces the **lease**: no successful

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 
 from leoflow import __version__
-from leoflow.db import election_store as store
 from leoflow.db.connection.database import Database
+from leoflow.db.stores import cluster_nodes
 from leoflow.errors import DatabaseError
 from leoflow.settings import Settings
 
@@ -33,10 +33,10 @@ async def heartbeat_forever(settings: Settings, db: Database, is_leader: Callabl
         try:
             async with db.transaction() as conn:
                 if first:
-                    await store.restart_membership(conn, cluster, node)
-                await store.heartbeat(conn, cluster, node, api_url=settings.api_url, version=__version__,
+                    await cluster_nodes.restart_membership(conn, cluster, node)
+                await cluster_nodes.heartbeat(conn, cluster, node, api_url=settings.api_url, version=__version__,
                                       is_leader=is_leader())
-                left = await store.mark_down(conn, cluster, settings.election.node_down_after)
+                left = await cluster_nodes.mark_down(conn, cluster, settings.election.node_down_after)
             first = False
             for other in left:
                 log.warning("replica marked down (no heartbeat)", extra={"cluster": cluster, "peer": other})
@@ -53,4 +53,4 @@ async def heartbeat_forever(settings: Settings, db: Database, is_leader: Callabl
 async def leave(settings: Settings, db: Database) -> None:
     """Mark this replica down (graceful shutdown); best effort, bounded by the caller."""
     async with db.transaction() as conn:
-        await store.leave(conn, settings.cluster.name, settings.cluster.node_id)
+        await cluster_nodes.leave(conn, settings.cluster.name, settings.cluster.node_id)

@@ -18,8 +18,8 @@ import logging
 import math
 
 from leoflow.db.connection.lock_connection import POOLER_PROBLEM, LockSession, SessionTimeouts
-from leoflow.db.election_store import LOCK_APP_PREFIX
 from leoflow.db.stores.installation import Ownership
+from leoflow.db.stores.leader_terms import LOCK_APP_PREFIX
 from leoflow.errors import UnsafeDatabaseSetup
 from leoflow.settings import Settings
 

@@ -17,22 +17,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from leoflow.db import election_store
 from leoflow.db.connection.database import Connection
+from leoflow.db.stores import cluster_events, cluster_nodes, leader_terms
 
 
 async def current_leader(conn: Connection, cluster: str) -> dict[str, Any] | None:
     """``{"node_id", "term", "since", "api_url"}`` of the live leader, or None when nobody leads."""
-    return await election_store.current_leader(conn, cluster)
+    return await leader_terms.current_leader(conn, cluster)
 
 
 async def list_nodes(conn: Connection, cluster: str) -> list[dict[str, Any]]:
     """Every replica that ever heartbeated: ``node_id, api_url, version, started_at, last_seen,
     is_leader, state`` (``up``/``down``), ordered by node id."""
-    return await election_store.list_nodes(conn, cluster)
+    return await cluster_nodes.list_nodes(conn, cluster)
 
 
 async def list_events(conn: Connection, cluster: str, limit: int,
                       before_id: int | None = None) -> list[dict[str, Any]]:
     """Newest-first cluster events (``id, ts, kind, node_id, term, details``)."""
-    return await election_store.list_events(conn, cluster, limit, before_id)
+    return await cluster_events.list_events(conn, cluster, limit, before_id)

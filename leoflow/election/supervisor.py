@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 from leoflow.aiotasks import cancel_and_wait, start_guarded, wait_at_most
 from leoflow.clock import Clock
-from leoflow.db import election_store as store
 from leoflow.db.connection.database import Database
+from leoflow.db.stores import cluster_events
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.leadership import LeaderContext, LeaderService
 from leoflow.settings import Settings
@@ -142,7 +142,7 @@ class LeaderSupervisor:
         await self._progressed.wait()
         try:
             async with self.db.transaction() as conn:
-                await store.record_event_async(conn, self.settings.cluster.name, "scheduler_started",
+                await cluster_events.record_event_async(conn, self.settings.cluster.name, "scheduler_started",
                                                self.settings.cluster.node_id, term, {})
         except DatabaseError as exc:  # informational only
             log.warning("could not record scheduler_started", extra={"term": term, "error": str(exc)})

@@ -33,8 +33,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from leoflow.db import election_store
-from leoflow.db.stores import dags
+from leoflow.db.stores import cluster_events, dags
 from leoflow.errors import DagOwnershipConflict, DatabaseError, FencedOut
 from leoflow.housekeeping.dag_directory import DagDirectoryError, DirectorySnapshot, read_dag_directory
 from leoflow.leadership import LeaderContext
@@ -114,7 +113,7 @@ class DagDirectorySync:
                 counts: dict[str, int] = {a: plan.count(a) for a in dag_sync.ACTIONS}
                 changed = counts["created"] + counts["changed"] + counts["deleted"] > 0
                 if changed:
-                    await election_store.record_event_async(conn, ctx.cluster, "dags_synced", ctx.node_id, ctx.term,
+                    await cluster_events.record_event_async(conn, ctx.cluster, "dags_synced", ctx.node_id, ctx.term,
                                                             {"source": self.source, **counts})
         except DagOwnershipConflict as exc:
             await self._rejected(ctx, exc.problems)
@@ -133,7 +132,7 @@ class DagDirectorySync:
                   extra={"directory": str(self.directory), "source": self.source, "count": len(problems),
                          "problems": lines})
         async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
-            await election_store.record_event_async(conn, ctx.cluster, "dags_sync_rejected", ctx.node_id, ctx.term,
+            await cluster_events.record_event_async(conn, ctx.cluster, "dags_sync_rejected", ctx.node_id, ctx.term,
                                                     {"source": self.source, "count": len(problems),
                                                      "problems": lines[:EVENT_PROBLEMS]})
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from leoflow import replica
 from leoflow.cli.main import main
-from leoflow.db import election_store
 from leoflow.db.connection.fencing import check_term_async
+from leoflow.db.stores import cluster_events
 from leoflow.leadership import LeaderContext, LeaderService
 from leoflow.settings import Settings
 
@@ -30,7 +30,7 @@ class FencedProbe:
         while True:
             async with ctx.db.transaction() as conn:
                 await check_term_async(conn, ctx.cluster, ctx.term)
-                await election_store.record_event_async(conn, ctx.cluster, "probe_write", ctx.node_id, ctx.term, {})
+                await cluster_events.record_event_async(conn, ctx.cluster, "probe_write", ctx.node_id, ctx.term, {})
             ctx.progress()
             await asyncio.sleep(0.05)
 

@@ -22,10 +22,11 @@ import httpx
 import psycopg
 import pytest
 
-from leoflow.db import election_store, migrations
+from leoflow.db import migrations
 from leoflow.db.connection.engine import make_sync_engine
 from leoflow.db.connection.fencing import check_term
-from leoflow.db.election_store import TERMS_PER_TIMELINE
+from leoflow.db.stores import leader_terms
+from leoflow.db.stores.leader_terms import TERMS_PER_TIMELINE
 from leoflow.errors import FencedOut
 from tests.election.cluster import Cluster, wait_for
 from tests.harness.replication import StreamingPair, streaming_pair
@@ -37,7 +38,7 @@ CLUSTER = "default"
 def lock_session(url: str, token: str) -> Iterator[psycopg.Connection[Any]]:
     conn = psycopg.connect(url, autocommit=True, application_name=f"leoflow-lock:{token}")
     try:
-        election_store.configure_session(conn, token=token, lock_timeout_ms=5000, keepalive_idle=10,
+        leader_terms.configure_session(conn, token=token, lock_timeout_ms=5000, keepalive_idle=10,
                                          keepalive_interval=3, keepalive_count=4, user_timeout_ms=20000)
         yield conn
     finally:
@@ -46,9 +47,9 @@ def lock_session(url: str, token: str) -> Iterator[psycopg.Connection[Any]]:
 
 def lead(conn: psycopg.Connection[Any], token: str) -> tuple[int, int | None]:
     """Take the lock and start a term the way the elector does; (term, timeline)."""
-    timeline = election_store.timeline(conn)
-    assert election_store.wait_lock(conn, CLUSTER, token)
-    return election_store.start_term(conn, CLUSTER, token, {}, lock_timeout=5, token=token,
+    timeline = leader_terms.timeline(conn)
+    assert leader_terms.wait_lock(conn, CLUSTER, token)
+    return leader_terms.start_term(conn, CLUSTER, token, {}, lock_timeout=5, token=token,
                                      timeline=timeline), timeline
 
 

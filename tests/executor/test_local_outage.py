@@ -17,8 +17,8 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db import election_store
 from leoflow.db.connection.database import Database
+from leoflow.db.stores import cluster_nodes
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_outcomes import report_once
 from leoflow.executor.local_process import TryFiles
@@ -40,7 +40,7 @@ def replica(settings: Settings, node: str, home: Path) -> Settings:
 
 async def heartbeat(engine: AsyncEngine, node: str, *, seconds_ago: float = 0) -> None:
     async with engine.begin() as conn:
-        await election_store.heartbeat(conn, "default", node, api_url="", version="t", is_leader=False)
+        await cluster_nodes.heartbeat(conn, "default", node, api_url="", version="t", is_leader=False)
         await conn.execute(text("UPDATE cluster_nodes SET last_seen = now() - make_interval(secs => :s)"
                                 " WHERE node_id = :n"), {"s": seconds_ago, "n": node})
 

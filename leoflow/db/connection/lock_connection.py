@@ -2,7 +2,7 @@
 
 The elector (``leoflow.election``) owns exactly one :class:`LockSession`: a synchronous,
 autocommit psycopg connection that is never pooled, used from the elector's own thread. Every
-method runs the statements of :mod:`leoflow.db.election_store` and translates what the driver
+method runs the statements of :mod:`leoflow.db.stores.leader_terms` and translates what the driver
 raises (:mod:`leoflow.db.connection.driver_errors`): the elector sees
 :class:`~leoflow.errors.DatabaseUnavailable` when the session is gone,
 :class:`~leoflow.errors.LockTimeout` when a lock wait expired, and never a psycopg type.
@@ -13,7 +13,7 @@ which then fails with ``DatabaseUnavailable``.
 
 **One backend, proven on every lock statement.** At connect the session writes a random token
 into a session-level setting of its backend; every lock statement checks it in the same
-statement (:mod:`leoflow.db.election_store`). A statement that runs on another backend — what a
+statement (:mod:`leoflow.db.stores.leader_terms`). A statement that runs on another backend — what a
 transaction-mode pooler does — raises :class:`~leoflow.errors.UnsafeDatabaseSetup` with
 :data:`POOLER_PROBLEM` at that statement, deterministically, before the lock is taken or trusted
 there; so does a backend that carries another session's token. When a protocol-level pooler sits
@@ -35,11 +35,10 @@ from typing import Any
 
 import psycopg
 
-from leoflow.db import election_store as store
 from leoflow.db import migrations
 from leoflow.db.connection.connect import connect_kwargs, libpq_url
 from leoflow.db.connection.driver_errors import translate
-from leoflow.db.stores import installation
+from leoflow.db.stores import installation, leader_terms
 from leoflow.errors import DatabaseUnavailable, UnsafeDatabaseSetup
 
 POOLER_PROBLEM = ("the election lock session does not keep its PostgreSQL backend across statements "
@@ -66,7 +65,7 @@ def _translated() -> Iterator[None]:
     # The session's sockets belong to this module alone: a bare socket error is the database's.
     try:
         yield
-    except store.ForeignBackend as exc:
+    except leader_terms.ForeignBackend as exc:
         raise UnsafeDatabaseSetup(POOLER_PROBLEM) from exc
     except (psycopg.Error, OSError) as exc:
         if isinstance(exc, psycopg.Error):
@@ -94,13 +93,13 @@ class LockSession:
             conn = psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=None, **kwargs)
             with contextlib.ExitStack() as on_failure:
                 on_failure.callback(conn.close)
-                store.configure_session(conn, token=token, lock_timeout_ms=timeouts.lock_timeout_ms,
+                leader_terms.configure_session(conn, token=token, lock_timeout_ms=timeouts.lock_timeout_ms,
                                         keepalive_idle=timeouts.server_keepalive_idle,
                                         keepalive_interval=timeouts.server_keepalive_interval,
                                         keepalive_count=timeouts.server_keepalive_count,
                                         user_timeout_ms=timeouts.server_user_timeout_ms)
                 session = cls(conn, token)
-                session.behind_pooler = store.backend_pid(conn) != conn.info.backend_pid
+                session.behind_pooler = leader_terms.backend_pid(conn) != conn.info.backend_pid
                 on_failure.pop_all()
         return session
 
@@ -108,15 +107,15 @@ class LockSession:
 
     def backend_pid(self) -> int:
         with _translated():
-            return store.backend_pid(self._conn)
+            return leader_terms.backend_pid(self._conn)
 
     def in_recovery(self) -> bool:
         with _translated():
-            return store.in_recovery(self._conn)
+            return leader_terms.in_recovery(self._conn)
 
     def timeline(self) -> int | None:
         with _translated():
-            return store.timeline(self._conn)
+            return leader_terms.timeline(self._conn)
 
     def backend_shared_with_new_session(self, url: str, *, application_name: str) -> bool:
         """Does this session lose its backend to a second client, or hop to another one?
@@ -131,13 +130,13 @@ class LockSession:
         between the steps exactly so. Each session statement proves its backend anyway.
         """
         with _translated():
-            mine, token = store.session_identity(self._conn)
+            mine, token = leader_terms.session_identity(self._conn)
             seen = [(mine, token)]
             with psycopg.connect(libpq_url(url), autocommit=True, prepare_threshold=None,
                                  **connect_kwargs(application_name)) as probe, probe.transaction():
-                probe_pid, probe_token = store.session_identity(probe)
-                seen.append(store.session_identity(self._conn))
-            seen.append(store.session_identity(self._conn))
+                probe_pid, probe_token = leader_terms.session_identity(probe)
+                seen.append(leader_terms.session_identity(self._conn))
+            seen.append(leader_terms.session_identity(self._conn))
             shared = probe_pid == mine or probe_token == self._token
             return shared or any(pid != mine or found != self._token for pid, found in seen)
 
@@ -155,40 +154,40 @@ class LockSession:
 
     def wait_lock(self, cluster: str) -> bool:
         with _translated():
-            return store.wait_lock(self._conn, cluster, self._token)
+            return leader_terms.wait_lock(self._conn, cluster, self._token)
 
     def holds_lock(self, cluster: str) -> bool:
         with _translated():
-            return store.holds_lock(self._conn, cluster, self._token)
+            return leader_terms.holds_lock(self._conn, cluster, self._token)
 
     def unlock(self, cluster: str) -> bool:
         with _translated():
-            return store.unlock(self._conn, cluster, self._token)
+            return leader_terms.unlock(self._conn, cluster, self._token)
 
     # ------------------------------------------------------------------ terms and events
 
     def start_term(self, cluster: str, node_id: str, details: dict[str, Any], *, lock_timeout: float,
                    timeline: int | None) -> int:
         with _translated():
-            return store.start_term(self._conn, cluster, node_id, details, lock_timeout=lock_timeout,
+            return leader_terms.start_term(self._conn, cluster, node_id, details, lock_timeout=lock_timeout,
                                     token=self._token, timeline=timeline)
 
     def end_term(self, cluster: str, node_id: str, term: int, kind: str, reason: str, *,
                  stopped_at: datetime | None) -> None:
         with _translated():
-            store.end_term(self._conn, cluster, node_id, term, kind, reason, stopped_at=stopped_at)
+            leader_terms.end_term(self._conn, cluster, node_id, term, kind, reason, stopped_at=stopped_at)
 
     def blocking_fenced_writers(self, older_than: float) -> list[int]:
         with _translated():
-            return store.blocking_fenced_writers(self._conn, older_than)
+            return leader_terms.blocking_fenced_writers(self._conn, older_than)
 
     def stale_holder(self, cluster: str, silent_for: float) -> int | None:
         with _translated():
-            return store.stale_holder(self._conn, cluster, silent_for)
+            return leader_terms.stale_holder(self._conn, cluster, silent_for)
 
     def terminate_backend(self, pid: int) -> bool:
         with _translated():
-            return store.terminate_backend(self._conn, pid)
+            return leader_terms.terminate_backend(self._conn, pid)
 
     # ------------------------------------------------------------------ lifecycle
 

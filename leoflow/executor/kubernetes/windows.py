@@ -2,7 +2,7 @@
 
 A *fenced window* is a write transaction that holds the cluster's ``cluster_leadership`` row
 ``FOR SHARE`` (:meth:`leoflow.db.connection.database.Database.fenced`) while create and delete calls are
-made. A new leader bumps that row (``leoflow.db.election_store.start_term``), which waits for
+made. A new leader bumps that row (``leoflow.db.stores.leader_terms.start_term``), which waits for
 every open window; so a call made inside a window has been answered, or given up on at its
 deadline (and logged: the API server may still carry it out, which a pod's deterministic name
 makes harmless), before the newer term commits, and an ex-leader (whose check finds a newer
@@ -16,7 +16,7 @@ than a hope:
   unsent (:class:`~.errors.CallNotSent`) and waits for the next window. Each call has a total
   deadline of a quarter of the lease (:attr:`~.client.KubernetesApi.call_deadline`), so a window
   lasts at most half the lease. A new leader's elector rolls back fenced transactions older than
-  the lease (a frozen ex-leader, ``election_store.blocking_fenced_writers``): a healthy window is
+  the lease (a frozen ex-leader, ``leader_terms.blocking_fenced_writers``): a healthy window is
   never cut under its calls.
 - **A window never closes under a call in flight**: cancelling the loop (the term ends) waits
   for the calls to return, and the executor's ``stop`` drains the API client before the replica

@@ -1,22 +1,19 @@
-"""Every SQL statement of the election: lock connection, fencing terms, membership, status.
+"""Leadership terms: the election's lock session, its advisory lock, and the terms it starts and ends.
 
-Two halves:
-
-- **Lock connection** (synchronous psycopg, autocommit, one dedicated session per replica): the
-  session setup, the safety probes, the advisory lock itself, the ownership keepalive and the
-  acquire/release transactions that start and end a fencing term. These run in the elector's
-  thread, never in the asyncio loop.
-- **Cluster views** (SQLAlchemy ``AsyncConnection``): who leads according to the database's
-  truth, membership heartbeats, the event log.
+The lock session is synchronous psycopg, autocommit, one dedicated session per replica
+(:mod:`leoflow.db.connection.lock_connection`): the session setup, the safety probes, the
+advisory lock itself, the ownership keepalive and the acquire/release transactions that start and
+end a fencing term (``cluster_leadership``, ``leader_terms``). These run in the elector's thread,
+never in the asyncio loop. :func:`current_leader` is the cluster's view of the same truth, for
+the API.
 
 Failure semantics: functions raise the driver's exceptions unchanged (``psycopg.Error`` /
-``sqlalchemy.exc.DBAPIError``); the caller (elector, membership loop) decides whether that
-means "step down", "retry" or "report". Nothing here retries on its own.
+``sqlalchemy.exc.DBAPIError``); the caller (elector, lock connection) decides whether that means
+"step down", "retry" or "report". Nothing here retries on its own.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -24,11 +21,10 @@ import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db.stores import cluster_events
 from leoflow.model.lock_key import election_lock_key, pg_locks_ids
 
 LOCK_APP_PREFIX = "leoflow-lock:"
-
-# --------------------------------------------------------------------------- lock connection
 
 #: The session-level setting every lock session writes once, right after connecting, with a
 #: value of its own: the proof, in each lock statement, that it runs on *this session's* backend.
@@ -198,7 +194,7 @@ def start_term(conn: psycopg.Connection[Any], cluster: str, node_id: str, detail
         if not updated:
             conn.execute("INSERT INTO cluster_leadership (cluster, term, node_id, since, timeline)"
                          " VALUES (%s, %s, %s, clock_timestamp(), %s)", (cluster, term, node_id, timeline))
-        _insert_event(conn, cluster, "leader_elected", node_id, term, {**details, "timeline": timeline})
+        cluster_events.record_event(conn, cluster, "leader_elected", node_id, term, {**details, "timeline": timeline})
     return term
 
 
@@ -253,22 +249,8 @@ def end_term(conn: psycopg.Connection[Any], cluster: str, node_id: str, term: in
         details: dict[str, Any] = {"reason": reason}
         if stopped_at is not None:
             details["stopped_at"] = stopped_at.isoformat()
-        _insert_event(conn, cluster, kind, node_id, term, details, ts=stopped_at)
+        cluster_events.record_event(conn, cluster, kind, node_id, term, details, ts=stopped_at)
 
-
-def record_event(conn: psycopg.Connection[Any], cluster: str, kind: str, node_id: str | None,
-                 term: int | None, details: dict[str, Any]) -> None:
-    _insert_event(conn, cluster, kind, node_id, term, details)
-
-
-def _insert_event(conn: psycopg.Connection[Any], cluster: str, kind: str, node_id: str | None,
-                  term: int | None, details: dict[str, Any], *, ts: datetime | None = None) -> None:
-    conn.execute("INSERT INTO cluster_events (cluster, ts, kind, node_id, term, details)"
-                 " VALUES (%s, coalesce(%s, clock_timestamp()), %s, %s, %s, %s::jsonb)",
-                 (cluster, ts, kind, node_id, term, json.dumps(details)))
-
-
-# --------------------------------------------------------------------------- cluster views (async)
 
 _LEADER = text("""
 SELECT t.node_id, t.term, t.acquired_at AS since, n.api_url
@@ -284,96 +266,11 @@ SELECT t.node_id, t.term, t.acquired_at AS since, n.api_url
 """)
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 async def current_leader(conn: AsyncConnection, cluster: str) -> dict[str, Any] | None:
     """The granted lock holder joined with the newest term recorded by that very backend."""
     classid, objid = pg_locks_ids(cluster)
     row = (await conn.execute(_LEADER, {"cluster": cluster, "classid": classid, "objid": objid})).first()
     if row is None:
         return None
-    return {"node_id": row.node_id, "term": int(row.term), "since": _iso(row.since), "api_url": row.api_url}
-
-
-async def list_nodes(conn: AsyncConnection, cluster: str) -> list[dict[str, Any]]:
-    rows = (await conn.execute(text(
-        "SELECT node_id, api_url, version, started_at, last_seen, is_leader, state FROM cluster_nodes"
-        " WHERE cluster = :cluster ORDER BY node_id"), {"cluster": cluster})).all()
-    return [{"node_id": r.node_id, "api_url": r.api_url, "version": r.version,
-             "started_at": _iso(r.started_at), "last_seen": _iso(r.last_seen),
-             "is_leader": bool(r.is_leader), "state": r.state} for r in rows]
-
-
-async def list_events(conn: AsyncConnection, cluster: str, limit: int,
-                      before_id: int | None) -> list[dict[str, Any]]:
-    rows = (await conn.execute(text(
-        "SELECT id, ts, kind, node_id, term, details FROM cluster_events WHERE cluster = :cluster"
-        " AND (CAST(:before AS bigint) IS NULL OR id < CAST(:before AS bigint))"
-        " ORDER BY id DESC LIMIT :limit"), {"cluster": cluster, "before": before_id, "limit": limit})).all()
-    return [{"id": int(r.id), "ts": _iso(r.ts), "kind": r.kind, "node_id": r.node_id,
-             "term": int(r.term) if r.term is not None else None, "details": r.details or {}} for r in rows]
-
-
-async def heartbeat(conn: AsyncConnection, cluster: str, node_id: str, *, api_url: str, version: str,
-                    is_leader: bool) -> bool:
-    """Upsert this replica's membership row; True when it (re)joined (new row or was down)."""
-    previous = (await conn.execute(text(
-        "SELECT state FROM cluster_nodes WHERE cluster = :cluster AND node_id = :node FOR UPDATE"),
-        {"cluster": cluster, "node": node_id})).scalar()
-    params = {"cluster": cluster, "node": node_id, "url": api_url, "version": version, "leader": is_leader}
-    if previous is None:
-        await conn.execute(text(
-            "INSERT INTO cluster_nodes (cluster, node_id, api_url, version, started_at, last_seen,"
-            " is_leader, state) VALUES (:cluster, :node, :url, :version, now(), now(), :leader, 'up')"
-            " ON CONFLICT (cluster, node_id) DO UPDATE SET last_seen = now(), is_leader = :leader,"
-            " state = 'up', api_url = :url, version = :version"), params)
-    else:
-        await conn.execute(text(
-            "UPDATE cluster_nodes SET last_seen = now(), is_leader = :leader, state = 'up', api_url = :url,"
-            " version = :version WHERE cluster = :cluster AND node_id = :node"), params)
-    joined = previous is None or previous == "down"
-    if joined:
-        await _event_async(conn, cluster, "node_joined", node_id, None, {"api_url": api_url, "version": version})
-    return joined
-
-
-async def restart_membership(conn: AsyncConnection, cluster: str, node_id: str) -> None:
-    """A process (re)starting under a node id: new ``started_at``."""
-    await conn.execute(text("UPDATE cluster_nodes SET started_at = now() WHERE cluster = :cluster"
-                            " AND node_id = :node"), {"cluster": cluster, "node": node_id})
-
-
-async def mark_down(conn: AsyncConnection, cluster: str, silent_for: float) -> list[str]:
-    """Mark replicas unseen for ``silent_for`` seconds down and log ``node_left`` for each."""
-    rows = (await conn.execute(text(
-        "UPDATE cluster_nodes SET state = 'down', is_leader = false WHERE cluster = :cluster"
-        " AND state = 'up' AND last_seen < now() - make_interval(secs => :secs) RETURNING node_id"),
-        {"cluster": cluster, "secs": silent_for})).all()
-    left = [r.node_id for r in rows]
-    for node in left:
-        await _event_async(conn, cluster, "node_left", node, None, {"reason": "heartbeat timeout"})
-    return left
-
-
-async def leave(conn: AsyncConnection, cluster: str, node_id: str) -> None:
-    """Graceful exit: mark this replica down at once."""
-    rows = (await conn.execute(text(
-        "UPDATE cluster_nodes SET state = 'down', is_leader = false WHERE cluster = :cluster"
-        " AND node_id = :node AND state = 'up' RETURNING node_id"), {"cluster": cluster, "node": node_id})).all()
-    if rows:
-        await _event_async(conn, cluster, "node_left", node_id, None, {"reason": "shutdown"})
-
-
-async def record_event_async(conn: AsyncConnection, cluster: str, kind: str, node_id: str | None,
-                             term: int | None, details: dict[str, Any]) -> None:
-    await _event_async(conn, cluster, kind, node_id, term, details)
-
-
-async def _event_async(conn: AsyncConnection, cluster: str, kind: str, node_id: str | None,
-                       term: int | None, details: dict[str, Any]) -> None:
-    await conn.execute(text(
-        "INSERT INTO cluster_events (cluster, kind, node_id, term, details)"
-        " VALUES (:cluster, :kind, :node, :term, CAST(:details AS jsonb))"),
-        {"cluster": cluster, "kind": kind, "node": node_id, "term": term, "details": json.dumps(details)})
+    return {"node_id": row.node_id, "term": int(row.term), "since": cluster_events.isoformat(row.since),
+            "api_url": row.api_url}
