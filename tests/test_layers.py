@@ -178,3 +178,21 @@ def test_the_checker_sees_lazy_and_string_imports(tmp_path: Path) -> None:
     sql = ast.parse("q = 'SELECT id FROM dag_runs'\nmessage = 'select a value from the list'\n")
     literals = [n.value for n in ast.walk(sql) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     assert [any(p.search(s) for p in SQL_PATTERNS) for s in literals] == [True, False]
+
+
+#: What ``leoflow/db/`` holds directly besides ``connection/`` (plumbing) and ``stores/`` (one
+#: module per entity): the tables, shared fragments, migrations.
+DB_TOP_LEVEL = {"__init__", "tables", "fragments", "arrays", "queued_tries", "migrations"}
+#: Modules still named by their caller, to be split into ``stores/`` by entity (issue 38): this
+#: list may only shrink.
+DB_NAMED_BY_CALLER = {"scheduler_store", "completion_store", "queue_store", "api_queries", "api_documents"}
+
+
+def test_the_data_layer_is_plumbing_tables_and_one_store_per_entity() -> None:
+    """A new store goes to ``db/stores/`` named by its entity, plumbing to ``db/connection/``."""
+    direct = {p.stem for p in (PACKAGE / "db").glob("*.py")}
+    assert direct - DB_TOP_LEVEL <= DB_NAMED_BY_CALLER, sorted(direct - DB_TOP_LEVEL - DB_NAMED_BY_CALLER)
+    assert {p.name for p in (PACKAGE / "db").iterdir() if p.is_dir() and p.name != "__pycache__"} == {
+        "connection", "stores"}
+    for folder in ("db", "db/connection", "db/stores"):
+        assert len(list((PACKAGE / folder).glob("*.py"))) <= 21, folder  # 20 modules and __init__

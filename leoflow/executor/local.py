@@ -9,7 +9,7 @@ submissions wait for a slot.
 Failure semantics:
 
 - **Never twice.** Just before spawning, the executor claims the try's row in the database under
-  its fencing term (:func:`leoflow.db.executor_store.claim_try`). A claimed try is never spawned
+  its fencing term (:func:`leoflow.db.stores.tries.claim_try`). A claimed try is never spawned
   again — not by a second submit, not after a restart, not by a new leader. An ex-leader's claim
   fails on the fence, so it spawns nothing.
 - **Crash recovery.** On :meth:`start`, and when a submit finds its try already claimed, the
@@ -52,7 +52,8 @@ import os
 from dataclasses import dataclass, field
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
-from leoflow.db import executor_store
+from leoflow.db.stores import task_logs as log_store
+from leoflow.db.stores import tries as try_store
 from leoflow.db.stores import try_outcomes
 from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
@@ -138,7 +139,7 @@ class LocalExecutor:
         self._ctx, self._report = ctx, report
         _STARTED.add(id(self))
         async with ctx.db.connect() as conn:
-            claims = await executor_store.unfinished_claims(conn, ctx.cluster)
+            claims = await try_store.unfinished_claims(conn, ctx.cluster)
         for record in claims:
             name = record.executor_ref or try_name(ctx.cluster, record.key)
             try:
@@ -223,7 +224,7 @@ class LocalExecutor:
         for attempt in range(self.claim_attempts):
             try:
                 async with ctx.db.transaction() as conn:
-                    return await executor_store.claim_try(
+                    return await try_store.claim_try(
                         conn, cluster=ctx.cluster, term=launch.term, task_try_id=launch.task_try_id, key=launch.key,
                         executor_ref=name, node_id=ctx.node_id)
             except FencedOut as exc:
@@ -326,7 +327,7 @@ class LocalExecutor:
 
     async def _claimed_by(self, task_try_id: int) -> str | None:
         async with self._require_started().db.connect() as conn:
-            record = await executor_store.get_try(conn, task_try_id)
+            record = await try_store.get_try(conn, task_try_id)
         return record.claimed_by if record is not None else None
 
     async def _await_owner(self, key: TryKey, task_try_id: int, name: str, owner: str) -> None:
@@ -371,7 +372,7 @@ class LocalExecutor:
         reason = (f"output unavailable on this host ({ctx.node_id}): {files.log} does not exist here; "
                   "what was stored while the try ran is kept")
         async with ctx.db.transaction() as conn:
-            await executor_store.mark_logs_unavailable(conn, task_try_id, reason)
+            await log_store.mark_logs_unavailable(conn, task_try_id, reason)
         TASK_LOGS_UNAVAILABLE.inc()
 
     async def _store_partial_logs(self, running: _Running, stored_size: int) -> int:
@@ -393,7 +394,7 @@ class LocalExecutor:
         """Store the capped tail of the try's output (marked complete when ``final``); its full size."""
         ctx = self._require_started()
         capped = read_tail(files.log, self.max_log_bytes)
-        store = executor_store.store_logs if final else executor_store.store_partial_logs
+        store = log_store.store_logs if final else log_store.store_partial_logs
         async with ctx.db.transaction() as conn:
             await store(conn, task_try_id, capped.text, truncated=capped.truncated, size_bytes=capped.size_bytes)
         return capped.size_bytes

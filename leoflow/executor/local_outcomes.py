@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from leoflow.db import executor_store
 from leoflow.db.connection.database import Database
+from leoflow.db.stores import task_logs as log_store
+from leoflow.db.stores import tries as try_store
 from leoflow.db.stores import try_outcomes as try_outcome_store
 from leoflow.errors import DatabaseError
 from leoflow.executor import local
@@ -57,7 +58,7 @@ class LocalOutcomeReporter:
 
 async def report_once(settings: Settings, db: Database) -> list[str]:
     """One round; the names of the tries whose outcomes it reported."""
-    me = executor_store.claimant(settings.cluster.name, settings.cluster.node_id)
+    me = try_store.claimant(settings.cluster.name, settings.cluster.node_id)
     async with db.connect() as conn:
         claims = await try_outcome_store.unreported_claims(conn, me)
     reported = []
@@ -69,7 +70,7 @@ async def report_once(settings: Settings, db: Database) -> list[str]:
         capped = read_tail(files.log, settings.executor.task_log_max_bytes)
         async with db.transaction() as conn:
             if files.log.exists():
-                await executor_store.store_logs(conn, task_try_id, capped.text, truncated=capped.truncated,
+                await log_store.store_logs(conn, task_try_id, capped.text, truncated=capped.truncated,
                                                 size_bytes=capped.size_bytes)
             await try_outcome_store.report_outcome(conn, task_try_id, state=outcome.state, exit_code=outcome.exit_code,
                                                reason=outcome.reason, reported_by=me)

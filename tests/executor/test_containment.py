@@ -13,8 +13,8 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from leoflow.db import executor_store
 from leoflow.db.connection.database import Database
+from leoflow.db.stores import tries as try_store
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local import LocalExecutor
 from leoflow.executor.local_process import TryFiles
@@ -70,7 +70,7 @@ def test_local_a_claimed_try_whose_files_cannot_be_read_fails_alone_at_start(set
         unreadable, healthy = await seed_tries(engine, 2)
         for seeded in (unreadable, healthy):
             async with engine.begin() as conn:
-                assert await executor_store.claim_try(conn, cluster="default", term=1, task_try_id=seeded.task_try_id,
+                assert await try_store.claim_try(conn, cluster="default", term=1, task_try_id=seeded.task_try_id,
                                                       key=seeded.key,
                                                       executor_ref=try_name("default", seeded.key), node_id="old")
         broken = TryFiles(tmp_path, try_name("default", unreadable.key))

@@ -144,10 +144,10 @@ def test_crash_vanished_process_is_reported_failed_not_rerun(settings: Settings,
         rec = Recorder(engine)
         # A crashed executor left three claimed tries behind: one whose process is gone, one whose
         # process still runs (an orphan of the crash), one that finished with its outcome on disk.
-        from leoflow.db import executor_store
+        from leoflow.db.stores import tries as try_store
         for seeded in (vanished, orphan, finished):
             async with engine.begin() as conn:
-                assert await executor_store.claim_try(conn, cluster="default", term=1,
+                assert await try_store.claim_try(conn, cluster="default", term=1,
                                                       task_try_id=seeded.task_try_id, key=seeded.key,
                                                       executor_ref=try_name("default", seeded.key), node_id="old")
         orphan_files = TryFiles(tmp_path, try_name("default", orphan.key))

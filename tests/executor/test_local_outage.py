@@ -91,10 +91,10 @@ def test_a_try_whose_replica_is_gone_is_failed_saying_why(settings: Settings, tm
 
     async def body(engine: AsyncEngine) -> None:
         gone, never = await seed_tries(engine, 2)
-        from leoflow.db import executor_store
+        from leoflow.db.stores import tries as try_store
         async with engine.begin() as conn:
             for seeded, node in ((gone, "a"), (never, "ghost")):
-                await executor_store.claim_try(conn, cluster="default", term=1, task_try_id=seeded.task_try_id,
+                await try_store.claim_try(conn, cluster="default", term=1, task_try_id=seeded.task_try_id,
                                                key=seeded.key, executor_ref=try_name("default", seeded.key),
                                                node_id=node)
         await heartbeat(engine, "a", seconds_ago=3600)  # 'a' stopped heartbeating an hour ago

@@ -21,9 +21,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.api.app import create_app
-from leoflow.db import executor_store
 from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import task_logs as log_store
+from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseUnavailable
 from leoflow.executor.kubernetes import logs as logs_module
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
@@ -189,12 +190,12 @@ def test_adopting_a_try_from_another_host_keeps_its_stored_output(settings: Sett
         [t] = await seed_tries(engine, 1)
         name = try_name("default", t.key)
         async with engine.begin() as conn:  # host a claimed it and stored its output while it ran
-            assert await executor_store.claim_try(conn, cluster="default", term=1, task_try_id=t.task_try_id, key=t.key,
+            assert await try_store.claim_try(conn, cluster="default", term=1, task_try_id=t.task_try_id, key=t.key,
                                                   executor_ref=name, node_id="host-a")
-            await executor_store.store_partial_logs(conn, t.task_try_id, "step 1 done\nstep 2 done\n",
+            await log_store.store_partial_logs(conn, t.task_try_id, "step 1 done\nstep 2 done\n",
                                                     truncated=False, size_bytes=24)
             # Less of the same output never replaces more of it (a shorter re-read, an empty file).
-            await executor_store.store_partial_logs(conn, t.task_try_id, "step 1", truncated=False, size_bytes=6)
+            await log_store.store_partial_logs(conn, t.task_try_id, "step 1", truncated=False, size_bytes=6)
         rec = Recorder(engine)
         rec.track([t])
         ex = LocalExecutor(here, kill_grace=1.0)
@@ -214,7 +215,7 @@ def test_adopting_a_try_from_another_host_keeps_its_stored_output(settings: Sett
 async def claim_as_another_replica(engine: AsyncEngine, claim_for: float) -> list[int]:
     """What another replica's shipper would claim right now (try ids)."""
     async with Database(engine).transaction() as conn:
-        claims = await executor_store.claim_unshipped(conn, "default", limit=5, claim_for=claim_for)
+        claims = await log_store.claim_unshipped(conn, "default", limit=5, claim_for=claim_for)
     return [c.record.task_try_id for c in claims]
 
 

@@ -21,8 +21,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st_
 from sqlalchemy import text
 
-from leoflow.db import api_queries, executor_store, migrations, queued_tries
+from leoflow.db import api_queries, migrations, queued_tries
 from leoflow.db.stores import runs as run_store
+from leoflow.db.stores import tries as try_store
 from leoflow.errors import Conflict
 from leoflow.executor.naming import try_name
 from leoflow.model.tries import TaskLaunch
@@ -92,7 +93,7 @@ async def play(st: Stepper, dag_id: str, ops: list[Op]) -> dict[str, Any]:
         if kind == "claim":
             assert launch is not None
             async with st.engine.begin() as conn:
-                claims = await executor_store.record_launches(
+                claims = await try_store.record_launches(
                     conn, cluster="default", term=1, node_id="n1",
                     launches=[(launch.task_try_id, try_name("default", launch.key), launch.key)])
             claim = claims.get(launch.task_try_id)
@@ -101,7 +102,7 @@ async def play(st: Stepper, dag_id: str, ops: list[Op]) -> dict[str, Any]:
         elif kind == "local_claim":  # the local executor claims one try before it spawns it
             assert launch is not None
             async with st.engine.begin() as conn:
-                claimed = await executor_store.claim_try(
+                claimed = await try_store.claim_try(
                     conn, cluster="default", term=1, task_try_id=launch.task_try_id, key=launch.key,
                     executor_ref=try_name("default", launch.key), node_id="n1")
             seen.append((kind, op[1], launch.key.try_number, claimed))
@@ -307,7 +308,7 @@ async def race(settings: Settings, first: str) -> tuple[list[Any], dict[int, Any
             await cancel_conn.begin()
 
             async def claim() -> None:
-                claims.update(await executor_store.record_launches(
+                claims.update(await try_store.record_launches(
                     claim_conn, cluster="default", term=1, node_id="n1",
                     launches=[(launch.task_try_id, "pod-a", launch.key)]))
 

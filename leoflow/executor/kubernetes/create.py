@@ -31,7 +31,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from leoflow.db import executor_store
+from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFailed, is_leader_fault
 from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
@@ -108,7 +108,7 @@ class PodCreation:
         while True:
             try:
                 async with ctx.db.transaction() as conn:
-                    claims = await executor_store.record_launches(
+                    claims = await try_store.record_launches(
                         conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
                         launches=[(launch.task_try_id, t.name, launch.key) for launch, t in group])
                 break

@@ -54,7 +54,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded, wait_at_most
-from leoflow.db import executor_store
+from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
 from leoflow.executor.failures import try_error
@@ -265,7 +265,7 @@ class KubernetesExecutor(PodCreation):
         else:
             t.stuck_since = None
 
-    async def _handle_untracked(self, pod: dict[str, Any], record: executor_store.TryRecord | None) -> None:
+    async def _handle_untracked(self, pod: dict[str, Any], record: try_store.TryRecord | None) -> None:
         name = pod["metadata"]["name"]
         key = pods.pod_try_key(pod)
         if key is None:
@@ -294,8 +294,8 @@ class KubernetesExecutor(PodCreation):
         untracked = [p for n, p in by_name.items() if n not in self._tracked]
         keys = [k for k in (pods.pod_try_key(p) for p in untracked) if k is not None]
         async with ctx.db.connect() as conn:
-            records = await executor_store.tries_by_key(conn, keys)
-            claims = await executor_store.unfinished_claims(conn, ctx.cluster) if initial else []
+            records = await try_store.tries_by_key(conn, keys)
+            claims = await try_store.unfinished_claims(conn, ctx.cluster) if initial else []
         for pod in untracked:
             key = pods.pod_try_key(pod)
             try:
@@ -486,7 +486,7 @@ class KubernetesExecutor(PodCreation):
                     await self._apply(t, pod, kind)
                 elif kind != "DELETED" and (key := pods.pod_try_key(pod)) is not None:
                     async with ctx.db.connect() as conn:
-                        records = await executor_store.tries_by_key(conn, [key])
+                        records = await try_store.tries_by_key(conn, [key])
                     if name not in self._tracked:
                         await self._handle_untracked(pod, records.get(key))
             except (DatabaseError, KubernetesError) as exc:  # the next resync looks at this pod again

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from leoflow.db import executor_store
+from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.errors import KubernetesError
@@ -57,21 +57,21 @@ class PodGarbageCollector:
         """Delete one batch of due pods; returns how many tries were collected."""
         retention = ctx.settings.executor.kubernetes.pod_retention
         async with ctx.db.connect() as conn:
-            due = await executor_store.gc_candidates(conn, ctx.cluster, retention=retention, limit=self.batch)
+            due = await try_store.gc_candidates(conn, ctx.cluster, retention=retention, limit=self.batch)
         # Side by side (bounded), so the deletes share fenced windows instead of one window each.
         gate = asyncio.Semaphore(GC_CONCURRENCY)
 
-        async def collect(record: executor_store.TryRecord) -> int | None:
+        async def collect(record: try_store.TryRecord) -> int | None:
             async with gate:
                 return record.task_try_id if await self._collect(ctx, record) else None
 
         done = [i for i in await asyncio.gather(*(collect(r) for r in due)) if i is not None]
         if done:
             async with ctx.db.transaction() as conn:
-                await executor_store.mark_resources_deleted(conn, cluster=ctx.cluster, term=ctx.term, task_try_ids=done)
+                await try_store.mark_resources_deleted(conn, cluster=ctx.cluster, term=ctx.term, task_try_ids=done)
         return len(done)
 
-    async def _collect(self, ctx: LeaderContext, record: executor_store.TryRecord) -> bool:
+    async def _collect(self, ctx: LeaderContext, record: try_store.TryRecord) -> bool:
         """Delete one try's pod if it is still there and really its; False to try again next round."""
         name = record.executor_ref or ""
         try:

@@ -8,7 +8,7 @@ of this cluster into ``task_logs``. Any replica may ship.
 Logs never block each other:
 
 - **each try has its own backoff and attempt budget**: a replica claims due tries in a short
-  transaction of its own (:func:`leoflow.db.executor_store.claim_unshipped`: the attempt is
+  transaction of its own (:func:`leoflow.db.stores.tries.claim_unshipped`: the attempt is
   counted and the try is pushed :data:`CLAIM_SECONDS` ahead, so no other replica takes it
   meanwhile; the claim is a lease, renewed :data:`RENEWALS_PER_CLAIM` times a claim while its read and
   store go on), commits, and only then reads the logs — no transaction is ever held across a call
@@ -35,9 +35,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
-from leoflow.db import executor_store
 from leoflow.db.connection.database import Connection, Database
-from leoflow.db.executor_store import ShippingClaim
+from leoflow.db.stores import task_logs as log_store
+from leoflow.db.stores.task_logs import ShippingClaim
 from leoflow.errors import DatabaseError
 from leoflow.executor.kubernetes.client import LOG_READ_TIMEOUT, KubernetesApi
 from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
@@ -82,7 +82,7 @@ async def fetch_pod_logs(api: KubernetesApi, pod_name: str, max_bytes: int, *,
 async def store_pod_logs(db: Database, task_try_id: int, logs: CappedOutput) -> None:
     """Store a try's final logs (and mark them shipped) in one short transaction."""
     async with db.transaction() as conn:
-        await executor_store.store_logs(conn, task_try_id, logs.text, truncated=logs.truncated,
+        await log_store.store_logs(conn, task_try_id, logs.text, truncated=logs.truncated,
                                         size_bytes=logs.size_bytes)
 
 
@@ -140,7 +140,7 @@ class PodLogShipper:
 
     async def _claim(self, settings: Settings, db: Database, limit: int) -> list[ShippingClaim]:
         async with db.transaction() as conn:
-            return await executor_store.claim_unshipped(conn, settings.cluster.name, limit=limit,
+            return await log_store.claim_unshipped(conn, settings.cluster.name, limit=limit,
                                                         claim_for=self.claim_seconds)
 
     async def ship(self, settings: Settings, db: Database, api: KubernetesApi, claim: ShippingClaim) -> bool:
@@ -167,7 +167,7 @@ class PodLogShipper:
         while True:
             await asyncio.sleep(self.claim_seconds / RENEWALS_PER_CLAIM)
             try:
-                await _in_transaction(db, lambda conn: executor_store.retry_shipping_later(
+                await _in_transaction(db, lambda conn: log_store.retry_shipping_later(
                     conn, claim.record.task_try_id, delay=self.claim_seconds))
             except DatabaseError as exc:  # the next renewal may get through; if none does, the claim lapses
                 log.warning("could not renew a log shipping claim",
@@ -206,12 +206,12 @@ class PodLogShipper:
                           f"{err.code} {err.reason}: {err.message}")
                 log.warning("pod logs unavailable; giving up", extra=extra)
                 TASK_LOGS_UNAVAILABLE.inc()
-                await _in_transaction(db, lambda conn: executor_store.mark_logs_unavailable(
+                await _in_transaction(db, lambda conn: log_store.mark_logs_unavailable(
                     conn, record.task_try_id, reason))
                 return True
             delay = min(self.backoff_cap, self.backoff_base * 2 ** (claim.attempt - 1))
             log.warning("could not read pod logs; will retry", extra={**extra, "retry_in": delay})
-            await _in_transaction(db, lambda conn: executor_store.retry_shipping_later(
+            await _in_transaction(db, lambda conn: log_store.retry_shipping_later(
                 conn, record.task_try_id, delay=delay))
         except DatabaseError as exc:  # the claim expires; the attempt was counted
             log.warning("could not record a log shipping failure", extra={**extra, "db_error": str(exc)[:300]})

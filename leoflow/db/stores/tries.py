@@ -1,4 +1,4 @@
-"""The executors' own bookkeeping in the database: claims, executor refs, shipped logs, GC marks.
+"""Tries as the executors record them: claims, executor refs, GC marks (``task_tries``).
 
 Executors never change task *states* (the scheduler applies their reports with a CAS). They do
 record facts about the outside world on ``task_tries``:
@@ -8,13 +8,7 @@ record facts about the outside world on ``task_tries``:
   ex-leader can neither claim nor, since claiming precedes creating, launch anything.
   ``claimed_by`` is ``"<cluster>/<node_id>"``: two clusters sharing one database recognise
   their own tries by that prefix and never touch each other's.
-- ``logs_shipped_at`` + a ``task_logs`` row: the try's output is safe in the database (not
-  fenced: any replica may ship; a replica claims a try for a while, with ``FOR UPDATE SKIP
-  LOCKED``, in a transaction of its own — never one held while the log is read). Each try has
-  its own attempt count and next attempt time (``log_attempts``, ``log_next_attempt_at``, on
-  the database's clock); when the budget is spent, ``logs_unavailable`` says why, and the logs
-  count as settled (``logs_shipped_at``) so garbage collection proceeds. Stored output is
-  never replaced by less of it.
+- ``logs_shipped_at``: the try's output is safe in the database (:mod:`leoflow.db.stores.task_logs`).
 - ``resource_deleted_at``: the pod was garbage-collected (fenced: GC is a leader service).
 
 Every function takes an ``AsyncConnection`` inside a transaction the caller owns.
@@ -40,7 +34,7 @@ def claimant(cluster: str, node_id: str) -> str:
     return f"{cluster}/{node_id}"
 
 
-def _prefix(cluster: str) -> str:
+def claimant_prefix(cluster: str) -> str:
     return f"{cluster}/"
 
 
@@ -69,18 +63,18 @@ def was_seen_running(state: str, started: bool) -> bool:
     return started or state not in ("queued", "cancelling")
 
 
-_TRY_COLUMNS = """
+TRY_COLUMNS = """
     tt.id AS task_try_id, dr.dag_id, dr.run_id, ti.task_id, tt.try_number, tt.state,
     tt.executor_ref, tt.claimed_by, tt.claimed_at, tt.ended_at, tt.term, tt.started_at
 """
-_TRY_FROM = """
+TRY_FROM = """
     FROM task_tries tt
     JOIN task_instances ti ON ti.id = tt.task_instance_id
     JOIN dag_runs dr ON dr.id = ti.run_pk
 """
 
 
-def _record(row: object) -> TryRecord:
+def try_record(row: object) -> TryRecord:
     m = row._mapping  # type: ignore[attr-defined]
     return TryRecord(task_try_id=m["task_try_id"],
                      key=TryKey(m["dag_id"], m["run_id"], m["task_id"], m["try_number"]),
@@ -199,7 +193,7 @@ async def record_launches(conn: AsyncConnection, *, cluster: str, term: int, nod
 
 
 _UNFINISHED_CLAIMS = text(f"""
-    SELECT {_TRY_COLUMNS} {_TRY_FROM}
+    SELECT {TRY_COLUMNS} {TRY_FROM}
     WHERE tt.claimed_at IS NOT NULL AND tt.ended_at IS NULL AND tt.state IN {LIVE_TRIES_SQL}
       AND left(tt.claimed_by, length(:prefix)) = :prefix
     ORDER BY tt.id
@@ -208,20 +202,20 @@ _UNFINISHED_CLAIMS = text(f"""
 
 async def unfinished_claims(conn: AsyncConnection, cluster: str) -> list[TryRecord]:
     """Tries of ``cluster`` handed to an executor whose end has not been recorded yet."""
-    rows = await conn.execute(_UNFINISHED_CLAIMS, {"prefix": _prefix(cluster)})
-    return [_record(r) for r in rows]
+    rows = await conn.execute(_UNFINISHED_CLAIMS, {"prefix": claimant_prefix(cluster)})
+    return [try_record(r) for r in rows]
 
 
-_TRY_BY_ID = text(f"SELECT {_TRY_COLUMNS} {_TRY_FROM} WHERE tt.id = :id")
+_TRY_BY_ID = text(f"SELECT {TRY_COLUMNS} {TRY_FROM} WHERE tt.id = :id")
 
 
 async def get_try(conn: AsyncConnection, task_try_id: int) -> TryRecord | None:
     row = (await conn.execute(_TRY_BY_ID, {"id": task_try_id})).first()
-    return _record(row) if row is not None else None
+    return try_record(row) if row is not None else None
 
 
 _TRIES_BY_KEY = text(f"""
-    SELECT {_TRY_COLUMNS}
+    SELECT {TRY_COLUMNS}
     FROM unnest(CAST(:dags AS text[]), CAST(:runs AS text[]), CAST(:tasks AS text[]), CAST(:tries AS int[]))
          AS k(dag_id, run_id, task_id, try_number)
     JOIN dag_runs dr ON dr.dag_id = k.dag_id AND dr.run_id = k.run_id
@@ -237,129 +231,12 @@ async def tries_by_key(conn: AsyncConnection, keys: Sequence[TryKey]) -> dict[Tr
     rows = await conn.execute(_TRIES_BY_KEY, {
         "dags": [k.dag_id for k in keys], "runs": [k.run_id for k in keys],
         "tasks": [k.task_id for k in keys], "tries": [k.try_number for k in keys]})
-    records = [_record(r) for r in rows]
+    records = [try_record(r) for r in rows]
     return {r.key: r for r in records}
 
 
-# ``size_bytes`` is the try's whole output so far: it only grows. A store with less (an adopting
-# executor that sees no file, a re-read of a shorter source) never replaces what is kept.
-_STORE_LOG_SQL = """
-    INSERT INTO task_logs (task_try_id, content, truncated, size_bytes)
-    VALUES (:id, :content, :truncated, :size)
-    ON CONFLICT (task_try_id) DO UPDATE
-    SET content = EXCLUDED.content, truncated = EXCLUDED.truncated, size_bytes = EXCLUDED.size_bytes,
-        updated_at = now()
-    WHERE task_logs.size_bytes <= EXCLUDED.size_bytes
-"""
-_STORE_LOG = text(_STORE_LOG_SQL)
-# The final store marks the logs shipped in the same statement (one round trip per finished try).
-_STORE_FINAL_LOG = text(f"""
-    WITH shipped AS (UPDATE task_tries SET logs_shipped_at = clock_timestamp() WHERE id = :id RETURNING id)
-    {_STORE_LOG_SQL}
-""")
-
-
-def _log_params(task_try_id: int, content: str, truncated: bool, size_bytes: int) -> dict[str, object]:
-    return {"id": task_try_id, "content": content.replace("\x00", ""), "truncated": truncated, "size": size_bytes}
-
-
-async def store_partial_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
-                             size_bytes: int) -> None:
-    """Save the output so far of a try that is still running (logs not marked shipped).
-
-    The API serves it with its "incomplete" note; :func:`store_logs` replaces it when the try
-    ends and marks the logs complete.
-    """
-    await conn.execute(_STORE_LOG, _log_params(task_try_id, content, truncated, size_bytes))
-
-
-async def store_logs(conn: AsyncConnection, task_try_id: int, content: str, *, truncated: bool,
-                     size_bytes: int) -> None:
-    """Save a try's (already size-capped) final output and mark its logs shipped, in one statement.
-
-    If more of the output is stored already, that is kept (and marked complete).
-    """
-    await conn.execute(_STORE_FINAL_LOG, _log_params(task_try_id, content, truncated, size_bytes))
-
-
-_UNAVAILABLE = text("""
-    UPDATE task_tries SET logs_unavailable = :reason, logs_shipped_at = coalesce(logs_shipped_at, clock_timestamp())
-    WHERE id = :id
-""")
-
-
-async def mark_logs_unavailable(conn: AsyncConnection, task_try_id: int, reason: str) -> None:
-    """Final: the try's output cannot be collected, for ``reason``; whatever was stored stays.
-
-    The logs count as settled (``logs_shipped_at``), so garbage collection may delete the pod.
-    """
-    await conn.execute(_UNAVAILABLE, {"id": task_try_id, "reason": reason[:1000]})
-
-
-_LOGS = text("SELECT content FROM task_logs WHERE task_try_id = :id")
-
-
-async def stored_logs(conn: AsyncConnection, task_try_id: int) -> str | None:
-    return (await conn.execute(_LOGS, {"id": task_try_id})).scalar()
-
-
-@dataclass(frozen=True)
-class ShippingClaim:
-    """A finished try whose logs this replica may ship now (its ``attempt``-th try, from 1)."""
-
-    record: TryRecord
-    attempt: int
-
-
-_CLAIM_UNSHIPPED = text(f"""
-    WITH due AS (
-        SELECT tt.id FROM task_tries tt
-        WHERE tt.ended_at IS NOT NULL AND tt.logs_shipped_at IS NULL AND tt.executor_ref IS NOT NULL
-          AND tt.resource_deleted_at IS NULL AND left(tt.claimed_by, length(:prefix)) = :prefix
-          AND (tt.log_next_attempt_at IS NULL OR tt.log_next_attempt_at <= now())
-        ORDER BY tt.log_attempts, tt.ended_at
-        LIMIT :limit
-        FOR UPDATE OF tt SKIP LOCKED
-    ), claimed AS (
-        UPDATE task_tries tt
-        SET log_attempts = tt.log_attempts + 1,
-            log_next_attempt_at = now() + make_interval(secs => :claim_for)
-        FROM due WHERE tt.id = due.id
-        RETURNING tt.id, tt.log_attempts
-    )
-    SELECT {_TRY_COLUMNS}, claimed.log_attempts {_TRY_FROM} JOIN claimed ON claimed.id = tt.id
-    ORDER BY claimed.log_attempts, tt.ended_at
-""")
-
-
-async def claim_unshipped(conn: AsyncConnection, cluster: str, *, limit: int,
-                          claim_for: float) -> list[ShippingClaim]:
-    """Claim up to ``limit`` finished tries of ``cluster`` whose logs are due, for ``claim_for`` seconds.
-
-    Commit at once, then read the logs: the claim (the next attempt time pushed ahead, the
-    attempt counted) keeps other replicas off the try without a transaction held open across the
-    read; if this replica dies, the try is due again when the claim expires. Tries another
-    replica is claiming right now are skipped (``SKIP LOCKED``), tries backing off are not due,
-    and tries never attempted come first (failing ones cannot crowd out the rest).
-    """
-    rows = await conn.execute(_CLAIM_UNSHIPPED, {"prefix": _prefix(cluster), "limit": limit,
-                                                 "claim_for": claim_for})
-    return [ShippingClaim(_record(r), int(r._mapping["log_attempts"])) for r in rows]
-
-
-_RETRY_SHIPPING = text("""
-    UPDATE task_tries SET log_next_attempt_at = now() + make_interval(secs => :delay)
-    WHERE id = :id AND logs_shipped_at IS NULL
-""")
-
-
-async def retry_shipping_later(conn: AsyncConnection, task_try_id: int, *, delay: float) -> None:
-    """This attempt failed for a reason that may pass: the try is due again in ``delay`` s (database clock)."""
-    await conn.execute(_RETRY_SHIPPING, {"id": task_try_id, "delay": delay})
-
-
 _GC_CANDIDATES = text(f"""
-    SELECT {_TRY_COLUMNS} {_TRY_FROM}
+    SELECT {TRY_COLUMNS} {TRY_FROM}
     WHERE tt.logs_shipped_at IS NOT NULL AND tt.resource_deleted_at IS NULL
       AND tt.executor_ref IS NOT NULL AND tt.ended_at < now() - make_interval(secs => :retention)
       AND left(tt.claimed_by, length(:prefix)) = :prefix
@@ -370,9 +247,9 @@ _GC_CANDIDATES = text(f"""
 
 async def gc_candidates(conn: AsyncConnection, cluster: str, *, retention: float, limit: int) -> list[TryRecord]:
     """Finished tries of ``cluster`` with settled logs, ended over ``retention`` s ago (database clock)."""
-    rows = await conn.execute(_GC_CANDIDATES, {"prefix": _prefix(cluster), "retention": retention,
+    rows = await conn.execute(_GC_CANDIDATES, {"prefix": claimant_prefix(cluster), "retention": retention,
                                                "limit": limit})
-    return [_record(r) for r in rows]
+    return [try_record(r) for r in rows]
 
 
 _MARK_DELETED = text("""
