@@ -92,11 +92,16 @@ class Conflict(LeoflowError):
 
 
 class ValidationFailed(LeoflowError):
-    """The input is invalid."""
+    """The input is invalid.
 
-    def __init__(self, path: str, problem: str) -> None:
+    ``path`` and ``problem`` are the first problem found; ``also`` the others found in the same
+    pass, when the validator collects them (a DAG spec's, up to a bound), in document order.
+    """
+
+    def __init__(self, path: str, problem: str, *, also: tuple[ValidationFailed, ...] = ()) -> None:
         self.path = path
         self.problem = problem
+        self.also = also
         super().__init__(f"{path}: {problem}" if path else problem)
 
 

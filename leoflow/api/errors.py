@@ -87,7 +87,10 @@ def translate(exc: BaseException) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, ValidationFailed):
-        return bad_field(exc.path, exc.problem, status=422)
+        error = bad_field(exc.path, exc.problem, status=422)
+        if exc.also:  # every problem found, the first one again at the head: ``details.field`` stays the first's
+            error.details["errors"] = [{"field": e.path, "message": e.problem} for e in (exc, *exc.also)]
+        return error
     if isinstance(exc, DagFilesRejected):
         return ApiError(409 if isinstance(exc, DagOwnershipConflict) else 422, str(exc),
                         details={"errors": exc.problems})

@@ -236,7 +236,8 @@ RESPONSES: dict[str, Any] = {
         ("Conflict", "Conflicts with the current state.", {}),
         ("TooLarge", "The body exceeds LEOFLOW_MAX_BODY_BYTES.", {}),
         ("UnsupportedMediaType", "Send application/json or application/yaml.", {}),
-        ("Unprocessable", "Invalid content (details.field names the path).", {}),
+        ("Unprocessable", "Invalid content (details.field names the path of the first problem; a DAG spec "
+                          "with several has details.errors, each {field, message}, the first included).", {}),
         ("Unavailable", "The database is unreachable (or no leader); retry later.", {"headers": _RETRY_AFTER}),
     )
 }

@@ -14,8 +14,10 @@ under the ``dags`` command by :mod:`leoflow.cli.dags`).
 
 Every problem is printed the way compilers print them —
 ``dags/etl.yaml:14:9: tasks[1].depends_on[0]: unknown task 'extrct'`` — for syntax errors found
-here and validation errors found by the server alike, and all of them at once: a sync with an
-unreadable file still asks the server (as a dry run) about the others before failing.
+here and validation errors found by the server alike, and all of them at once: ``apply`` prints
+every problem the server found in a document (up to its bound, ``leoflow.model.spec.MAX_PROBLEMS``),
+and a sync with an unreadable file still asks the server (as a dry run) about the others before
+failing.
 """
 
 from __future__ import annotations
@@ -61,6 +63,14 @@ def register(dverbs: Any) -> None:
     delete.add_argument("dag_ids", nargs="+", metavar="DAG")
 
 
+class Problems(Exception):
+    """Every validation problem the server found in one document, each located in its file."""
+
+    def __init__(self, errors: list[Any]) -> None:
+        super().__init__(f"{len(errors)} problems")
+        self.errors = errors
+
+
 def _error(message: str) -> None:
     print(f"leoflow: error: {message}", file=sys.stderr)
 
@@ -95,6 +105,10 @@ def _apply_document(api: Api, document: Document, several: bool) -> tuple[str, d
         raise
     except ClientError as exc:
         field = exc.details.get("field") if isinstance(exc.details, dict) else None
+        every = exc.details.get("errors") if isinstance(exc.details, dict) else None
+        if exc.status == 422 and isinstance(every, list) and all(isinstance(e, dict) for e in every):
+            raise Problems([document.error(str(e.get("field") or ""), str(e.get("message")), several=several)
+                            for e in every]) from None
         if exc.status == 422 and isinstance(field, str):
             problem = str(exc).removeprefix(f"{field}: ") if field else str(exc)
             raise document.error(field, problem, several=several) from None
@@ -130,6 +144,11 @@ def dags_apply(args: argparse.Namespace, client: ClientSettings) -> int:
                 except DocumentError as exc:
                     failed += 1
                     _error(str(exc))
+                    continue
+                except Problems as problems:
+                    failed += 1
+                    for problem in problems.errors:
+                        _error(str(problem))
                     continue
                 applied.append(dag)
                 if not for_scripts(args):

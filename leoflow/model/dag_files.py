@@ -106,7 +106,7 @@ def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None, 
                 if pod_policy is not None:
                     check_dag_pods(spec, pod_policy)
             except ValidationFailed as exc:
-                errors.append(document.error(exc.path, exc.problem, several=several))
+                errors += [document.error(e.path, e.problem, several=several) for e in (exc, *exc.also)]
                 continue
             located = LocatedDag(spec, file.name, document.index if several else None, document.locate("dag_id"))
             first = defined.get(spec.dag_id)

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 from leoflow.errors import ValidationFailed
@@ -207,50 +207,120 @@ class DagSpec:
 
 # --------------------------------------------------------------------------- parsing
 
+_T = TypeVar("_T")
+
+#: Problems one validation reports at most: enough to fix a file in one pass, few enough to read
+#: (a spec of 10,000 bad tasks is not answered with 10,000 lines).
+MAX_PROBLEMS = 20
+
+
+class _Problems:
+    """The validation problems of one spec, collected rather than raised at the first one."""
+
+    def __init__(self) -> None:
+        self.found: list[ValidationFailed] = []
+
+    def add(self, problem: ValidationFailed) -> None:
+        self.found += [problem, *problem.also]
+        if len(self.found) >= MAX_PROBLEMS:
+            raise self.failure()
+
+    def check(self, parse: Callable[[], _T], fallback: _T) -> _T:
+        """``parse()``, or ``fallback`` with its problem noted (the rest of the spec is still checked)."""
+        try:
+            return parse()
+        except ValidationFailed as problem:
+            self.add(problem)
+            return fallback
+
+    def failure(self) -> ValidationFailed:
+        first, *rest = self.found[:MAX_PROBLEMS]
+        return ValidationFailed(first.path, first.problem, also=tuple(rest))
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise self.failure()
+
+
 def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
     """Validate decoded YAML/JSON into a :class:`DagSpec`; raise ValidationFailed(path, problem).
 
     Every field is held to its row of :mod:`leoflow.model.limits`. ``now`` is where "the
     schedule fires within N years" is counted from (the API passes its clock; without one,
     :data:`SCHEDULE_CHECK_FROM`); a later ``start_date`` moves it.
+
+    A spec that is not a mapping, or too large, fails at once; otherwise every field is checked
+    and the one ValidationFailed raised names the first problem in document order, with the
+    others (up to :data:`MAX_PROBLEMS` in all) in its ``also`` — a missing field does not hide a
+    typo in ``depends_on``.
     """
     doc = as_mapping(data, "")
     check_size(doc, "", limits.SPEC)
-    no_unknown(doc, _DAG_FIELDS, "")
-    dag_id = name_field(required(doc, "dag_id", ""), "dag_id")
-    description = opt_str(doc.get("description"), "description", max_len=limits.DESCRIPTION.maximum)
-    timezone = timezone_field(doc.get("timezone", "UTC"), "timezone")
-    schedule = schedule_field(doc.get("schedule"), "schedule")
-    catchup = bool_field(doc.get("catchup", False), "catchup")
-    start_date = start_date_field(doc.get("start_date"), "start_date", timezone)
+    problems = _Problems()
+    problems.check(lambda: no_unknown(doc, _DAG_FIELDS, ""), None)
+    dag_id = problems.check(lambda: name_field(required(doc, "dag_id", ""), "dag_id"), "")
+    description = problems.check(
+        lambda: opt_str(doc.get("description"), "description", max_len=limits.DESCRIPTION.maximum), None)
+    timezone = problems.check(lambda: timezone_field(doc.get("timezone", "UTC"), "timezone"), "UTC")
+    schedule = problems.check(lambda: schedule_field(doc.get("schedule"), "schedule"), None)
+    catchup = problems.check(lambda: bool_field(doc.get("catchup", False), "catchup"), False)
+    start_date = problems.check(lambda: start_date_field(doc.get("start_date"), "start_date", timezone), None)
     if schedule is not None:
         reference = max(now or SCHEDULE_CHECK_FROM, start_date or SCHEDULE_CHECK_FROM)
-        check_cron_fires(CRON_PRESETS.get(schedule, schedule), timezone, reference, "schedule", limits.SCHEDULE)
-    max_active_runs = int(within(doc.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS), "max_active_runs",
-                                 limits.MAX_ACTIVE_RUNS))
-    max_active_tasks = max_active_tasks_field(doc.get("max_active_tasks"), "max_active_tasks")
-    paused = bool_field(doc.get("paused", False), "paused")
-    default_retries = int(within(doc.get("default_retries", 0), "default_retries", limits.RETRIES))
-    defaults = _defaults(doc.get("defaults"))
+        problems.check(lambda: check_cron_fires(CRON_PRESETS.get(schedule, schedule), timezone, reference,
+                                                "schedule", limits.SCHEDULE), None)
+    max_active_runs = problems.check(lambda: int(within(doc.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS),
+                                                        "max_active_runs", limits.MAX_ACTIVE_RUNS)),
+                                     DEFAULT_MAX_ACTIVE_RUNS)
+    max_active_tasks = problems.check(lambda: max_active_tasks_field(doc.get("max_active_tasks"),
+                                                                     "max_active_tasks"), None)
+    paused = problems.check(lambda: bool_field(doc.get("paused", False), "paused"), False)
+    default_retries = problems.check(lambda: int(within(doc.get("default_retries", 0), "default_retries",
+                                                        limits.RETRIES)), 0)
+    no_defaults: dict[str, Any] = {}
+    defaults = problems.check(lambda: _defaults(doc.get("defaults")), no_defaults)
+    no_tasks: tuple[TaskSpec, ...] = ()
+    tasks = problems.check(lambda: _tasks(doc, default_retries, defaults, problems), no_tasks)
+    notify = problems.check(lambda: parse_notify(doc.get("notify")), None)
+    params = problems.check(lambda: parse_params(doc.get("params")), None)
+    if schedule is not None:
+        problems.check(lambda: check_scheduled_defaults(params), None)
+    run_timeout = problems.check(lambda: run_timeout_field(doc.get("run_timeout_seconds"), "run_timeout_seconds"),
+                                 None)
+    problems.raise_any()
+    return DagSpec(dag_id=dag_id, tasks=tasks, schedule=schedule, timezone=timezone, catchup=catchup,
+                   start_date=start_date, max_active_runs=max_active_runs, paused=paused,
+                   default_retries=default_retries, description=description, notify=notify, params=params,
+                   defaults=defaults, run_timeout_seconds=run_timeout,
+                   max_active_tasks=max_active_tasks)
+
+
+def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any],
+           problems: _Problems) -> tuple[TaskSpec, ...]:
+    """The tasks, each checked on its own; the graph checked over those that parsed.
+
+    A dependency on a task that failed to parse is not reported as unknown: the task is there,
+    it has its own problem.
+    """
     raw_tasks = required(doc, "tasks", "")
     if not isinstance(raw_tasks, list):
         raise ValidationFailed("tasks", f"must be a list of tasks, got {type_name(raw_tasks)}")
     if not raw_tasks:
         raise ValidationFailed("tasks", "must contain at least one task")
     check_count(len(raw_tasks), "tasks", limits.TASKS)
-    tasks = tuple(_task(raw, f"tasks[{i}]", default_retries, defaults) for i, raw in enumerate(raw_tasks))
+    parsed: list[tuple[int, TaskSpec]] = []
+    unparsed: set[str] = set()
+    for i, raw in enumerate(raw_tasks):
+        try:
+            parsed.append((i, _task(raw, f"tasks[{i}]", default_retries, defaults)))
+        except ValidationFailed as problem:
+            problems.add(problem)
+            if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+                unparsed.add(raw["id"])
+    tasks = tuple(task for _, task in parsed)
     check_count(sum(len(t.depends_on) for t in tasks), "tasks", limits.EDGES)
-    _check_graph(tasks)
-    notify = parse_notify(doc.get("notify"))
-    params = parse_params(doc.get("params"))
-    if schedule is not None:
-        check_scheduled_defaults(params)
-    run_timeout = run_timeout_field(doc.get("run_timeout_seconds"), "run_timeout_seconds")
-    return DagSpec(dag_id=dag_id, tasks=tasks, schedule=schedule, timezone=timezone, catchup=catchup,
-                   start_date=start_date, max_active_runs=max_active_runs, paused=paused,
-                   default_retries=default_retries, description=description, notify=notify, params=params,
-                   defaults=defaults, run_timeout_seconds=run_timeout,
-                   max_active_tasks=max_active_tasks)
+    _check_graph(tasks, [i for i, _ in parsed], unparsed)
+    return tasks
 
 
 def run_timeout_field(value: object, path: str) -> float | None:
@@ -335,15 +405,20 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority)
 
 
-def _check_graph(tasks: Sequence[TaskSpec]) -> None:
+def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = ()) -> None:
+    """Unique ids, known dependencies, no cycle. ``at``: each task's position in the spec (default:
+    its position in ``tasks``); ``unparsed``: ids of tasks that failed to parse (known, not checked)."""
+    places = list(at) if at is not None else list(range(len(tasks)))
     index: dict[str, int] = {}
-    for i, task in enumerate(tasks):
+    for i, task in zip(places, tasks, strict=True):
         if task.id in index:
             raise ValidationFailed(f"tasks[{i}].id", f"duplicate task id {task.id!r} (also tasks[{index[task.id]}])")
         index[task.id] = i
-    for i, task in enumerate(tasks):
+    for i, task in zip(places, tasks, strict=True):
         for j, dep in enumerate(task.depends_on):
             if dep not in index:
+                if dep in unparsed:
+                    continue
                 raise ValidationFailed(f"tasks[{i}].depends_on[{j}]", f"unknown task {dep!r}")
             if dep == task.id:
                 raise ValidationFailed(f"tasks[{i}].depends_on[{j}]", f"task {task.id!r} depends on itself")
@@ -365,6 +440,8 @@ def _check_graph(tasks: Sequence[TaskSpec]) -> None:
                 continue
             stack[-1] = (node, pos + 1)
             dep = deps[pos]
+            if dep not in by_id:
+                continue  # a task that failed to parse: its edges are unknown
             if color.get(dep) == 1:
                 names = [n for n, _ in stack]
                 cycle = [*names[names.index(dep):], dep]

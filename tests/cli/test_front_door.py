@@ -142,6 +142,42 @@ def test_tasks_list_without_a_run_lists_every_runs(api_url: str, database_url: s
     assert code == 0 and [t["run_id"] for t in json.loads(out)] == ["r2", "r1"]
 
 
+BROKEN = """\
+dag_id: broken
+catchup: 3
+tasks:
+  - id: extract
+    command: [run]
+  - id: load
+    image: busybox
+    command: ["true"]
+    depends_on: [extract, extrct]
+"""
+
+
+def test_dags_apply_shows_every_problem_of_a_document_located(api_url: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "broken.yaml"
+    spec.write_text(BROKEN)
+    code, out, err = cli(capsys, "dags", "apply", str(spec))
+    assert code == 1 and out == ""
+    assert err.splitlines() == [f"leoflow: error: {spec}:2:1: catchup: must be true or false, got an integer",
+                                f"leoflow: error: {spec}:4:5: tasks[0].image: is required (or set kind: empty)",
+                                f"leoflow: error: {spec}:9:27: tasks[1].depends_on[1]: unknown task 'extrct'"]
+
+
+def test_the_422_keeps_the_first_problem_as_details_and_lists_them_all(api_url: str) -> None:
+    import httpx
+
+    answer = httpx.post(f"{api_url}/api/v2/dags", content=BROKEN, headers={
+        "Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/yaml"})
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["message"] == "catchup: must be true or false, got an integer"  # as before: the first
+    assert error["details"]["field"] == "catchup"
+    assert [e["field"] for e in error["details"]["errors"]] == ["catchup", "tasks[0].image", "tasks[1].depends_on[1]"]
+
+
 def test_dag_order_is_the_dashboards() -> None:
     """Upstreams first, ties in the written order, a task on a cycle last (as ``topoOrder``)."""
     tasks = [{"id": "c", "depends_on": ["a"]}, {"id": "a"}, {"id": "b"}, {"id": "d", "depends_on": ["c", "b"]},
