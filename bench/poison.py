@@ -46,7 +46,11 @@ seconds have passed:
 Reported: healthy runs completed (and how many did not succeed), leadership changes during the
 run (must be 0), the outcome of each poison (HTTP status counts, or the final state and reason
 of the poisoned run), the 300-DAG runs by state, and the p50/p99 of the prober's latencies
-before and during the attack. One JSON object on the last line; a PNG (``--png``).
+before and during the attack (and of ``/healthz`` alone: p99 < 100 ms during the attack), and each
+replica's resident memory from its ``/metrics``: the leader's peak growth and every replica's
+growth once drained must stay under 50 MB. The follower that takes the API poisons shows its
+transient peak too (parsing a 1 MiB YAML body builds PyYAML's node tree, tens of MB, freed after).
+One JSON object on the last line; a PNG (``--png``).
 """
 
 from __future__ import annotations
@@ -327,15 +331,26 @@ class HostileWebhooks:
         }
 
 
-def memory_growth_mb(memory: list[tuple[str, int, float]], replicas: int) -> dict[str, Any]:
-    """Per replica: the baseline's last RSS and the attack's peak, and the largest growth (MB)."""
+def memory_growth_mb(memory: list[tuple[str, int, float]], replicas: int, leader: int | None) -> dict[str, Any]:
+    """Per replica (MB): the baseline's last RSS, the peak during attack and drain, and the RSS once
+    drained ("end"). The leader's peak is what the leader-only work (webhooks, validation on the
+    leader) must keep bounded; the retained growth (end - baseline) is what a replica keeps."""
     out: dict[str, Any] = {}
     for i in range(replicas):
         base = [b for p, r, b in memory if r == i and p == "baseline"]
-        peak = [b for p, r, b in memory if r == i and p != "baseline"]
+        peak = [b for p, r, b in memory if r == i and p in ("attack", "drain")]
+        end = [b for p, r, b in memory if r == i and p == "end"]
         if base and peak:
-            out[f"replica{i}"] = {"baseline_mb": round(base[-1] / 2**20, 1), "peak_mb": round(max(peak) / 2**20, 1)}
-    out["max_growth_mb"] = max((v["peak_mb"] - v["baseline_mb"] for v in out.values()), default=None)
+            out[f"replica{i}"] = {"role": "leader" if i == leader else "follower (takes the API poisons)",
+                                  "baseline_mb": round(base[-1] / 2**20, 1), "peak_mb": round(max(peak) / 2**20, 1),
+                                  "end_mb": round(end[-1] / 2**20, 1) if end else None}
+    rows = [v for k, v in out.items() if k.startswith("replica")]
+    leader_row = out.get(f"replica{leader}")
+    out["leader_peak_growth_mb"] = (round(leader_row["peak_mb"] - leader_row["baseline_mb"], 1)
+                                    if leader_row else None)
+    out["max_peak_growth_mb"] = max((round(v["peak_mb"] - v["baseline_mb"], 1) for v in rows), default=None)
+    out["max_retained_growth_mb"] = max((round(v["end_mb"] - v["baseline_mb"], 1) for v in rows
+                                         if v["end_mb"] is not None), default=None)
     return out
 
 
@@ -501,6 +516,13 @@ def main() -> int:
             healthy = run_states(url, [(HEALTHY, r) for r in work.triggered])
             many_states = run_states(url, many)
             terms_after = leadership(url)
+            nodes = [r.node for r in cluster.replicas.values()]
+            leader_index = nodes.index(terms_after[-1][1]) if terms_after and terms_after[-1][1] in nodes else None
+            work.phase = "end"
+            end_clients = [httpx.Client(base_url=u, timeout=30) for u in urls]
+            work.sample_memory(end_clients)
+            for end_client in end_clients:
+                end_client.close()
             database_outcomes = poisoner.outcomes()
             webhooks = hooks.report(url)
             alive = {r.node: r.alive() for r in cluster.replicas.values()}
@@ -514,7 +536,7 @@ def main() -> int:
                for phase in ("baseline", "attack")}
     healthz = {phase: percentiles([s for _, p, w, s, _ in work.samples if p == phase and w.startswith("healthz")])
                for phase in ("baseline", "attack")}
-    memory = memory_growth_mb(work.memory, len(urls))
+    memory = memory_growth_mb(work.memory, len(urls), leader_index)
     server_errors = sum(1 for *_, status in work.samples if status >= 500 or status == 0)
     poison_5xx = sum(v for c in outcomes.values() for k, v in c.items() if k.startswith("5"))
     result: dict[str, Any] = {
@@ -541,7 +563,8 @@ def main() -> int:
           and many_states.get("success", 0) == len(many)
           # Issue 44: hostile receivers, patterns and bodies leave /healthz and memory alone.
           and healthz["attack"].get("p99_ms", 0) < 100
-          and (memory["max_growth_mb"] is None or memory["max_growth_mb"] < 50))
+          and (memory["leader_peak_growth_mb"] is None or memory["leader_peak_growth_mb"] < 50)
+          and (memory["max_retained_growth_mb"] is None or memory["max_retained_growth_mb"] < 50))
     result["ok"] = ok
     print(json.dumps(result))
     return 0 if ok else 1
