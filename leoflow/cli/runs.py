@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from leoflow.cli.api_client import Api, ApiUnavailable, ClientError, dag_path, run_path
+from leoflow.cli.dags import in_dag_order
 from leoflow.cli.output import emitted, for_scripts, short, table, usage
 from leoflow.cli.verbs import noun, verb
 from leoflow.model.states import TERMINAL_RUN_STATES
@@ -59,7 +60,8 @@ def register(sub: Any) -> None:
     rl.add_argument("--state", help="only runs in this state")
     rl.add_argument("--since", metavar="TIME", help="only runs created at or after TIME (ISO 8601 date or time)")
     rl.add_argument("--limit", type=int, default=50, help="most runs to show (default 50)")
-    show = verb(runs, "show", "show a run and its task instances", runs_show, f"GET {RUN}")
+    show = verb(runs, "show", "show a run and its task instances (in the DAG's order)", runs_show, f"GET {RUN}",
+                "GET /api/v2/dags/{dag_id}")
     show.add_argument("dag_id", metavar="DAG")
     show.add_argument("run_id", metavar="RUN")
     cancel = verb(runs, "cancel", "cancel a queued or running run and its unfinished tasks", runs_cancel,
@@ -137,8 +139,10 @@ def runs_list(args: argparse.Namespace, client: ClientSettings) -> int:
 def runs_show(args: argparse.Namespace, client: ClientSettings) -> int:
     with Api(client) as api:
         run = api.json("GET", run_path(args.dag_id, args.run_id))
-    if emitted(args, run):
-        return 0
+        if for_scripts(args):
+            emitted(args, run)
+            return 0
+        run["tasks"] = in_dag_order(run["tasks"], api.json("GET", dag_path(args.dag_id)).get("spec"))
     print(f"dag:      {run['dag_id']} (version {run['dag_version']})")
     print(f"run:      {run['run_id']} ({run['run_type']})")
     print(f"state:    {run['state']}" + (f" ({run['reason']})" if run.get("reason") else ""))

@@ -126,6 +126,9 @@ def test_tasks_list_follows_the_dag_not_the_alphabet(api_url: str, database_url:
     assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["z-extract", "b-load", "a-report"]
     code, out, _ = cli(capsys, "tasks", "list", "etl", "r1", "-o", "json")
     assert [t["task_id"] for t in json.loads(out)] == ["z-extract", "b-load", "a-report"]
+    code, out, _ = cli(capsys, "runs", "show", "etl", "r1")
+    assert code == 0 and [line.split()[0] for line in out.split("\n\n")[1].splitlines()[1:]] == [
+        "z-extract", "b-load", "a-report"]
 
 
 def test_tasks_list_without_a_run_lists_every_runs(api_url: str, database_url: str,

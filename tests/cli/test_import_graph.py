@@ -62,10 +62,10 @@ NOT_BEFORE_THE_REQUEST = ("leoflow.settings.groups", "leoflow.settings.loader", 
                           "logging", "dataclasses", "inspect", "leoflow.standalone.discovery",
                           "http.client", "email", "ssl", "encodings.idna")
 
-#: One verb or more of every module that contributes client verbs (client, dags, backfill, runs,
-#: operations); each run costs a fresh interpreter.
+#: One verb or more of every command module with client verbs (dags, dag_files, backfills, runs, tasks,
+#: pools, cluster, notifications, audit, server); each run costs a fresh interpreter.
 VERBS = [
-    ["--help"], ["dags", "list"], ["dags", "show", "x", "--version", "2"],
+    ["--help"], ["dags", "list"], ["dags", "show", "x", "--version", "2"], ["cluster", "nodes", "-o", "yaml"],
     ["dags", "backfill", "x", "--start", "2026-01-01", "--end", "2026-01-02", "--wait"], ["dags", "delete", "x"],
     ["runs", "trigger", "x", "--wait"], ["runs", "wait", "x", "r"], ["tasks", "list", "x", "r", "-o", "json"],
     ["notifications", "list"], ["audit", "list"], ["api", "ready"], ["pools", "resize", "gpu", "--slots", "2"],
