@@ -19,7 +19,7 @@ from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.api.routes_dags import not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock
-from leoflow.db import api_documents, api_queries
+from leoflow.db import api_queries
 from leoflow.db.stores import dag_versions
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores import runs as run_store
@@ -165,7 +165,7 @@ async def get_run(request: Request) -> Response:
         checks = 0
         while True:
             async with state.db.raw() as conn:
-                document = await api_documents.run_with_tasks(conn, dag_id, run_id)
+                document = await run_store.run_document(conn, dag_id, run_id)
                 if document is None and not await dag_store.dag_exists(conn, dag_id):
                     raise not_found(dag_id)
             if document is None:

@@ -111,7 +111,7 @@ async def list_runs_of_every_dag(conn: AsyncConnection, *, before_id: int | None
 
 # One round trip for a run and all its task instances, as Python values: the answers of the
 # write routes (trigger, cancel) inside their transaction. The hot GET of the same run has
-# PostgreSQL render the JSON instead (leoflow.db.api_documents); a test keeps the two equal.
+# PostgreSQL render the JSON instead (leoflow.db.stores.runs.run_document); a test keeps the two equal.
 _RUN_WITH_TASKS = text("""
 SELECT r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.conf, r.created_at,
        r.started_at, r.ended_at, r.updated_at, v.version AS dag_version, r.reason, r.backfill_id, r.deadline_at,

@@ -17,10 +17,10 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import text
 
-from leoflow.db import api_documents
 from leoflow.db.connection import api_pool as pool_module
 from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores import runs as run_store
 from leoflow.errors import DatabaseUnavailable
 from leoflow.settings import Settings
 
@@ -164,7 +164,7 @@ def test_hot_reads_reuse_their_connections_cursor(settings: Settings) -> None:
                 assert cursor.pgresult is not None  # the statement ran on this very cursor
             async with db.raw() as conn:
                 assert conn.reading_cursor() is cursor
-                assert await api_documents.run_with_tasks(conn, "nope", "r1") is None
+                assert await run_store.run_document(conn, "nope", "r1") is None
         finally:
             await db.close()
 

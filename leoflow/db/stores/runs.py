@@ -8,6 +8,16 @@ requests, and is not fenced. ``trigger_run`` and ``cancel_run`` send ``NOTIFY le
   (``max_active_runs`` permitting), so a queued run has no task instances yet.
 - Manual runs of a paused DAG are allowed and run: pausing stops *scheduled* runs only.
 - A deleted DAG's runs take no commands: cancelling one answers 404.
+
+**The run's document, rendered by PostgreSQL** (:func:`run_document`). The busiest read of the
+API is a run with its task instances (run pages and dashboards poll it; ``leoflow runs trigger
+--wait`` too). Building the answer in SQL (``json_build_object``) and returning its text lets the
+API pass the bytes through: no row objects, no datetime conversion, no ``json.dumps`` — the
+difference between ~0.3 ms and ~1.5 ms of CPU per request (``bench/api.py``). The JSON has exactly
+the fields and order of the Python-rendered answers in :mod:`leoflow.api.routes_runs`; timestamps
+are ISO 8601 in UTC (the API's sessions run with ``TimeZone=UTC``). It takes a raw psycopg
+connection from the API pool (:mod:`leoflow.db.connection.api_pool`) and returns ``None`` for a
+missing run, so the route decides between 404s (:func:`leoflow.db.stores.dags.dag_exists`).
 """
 
 from __future__ import annotations
@@ -17,10 +27,12 @@ import secrets
 from datetime import UTC
 from typing import Any
 
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
+from leoflow.db.connection.api_pool import reading_cursor
 from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.queued_tries import cancel_implicit_sql
@@ -101,3 +113,28 @@ async def cancel_runs(conn: AsyncConnection, run_pks: list[int], *, reason: str 
         FROM cancelled c
         WHERE tt.task_instance_id = c.id AND tt.state IN ('queued', 'running')
     """), {"ids": run_pks, "reason": reason})
+
+
+_RUN_WITH_TASKS = """
+SELECT json_build_object(
+         'dag_id', r.dag_id, 'run_id', r.run_id, 'run_type', r.run_type, 'state', r.state,
+         'logical_date', r.logical_date, 'conf', r.conf, 'created_at', r.created_at,
+         'started_at', r.started_at, 'ended_at', r.ended_at, 'updated_at', r.updated_at,
+         'dag_version', v.version, 'reason', r.reason, 'backfill_id', r.backfill_id,
+         'deadline_at', r.deadline_at,
+         'tasks', (SELECT coalesce(json_agg(json_build_object(
+                      'task_id', ti.task_id, 'state', ti.state, 'try_number', ti.try_number,
+                      'max_tries', ti.max_tries, 'queued_at', ti.queued_at, 'started_at', ti.started_at,
+                      'ended_at', ti.ended_at, 'next_try_at', ti.next_try_at, 'reason', ti.reason)
+                      ORDER BY ti.task_id), '[]'::json)
+                     FROM task_instances ti WHERE ti.run_pk = r.id))::text
+  FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id
+ WHERE r.dag_id = %s AND r.run_id = %s
+"""
+
+
+async def run_document(conn: psycopg.AsyncConnection[Any], dag_id: str, run_id: str) -> str | None:
+    """The run's public JSON document with its task instances (ordered by task id); see the module docstring."""
+    cursor = await reading_cursor(conn).execute(_RUN_WITH_TASKS, (dag_id, run_id))
+    row = await cursor.fetchone()
+    return None if row is None else str(row[0])
