@@ -1,6 +1,6 @@
 """How tasks and runs end: the statements behind every consequence of a task's final state.
 
-Called by the scheduler inside its fenced transactions (see :mod:`leoflow.db.scheduler_store`
+Called by the scheduler inside its fenced transactions (see :mod:`leoflow.db.stores.task_instances`
 for the rules every write follows: compare-and-set, batched, bounded):
 
 - a task's final state is counted on its direct downstream (``pending_upstreams`` decremented,
@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from leoflow.db import arrays
 from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.queued_tries import cancel_live_tries_sql
-from leoflow.db.scheduler_store import ReadyTask
+from leoflow.db.stores.task_instances import ReadyTask
 from leoflow.model.tries import TryKey
 from leoflow.model.trigger_rules import REASONS, UpstreamCounts
 

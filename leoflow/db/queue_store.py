@@ -48,7 +48,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from leoflow.db import arrays, queued_tries
 from leoflow.db.completion_store import PENDING, TALLY, Counted, counted_rows
 from leoflow.db.fragments import SLOT_TASKS_SQL
-from leoflow.db.scheduler_store import ReadyTask
+from leoflow.db.stores.task_instances import ReadyTask
 from leoflow.model.fairness import DEFAULT_POOL
 
 _READY_COLUMNS = """ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,

@@ -14,10 +14,10 @@ The rule every writer and reader of live tries follows, whether or not the row e
   row for it, the try is *implicit*: state ``queued``, id ``queued_try_id``, term and
   ``queued_at`` those of the task instance. Any other task instance with n > 0 has its row.
 - A writer that must change a live try writes the row if it is missing — the executor's claim
-  (:mod:`leoflow.db.stores.tries`), a report (``scheduler_store._TRY_CHANGES``), a cancellation
+  (:mod:`leoflow.db.stores.tries`), a report (``task_instances._TRY_CHANGES``), a cancellation
   (:func:`cancel_live_tries_sql`) — so that a try once claimed, reported or cancelled is a row like
   any other; a reader of queued tries reads the task instance (:func:`implicit_try_sql`): the
-  failover resubmission (``scheduler_store.queued_tries_after``) and the API (``api_queries``).
+  failover resubmission (``stores.tries.queued_tries_after``) and the API (``api_queries``).
 
 Rolled out in two steps, as ADR 0006 asks of every change to what older code reads: step 1
 (revision 0010) made every path cope with the rows missing while the queueing statements still

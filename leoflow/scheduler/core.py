@@ -53,8 +53,9 @@ from typing import NamedTuple, TypeVar
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import completion_store
-from leoflow.db import scheduler_store as store
 from leoflow.db.queue_store import QueuedTask, QueueRoom
+from leoflow.db.stores import task_instances as ti_store
+from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, LeoflowError
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
@@ -282,7 +283,7 @@ class SchedulerCore:
         unknown = [u.key for u in updates if u.key not in known]
         if unknown or None in graphs.values():
             async with self.step() as step:
-                for row in await store.task_instances_by_key(step.conn, unknown):
+                for row in await ti_store.task_instances_by_key(step.conn, unknown):
                     known[TryKey(row.dag_id, row.run_id, row.task_id, row.try_number)] = (row.version_id,
                                                                                           row.max_tries)
                 graphs.update(await step.graphs.load(step.conn, {v for v, _ in known.values()
@@ -387,7 +388,7 @@ class SchedulerCore:
             await self._step_failed(exc, (), periodic)
         return True
 
-    async def _queue_and_settle(self, step: Step, *, scan: bool, candidates: Sequence[store.ReadyTask] = ()) -> None:
+    async def _queue_and_settle(self, step: Step, *, scan: bool, candidates: Sequence[ti_store.ReadyTask] = ()) -> None:
         """Queue what is ready, settle, and start the queued runs that finished runs made room for."""
         step.add_candidates(candidates)
         only = [r.id for r in candidates] if candidates else None
@@ -413,7 +414,7 @@ class SchedulerCore:
             for part in self.periodic.parts():
                 await self._isolate_part(part)
         await isolate(batch, lambda xs: self._run(lambda s: self.reports.apply(s, xs)), self._poisoned_report)
-        ready = await self._read(lambda s: store.ready_task_instances(s.conn, self.batch_size))
+        ready = await self._read(lambda s: ti_store.ready_task_instances(s.conn, self.batch_size))
         ready = [r for r in ready if ("task", r.id) not in self.quarantine]
         await isolate(ready, lambda xs: self._run(lambda s: self._queue_and_settle(s, scan=False, candidates=xs)),
                       lambda r, exc: self._poisoned("task", r.id, exc))
@@ -451,7 +452,7 @@ class SchedulerCore:
         """A report that cannot be applied fails its task instance; one that names none is dropped."""
         try:
             async with self.step() as step:
-                rows = await store.lock_task_instances(step.conn, [update.key])
+                rows = await ti_store.lock_task_instances(step.conn, [update.key])
         except Exception as lookup_error:  # boundary: a key the database cannot even look up
             if is_leader_fault(lookup_error):
                 raise
@@ -516,8 +517,8 @@ class SchedulerCore:
             await self.submit_all(launches)
             after, total = page[-1].task_instance_id, total + len(page)
 
-    async def _queued_page(self, step: Step, after: int) -> tuple[list[store.QueuedLaunch], list[TaskLaunch]]:
-        page = await store.queued_tries_after(step.conn, after, self.batch_size)
+    async def _queued_page(self, step: Step, after: int) -> tuple[list[try_store.QueuedLaunch], list[TaskLaunch]]:
+        page = await try_store.queued_tries_after(step.conn, after, self.batch_size)
         graphs = await step.graphs.load(step.conn, {p.version_id for p in page})
         launches: list[TaskLaunch] = []
         for item in step.usable(page, graphs):

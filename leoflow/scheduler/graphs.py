@@ -13,8 +13,8 @@ import json
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from leoflow.db import scheduler_store as store
 from leoflow.db.connection.database import Connection
+from leoflow.db.stores import dag_versions
 from leoflow.model.graph import DEFAULT_CACHE_SIZE, DagGraph, GraphCache
 from leoflow.scheduler.containment import contained, count
 
@@ -44,7 +44,7 @@ class VersionGraphs:
                 found[vid] = graph
         missing = sorted(wanted - found.keys())
         if missing:
-            texts = await store.load_specs(conn, missing)
+            texts = await dag_versions.load_specs(conn, missing)
             for vid in missing:
                 try:
                     found[vid] = self.cache.add(vid, json.loads(texts[vid]))

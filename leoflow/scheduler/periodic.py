@@ -6,7 +6,7 @@ Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's
   of a step are planned in one pass (each distinct schedule once,
   :class:`~leoflow.model.timetable.TickPlanner`) and written with one statement that inserts
   their runs and moves their ``next_run_at`` forward with a compare-and-set
-  (:func:`~leoflow.db.scheduler_store.create_due_runs`), as many DAGs as their rows fit the row
+  (:func:`~leoflow.db.stores.runs.create_due_runs`), as many DAGs as their rows fit the row
   budget (the rest at once in the next step); one log line per step, the DAG ids at debug;
 - **timeouts**: running tasks past ``timeout_at`` fail (or go up for retry) and their tries are
   flagged for killing;
@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from leoflow.db import completion_store
-from leoflow.db import scheduler_store as store
 from leoflow.db.stores import commands as command_store
+from leoflow.db.stores import runs as run_store
+from leoflow.db.stores import task_instances as ti_store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.notify import DEADLINE_REASON
 from leoflow.model.run_ids import scheduled_run_id
@@ -118,16 +119,16 @@ class Periodic:
         """Due DAGs one step reads: each writes at least two rows (a run and its ``dags`` row)."""
         return max(1, self.row_budget // 2)
 
-    async def _due(self, step: Step) -> list[store.DueDag]:
-        dues = await store.due_dags(step.conn, step.now, self.due_per_step)
+    async def _due(self, step: Step) -> list[run_store.DueDag]:
+        dues = await run_store.due_dags(step.conn, step.now, self.due_per_step)
         self._due_page_full = len(dues) >= self.due_per_step
         return [d for d in dues if ("dag", d.dag_id) not in self.quarantine]
 
-    async def _create(self, step: Step, dues: Sequence[store.DueDag]) -> None:
+    async def _create(self, step: Step, dues: Sequence[run_store.DueDag]) -> None:
         """Plan every due DAG, take as many as their rows fit the budget, write them in one statement."""
         step.due += len(dues)
         planner = TickPlanner(step.now, CATCHUP_RUNS_PER_TICK)
-        plans: list[store.PlannedRuns] = []
+        plans: list[run_store.PlannedRuns] = []
         for dag in dues:
             try:
                 plan = planner.plan(dag.schedule, dag.timezone, catchup=dag.catchup, next_run_at=dag.next_run_at)
@@ -135,12 +136,12 @@ class Periodic:
             except Exception as exc:  # containment: this DAG's schedule, whatever makes it unplannable
                 step.fail("dag", dag.dag_id, exc)
                 continue
-            plans.append(store.PlannedRuns(dag.dag_id, dag.version_id, dag.next_run_at, plan.next_run_at, run_ids,
+            plans.append(run_store.PlannedRuns(dag.dag_id, dag.version_id, dag.next_run_at, plan.next_run_at, run_ids,
                                            plan.logical_dates))
         # Each DAG writes its runs and its own row: as many DAGs as that fits the row budget (at
         # least one, so a catch-up of CATCHUP_RUNS_PER_TICK runs always goes through).
         taken = within_budget((len(p.run_ids) + 1 for p in plans), self.row_budget)
-        created = await store.create_due_runs(step.conn, plans[:taken], step.now, step.term)
+        created = await run_store.create_due_runs(step.conn, plans[:taken], step.now, step.term)
         # More are due (left over the budget, or past the page read): the next step at once, but
         # only if this one moved a DAG on, so DAGs that cannot move never keep the loop busy.
         self.more_due = self.more_due or (bool(created) and (taken < len(plans) or self._due_page_full))
@@ -160,13 +161,13 @@ class Periodic:
         await self._time_out(step, await self._timed_out(step))
 
     async def _timed_out(self, step: Step) -> list[int]:
-        ids = await store.timed_out_task_instances(step.conn, self.batch_size)
+        ids = await ti_store.timed_out_task_instances(step.conn, self.batch_size)
         return [i for i in ids if ("task", i) not in self.quarantine]
 
     async def _time_out(self, step: Step, ids: Sequence[int]) -> None:
         if not ids:
             return
-        rows = await store.lock_task_instances_by_id(step.conn, ids)
+        rows = await ti_store.lock_task_instances_by_id(step.conn, ids)
         graphs = await step.graphs.load(step.conn, {r.version_id for r in rows})
         rows = step.usable(rows, graphs)
         # A final failure dooms its descendants: as many timeouts as their rows fit the budget
@@ -185,7 +186,7 @@ class Periodic:
                 continue
             if t is not None:
                 transitions.append(t)
-        applied = await store.apply_transitions(step.conn, transitions, step.now, step.term)
+        applied = await ti_store.apply_transitions(step.conn, transitions, step.now, step.term)
         done = [t for t in transitions if t.ti_id in applied]
         await step.after_transitions(done, {r.id: r for r in rows}, graphs)
         for t in done:
@@ -248,11 +249,11 @@ class Periodic:
         """Start what ``max_active_runs`` allows; True if a run started (or failed instead)."""
         return await self._start(step, await self._startable(step))
 
-    async def _startable(self, step: Step) -> list[store.StartableRun]:
-        runs = await store.startable_runs(step.conn, self.batch_size)
+    async def _startable(self, step: Step) -> list[run_store.StartableRun]:
+        runs = await run_store.startable_runs(step.conn, self.batch_size)
         return [r for r in runs if ("run", r.run_pk) not in self.quarantine]
 
-    async def _start(self, step: Step, runs: Sequence[store.StartableRun]) -> bool:
+    async def _start(self, step: Step, runs: Sequence[run_store.StartableRun]) -> bool:
         self.more_to_start = False
         if not runs:
             return False
@@ -270,7 +271,7 @@ class Periodic:
         taken = within_budget(tasks, self.row_budget)
         self.more_to_start = taken < len(startable) or len(runs) >= self.batch_size
         startable = startable[:taken]
-        started = await store.start_runs(step.conn, startable, step.now, step.term)
+        started = await run_store.start_runs(step.conn, startable, step.now, step.term)
         step.started += len(started.run_pks)
         step.add_candidates(started.roots)
         return bool(started.run_pks) or len(startable) < len(runs)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from leoflow.db import completion_store, queue_store
 from leoflow.db.queue_store import QueuedTask, QueueRoom
-from leoflow.db.scheduler_store import ReadyTask
+from leoflow.db.stores.task_instances import ReadyTask
 from leoflow.model.fairness import DEFAULT_POOL
 from leoflow.model.graph import DagGraph
 from leoflow.model.run_context import RunContext, task_environment

@@ -18,8 +18,8 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 
-from leoflow.db import scheduler_store as store
-from leoflow.db.scheduler_store import LiveTaskInstance, Transition, TryChange
+from leoflow.db.stores import task_instances as ti_store
+from leoflow.db.stores.task_instances import LiveTaskInstance, Transition, TryChange
 from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.scheduler.containment import clean_text
 from leoflow.scheduler.step import Step
@@ -50,12 +50,12 @@ class ReportApplier:
         slow_keys = [u.key for u in batch if u.key not in self.inflight]
         rows = [self.inflight[u.key].row() for u in fast]
         if slow_keys:
-            rows.extend(await store.lock_task_instances(step.conn, slow_keys))
+            rows.extend(await ti_store.lock_task_instances(step.conn, slow_keys))
         missed = await self._fold_and_apply(step, batch, rows)
         if missed:
             for key in missed:
                 self.inflight.pop(key, None)
-            fresh = await store.lock_task_instances(step.conn, missed)
+            fresh = await ti_store.lock_task_instances(step.conn, missed)
             retry = [u for u in batch if u.key in set(missed)]
             await self._fold_and_apply(step, retry, fresh, record_tries=False)
 
@@ -88,7 +88,7 @@ class ReportApplier:
                 transitions.append(folded)
         try_changes = [TryChange(ti_id, try_number, f.state, f.started_at, f.ended_at, f.exit_code, f.reason,
                                  f.executor_ref) for (ti_id, try_number), f in facts.items()] if record_tries else []
-        applied = await store.apply_transitions(step.conn, transitions, step.now, step.term, try_changes=try_changes)
+        applied = await ti_store.apply_transitions(step.conn, transitions, step.now, step.term, try_changes=try_changes)
         await step.after_transitions([t for t in transitions if t.ti_id in applied], rows_by_id, graphs)
         missed: list[TryKey] = []
         for t in transitions:

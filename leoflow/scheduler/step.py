@@ -29,7 +29,7 @@ from leoflow.db import completion_store, queue_store
 from leoflow.db.completion_store import Counted, FinishedRun, TryToKill
 from leoflow.db.connection.database import Connection
 from leoflow.db.queue_store import QueuedTask, QueueRoom
-from leoflow.db.scheduler_store import ReadyTask, TaskInstanceRow, Transition
+from leoflow.db.stores.task_instances import ReadyTask, TaskInstanceRow, Transition
 from leoflow.model.graph import DagGraph
 from leoflow.model.tries import TaskLaunch
 from leoflow.model.trigger_rules import decide

@@ -95,9 +95,9 @@ def test_scheduled_dags_need_defaults_that_validate_and_their_runs_get_them(sett
 
     async def main() -> None:
         from leoflow.clock import SystemClock
-        from leoflow.db import scheduler_store
-        from leoflow.db.scheduler_store import PlannedRuns
         from leoflow.db.stores import dags as dag_store
+        from leoflow.db.stores import runs as run_store
+        from leoflow.db.stores.runs import PlannedRuns
 
         engine = make_async_engine(settings.database, pool_size=2)
         try:
@@ -108,7 +108,7 @@ def test_scheduled_dags_need_defaults_that_validate_and_their_runs_get_them(sett
                 now = SystemClock().now()
                 await conn.execute(text("UPDATE dags SET next_run_at = :now"), {"now": now})
                 planned = PlannedRuns("etl", vid, now, now + timedelta(days=1), ["scheduled__x"], [now])
-                assert await scheduler_store.create_due_runs(conn, [planned], now, 1) == {"etl": 1}
+                assert await run_store.create_due_runs(conn, [planned], now, 1) == {"etl": 1}
             assert (await rows(engine, "SELECT conf FROM dag_runs"))[0][0] == default_conf(spec.params)
         finally:
             await engine.dispose()

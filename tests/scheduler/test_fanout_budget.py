@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leoflow.db import completion_store, queue_store, scheduler_store
+from leoflow.db import completion_store, queue_store
+from leoflow.db.stores import runs as run_store
 from leoflow.model.graph import DagGraph
 from leoflow.model.spec import parse_dag_spec
 from leoflow.model.tries import StatusUpdate, TryKey
@@ -47,8 +48,8 @@ class RowsPerTick:
                                   (completion_store, "mark_upstream_failed", 1),
                                   (completion_store, "succeed_empty_tasks", 2)):  # (conn, ids, edges, ...)
             monkeypatch.setattr(module, name, self._counting(getattr(module, name), self.ticks, arg))
-        monkeypatch.setattr(scheduler_store, "start_runs",
-                            self._counting(scheduler_store.start_runs, self.started, 1))
+        monkeypatch.setattr(run_store, "start_runs",
+                            self._counting(run_store.start_runs, self.started, 1))
         #: Runs each call of fail_runs was given (a run deadline cancels each run's tasks).
         self.failed_runs: list[int] = []
 

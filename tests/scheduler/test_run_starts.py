@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leoflow.db import scheduler_store
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores import runs as run_store
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply
 from tests.scheduler.stepper import container
@@ -85,7 +85,7 @@ async def startable(settings: Settings, limit: int, plans: list[dict[str, Any]] 
         explained(engine, plans)
     try:
         async with engine.connect() as conn:
-            return [r.run_pk for r in await scheduler_store.startable_runs(conn, limit)]
+            return [r.run_pk for r in await run_store.startable_runs(conn, limit)]
     finally:
         await engine.dispose()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,3 +50,10 @@ async def trigger_target(conn: AsyncConnection, dag_id: str, *, lock: bool = Fal
         {"FOR SHARE OF d" if lock else ""}
     """), {"dag_id": dag_id})).first()
     return TriggerTarget(**row._mapping) if row else None
+
+
+async def load_specs(conn: AsyncConnection, version_ids: Sequence[int]) -> dict[int, str]:
+    """Each version's spec as JSON text (the scheduler decodes and compiles it, one version at a time)."""
+    rows = await conn.execute(text("SELECT id, spec::text AS spec FROM dag_versions "
+                                   "WHERE id = ANY(CAST(:ids AS bigint[]))"), {"ids": list(version_ids)})
+    return {int(r.id): str(r.spec) for r in rows}

@@ -264,3 +264,33 @@ async def mark_resources_deleted(conn: AsyncConnection, *, cluster: str, term: i
     await check_term_async(conn, cluster, term)
     if task_try_ids:
         await conn.execute(_MARK_DELETED, {"ids": list(task_try_ids)})
+
+
+@dataclass(frozen=True)
+class QueuedLaunch:
+    """A try queued in the database, to be (re)submitted to the executor."""
+
+    task_try_id: int
+    task_instance_id: int
+    key: TryKey
+    version_id: int
+    run_pk: int
+    conf_json: str
+    logical_date: datetime | None
+
+
+async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -> list[QueuedLaunch]:
+    """Queued tries of queued task instances, keyset-paged by task instance id (resubmitted after
+    failover) — with their rows, or without when the rows are not written yet (ADR 0013)."""
+    rows = await conn.execute(text("""
+        SELECT coalesce(tt.id, ti.queued_try_id) AS id, ti.id AS task_instance_id, ti.try_number, ti.task_id,
+               r.dag_id, r.run_id, r.dag_version_id, r.id AS run_pk, r.conf::text AS conf, r.logical_date
+        FROM task_instances ti
+        LEFT JOIN task_tries tt ON tt.task_instance_id = ti.id AND tt.try_number = ti.try_number
+        JOIN dag_runs r ON r.id = ti.run_pk
+        WHERE ti.state = 'queued' AND ti.id > :after AND coalesce(tt.state, 'queued') = 'queued'
+          AND coalesce(tt.id, ti.queued_try_id) IS NOT NULL
+        ORDER BY ti.id LIMIT :limit
+    """), {"after": after_id, "limit": limit})
+    return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
+                         int(r.dag_version_id), int(r.run_pk), str(r.conf), r.logical_date) for r in rows]
