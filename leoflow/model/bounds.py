@@ -82,16 +82,10 @@ def check_moment(moment: datetime, path: str, limit: Moments) -> datetime:
 
 def check_cron_fires(expression: str, timezone: str, reference: datetime, path: str, limit: Cron) -> None:
     """Refuse a cron expression that does not fire within ``limit.fires_within_years`` of ``reference``."""
-    from croniter import croniter  # here, not at the top: `dags apply` reads specs without the scheduler's libraries
+    from leoflow.model import cron  # here, not at the top: bounds is read by clients that never parse cron
 
     zone: tzinfo = ZoneInfo(timezone)
-    try:
-        croniter(expression, reference.astimezone(zone),
-                 max_years_between_matches=limit.fires_within_years).get_next(datetime)
-        fires = True
-    except Exception:  # croniter raises assorted types (CroniterBadDateError, ValueError, ...): it does not fire
-        fires = False
-    if not fires:
+    if not cron.fires_within(expression, reference.astimezone(zone), limit.fires_within_years):
         raise ValidationFailed(path, f"{expression!r} never fires within {limit.fires_within_years} years "
                                f"of {reference.astimezone(zone):%Y-%m-%d} (a date that does not exist, "
                                "like 31 February?)")

@@ -14,20 +14,15 @@ from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 from leoflow.errors import ValidationFailed
+from leoflow.model import cron
 from leoflow.model.bounds import check_length, check_moment, check_name, shown, shown_repr, type_name
+from leoflow.model.cron import CRON_PRESETS
+from leoflow.model.env_names import is_env_name, is_reserved
 from leoflow.model.limits import DAG_ID, NAME_RE, QUANTITY, SCHEDULE, START_DATE, TIMEZONE
-from leoflow.model.run_context import ENV_PREFIX
 
 __all__ = ["NAME_RE", "type_name"]  # re-exported: callers validate ids with them
 
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CRON_PRESETS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
-}
 
 
 def as_mapping(value: object, path: str) -> dict[str, Any]:
@@ -108,9 +103,9 @@ def env_field(value: object, path: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ValidationFailed(path, f"must be a mapping of names to strings, got {type_name(value)}")
     for key, item in value.items():
-        if not isinstance(key, str) or not ENV_NAME_RE.match(key):
+        if not isinstance(key, str) or not is_env_name(key):
             raise ValidationFailed(f"{path}.{key}", "is not a valid environment variable name")
-        if key.upper().startswith(ENV_PREFIX):
+        if is_reserved(key):
             raise ValidationFailed(f"{path}.{key}", "LEOFLOW_* names are reserved for the run context "
                                    "Leoflow gives every task (LEOFLOW_RUN_CONF, LEOFLOW_RUN_ID, ...)")
         if not isinstance(item, str):
@@ -183,11 +178,7 @@ def schedule_field(value: object, path: str) -> str | None:
         return value
     if len(value.split()) != 5:
         raise ValidationFailed(path, f"{shown(value)} is not a 5-field cron expression (minute hour day month weekday)")
-    try:
-        valid = croniter.is_valid(value)
-    except Exception:  # croniter raises assorted types for odd input; any of them means invalid
-        valid = False
-    if not valid:
+    if not cron.is_valid(value):
         raise ValidationFailed(path, f"{shown(value)} is not a valid cron expression")
     return " ".join(value.split())
 

@@ -22,15 +22,13 @@ import re
 from collections.abc import Mapping
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.fields import type_name
+from leoflow.model.bounds import type_name
+from leoflow.model.env_names import is_env_name
 
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_PART_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-#: Environment variable names the kubelet accepts (C identifiers; Kubernetes allows more, but a
-#: name a shell cannot read is a bug waiting to happen, and today's env already has this rule).
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
@@ -139,7 +137,7 @@ def reserved_keys_absent(metadata: Mapping[str, object], path: str) -> None:
 
 def env_name(value: object, path: str) -> str:
     text = string(value, path)
-    if not ENV_NAME_RE.match(text) or len(text) > 256:
+    if not is_env_name(text) or len(text) > 256:
         raise ValidationFailed(path, f"{text[:80]!r} is not a valid environment variable name "
                                "(letters, digits and '_', not starting with a digit, at most 256)")
     return text

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.fields import type_name
+from leoflow.model.bounds import type_name
 from leoflow.model.pod_schema import REQUIRED, TYPES
 
 #: Nesting deeper than this is refused before any recursion could hurt (a real pod is < 12 deep).

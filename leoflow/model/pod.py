@@ -44,9 +44,10 @@ from typing import Any, Literal
 
 from leoflow.errors import ValidationFailed
 from leoflow.model import k8s_names as names
-from leoflow.model.fields import env_field, type_name
+from leoflow.model.bounds import type_name
+from leoflow.model.env_names import is_env_name, is_reserved
+from leoflow.model.fields import env_field
 from leoflow.model.k8s_objects import check_object, check_pod, child
-from leoflow.model.run_context import ENV_PREFIX
 from leoflow.model.strategic_merge import merge_pods
 
 #: Pod fields a task or the DAG's ``defaults`` may set (``env`` is also one, an older field).
@@ -159,7 +160,7 @@ def parse_env(value: object, path: str) -> dict[str, str] | list[dict[str, Any]]
         entry = _mapping(raw, item_path, "an entry like {name: X, value: ...} or {name: X, secret: {name, key}}")
         _only(entry, ("name", "value", "secret", "config_map"), item_path)
         name = names.env_name(entry.get("name"), child(item_path, "name"))
-        if name.upper().startswith(ENV_PREFIX):
+        if is_reserved(name):
             raise ValidationFailed(child(item_path, "name"), "LEOFLOW_* names are reserved for the run context "
                                    "Leoflow gives every task (LEOFLOW_RUN_CONF, LEOFLOW_RUN_ID, ...)")
         if name in seen:
@@ -205,7 +206,7 @@ def _env_from(value: object, path: str) -> list[dict[str, Any]]:
         source: dict[str, Any] = {kinds[0]: names.dns_subdomain(entry[kinds[0]], child(item_path, kinds[0]))}
         if entry.get("prefix") is not None:
             prefix = names.string(entry["prefix"], child(item_path, "prefix"))
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", prefix) or prefix.upper().startswith(ENV_PREFIX):
+            if not is_env_name(prefix) or is_reserved(prefix):
                 raise ValidationFailed(child(item_path, "prefix"), f"{prefix[:80]!r} must start a variable name "
                                        "(letters, digits, '_') and not be LEOFLOW_")
             source["prefix"] = prefix

@@ -31,11 +31,6 @@ from typing import Any
 
 from leoflow.model.tries import TryKey
 
-#: Every variable Leoflow reads starts with this. Tasks never inherit such variables from a
-#: replica (they may hold secrets), and DAG specs may not set them: the run context below uses
-#: the same namespace, so a task can trust what it finds there.
-ENV_PREFIX = "LEOFLOW_"
-
 
 @dataclass(frozen=True)
 class RunContext:

@@ -35,9 +35,9 @@ from zoneinfo import ZoneInfo
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_count, check_cron_fires, check_name, check_size, shown_repr, within
+from leoflow.model.cron import cron_expression
 from leoflow.model.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
 from leoflow.model.fields import (
-    CRON_PRESETS,
     as_mapping,
     bool_field,
     name_field,
@@ -267,7 +267,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
     start_date = problems.check(lambda: start_date_field(doc.get("start_date"), "start_date", timezone), None)
     if schedule is not None:
         reference = max(now or SCHEDULE_CHECK_FROM, start_date or SCHEDULE_CHECK_FROM)
-        problems.check(lambda: check_cron_fires(CRON_PRESETS.get(schedule, schedule), timezone, reference,
+        problems.check(lambda: check_cron_fires(cron_expression(schedule), timezone, reference,
                                                 "schedule", limits.SCHEDULE), None)
     max_active_runs = problems.check(lambda: int(within(doc.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS),
                                                         "max_active_runs", limits.MAX_ACTIVE_RUNS)),

@@ -25,9 +25,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
-from leoflow.model.fields import CRON_PRESETS
+from leoflow.model.cron import cron_expression, next_fire, previous_fire
 from leoflow.model.spec import DagSpec
 
 
@@ -91,27 +89,23 @@ class TickPlanner:
         return len(self._plans)
 
 
-def cron_expression(schedule: str) -> str:
-    return CRON_PRESETS.get(schedule, schedule)
-
-
 def next_fire_at_or_after(schedule: str, timezone: str, moment: datetime) -> datetime:
     """The first cron fire time ``>= moment``, evaluated in ``timezone``, returned in UTC."""
     local = moment.astimezone(ZoneInfo(timezone)) - timedelta(microseconds=1)
-    fire: datetime = croniter(cron_expression(schedule), local).get_next(datetime)
+    fire = next_fire(cron_expression(schedule), local)
     return fire.astimezone(UTC)
 
 
 def next_fire_after(schedule: str, timezone: str, moment: datetime) -> datetime:
     """The first cron fire time strictly after ``moment``, in UTC."""
-    fire: datetime = croniter(cron_expression(schedule), moment.astimezone(ZoneInfo(timezone))).get_next(datetime)
+    fire = next_fire(cron_expression(schedule), moment.astimezone(ZoneInfo(timezone)))
     return fire.astimezone(UTC)
 
 
 def last_fire_at_or_before(schedule: str, timezone: str, moment: datetime) -> datetime:
     """The latest cron fire time ``<= moment``, in UTC."""
     local = moment.astimezone(ZoneInfo(timezone)) + timedelta(microseconds=1)
-    fire: datetime = croniter(cron_expression(schedule), local).get_prev(datetime)
+    fire = previous_fire(cron_expression(schedule), local)
     return fire.astimezone(UTC)
 
 

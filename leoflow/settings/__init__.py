@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from leoflow.model.run_context import ENV_PREFIX
+    from leoflow.model.env_names import ENV_PREFIX
     from leoflow.settings.client import ClientSettings, load_client_settings
     from leoflow.settings.declared import MINIMUM_POOL_SIZE, VARIABLES, Variable
     from leoflow.settings.environment import EnvironmentReader
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 #: Where each exported name lives.
 _HOMES = {
-    "ENV_PREFIX": "leoflow.model.run_context",
+    "ENV_PREFIX": "leoflow.model.env_names",
     "ClientSettings": "leoflow.settings.client", "load_client_settings": "leoflow.settings.client",
     "MINIMUM_POOL_SIZE": "leoflow.settings.declared", "VARIABLES": "leoflow.settings.declared",
     "Variable": "leoflow.settings.declared",
