@@ -18,7 +18,7 @@ from leoflow.settings import Settings
 #: The modules each executor kind needs at the first term (imported ahead, off the event loop).
 _MODULES: dict[str, tuple[str, ...]] = {
     "kubernetes": ("leoflow.executor.kubernetes.executor", "leoflow.executor.kubernetes.gc"),
-    "local": ("leoflow.executor.local", "leoflow.executor.local_outcomes"),
+    "local": ("leoflow.executor.local.executor", "leoflow.executor.local.outcomes"),
     "memory": ("leoflow.executor.memory",),
 }
 
@@ -35,7 +35,7 @@ def make_executor(settings: Settings) -> Executor:
 
         return MemoryExecutor()
     if kind == "local":
-        from leoflow.executor.local import LocalExecutor
+        from leoflow.executor.local.executor import LocalExecutor
 
         return LocalExecutor(settings)
     if kind == "kubernetes":
@@ -63,7 +63,7 @@ def executor_replica_services(settings: Settings) -> list[ReplicaService]:
 
         return [PodLogShipper()]
     if settings.executor.kind == "local":
-        from leoflow.executor.local_outcomes import LocalOutcomeReporter
+        from leoflow.executor.local.outcomes import LocalOutcomeReporter
 
         return [LocalOutcomeReporter()]
     return []

@@ -15,7 +15,7 @@ from leoflow.db.stores import backfills as backfill_store
 from leoflow.db.stores.backfills import NewBackfill
 from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
-from leoflow.executor.local import LocalExecutor
+from leoflow.executor.local.executor import LocalExecutor
 from leoflow.settings import NotifySettings, Settings
 from tests.day2.harness import LOOPBACK, WebhookReceiver, leader, wait_for
 from tests.executor.conftest import fake_k8s, k8s_settings

@@ -14,7 +14,7 @@ from typing import Any
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores import backfills as backfill_store
 from leoflow.db.stores.backfills import NewBackfill
-from leoflow.executor.local import LocalExecutor
+from leoflow.executor.local.executor import LocalExecutor
 from leoflow.settings import NotifySettings, Settings
 from tests.day2.harness import LOOPBACK, WebhookReceiver, leader, wait_for
 from tests.scheduler.harness import apply, rows, set_term

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.executor.local import LocalExecutor
+from leoflow.executor.local.executor import LocalExecutor
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.model.tries import TaskLaunch
 from leoflow.settings import NotifySettings, Settings

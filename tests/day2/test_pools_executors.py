@@ -13,7 +13,7 @@ from typing import Any
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
-from leoflow.executor.local import LocalExecutor
+from leoflow.executor.local.executor import LocalExecutor
 from leoflow.settings import Settings
 from tests.day2.harness import leader, wait_for
 from tests.executor.conftest import fake_k8s, k8s_settings

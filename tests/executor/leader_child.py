@@ -36,7 +36,7 @@ async def main(argv: list[str]) -> None:
         from leoflow.executor.kubernetes.executor import KubernetesExecutor
         executor = KubernetesExecutor(settings, delete_grace=0)
     else:
-        from leoflow.executor.local import LocalExecutor
+        from leoflow.executor.local.executor import LocalExecutor
         executor = LocalExecutor(dataclasses.replace(settings))
     await executor.start(LeaderContext(int(term), settings, Database(engine)), report)
     keys = []

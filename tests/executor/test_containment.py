@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from leoflow.db.connection.database import Database
 from leoflow.db.stores import tries as try_store
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
-from leoflow.executor.local import LocalExecutor
-from leoflow.executor.local_process import TryFiles
+from leoflow.executor.local.executor import LocalExecutor
+from leoflow.executor.local.process import TryFiles
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
@@ -78,7 +78,7 @@ def test_local_a_claimed_try_whose_files_cannot_be_read_fails_alone_at_start(set
         broken.exit.mkdir()  # e.g. a damaged disk: reading the outcome raises IsADirectoryError
         done = TryFiles(tmp_path, try_name("default", healthy.key))
         done.prepare()
-        from leoflow.executor.local_process import Outcome as ProcessOutcome
+        from leoflow.executor.local.process import Outcome as ProcessOutcome
         done.write_outcome(ProcessOutcome("success", 0, None))
         rec = Recorder(engine)
         failed: list[str] = []

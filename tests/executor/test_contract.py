@@ -20,8 +20,8 @@ from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
-from leoflow.executor.local import LocalExecutor
-from leoflow.executor.local_process import TryFiles
+from leoflow.executor.local.executor import LocalExecutor
+from leoflow.executor.local.process import TryFiles
 from leoflow.executor.memory import MemoryExecutor, MemoryWorld, Outcome
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext

@@ -12,8 +12,8 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db.connection.database import Database
-from leoflow.executor.local import LocalExecutor
-from leoflow.executor.local_process import TryFiles, process_start_time
+from leoflow.executor.local.executor import LocalExecutor
+from leoflow.executor.local.process import TryFiles, process_start_time
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings

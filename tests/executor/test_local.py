@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.executor.local import LocalExecutor
-from leoflow.executor.local_process import TryFiles, process_start_time
+from leoflow.executor.local.executor import LocalExecutor
+from leoflow.executor.local.process import TryFiles, process_start_time
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
@@ -157,7 +157,7 @@ def test_crash_vanished_process_is_reported_failed_not_rerun(settings: Settings,
         done_files = TryFiles(tmp_path, try_name("default", finished.key))
         done_files.prepare()
         done_files.log.write_text("all good\n")
-        from leoflow.executor.local_process import Outcome
+        from leoflow.executor.local.process import Outcome
         done_files.write_outcome(Outcome("success", 0, None))
 
         await set_term(engine, "default", 2)

@@ -19,9 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db.connection.database import Database
 from leoflow.db.stores import cluster_nodes
-from leoflow.executor.local import LocalExecutor
-from leoflow.executor.local_outcomes import report_once
-from leoflow.executor.local_process import TryFiles
+from leoflow.executor.local.executor import LocalExecutor
+from leoflow.executor.local.outcomes import report_once
+from leoflow.executor.local.process import TryFiles
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings

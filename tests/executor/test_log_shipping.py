@@ -30,7 +30,7 @@ from leoflow.executor.kubernetes import logs as logs_module
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.kubernetes.gc import PodGarbageCollector
 from leoflow.executor.kubernetes.logs import PodLogShipper
-from leoflow.executor.local import LocalExecutor
+from leoflow.executor.local.executor import LocalExecutor
 from leoflow.executor.naming import try_name
 from leoflow.executor.output import CappedOutput
 from leoflow.leadership import LeaderContext

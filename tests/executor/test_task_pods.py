@@ -254,7 +254,7 @@ def test_the_cluster_template_from_the_environment_reaches_every_pod(settings: S
 
 def test_the_local_executor_refuses_env_references_and_ignores_pod_fields(settings: Settings, tmp_path: Any) -> None:
     from leoflow.db.connection.database import Database
-    from leoflow.executor.local import LocalExecutor
+    from leoflow.executor.local.executor import LocalExecutor
     from leoflow.leadership import LeaderContext
     from tests.executor.world import run_with_term
 

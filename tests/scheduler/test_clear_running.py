@@ -16,7 +16,7 @@ from typing import Any
 
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores import commands
-from leoflow.executor.local import LocalExecutor
+from leoflow.executor.local.executor import LocalExecutor
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, eventually, rows, run_state, running_scheduler, task_states, trigger
 from tests.scheduler.test_service_local import local, shell

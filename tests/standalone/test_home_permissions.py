@@ -83,7 +83,7 @@ def test_the_helper_cannot_reach_into_a_private_directory(private_parent: Path) 
 
 
 def test_an_old_tasks_directory_is_narrowed_and_logs_are_private(tmp_path: Path) -> None:
-    from leoflow.executor.local_process import TryFiles
+    from leoflow.executor.local.process import TryFiles
 
     home = tmp_path / "home"
     (home / "tasks").mkdir(parents=True, mode=0o755)

@@ -3,7 +3,7 @@
 What runs: ``command + args`` (the image is ignored: there is no container), with the task's
 ``env`` on top of Leoflow's environment minus every ``LEOFLOW_*`` variable, in a per-try working
 directory under ``LEOFLOW_HOME/tasks/<try name>/`` with stdout and stderr in ``output.log`` there
-(see :mod:`.local_process`). At most ``LEOFLOW_LOCAL_PARALLELISM`` processes run at once; further
+(see :mod:`.process`). At most ``LEOFLOW_LOCAL_PARALLELISM`` processes run at once; further
 submissions wait for a slot.
 
 Failure semantics:
@@ -20,7 +20,7 @@ Failure semantics:
 - **Tries of another replica.** Replicas on separate hosts each have their own files. A claimed
   try whose files are not on this host and whose claim belongs to another replica is not
   "vanished": that replica ran it and, if it lost leadership meanwhile (a database outage), reports
-  the outcome through the database (:mod:`.local_outcomes`). The executor waits for that report
+  the outcome through the database (:mod:`.outcomes`). The executor waits for that report
   for as long as the other replica heartbeats — at least ``LEOFLOW_NODE_DOWN_AFTER`` seconds of
   database time from when it started waiting, so a replica cut off by the same outage gets to
   come back — and only then decides, saying why in the reason.
@@ -39,7 +39,7 @@ Failure semantics:
 - Processes survive :meth:`stop` (leadership lost but process alive): they keep running, and
   a later executor in the same process adopts them through a process-wide registry.
 - **Containment**: a try whose launch, process or leftovers (at :meth:`start`) make the
-  executor raise is reported failed with ``executor error: …`` (:mod:`.failures`); the other
+  executor raise is reported failed with ``executor error: …`` (:mod:`leoflow.executor.failures`); the other
   tries and the term go on.
 """
 
@@ -58,7 +58,7 @@ from leoflow.db.stores import try_outcomes
 from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
 from leoflow.executor.failures import try_error
-from leoflow.executor.local_process import (
+from leoflow.executor.local.process import (
     ChildProcess,
     Outcome,
     TryFiles,
@@ -101,7 +101,7 @@ _RUNNING: dict[str, _Running] = {}
 #: Strong references to the tasks that own those processes (they outlive an executor's stop()).
 _OWNERS: Registry = set()
 #: Executors of this OS process between start() and stop(): while one runs, it reports this
-#: replica's tries itself (the outcome reporter of .local_outcomes stands aside).
+#: replica's tries itself (the outcome reporter of .outcomes stands aside).
 _STARTED: set[int] = set()
 
 

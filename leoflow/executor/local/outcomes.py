@@ -5,10 +5,10 @@ cause — keeps those processes (they survive the executor's stop) but may not r
 scheduler: only the leader's fenced writes change task states. The next leader, on another host,
 cannot see them. So each replica runs :class:`LocalOutcomeReporter`: for the tries claimed by
 this replica that are still live in the database and not running in this process any more, it
-settles their outcome from the files on this host (:func:`~leoflow.executor.local_process.settle`),
+settles their outcome from the files on this host (:func:`~leoflow.executor.local.process.settle`),
 stores their logs, and records the outcome in ``try_outcomes``
 (:mod:`leoflow.db.stores.try_outcomes`), where the leader's executor is waiting for it
-(:meth:`LocalExecutor._await_owner <leoflow.executor.local.LocalExecutor>`).
+(:meth:`LocalExecutor._await_owner <leoflow.executor.local.executor.LocalExecutor>`).
 
 While this replica's own executor runs (it leads), the reporter stands aside: the executor
 reports its tries itself. Failure semantics: a database error skips the round (logged) and the
@@ -25,8 +25,8 @@ from leoflow.db.stores import task_logs as log_store
 from leoflow.db.stores import tries as try_store
 from leoflow.db.stores import try_outcomes as try_outcome_store
 from leoflow.errors import DatabaseError
-from leoflow.executor import local
-from leoflow.executor.local_process import TryFiles, settle
+from leoflow.executor.local import executor as local
+from leoflow.executor.local.process import TryFiles, settle
 from leoflow.executor.output import read_tail
 from leoflow.settings import Settings
 
