@@ -16,10 +16,13 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "leoflow"
 
+#: Everything above the data layer that runs on a replica or only on the leader.
+_SERVICES = ("leoflow.election", "leoflow.executor", "leoflow.scheduler", "leoflow.notify", "leoflow.backfill",
+             "leoflow.housekeeping", "leoflow.api", "leoflow.cli", "leoflow.standalone", "leoflow.replica")
 #: (importing package, forbidden targets): "a change violates the decision when" one appears.
+#: The same rules as the import-linter contracts in pyproject.toml (tests/test_import_contracts.py),
+#: read here again because this walk also sees module names passed to ``importlib`` as strings.
 FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("leoflow.dags", ("leoflow.db", "leoflow.scheduler", "leoflow.executor", "leoflow.election", "leoflow.api",
-                      "leoflow.cli", "leoflow.standalone", "leoflow.replica", "leoflow.metrics")),
     ("leoflow.db", ("leoflow.scheduler", "leoflow.executor", "leoflow.election", "leoflow.api", "leoflow.cli",
                     "leoflow.standalone", "leoflow.replica")),
     ("leoflow.election", ("leoflow.scheduler", "leoflow.executor", "leoflow.api", "leoflow.cli",
@@ -42,6 +45,12 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leoflow.settings", ("leoflow.db", "leoflow.scheduler", "leoflow.executor", "leoflow.election",
                           "leoflow.api")),
     ("leoflow.errors", ("leoflow.",)),
+    ("leoflow.clock", ("leoflow.",)),
+    # Prometheus objects: any layer may count, so metrics know only the domain and the settings.
+    ("leoflow.metrics", ("leoflow.db", "leoflow.leadership", "leoflow.aiotasks", *_SERVICES)),
+    # What a leader service is and receives, and guarded tasks: below every service, beside each other.
+    ("leoflow.leadership", ("leoflow.aiotasks", "leoflow.metrics", *_SERVICES)),
+    ("leoflow.aiotasks", ("leoflow.leadership", "leoflow.metrics", *_SERVICES)),
 )
 #: The one module that may import the official Kubernetes client.
 KUBERNETES_DOOR = "leoflow.executor.kubernetes.client"
