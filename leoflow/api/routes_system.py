@@ -26,7 +26,7 @@ from starlette.responses import Response
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, error_response
 from leoflow.api.jsonresp import JsonResponse
-from leoflow.api.openapi import openapi_document
+from leoflow.api.openapi.document import openapi_document
 from leoflow.db import api_queries, migrations
 from leoflow.db.stores import dag_metrics
 from leoflow.db.stores import pools as pool_store

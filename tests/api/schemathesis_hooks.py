@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import schemathesis
 
-from leoflow.api.openapi import SCHEMAS
+from leoflow.api.openapi.dags import SCHEMAS
 
 _SPEC_SCHEMA = SCHEMAS["DagSpec"]
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

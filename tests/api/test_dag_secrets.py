@@ -70,7 +70,7 @@ def conforms(body: Any, schema: str) -> None:
     """``body`` is valid against the OpenAPI document's component ``schema``."""
     import jsonschema
 
-    from leoflow.api.openapi import openapi_document
+    from leoflow.api.openapi.document import openapi_document
 
     document = openapi_document()
     jsonschema.validate(body, {**document["components"]["schemas"][schema], "components": document["components"]})

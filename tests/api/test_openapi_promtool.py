@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from leoflow.api.app import api_routes, create_app
-from leoflow.api.openapi import openapi_document
+from leoflow.api.openapi.document import openapi_document
 from tests.api.conftest import ADMIN, READ, api_settings, spec
 
 #: Where .ci/run (and developers) unpack Debian's prometheus package: `apt-get download

@@ -19,7 +19,7 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from leoflow.api.app import create_app
-from leoflow.api.openapi import openapi_document
+from leoflow.api.openapi.document import openapi_document
 from leoflow.cli.main import build_parser, main
 from tests.api.conftest import ADMIN_TOKEN, api_settings, seed_task
 from tests.api.live import serve

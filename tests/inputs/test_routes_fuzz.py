@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from leoflow.api.app import ApiRoute, api_routes, create_app
-from leoflow.api.openapi import openapi_document
+from leoflow.api.openapi.document import openapi_document
 from tests.api.conftest import ADMIN, api_settings
 from tests.api.live import client_for
 from tests.harness.postgres import PostgresServer

@@ -1,0 +1,163 @@
+"""The OpenAPI description of the DAG routes: apply, read, pause, delete, and the sync of a
+folder of DAG files (``dags:sync``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leoflow.api.openapi.components import (
+    CURSOR,
+    DAG_ID,
+    INT,
+    LIMIT,
+    STR,
+    TIME,
+    json_answer,
+    links,
+    name,
+    nullable,
+    number_range,
+    obj,
+    op,
+    page,
+    ref,
+    state,
+    strings,
+)
+from leoflow.model import limits
+from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES
+from leoflow.model.dag_sync import ACTIONS
+from leoflow.model.source_labels import SOURCE_RE
+from leoflow.model.trigger_rules import TRIGGER_RULES
+
+_DAG = {
+    "dag_id": STR, "paused": {"type": "boolean"}, "schedule": nullable("string"), "version": nullable("integer"),
+    "next_run_at": TIME, "source": {**nullable("string"), "description": "Sync source label owning the DAG "
+                                     "(null: applied by hand)"},
+    "schedule_error": {**nullable("string"), "description": "Why the leader stopped creating scheduled runs "
+                       "(a scheduler error); cleared when the DAG is applied again."},
+    "created_at": {"type": "string", "format": "date-time"},
+    "updated_at": {"type": "string", "format": "date-time"},
+}
+
+#: A task's environment: the mapping form, or entries that may reference Secrets and ConfigMaps.
+_ENV = {"oneOf": [{"type": "object", "additionalProperties": STR}, {"type": "array", "items": {
+    "type": "object", "required": ["name"], "properties": {
+        "name": STR, "value": STR, "secret": {"type": "object"}, "config_map": {"type": "object"}}}}]}
+#: The pod fields of a task and of ``defaults`` (Kubernetes objects as in Kubernetes, camelCase).
+_POD_FIELDS: dict[str, Any] = {
+    **{field: {"type": "array", "items": {"type": "object"}} for field in (
+        "env_from", "volumes", "volume_mounts", "tolerations")},
+    **{field: {"type": "object", "additionalProperties": STR} for field in ("node_selector", "labels", "annotations")},
+    **{field: {"type": "object"} for field in ("affinity", "security_context", "pod_template")},
+    **{field: STR for field in ("priority_class_name", "service_account", "image_pull_policy", "working_dir")},
+    "automount_service_account_token": {"type": "boolean"},
+}
+
+#: Beside every spec a route answers (a DAG's, a version's): whether its env values are hidden.
+ENV_VALUES_HIDDEN = {"type": "boolean", "description": "True when plain env values in the spec are shown as "
+                     "<hidden> (a read-scoped token; admin tokens see the spec as stored)."}
+
+SCHEMAS: dict[str, Any] = {
+    "Dag": obj(_DAG),
+    "DagDetail": obj({**_DAG, "spec": nullable("object"), "env_values_hidden": ENV_VALUES_HIDDEN}),
+    "DagPage": page("Dag"),
+    "DagSpec": {
+        "type": "object", "description": "A DAG specification (the same schema as the YAML files); the limits "
+                                         "are in docs/limits.md (leoflow/model/limits.py).",
+        "required": ["dag_id", "tasks"], "additionalProperties": False,
+        "properties": {
+            "dag_id": name(limits.DAG_ID), "description": nullable("string", maxLength=limits.DESCRIPTION.maximum),
+            "schedule": nullable("string", maxLength=limits.SCHEDULE.max_length),
+            "timezone": {"type": "string", "minLength": 1, "maxLength": limits.TIMEZONE.maximum},
+            "catchup": {"type": "boolean"}, "start_date": nullable("string"),
+            "max_active_runs": number_range(limits.MAX_ACTIVE_RUNS), "paused": {"type": "boolean"},
+            "default_retries": number_range(limits.RETRIES),
+            "notify": {"type": "array", "description": "Webhook rules (see docs/notifications.md).",
+                       "items": {"type": "object", "required": ["on", "webhook"], "properties": {
+                           "on": {"type": "array", "items": {"type": "string",
+                                                             "enum": ["failure", "success", "retry", "deadline"]}},
+                           "webhook": {"type": "object", "required": ["url"], "properties": {
+                               "url": STR, "secret": {"type": "object"}, "header_from_env": {"type": "object"}}}}}},
+            "params": {"type": "object", "description": "JSON Schema (draft 2020-12) of the runs' conf."},
+            "run_timeout_seconds": {**number_range(limits.RUN_TIMEOUT), "description": "Seconds a run may take from "
+                                    "its start; then it fails with the reason 'run deadline exceeded'."},
+            "max_active_tasks": {**number_range(limits.MAX_ACTIVE_TASKS), "description": "Most task instances of the "
+                                 "DAG queued or running at once, all runs together (default: no limit)"},
+            "tasks": {"type": "array", "minItems": limits.TASKS.minimum, "maxItems": limits.TASKS.maximum,
+                      "items": {"type": "object", "required": ["id"], "additionalProperties": False, "properties": {
+                          "id": name(limits.TASK_ID), "kind": {"type": "string", "enum": ["container", "empty"]},
+                          "image": {"type": "string", "maxLength": limits.IMAGE.maximum},
+                          "command": strings(limits.COMMAND), "args": strings(limits.COMMAND),
+                          "env": _ENV,
+                          "retries": number_range(limits.RETRIES),
+                          "retry_delay_seconds": number_range(limits.RETRY_DELAY),
+                          "max_retry_delay_seconds": number_range(limits.MAX_RETRY_DELAY),
+                          "timeout_seconds": number_range(limits.TIMEOUT), "resources": {"type": "object"},
+                          "depends_on": {"type": "array", "items": name(limits.TASK_ID),
+                                         "maxItems": limits.TASKS.maximum},
+                          "trigger_rule": {"type": "string", "enum": list(TRIGGER_RULES), "default": "all_success"},
+                          "pool": {**name(limits.POOL_NAME), "description": "The pool whose slot the task takes "
+                                   "(default: default)"},
+                          "priority": {**number_range(limits.PRIORITY), "description": "Higher first among a pool's "
+                                       "ready tasks (default 0)"}, **_POD_FIELDS}}},
+            "defaults": {"type": "object", "description": "Pod fields every container task inherits (see "
+                         "docs/task-pods.md).", "properties": {"env": _ENV, **_POD_FIELDS}},
+        },
+    },
+    "DagPatch": obj({"paused": {"type": "boolean"}}),
+    "DagSyncRequest": obj({
+        "source": {"type": "string", "pattern": SOURCE_RE.pattern, "maxLength": 63,
+                   "description": "Sync source label: owns the DAGs the files define; prune only deletes its own"},
+        "prune": {"type": "boolean", "default": False,
+                  "description": "Delete live DAGs of this source the files no longer define"},
+        "prune_unlabeled": {"type": "boolean", "default": False,
+                            "description": "With prune, also delete DAGs applied by hand (no source label)"},
+        "dry_run": {"type": "boolean", "default": False, "description": "Plan only; change nothing"},
+        "files": {"type": "array", "maxItems": MAX_FILES, "items": ref("DagSyncFile")},
+    }, required=["source", "files"]),
+    "DagSyncFile": obj({"name": {"type": "string", "minLength": 1, "maxLength": MAX_FILE_NAME,
+                                  "description": "File name (relative path), used in problem reports; "
+                                                 "*.json is read as JSON, anything else as YAML"},
+                         "content": {"type": "string", "description": "The file's text (several YAML documents "
+                                                                      "allowed)"}}),
+    "DagSyncResult": obj({
+        "source": STR, "prune": {"type": "boolean"}, "prune_unlabeled": {"type": "boolean"},
+        "dry_run": {"type": "boolean"},
+        "dags": {"type": "array", "items": obj({
+            "dag_id": STR, "action": {"type": "string", "enum": list(ACTIONS)},
+            "file": nullable("string"), "document": nullable("integer"), "version": nullable("integer"),
+            "adopted": {"type": "boolean"}})},
+        "counts": obj({a: INT for a in ACTIONS}),
+        "missing": {"type": "array", "items": STR},
+    }),
+}
+
+DAG_LINKS = links("trigger_run", "get_dag", "list_runs", "pause_or_unpause_dag")
+
+
+def operations() -> dict[str, dict[str, Any]]:
+    return {
+        "/api/v2/dags": {
+            "get": op("List DAGs", json_answer("200", "DagPage"), errors="400",
+                       params=[LIMIT, CURSOR, state(("active", "paused"))]),
+            "post": op("Apply DAG", {**json_answer("200", "DagDetail", "Unchanged", DAG_LINKS),
+                                      **json_answer("201", "DagDetail", "Created", DAG_LINKS)},
+                        body="DagSpec", auth="admin", errors="409"),
+        },
+        "/api/v2/dags:sync": {
+            "post": op("Sync DAG files", json_answer("200", "DagSyncResult", "The plan (applied unless dry_run)"),
+                        body="DagSyncRequest", auth="admin", errors="409"),
+        },
+        "/api/v2/dags/{dag_id}": {
+            "get": op("Get DAG", json_answer("200", "DagDetail"), errors="404", params=[DAG_ID]),
+            "put": op("Put DAG", {**json_answer("200", "DagDetail", "Unchanged", DAG_LINKS),
+                                   **json_answer("201", "DagDetail", "Created", DAG_LINKS)},
+                       body="DagSpec", auth="admin", errors="409", params=[DAG_ID]),
+            "patch": op("Pause or unpause DAG", json_answer("200", "DagDetail"), body="DagPatch", auth="admin",
+                         errors="404", params=[DAG_ID]),
+            "delete": op("Delete DAG", {"204": {"description": "Deleted"}}, auth="admin", errors="404",
+                          params=[DAG_ID]),
+        },
+    }

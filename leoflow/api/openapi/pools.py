@@ -1,0 +1,48 @@
+"""The OpenAPI description of the task pools (:mod:`leoflow.api.routes_pools`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leoflow.api.openapi.components import INT, json_answer, name, nullable, number_range, obj, op, param, ref
+from leoflow.model import limits
+
+_NAME = name(limits.POOL_NAME)
+_SLOTS = {**number_range(limits.POOL_SLOTS),
+          "description": "Task instances of the pool queued or running at once (0 holds them back)"}
+_DESCRIPTION = {**nullable("string"), "maxLength": limits.POOL_DESCRIPTION.maximum}
+
+SCHEMAS: dict[str, Any] = {
+    "Pool": obj({
+        "name": _NAME, "slots": INT, "description": nullable("string"),
+        "builtin": {"type": "boolean", "description": "The default pool (its slots are LEOFLOW_PARALLELISM)"},
+        "missing": {"type": "boolean", "description": "Tasks name this pool but it does not exist: they wait"},
+        "occupied_slots": INT, "queued_slots": INT, "running_slots": INT,
+        "open_slots": {"type": "integer", "description": "slots - occupied_slots, at least 0"},
+        "waiting_tasks": {"type": "integer", "description": "Ready tasks waiting for a slot (counted up to "
+                          "100,000)"},
+        "created_at": nullable("string", format="date-time"), "updated_at": nullable("string", format="date-time"),
+    }),
+    "PoolList": obj({"items": {"type": "array", "items": ref("Pool")}}),
+    "PoolCreate": obj({"name": _NAME, "slots": _SLOTS, "description": _DESCRIPTION}, required=["name", "slots"]),
+    "PoolPatch": obj({"slots": _SLOTS, "description": _DESCRIPTION}, required=[]),
+}
+
+POOL = {**param("pool", "path", {"type": "string"}, "Pool name"), "example": "gpu"}
+
+
+def operations() -> dict[str, dict[str, Any]]:
+    return {
+        "/api/v2/pools": {
+            "get": op("List pools", json_answer("200", "PoolList")),
+            "post": op("Create pool", json_answer("201", "Pool", "Created"), body="PoolCreate", auth="admin",
+                       errors="409"),
+        },
+        "/api/v2/pools/{pool}": {
+            "get": op("Get pool", json_answer("200", "Pool"), errors="404", params=[POOL]),
+            "patch": op("Resize pool", json_answer("200", "Pool"), body="PoolPatch", auth="admin", errors="404 409",
+                        params=[POOL]),
+            "delete": op("Delete pool", {"204": {"description": "Deleted"}}, auth="admin", errors="404 409",
+                         params=[POOL]),
+        },
+    }
