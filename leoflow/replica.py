@@ -55,7 +55,7 @@ from leoflow.db.stores import installation
 from leoflow.election import membership
 from leoflow.election.elector import Elector, LeadershipGate
 from leoflow.election.health import ElectionHealth
-from leoflow.election.session import report_claim
+from leoflow.election.lock_setup import report_claim
 from leoflow.election.supervisor import LeaderSupervisor, ServicesFactory, Stoppable
 from leoflow.errors import DatabaseError, LeoflowError, SchemaNotCurrent
 from leoflow.executor.base import ReplicaService

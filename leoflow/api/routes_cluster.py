@@ -1,6 +1,7 @@
 """Cluster routes: the leader, the members and the event log, from the database's truth.
 
-Answered by :mod:`leoflow.election.status` on any replica (leader or follower), so they show
+Answered from the database (:mod:`leoflow.db.stores.leader_terms`, :mod:`~leoflow.db.stores.cluster_nodes`,
+:mod:`~leoflow.db.stores.cluster_events`) on any replica (leader or follower), so they show
 the same thing wherever a load balancer sends the request. ``/cluster/leader`` answers 503 with
 ``Retry-After`` while nobody leads (during a failover), because "no leader" is a transient
 condition a client should retry, not a resource that does not exist.
@@ -15,13 +16,13 @@ from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.params import page, query_cursor, query_limit
-from leoflow.election import status
+from leoflow.db.stores import cluster_events, cluster_nodes, leader_terms
 
 
 async def leader(request: Request) -> Response:
     state = api_state(request)
     async with state.db.connect() as conn:
-        current = await status.current_leader(conn, state.settings.cluster.name)
+        current = await leader_terms.current_leader(conn, state.settings.cluster.name)
     if current is None:
         raise ApiError(503, "no replica leads the cluster right now (election in progress)",
                        code="no_leader", headers={"Retry-After": "2"})
@@ -31,7 +32,7 @@ async def leader(request: Request) -> Response:
 async def nodes(request: Request) -> Response:
     state = api_state(request)
     async with state.db.connect() as conn:
-        members = await status.list_nodes(conn, state.settings.cluster.name)
+        members = await cluster_nodes.list_nodes(conn, state.settings.cluster.name)
     return JsonResponse({"items": members})
 
 
@@ -40,5 +41,5 @@ async def events(request: Request) -> Response:
     limit = query_limit(request)
     before = query_cursor(request, "events", int)
     async with state.db.connect() as conn:
-        rows = await status.list_events(conn, state.settings.cluster.name, limit + 1, before)
+        rows = await cluster_events.list_events(conn, state.settings.cluster.name, limit + 1, before)
     return JsonResponse(page(rows, limit, lambda r: int(r["id"]), "events"))

@@ -22,7 +22,7 @@ lease, and the elector declares the term lost and shuts the socket down under th
 The server is configured to notice a dead client only after twice the lease, so the old leader
 has stopped before anyone else can be granted the lock.
 
-**Refusals.** Every new session is vetted (:func:`~leoflow.election.session.vet_session`): a hot
+**Refusals.** Every new session is vetted (:func:`~leoflow.election.lock_setup.vet_session`): a hot
 standby, a transaction-mode pooler, a database that belongs to another cluster (ADR 0010) or a
 schema that is not migrated is refused. So is a schema that is neither at this build's head nor
 declared compatible with it (ADR 0006), and a replica whose own pools cannot connect (the
@@ -52,7 +52,7 @@ from leoflow.clock import Clock, SystemClock
 from leoflow.db import migrations
 from leoflow.db.connection.lock_connection import LockSession
 from leoflow.election.health import GATE_REFUSAL, ElectionHealth
-from leoflow.election.session import POOLER_PROBLEM, open_lock_session, recheck_pooler, vet_session
+from leoflow.election.lock_setup import POOLER_PROBLEM, open_lock_session, recheck_pooler, vet_session
 from leoflow.errors import (
     DatabaseError,
     LeoflowError,

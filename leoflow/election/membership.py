@@ -4,7 +4,7 @@ Every ``LEOFLOW_HEARTBEAT_INTERVAL`` seconds a replica writes ``(node_id, api_ur
 last_seen, is_leader)`` into ``cluster_nodes`` (``node_joined`` when it is new or was down), and
 marks every replica of its cluster unseen for ``LEOFLOW_NODE_DOWN_AFTER`` seconds ``down``
 (``node_left``). ``is_leader`` is this replica's local view, for display only; who leads is
-always answered from the lock (``leoflow.election.status``).
+always answered from the lock (:func:`leoflow.db.stores.leader_terms.current_leader`).
 
 Failure semantics: a database error skips one beat (logged once per outage); the loop never dies
 because PostgreSQL is away. On graceful exit :func:`leave` marks the replica down at once.

@@ -209,7 +209,7 @@ def test_hot_standby_is_refused_with_one_clear_line(caplog: pytest.LogCaptureFix
 
 @pytest.mark.parametrize("lease", [1.0, 2.0, 2.5, 10.0, 37.0])
 def test_server_notices_a_dead_client_no_earlier_than_twice_the_lease(lease: float) -> None:
-    from leoflow.election.session import session_timeouts
+    from leoflow.election.lock_setup import session_timeouts
 
     t = session_timeouts(lease)
     assert t.server_keepalive_idle + t.server_keepalive_interval * t.server_keepalive_count >= 2 * lease

@@ -8,8 +8,7 @@ from typing import Any
 import psycopg
 
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.db.stores import leader_terms
-from leoflow.election import status
+from leoflow.db.stores import cluster_events, leader_terms
 from leoflow.settings import Settings
 
 
@@ -26,8 +25,8 @@ def _leader(settings: Settings) -> Any:
         engine = make_async_engine(settings.database, pool_size=1)
         try:
             async with engine.connect() as conn:
-                return (await status.current_leader(conn, "c1"),
-                        await status.list_events(conn, "c1", 10, None))
+                return (await leader_terms.current_leader(conn, "c1"),
+                        await cluster_events.list_events(conn, "c1", 10, None))
         finally:
             await engine.dispose()
     return asyncio.run(go())
@@ -64,7 +63,7 @@ def test_leader_is_the_granted_holder_with_its_own_term(database_url: str, setti
             engine = make_async_engine(settings.database, pool_size=1)
             try:
                 async with engine.connect() as conn:
-                    return await status.list_events(conn, "c1", 5, events[0]["id"])
+                    return await cluster_events.list_events(conn, "c1", 5, events[0]["id"])
             finally:
                 await engine.dispose()
         assert [e["id"] for e in asyncio.run(page())] == [events[1]["id"]]

@@ -267,7 +267,15 @@ SELECT t.node_id, t.term, t.acquired_at AS since, n.api_url
 
 
 async def current_leader(conn: AsyncConnection, cluster: str) -> dict[str, Any] | None:
-    """The granted lock holder joined with the newest term recorded by that very backend."""
+    """``{"node_id", "term", "since", "api_url"}`` of the live leader, or None when nobody leads.
+
+    The leader is the session that holds the cluster's advisory lock (``pg_locks``, ``granted =
+    true``; followers blocked in ``pg_advisory_lock`` show ``granted = false`` and are ignored) whose
+    ``application_name`` is ``leoflow-lock:<node_id>``, joined with the newest fencing term *recorded
+    by that same backend pid*. Between the moment a new holder is granted the lock and the moment it
+    commits its term there is no leader (``None``): the API answers 503. Any replica can ask, leader
+    or not, because the truth lives in PostgreSQL, never in memory.
+    """
     classid, objid = pg_locks_ids(cluster)
     row = (await conn.execute(_LEADER, {"cluster": cluster, "classid": classid, "objid": objid})).first()
     if row is None:

@@ -1,4 +1,8 @@
-"""The election's dedicated PostgreSQL session: how it is configured and vetted.
+"""How the election's lock connection is set up: its timeouts, how it is opened, how it is vetted.
+
+The connection object itself (:class:`~leoflow.db.connection.lock_connection.LockSession`) is data-layer
+plumbing; this module is the election's policy for it (why these timeouts, which databases to refuse),
+so it lives here and is not named "session", a word the API's database sessions also use.
 
 - :func:`session_timeouts` — client keepalives, and server-side dead-client detection set on the
   session so the server drops a dead leader no earlier than twice the lease (ADR 0002).
