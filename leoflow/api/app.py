@@ -28,24 +28,24 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from leoflow.api import (
-    routes_backfills,
-    routes_cluster,
-    routes_commands,
-    routes_dag_sync,
-    routes_dags,
-    routes_logs,
-    routes_notifications,
-    routes_pools,
-    routes_runs,
-    routes_system,
-    routes_versions,
-)
+from leoflow.api import routes_cluster
 from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
 from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import HotRoutes, RequestMetrics
+from leoflow.api.routes import (
+    backfills,
+    commands,
+    dag_sync,
+    dags,
+    logs,
+    notifications,
+    pools,
+    runs,
+    system,
+    versions,
+)
 from leoflow.api.run_waits import Waiters
 from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.db.connection.budget import ConnectionBudget
@@ -78,47 +78,47 @@ def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
     return (
         # Starlette tries routes in order, so the hottest reads come first (no two templates
         # overlap, so the order changes nothing else).
-        ApiRoute("GET", run, routes_runs.get_run, "read"),
-        ApiRoute("GET", dag + "/runs", routes_runs.list_runs, "read"),
-        ApiRoute("GET", "/api/v2/runs", routes_runs.list_runs_of_every_dag, "read"),
-        ApiRoute("GET", "/api/v2/task-instances", routes_runs.list_tasks_of_every_run, "read"),
-        ApiRoute("POST", dag + "/runs", routes_runs.trigger_run, "admin"),
-        ApiRoute("GET", run + "/tasks", routes_runs.list_tasks, "read"),
-        ApiRoute("GET", task, routes_runs.get_task, "read"),
-        ApiRoute("GET", task + "/logs", routes_logs.get_task_logs, "read"),
-        ApiRoute("POST", run + "/cancel", routes_runs.cancel_run, "admin"),
-        ApiRoute("POST", run + "/clear", routes_commands.clear_run, "admin"),
-        ApiRoute("POST", run + "/mark", routes_commands.mark_run, "admin"),
-        ApiRoute("POST", task + "/mark", routes_commands.mark_task, "admin"),
-        ApiRoute("GET", "/healthz", routes_system.healthz, "open"),
-        ApiRoute("GET", "/readyz", routes_system.readyz, "open"),
-        ApiRoute("GET", "/metrics", routes_system.metrics, metrics_scope),
-        ApiRoute("GET", "/api/v2/openapi.json", routes_system.openapi, "open"),
+        ApiRoute("GET", run, runs.get_run, "read"),
+        ApiRoute("GET", dag + "/runs", runs.list_runs, "read"),
+        ApiRoute("GET", "/api/v2/runs", runs.list_runs_of_every_dag, "read"),
+        ApiRoute("GET", "/api/v2/task-instances", runs.list_tasks_of_every_run, "read"),
+        ApiRoute("POST", dag + "/runs", runs.trigger_run, "admin"),
+        ApiRoute("GET", run + "/tasks", runs.list_tasks, "read"),
+        ApiRoute("GET", task, runs.get_task, "read"),
+        ApiRoute("GET", task + "/logs", logs.get_task_logs, "read"),
+        ApiRoute("POST", run + "/cancel", runs.cancel_run, "admin"),
+        ApiRoute("POST", run + "/clear", commands.clear_run, "admin"),
+        ApiRoute("POST", run + "/mark", commands.mark_run, "admin"),
+        ApiRoute("POST", task + "/mark", commands.mark_task, "admin"),
+        ApiRoute("GET", "/healthz", system.healthz, "open"),
+        ApiRoute("GET", "/readyz", system.readyz, "open"),
+        ApiRoute("GET", "/metrics", system.metrics, metrics_scope),
+        ApiRoute("GET", "/api/v2/openapi.json", system.openapi, "open"),
         ApiRoute("GET", "/api/v2/cluster/leader", routes_cluster.leader, "read"),
         ApiRoute("GET", "/api/v2/cluster/nodes", routes_cluster.nodes, "read"),
         ApiRoute("GET", "/api/v2/cluster/events", routes_cluster.events, "read"),
-        ApiRoute("GET", "/api/v2/dags", routes_dags.list_dags, "read"),
-        ApiRoute("POST", "/api/v2/dags", routes_dags.create_dag, "admin"),
-        ApiRoute("POST", "/api/v2/dags:sync", routes_dag_sync.sync_dags, "admin"),
-        ApiRoute("GET", dag, routes_dags.get_dag, "read"),
-        ApiRoute("PUT", dag, routes_dags.put_dag, "admin"),
-        ApiRoute("PATCH", dag, routes_dags.patch_dag, "admin"),
-        ApiRoute("DELETE", dag, routes_dags.delete_dag, "admin"),
-        ApiRoute("GET", dag + "/versions", routes_versions.list_versions, "read"),
-        ApiRoute("GET", dag + "/versions/{version}", routes_versions.get_version, "read"),
-        ApiRoute("POST", dag + "/backfill", routes_backfills.create_backfill, "admin"),
-        ApiRoute("GET", dag + "/backfills", routes_backfills.list_backfills, "read"),
-        ApiRoute("GET", backfill, routes_backfills.get_backfill, "read"),
-        ApiRoute("POST", backfill + "/cancel", routes_backfills.cancel_backfill, "admin"),
-        ApiRoute("GET", "/api/v2/notifications", routes_notifications.list_notifications, "read"),
-        ApiRoute("POST", "/api/v2/notifications/{notification_id}/retry", routes_notifications.retry_notification,
+        ApiRoute("GET", "/api/v2/dags", dags.list_dags, "read"),
+        ApiRoute("POST", "/api/v2/dags", dags.create_dag, "admin"),
+        ApiRoute("POST", "/api/v2/dags:sync", dag_sync.sync_dags, "admin"),
+        ApiRoute("GET", dag, dags.get_dag, "read"),
+        ApiRoute("PUT", dag, dags.put_dag, "admin"),
+        ApiRoute("PATCH", dag, dags.patch_dag, "admin"),
+        ApiRoute("DELETE", dag, dags.delete_dag, "admin"),
+        ApiRoute("GET", dag + "/versions", versions.list_versions, "read"),
+        ApiRoute("GET", dag + "/versions/{version}", versions.get_version, "read"),
+        ApiRoute("POST", dag + "/backfill", backfills.create_backfill, "admin"),
+        ApiRoute("GET", dag + "/backfills", backfills.list_backfills, "read"),
+        ApiRoute("GET", backfill, backfills.get_backfill, "read"),
+        ApiRoute("POST", backfill + "/cancel", backfills.cancel_backfill, "admin"),
+        ApiRoute("GET", "/api/v2/notifications", notifications.list_notifications, "read"),
+        ApiRoute("POST", "/api/v2/notifications/{notification_id}/retry", notifications.retry_notification,
                  "admin"),
-        ApiRoute("GET", "/api/v2/audit", routes_notifications.list_audit, "admin"),
-        ApiRoute("GET", "/api/v2/pools", routes_pools.list_pools, "read"),
-        ApiRoute("POST", "/api/v2/pools", routes_pools.create_pool, "admin"),
-        ApiRoute("GET", "/api/v2/pools/{pool}", routes_pools.get_pool, "read"),
-        ApiRoute("PATCH", "/api/v2/pools/{pool}", routes_pools.update_pool, "admin"),
-        ApiRoute("DELETE", "/api/v2/pools/{pool}", routes_pools.delete_pool, "admin"),
+        ApiRoute("GET", "/api/v2/audit", notifications.list_audit, "admin"),
+        ApiRoute("GET", "/api/v2/pools", pools.list_pools, "read"),
+        ApiRoute("POST", "/api/v2/pools", pools.create_pool, "admin"),
+        ApiRoute("GET", "/api/v2/pools/{pool}", pools.get_pool, "read"),
+        ApiRoute("PATCH", "/api/v2/pools/{pool}", pools.update_pool, "admin"),
+        ApiRoute("DELETE", "/api/v2/pools/{pool}", pools.delete_pool, "admin"),
     )
 
 
@@ -164,7 +164,7 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         app.state.api = ApiState(settings=settings, db=db, auth=auth,
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK,
                                  election_health=election_health, live_logs=live_logs)
-        app.state.work_gauges = routes_system.WorkGauges()
+        app.state.work_gauges = system.WorkGauges()
         app.state.run_waiters = Waiters()
         logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,
                                           "api_connections": size})

@@ -1,6 +1,6 @@
 """``leoflow tasks logs --follow``: print a try's output as it is written, until the try ends.
 
-Polls ``GET …/logs?since=CURSOR`` (see :mod:`leoflow.api.routes_logs`) about once a second and
+Polls ``GET …/logs?since=CURSOR`` (see :mod:`leoflow.api.routes.logs`) about once a second and
 prints only what is new: live from the pod while it runs, then the rest once it ended. The try
 is pinned after the first answer (a retry starting meanwhile does not switch streams). Waits
 for a task that has not started a try yet, and rides out short API outages like

@@ -11,7 +11,7 @@ when the run succeeded, 1 otherwise. With ``--output json|yaml`` the status line
 and stdout carries only the run (as triggered, or as it ended with ``--wait``).
 
 ``runs clear`` and ``runs mark`` POST a command the API records and the leader applies under
-its term (:mod:`leoflow.api.routes_commands`); they print what the leader did, or say that the
+its term (:mod:`leoflow.api.routes.commands`); they print what the leader did, or say that the
 command is recorded and will be applied by the next leader when none answered in time (HTTP 202).
 """
 

@@ -14,7 +14,7 @@ restarts (counters only go down if the tables are reset). Cardinality is bounded
 :mod:`leoflow.model.dag_metrics` describes (``_other``).
 
 The collector only holds the last snapshot; the API refreshes it when ``/metrics`` is scraped
-(:class:`leoflow.api.routes_system.WorkGauges`), and stale values stay if the database is down.
+(:class:`leoflow.api.routes.system.WorkGauges`), and stale values stay if the database is down.
 """
 
 from __future__ import annotations

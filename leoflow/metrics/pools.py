@@ -6,7 +6,7 @@ whose ``leoflow_pool_waiting_tasks`` stays above 0 while ``leoflow_pool_open_slo
 starving: Airflow's ``pool.starving_tasks``). A pool that tasks name but that does not exist is
 exported too, with 0 slots, so its waiting tasks are visible.
 
-Refreshed with the work gauges (:class:`leoflow.api.routes_system.WorkGauges`: at most once per
+Refreshed with the work gauges (:class:`leoflow.api.routes.system.WorkGauges`: at most once per
 ``STATE_GAUGE_TTL`` per replica; a database failure keeps the last values). Every replica
 exports the same values, read from the database: aggregate across replicas with ``max``, not
 ``sum``. Cardinality is bounded by the number of pools (``MAX_POOLS``); a deleted pool's series

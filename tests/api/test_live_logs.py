@@ -16,8 +16,8 @@ import httpx
 import psycopg
 import pytest
 
-from leoflow.api import routes_logs
 from leoflow.api.app import create_app
+from leoflow.api.routes import logs as routes_logs
 from leoflow.cli.log_follow import follow, unseen
 from leoflow.executor.kubernetes.live_logs import PodLiveLogs
 from tests.api.conftest import ADMIN, READ, api_settings, seed_task, spec

@@ -137,7 +137,7 @@ def test_readyz_never_shows_the_servers_words_and_the_log_keeps_them(database_ur
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     """``/readyz`` needs no token: the driver's text (host, user, database) stays in the log."""
     missing = database_url.rsplit("/", 1)[0] + "/no_such_database"
-    with caplog.at_level("WARNING", logger="leoflow.api.routes_system"), \
+    with caplog.at_level("WARNING", logger="leoflow.api.routes.system"), \
             client_for(create_app(api_settings(missing))) as client:
         ready = client.get("/readyz")
     assert ready.status_code == 503
@@ -150,7 +150,7 @@ def test_readyz_on_a_closed_port_says_database_unavailable_only(caplog: pytest.L
     from leoflow.standalone.embedded import free_port
 
     url = f"postgresql://secret_user:hunter2@127.0.0.1:{free_port()}/secret_db?connect_timeout=2"
-    with caplog.at_level("WARNING", logger="leoflow.api.routes_system"), \
+    with caplog.at_level("WARNING", logger="leoflow.api.routes.system"), \
             client_for(create_app(api_settings(url))) as client:
         ready = client.get("/readyz")
     assert ready.status_code == 503

@@ -13,7 +13,7 @@ import httpx
 import psycopg
 import pytest
 
-from leoflow.api import routes_commands
+from leoflow.api.routes import commands as routes_commands
 from tests.api.conftest import ADMIN, READ, seed_task, spec
 
 

@@ -21,7 +21,7 @@ POOL_METRICS = ("leoflow_pool_slots", "leoflow_pool_occupied_slots", "leoflow_po
 
 @pytest.fixture
 def client(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
-    monkeypatch.setattr("leoflow.api.routes_system.STATE_GAUGE_TTL", 0.0)  # every scrape reads the database
+    monkeypatch.setattr("leoflow.api.routes.system.STATE_GAUGE_TTL", 0.0)  # every scrape reads the database
     with client_for(create_app(api_settings(database_url, LEOFLOW_PARALLELISM="7"))) as api:
         yield api
 

@@ -1,4 +1,4 @@
-"""The OpenAPI description of the task pools (:mod:`leoflow.api.routes_pools`)."""
+"""The OpenAPI description of the task pools (:mod:`leoflow.api.routes.pools`)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ API is a run with its task instances (run pages and dashboards poll it; ``leoflo
 --wait`` too). Building the answer in SQL (``json_build_object``) and returning its text lets the
 API pass the bytes through: no row objects, no datetime conversion, no ``json.dumps`` — the
 difference between ~0.3 ms and ~1.5 ms of CPU per request (``bench/api.py``). The JSON has exactly
-the fields and order of the Python-rendered answers in :mod:`leoflow.api.routes_runs`; timestamps
+the fields and order of the Python-rendered answers in :mod:`leoflow.api.routes.runs`; timestamps
 are ISO 8601 in UTC (the API's sessions run with ``TimeZone=UTC``). It takes a raw psycopg
 connection from the API pool (:mod:`leoflow.db.connection.api_pool`) and returns ``None`` for a
 missing run, so the route decides between 404s (:func:`leoflow.db.stores.dags.dag_exists`).

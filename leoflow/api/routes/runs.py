@@ -1,4 +1,4 @@
-"""Run and task routes: trigger, list, show, cancel; task instances and tries (logs: :mod:`.routes_logs`)."""
+"""Run and task routes: trigger, list, show, cancel; task instances and tries (logs: :mod:`.logs`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from leoflow.api.endpoint import api_state, read_document
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse, RenderedJsonResponse
 from leoflow.api.params import page, query_cursor, query_limit, query_state
-from leoflow.api.routes_dags import not_found, path_dag_id
+from leoflow.api.routes.dags import not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries

@@ -40,7 +40,7 @@ from starlette.responses import PlainTextResponse, Response
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.params import query_int
-from leoflow.api.routes_runs import task_or_404
+from leoflow.api.routes.runs import task_or_404
 from leoflow.db import api_queries
 from leoflow.model.limits import TRY_NUMBER
 from leoflow.model.live_logs import LiveLog

@@ -9,7 +9,7 @@ from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.params import INTEGER_MAX, page, path_id, query_cursor, query_limit
-from leoflow.api.routes_dags import detail_for, not_found, path_dag_id
+from leoflow.api.routes.dags import detail_for, not_found, path_dag_id
 from leoflow.db.stores import dag_versions
 from leoflow.db.stores import dags as dag_store
 
@@ -22,7 +22,7 @@ async def list_versions(request: Request) -> Response:
         rows = await dag_versions.list_versions(conn, dag_id, before=before, limit=limit)
         if not rows and not await dag_store.dag_exists(conn, dag_id):
             raise not_found(dag_id)
-    if request.state.principal.scope != "admin":  # spec_hash is for admins (see routes_dags' module doc)
+    if request.state.principal.scope != "admin":  # spec_hash is for admins (see routes.dags' module doc)
         for row in rows:
             row["spec_hash"] = None
     return JsonResponse(page(rows, limit, lambda r: r["version"], "versions"))

@@ -23,8 +23,8 @@ from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse
-from leoflow.api.routes_dags import not_found, path_dag_id
-from leoflow.api.routes_runs import PUBLIC_RUN, path_run_id
+from leoflow.api.routes.dags import not_found, path_dag_id
+from leoflow.api.routes.runs import PUBLIC_RUN, path_run_id
 from leoflow.db import api_queries
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import dags as dag_store

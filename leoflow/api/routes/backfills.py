@@ -21,7 +21,7 @@ from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.params import page, path_id, query_cursor, query_limit
-from leoflow.api.routes_dags import not_found, path_dag_id
+from leoflow.api.routes.dags import not_found, path_dag_id
 from leoflow.clock import SystemClock
 from leoflow.db.stores import backfills as backfill_store
 from leoflow.db.stores import dag_versions
