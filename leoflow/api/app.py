@@ -5,10 +5,10 @@ share of ``LEOFLOW_DB_POOL_SIZE``, :mod:`leoflow.db.connection.budget`), used by
 directly, everything else through a SQLAlchemy engine on the same pool — and closed on
 shutdown. Nothing else is kept between requests, so any replica can answer any request.
 
-Route table: :data:`ROUTES` lists ``(method, path template, handler, scope needed)`` once; the
-OpenAPI document (:mod:`leoflow.api.openapi`) must describe exactly these (a test checks).
-Scopes: ``open`` (probes, the document), ``read``, ``admin`` (writes); ``/metrics`` needs
-``read`` only when ``LEOFLOW_METRICS_AUTH=true``.
+Route table: :func:`api_routes`, read from the operations declared beside their handlers
+(:mod:`leoflow.api.routes`), the same declarations the OpenAPI document
+(:mod:`leoflow.api.openapi.document`) is built from. Scopes: ``open`` (probes, the document),
+``read``, ``admin`` (writes); ``/metrics`` needs ``read`` only when ``LEOFLOW_METRICS_AUTH=true``.
 
 Failure semantics: the app builds without touching the database (a replica starts, and is
 live, while PostgreSQL is down; it is simply not ready). Database trouble during a request
@@ -28,24 +28,14 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
-from leoflow.api import routes_cluster
 from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
 from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import HotRoutes, RequestMetrics
-from leoflow.api.routes import (
-    backfills,
-    commands,
-    dag_sync,
-    dags,
-    logs,
-    notifications,
-    pools,
-    runs,
-    system,
-    versions,
-)
+from leoflow.api.openapi.document import openapi_document
+from leoflow.api.routes import system
+from leoflow.api.routes.table import OPERATIONS
 from leoflow.api.run_waits import Waiters
 from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.db.connection.budget import ConnectionBudget
@@ -70,56 +60,11 @@ class ApiRoute:
 
 
 def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
-    metrics_scope: Scope = "read" if settings.api.metrics_auth else "open"
-    dag = "/api/v2/dags/{dag_id}"
-    run = dag + "/runs/{run_id}"
-    task = run + "/tasks/{task_id}"
-    backfill = dag + "/backfills/{backfill_id}"
-    return (
-        # Starlette tries routes in order, so the hottest reads come first (no two templates
-        # overlap, so the order changes nothing else).
-        ApiRoute("GET", run, runs.get_run, "read"),
-        ApiRoute("GET", dag + "/runs", runs.list_runs, "read"),
-        ApiRoute("GET", "/api/v2/runs", runs.list_runs_of_every_dag, "read"),
-        ApiRoute("GET", "/api/v2/task-instances", runs.list_tasks_of_every_run, "read"),
-        ApiRoute("POST", dag + "/runs", runs.trigger_run, "admin"),
-        ApiRoute("GET", run + "/tasks", runs.list_tasks, "read"),
-        ApiRoute("GET", task, runs.get_task, "read"),
-        ApiRoute("GET", task + "/logs", logs.get_task_logs, "read"),
-        ApiRoute("POST", run + "/cancel", runs.cancel_run, "admin"),
-        ApiRoute("POST", run + "/clear", commands.clear_run, "admin"),
-        ApiRoute("POST", run + "/mark", commands.mark_run, "admin"),
-        ApiRoute("POST", task + "/mark", commands.mark_task, "admin"),
-        ApiRoute("GET", "/healthz", system.healthz, "open"),
-        ApiRoute("GET", "/readyz", system.readyz, "open"),
-        ApiRoute("GET", "/metrics", system.metrics, metrics_scope),
-        ApiRoute("GET", "/api/v2/openapi.json", system.openapi, "open"),
-        ApiRoute("GET", "/api/v2/cluster/leader", routes_cluster.leader, "read"),
-        ApiRoute("GET", "/api/v2/cluster/nodes", routes_cluster.nodes, "read"),
-        ApiRoute("GET", "/api/v2/cluster/events", routes_cluster.events, "read"),
-        ApiRoute("GET", "/api/v2/dags", dags.list_dags, "read"),
-        ApiRoute("POST", "/api/v2/dags", dags.create_dag, "admin"),
-        ApiRoute("POST", "/api/v2/dags:sync", dag_sync.sync_dags, "admin"),
-        ApiRoute("GET", dag, dags.get_dag, "read"),
-        ApiRoute("PUT", dag, dags.put_dag, "admin"),
-        ApiRoute("PATCH", dag, dags.patch_dag, "admin"),
-        ApiRoute("DELETE", dag, dags.delete_dag, "admin"),
-        ApiRoute("GET", dag + "/versions", versions.list_versions, "read"),
-        ApiRoute("GET", dag + "/versions/{version}", versions.get_version, "read"),
-        ApiRoute("POST", dag + "/backfill", backfills.create_backfill, "admin"),
-        ApiRoute("GET", dag + "/backfills", backfills.list_backfills, "read"),
-        ApiRoute("GET", backfill, backfills.get_backfill, "read"),
-        ApiRoute("POST", backfill + "/cancel", backfills.cancel_backfill, "admin"),
-        ApiRoute("GET", "/api/v2/notifications", notifications.list_notifications, "read"),
-        ApiRoute("POST", "/api/v2/notifications/{notification_id}/retry", notifications.retry_notification,
-                 "admin"),
-        ApiRoute("GET", "/api/v2/audit", notifications.list_audit, "admin"),
-        ApiRoute("GET", "/api/v2/pools", pools.list_pools, "read"),
-        ApiRoute("POST", "/api/v2/pools", pools.create_pool, "admin"),
-        ApiRoute("GET", "/api/v2/pools/{pool}", pools.get_pool, "read"),
-        ApiRoute("PATCH", "/api/v2/pools/{pool}", pools.update_pool, "admin"),
-        ApiRoute("DELETE", "/api/v2/pools/{pool}", pools.delete_pool, "admin"),
-    )
+    """The routing table: every declared operation (:mod:`leoflow.api.routes.table`), its scope
+    resolved under ``settings``."""
+    metrics_auth = settings.api.metrics_auth
+    return tuple(ApiRoute(operation.method, operation.path, operation.handler,
+                          operation.scope(metrics_auth=metrics_auth)) for operation in OPERATIONS)
 
 
 #: Served past Starlette's exception middleware and router (:class:`~leoflow.api.middleware.HotRoutes`):
@@ -178,10 +123,12 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
     routes = _starlette_routes(settings)
     hot = [r for r in routes if isinstance(r, Route) and any(
         r.path == path and method in (r.methods or ()) for method, path in HOT_ROUTES)]
-    return Starlette(
+    app = Starlette(
         # The web dashboard (``/``, ``/static``) is public static files; see leoflow.api.dashboard.
         routes=routes + dashboard_routes(),
         middleware=[Middleware(RequestMetrics), Middleware(HotRoutes, routes=hot)],
         exception_handlers={HTTPException: http_exception_handler},
         lifespan=lifespan,
     )
+    app.state.openapi_document = openapi_document()
+    return app

@@ -1,20 +1,15 @@
-"""The OpenAPI description of backfills (runs created for a past range of a DAG's schedule)."""
+"""OpenAPI schemas of backfills (runs created for a past range of a DAG's schedule)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from leoflow.api.openapi.components import (
-    CURSOR,
-    DAG_ID,
     INT,
-    LIMIT,
     STAMP,
     STR,
     TIME,
-    json_answer,
     obj,
-    op,
     page,
     param,
 )
@@ -38,18 +33,3 @@ SCHEMAS: dict[str, Any] = {
 }
 
 BACKFILL_ID = {**param("backfill_id", "path", {"type": "string"}, "Backfill id"), "example": "1"}
-
-
-def operations() -> dict[str, dict[str, Any]]:
-    dag = "/api/v2/dags/{dag_id}"
-    backfill = dag + "/backfills/{backfill_id}"
-    return {
-        dag + "/backfill": {"post": op("Start backfill", json_answer("201", "Backfill", "Created"),
-                                       body="BackfillRequest", auth="admin", errors="404 409", params=[DAG_ID])},
-        dag + "/backfills": {"get": op("List backfills", json_answer("200", "BackfillPage"), errors="400 404",
-                                       params=[DAG_ID, LIMIT, CURSOR])},
-        backfill: {"get": op("Get backfill", json_answer("200", "Backfill"), errors="404",
-                             params=[DAG_ID, BACKFILL_ID])},
-        backfill + "/cancel": {"post": op("Cancel backfill", json_answer("200", "Backfill"), auth="admin",
-                                          errors="404 409", params=[DAG_ID, BACKFILL_ID])},
-    }

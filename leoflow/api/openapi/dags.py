@@ -1,4 +1,4 @@
-"""The OpenAPI description of the DAG routes: apply, read, pause, delete, and the sync of a
+"""OpenAPI schemas of the DAG routes: apply, read, pause, delete, and the sync of a
 folder of DAG files (``dags:sync``).
 """
 
@@ -7,10 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from leoflow.api.openapi.components import (
-    CURSOR,
-    DAG_ID,
     INT,
-    LIMIT,
     STR,
     TIME,
     json_answer,
@@ -19,10 +16,8 @@ from leoflow.api.openapi.components import (
     nullable,
     number_range,
     obj,
-    op,
     page,
     ref,
-    state,
     strings,
 )
 from leoflow.model import limits
@@ -136,28 +131,6 @@ SCHEMAS: dict[str, Any] = {
 
 DAG_LINKS = links("trigger_run", "get_dag", "list_runs", "pause_or_unpause_dag")
 
-
-def operations() -> dict[str, dict[str, Any]]:
-    return {
-        "/api/v2/dags": {
-            "get": op("List DAGs", json_answer("200", "DagPage"), errors="400",
-                       params=[LIMIT, CURSOR, state(("active", "paused"))]),
-            "post": op("Apply DAG", {**json_answer("200", "DagDetail", "Unchanged", DAG_LINKS),
-                                      **json_answer("201", "DagDetail", "Created", DAG_LINKS)},
-                        body="DagSpec", auth="admin", errors="409"),
-        },
-        "/api/v2/dags:sync": {
-            "post": op("Sync DAG files", json_answer("200", "DagSyncResult", "The plan (applied unless dry_run)"),
-                        body="DagSyncRequest", auth="admin", errors="409"),
-        },
-        "/api/v2/dags/{dag_id}": {
-            "get": op("Get DAG", json_answer("200", "DagDetail"), errors="404", params=[DAG_ID]),
-            "put": op("Put DAG", {**json_answer("200", "DagDetail", "Unchanged", DAG_LINKS),
-                                   **json_answer("201", "DagDetail", "Created", DAG_LINKS)},
-                       body="DagSpec", auth="admin", errors="409", params=[DAG_ID]),
-            "patch": op("Pause or unpause DAG", json_answer("200", "DagDetail"), body="DagPatch", auth="admin",
-                         errors="404", params=[DAG_ID]),
-            "delete": op("Delete DAG", {"204": {"description": "Deleted"}}, auth="admin", errors="404",
-                          params=[DAG_ID]),
-        },
-    }
+#: What applying a DAG answers (POST and PUT): unchanged, or created.
+APPLY_ANSWERS = {**json_answer("200", "DagDetail", "Unchanged", DAG_LINKS),
+                 **json_answer("201", "DagDetail", "Created", DAG_LINKS)}

@@ -1,23 +1,18 @@
-"""The OpenAPI description of the webhook notifications and of the audit log of writes."""
+"""OpenAPI schemas of the webhook notifications and of the audit log of writes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from leoflow.api.openapi.components import (
-    CURSOR,
     INT,
-    LIMIT,
     STAMP,
     STR,
     TIME,
-    json_answer,
     nullable,
     obj,
-    op,
     page,
     param,
-    state,
 )
 from leoflow.model.states import NOTIFICATION_STATES
 
@@ -49,19 +44,3 @@ SCHEMAS: dict[str, Any] = {
 }
 
 NOTIFICATION_ID = {**param("notification_id", "path", {"type": "string"}, "Notification id"), "example": "1"}
-
-
-def operations() -> dict[str, dict[str, Any]]:
-    return {
-        "/api/v2/notifications": {"get": op(
-            "List notifications", json_answer("200", "NotificationPage"), errors="400",
-            params=[LIMIT, CURSOR, state(NOTIFICATION_STATES), param("dag_id", "query", STR, "Only this DAG's"),
-                    param("run_id", "query", STR, "Only this run's (with dag_id)")])},
-        "/api/v2/notifications/{notification_id}/retry": {"post": op(
-            "Retry notification", json_answer("200", "Notification"), auth="admin", errors="404 409",
-            params=[NOTIFICATION_ID])},
-        "/api/v2/audit": {"get": op(
-            "List audit events", json_answer("200", "AuditPage"), errors="400", auth="admin",
-            params=[LIMIT, CURSOR, param("actor", "query", STR, "Only this token name's writes"),
-                    param("dag_id", "query", STR, "Only writes to this DAG")])},
-    }

@@ -1,10 +1,10 @@
-"""The OpenAPI description of the task pools (:mod:`leoflow.api.routes.pools`)."""
+"""The OpenAPI schemas of the task pools (operations: :mod:`leoflow.api.routes.pools`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from leoflow.api.openapi.components import INT, json_answer, name, nullable, number_range, obj, op, param, ref
+from leoflow.api.openapi.components import INT, name, nullable, number_range, obj, param, ref
 from leoflow.model import limits
 
 _NAME = name(limits.POOL_NAME)
@@ -29,20 +29,3 @@ SCHEMAS: dict[str, Any] = {
 }
 
 POOL = {**param("pool", "path", {"type": "string"}, "Pool name"), "example": "gpu"}
-
-
-def operations() -> dict[str, dict[str, Any]]:
-    return {
-        "/api/v2/pools": {
-            "get": op("List pools", json_answer("200", "PoolList")),
-            "post": op("Create pool", json_answer("201", "Pool", "Created"), body="PoolCreate", auth="admin",
-                       errors="409"),
-        },
-        "/api/v2/pools/{pool}": {
-            "get": op("Get pool", json_answer("200", "Pool"), errors="404", params=[POOL]),
-            "patch": op("Resize pool", json_answer("200", "Pool"), body="PoolPatch", auth="admin", errors="404 409",
-                        params=[POOL]),
-            "delete": op("Delete pool", {"204": {"description": "Deleted"}}, auth="admin", errors="404 409",
-                         params=[POOL]),
-        },
-    }

@@ -1,4 +1,4 @@
-"""The OpenAPI description of the run routes: runs, their task instances and tries, the logs,
+"""OpenAPI schemas of the run routes: runs, their task instances and tries, the logs,
 and the commands the leader applies to a run (clear, mark).
 """
 
@@ -7,13 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from leoflow.api.openapi.components import (
-    CURSOR,
-    DAG_ID,
     INT,
-    LIMIT,
-    RUN_PATH,
     STR,
-    TASK_ID,
     TEXT,
     TIME,
     json_answer,
@@ -22,11 +17,8 @@ from leoflow.api.openapi.components import (
     nullable,
     number_range,
     obj,
-    op,
     page,
-    param,
     ref,
-    state,
 )
 from leoflow.model import limits
 from leoflow.model.run_commands import MARK_STATES
@@ -91,78 +83,25 @@ SCHEMAS: dict[str, Any] = {
 RUN_LINKS = links("get_run", "list_task_instances", "cancel_run", run=True)
 
 #: A command's answers: applied by the leader within 10 s, or recorded for the next one.
-_COMMAND_ANSWERS = {
+COMMAND_ANSWERS = {
     **json_answer("200", "CommandResult", "Applied by the leader"),
     **json_answer("202", "CommandPending", "Recorded; no leader applied it within 10 s (the next one will)")}
 
 
-def _get_run() -> dict[str, Any]:
-    """The hot read, with its long poll (leoflow.api.run_waits)."""
-    get_run = op("Get run", json_answer("200", "RunDetail"), errors="400 404", params=[
-        *RUN_PATH,
-        param("wait", "query", {"type": "number", "minimum": 0, "maximum": 30},
-               "With If-None-Match: seconds to wait for the run to change (304 if it does not)"),
-        param("If-None-Match", "header", {"type": "string"}, "The ETag of the document the client has")])
-    get_run["responses"]["200"]["headers"] = {"ETag": {"schema": STR}}
-    get_run["responses"]["304"] = {"description": "Unchanged (after waiting)", "headers": {"ETag": {"schema": STR}}}
-    return get_run
+def etag_answers(document: dict[str, Any]) -> None:
+    """The hot read's long poll (leoflow.api.run_waits): an ETag on 200, and 304 when unchanged."""
+    document["responses"]["200"]["headers"] = {"ETag": {"schema": STR}}
+    document["responses"]["304"] = {"description": "Unchanged (after waiting)", "headers": {"ETag": {"schema": STR}}}
 
 
-def operations() -> dict[str, dict[str, Any]]:
-    return {
-        "/api/v2/dags/{dag_id}/runs": {
-            "get": op("List runs", json_answer("200", "RunPage"), errors="400 404",
-                       params=[DAG_ID, LIMIT, CURSOR, state(RUN_STATES)]),
-            "post": op("Trigger run", json_answer("201", "RunDetail", "Created", RUN_LINKS), body="RunRequest",
-                        body_required=False,
-                        auth="admin", errors="404 409", params=[DAG_ID]),
-        },
-        "/api/v2/runs": {
-            "get": op("List runs of every DAG", json_answer("200", "RunPage"), errors="400",
-                       params=[LIMIT, CURSOR, state(RUN_STATES),
-                               param("dag_id", "query", {"type": "string"}, "Only this DAG's runs"),
-                               param("since", "query", {"type": "string", "maxLength": 40},
-                                      "Only runs created at or after this ISO 8601 date (midnight UTC) or time")]),
-        },
-        "/api/v2/task-instances": {
-            "get": op("List task instances of every run", json_answer("200", "TaskInstanceAnywherePage"), errors="400",
-                       params=[LIMIT, CURSOR, state(TASK_STATES),
-                               param("dag_id", "query", {"type": "string"}, "Only this DAG's task instances"),
-                               param("since", "query", {"type": "string", "maxLength": 40},
-                                      "Only task instances of runs created at or after this ISO 8601 date "
-                                      "(midnight UTC) or time")]),
-        },
-        "/api/v2/dags/{dag_id}/runs/{run_id}": {"get": _get_run()},
-        "/api/v2/dags/{dag_id}/runs/{run_id}/cancel": {
-            "post": op("Cancel run", json_answer("200", "RunDetail"), auth="admin", errors="404 409", params=RUN_PATH)},
-        "/api/v2/dags/{dag_id}/runs/{run_id}/clear": {
-            "post": op("Clear task instances (the leader applies it)", _COMMAND_ANSWERS,
-                body="ClearRequest", auth="admin", errors="404 409", params=RUN_PATH)},
-        "/api/v2/dags/{dag_id}/runs/{run_id}/mark": {
-            "post": op("Mark a run success or failed, with its unfinished tasks (the leader applies it)",
-                       _COMMAND_ANSWERS, body="MarkRequest", auth="admin", errors="404 409", params=RUN_PATH)},
-        "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark": {
-            "post": op("Mark a task instance success or failed (the leader applies it)", _COMMAND_ANSWERS,
-                body="MarkRequest", auth="admin", errors="404 409", params=[*RUN_PATH, TASK_ID])},
-        "/api/v2/dags/{dag_id}/runs/{run_id}/tasks": {
-            "get": op("List task instances", json_answer("200", "TaskInstancePage"), errors="400 404",
-                       params=[*RUN_PATH, LIMIT, CURSOR, state(TASK_STATES)])},
-        "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}": {
-            "get": op("Get task instance", json_answer("200", "TaskDetail"), errors="404",
-                      params=[*RUN_PATH, TASK_ID])},
-        "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs": {
-            "get": op("Get task log", {"200": {
-                "description": "The try's log (plain text): live from its pod while it runs on Kubernetes (a "
-                               "bounded tail, read by whichever replica answers), else what is stored.", **TEXT,
-                "headers": {
-                    "X-Leoflow-Try": {"schema": STR, "description": "The try shown"},
-                    "X-Leoflow-Log-Complete": {"schema": STR, "description": "true once the log is final"},
-                    "X-Leoflow-Log-Source": {"schema": {"type": "string", "enum": ["pod", "stored"]}},
-                    "X-Leoflow-Log-Cursor": {"schema": STR, "description": "With since: pass it back as since"},
-                    "X-Leoflow-Log-Continues": {"schema": STR, "description": "With since: false when the "
-                                                "text is the whole stored log, not a continuation"}}}},
-                       errors="400 404", params=[*RUN_PATH, TASK_ID, param(
-                           "try", "query", {"type": "integer", "minimum": 1}, "Try number (default: latest)"),
-                           param("since", "query", {"type": "string", "maxLength": 64},
-                                  "Follow mode: only output after this cursor (empty to start); no notes")])},
-    }
+#: A task's log: plain text, and where it came from in the headers.
+LOG_ANSWER = {"200": {
+    "description": "The try's log (plain text): live from its pod while it runs on Kubernetes (a "
+                   "bounded tail, read by whichever replica answers), else what is stored.", **TEXT,
+    "headers": {
+        "X-Leoflow-Try": {"schema": STR, "description": "The try shown"},
+        "X-Leoflow-Log-Complete": {"schema": STR, "description": "true once the log is final"},
+        "X-Leoflow-Log-Source": {"schema": {"type": "string", "enum": ["pod", "stored"]}},
+        "X-Leoflow-Log-Cursor": {"schema": STR, "description": "With since: pass it back as since"},
+        "X-Leoflow-Log-Continues": {"schema": STR, "description": "With since: false when the "
+                                    "text is the whole stored log, not a continuation"}}}}

@@ -1,19 +1,14 @@
-"""The OpenAPI description of a DAG's versions (every spec it was applied with)."""
+"""OpenAPI schemas of a DAG's versions (every spec it was applied with)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from leoflow.api.openapi.components import (
-    CURSOR,
-    DAG_ID,
     INT,
-    LIMIT,
     STAMP,
-    json_answer,
     nullable,
     obj,
-    op,
     page,
     param,
 )
@@ -31,13 +26,3 @@ SCHEMAS: dict[str, Any] = {
 }
 
 VERSION = {**param("version", "path", {"type": "string"}, "Version number"), "example": "1"}
-
-
-def operations() -> dict[str, dict[str, Any]]:
-    dag = "/api/v2/dags/{dag_id}"
-    return {
-        dag + "/versions": {"get": op("List DAG versions", json_answer("200", "DagVersionPage"), errors="400 404",
-                                      params=[DAG_ID, LIMIT, CURSOR])},
-        dag + "/versions/{version}": {"get": op("Get DAG version", json_answer("200", "DagVersionDetail"),
-                                                errors="404", params=[DAG_ID, VERSION])},
-    }

@@ -20,8 +20,11 @@ from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import backfills as backfill_schemas
+from leoflow.api.openapi import components as oas
+from leoflow.api.operations import Operations
 from leoflow.api.params import page, path_id, query_cursor, query_limit
-from leoflow.api.routes.dags import not_found, path_dag_id
+from leoflow.api.routes.dags import DAG, not_found, path_dag_id
 from leoflow.clock import SystemClock
 from leoflow.db.stores import backfills as backfill_store
 from leoflow.db.stores import dag_versions
@@ -35,6 +38,13 @@ def path_backfill_id(request: Request) -> int:
     return path_id(request, "backfill_id", "backfill")
 
 
+OPERATIONS = Operations()
+
+BACKFILL = DAG + "/backfills/{backfill_id}"
+
+
+@OPERATIONS("POST", DAG + "/backfill", "Start backfill", oas.json_answer("201", "Backfill", "Created"),
+            body="BackfillRequest", auth="admin", errors="404 409", params=[oas.DAG_ID])
 async def create_backfill(request: Request) -> Response:
     dag_id = path_dag_id(request)
     document = await read_document(request)
@@ -59,6 +69,8 @@ async def create_backfill(request: Request) -> Response:
     return JsonResponse(backfill, status_code=201)
 
 
+@OPERATIONS("GET", DAG + "/backfills", "List backfills", oas.json_answer("200", "BackfillPage"),
+            errors="400 404", params=[oas.DAG_ID, oas.LIMIT, oas.CURSOR])
 async def list_backfills(request: Request) -> Response:
     dag_id = path_dag_id(request)
     limit = query_limit(request)
@@ -77,6 +89,8 @@ async def _backfill_or_404(conn: Any, dag_id: str, backfill_id: int) -> dict[str
     return backfill
 
 
+@OPERATIONS("GET", BACKFILL, "Get backfill", oas.json_answer("200", "Backfill"), errors="404",
+            params=[oas.DAG_ID, backfill_schemas.BACKFILL_ID])
 async def get_backfill(request: Request) -> Response:
     dag_id = path_dag_id(request)
     backfill_id = path_backfill_id(request)
@@ -84,6 +98,8 @@ async def get_backfill(request: Request) -> Response:
         return JsonResponse(await _backfill_or_404(conn, dag_id, backfill_id))
 
 
+@OPERATIONS("POST", BACKFILL + "/cancel", "Cancel backfill", oas.json_answer("200", "Backfill"), auth="admin",
+            errors="404 409", params=[oas.DAG_ID, backfill_schemas.BACKFILL_ID])
 async def cancel_backfill(request: Request) -> Response:
     dag_id = path_dag_id(request)
     backfill_id = path_backfill_id(request)

@@ -23,8 +23,11 @@ from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.openapi import runs as run_schemas
+from leoflow.api.operations import Operations
 from leoflow.api.routes.dags import not_found, path_dag_id
-from leoflow.api.routes.runs import PUBLIC_RUN, path_run_id
+from leoflow.api.routes.runs import PUBLIC_RUN, RUN, TASK, path_run_id
 from leoflow.db import api_queries
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import dags as dag_store
@@ -54,6 +57,11 @@ async def _run(request: Request, conn: Any, dag_id: str, run_id: str) -> dict[st
     return run
 
 
+OPERATIONS = Operations()
+
+
+@OPERATIONS("POST", RUN + "/clear", "Clear task instances (the leader applies it)", run_schemas.COMMAND_ANSWERS,
+            body="ClearRequest", auth="admin", errors="404 409", params=oas.RUN_PATH)
 async def clear_run(request: Request) -> Response:
     """``POST …/runs/{run_id}/clear {tasks?, failed_only?, downstream?}``."""
     dag_id = path_dag_id(request)
@@ -73,6 +81,9 @@ async def clear_run(request: Request) -> Response:
     return await _answer(request, command_id, dag_id, run_id)
 
 
+@OPERATIONS("POST", TASK + "/mark", "Mark a task instance success or failed (the leader applies it)",
+            run_schemas.COMMAND_ANSWERS, body="MarkRequest", auth="admin", errors="404 409",
+            params=[*oas.RUN_PATH, oas.TASK_ID])
 async def mark_task(request: Request) -> Response:
     """``POST …/runs/{run_id}/tasks/{task_id}/mark {state: success | failed}``."""
     dag_id = path_dag_id(request)
@@ -93,6 +104,8 @@ async def mark_task(request: Request) -> Response:
     return await _answer(request, command_id, dag_id, run_id)
 
 
+@OPERATIONS("POST", RUN + "/mark", "Mark a run success or failed, with its unfinished tasks (the leader applies it)",
+            run_schemas.COMMAND_ANSWERS, body="MarkRequest", auth="admin", errors="404 409", params=oas.RUN_PATH)
 async def mark_run(request: Request) -> Response:
     """``POST …/runs/{run_id}/mark {state: success | failed}`` (Airflow's mark run success / failed)."""
     dag_id = path_dag_id(request)

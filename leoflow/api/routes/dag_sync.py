@@ -31,6 +31,8 @@ from starlette.responses import Response
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.operations import Operations
 from leoflow.clock import SystemClock
 from leoflow.db.stores import dags
 from leoflow.errors import DagFilesInvalid
@@ -102,6 +104,12 @@ def plan_document(plan: dag_sync.SyncPlan) -> dict[str, Any]:
     }
 
 
+OPERATIONS = Operations()
+
+
+@OPERATIONS("POST", "/api/v2/dags:sync", "Sync DAG files",
+            oas.json_answer("200", "DagSyncResult", "The plan (applied unless dry_run)"), body="DagSyncRequest",
+            auth="admin", errors="409")
 async def sync_dags(request: Request) -> Response:
     files, options = sync_request(require_object(await read_document(request)))
     state = api_state(request)

@@ -30,6 +30,9 @@ from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.openapi import dags as dag_schemas
+from leoflow.api.operations import Operations
 from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries
@@ -54,6 +57,13 @@ def not_found(dag_id: str) -> ApiError:
     return ApiError(404, f"DAG {dag_id!r} not found")
 
 
+OPERATIONS = Operations()
+
+DAG = "/api/v2/dags/{dag_id}"
+
+
+@OPERATIONS("GET", "/api/v2/dags", "List DAGs", oas.json_answer("200", "DagPage"), errors="400",
+            params=[oas.LIMIT, oas.CURSOR, oas.state(("active", "paused"))])
 async def list_dags(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, DAG_STATES)
@@ -78,12 +88,16 @@ async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]
     return _detail(dag, read_only=False), result.changed
 
 
+@OPERATIONS("POST", "/api/v2/dags", "Apply DAG", dag_schemas.APPLY_ANSWERS, body="DagSpec", auth="admin",
+            errors="409")
 async def create_dag(request: Request) -> Response:
     document = require_object(await read_document(request))
     dag, changed = await _apply(request, document)
     return JsonResponse(dag, status_code=201 if changed else 200)
 
 
+@OPERATIONS("PUT", DAG, "Put DAG", dag_schemas.APPLY_ANSWERS, body="DagSpec", auth="admin", errors="409",
+            params=[oas.DAG_ID])
 async def put_dag(request: Request) -> Response:
     dag_id = request.path_params["dag_id"]
     if not DAG_ID.matches(dag_id):
@@ -96,6 +110,7 @@ async def put_dag(request: Request) -> Response:
     return JsonResponse(dag, status_code=201 if changed else 200)
 
 
+@OPERATIONS("GET", DAG, "Get DAG", oas.json_answer("200", "DagDetail"), errors="404", params=[oas.DAG_ID])
 async def get_dag(request: Request) -> Response:
     dag_id = path_dag_id(request)
     async with api_state(request).db.connect() as conn:
@@ -105,6 +120,8 @@ async def get_dag(request: Request) -> Response:
     return JsonResponse(detail_for(request, dag))
 
 
+@OPERATIONS("PATCH", DAG, "Pause or unpause DAG", oas.json_answer("200", "DagDetail"), body="DagPatch",
+            auth="admin", errors="404", params=[oas.DAG_ID])
 async def patch_dag(request: Request) -> Response:
     dag_id = path_dag_id(request)
     document = require_object(await read_document(request))
@@ -138,6 +155,8 @@ def _detail(dag: dict[str, Any], *, read_only: bool) -> dict[str, Any]:
     return dag
 
 
+@OPERATIONS("DELETE", DAG, "Delete DAG", {"204": {"description": "Deleted"}}, auth="admin", errors="404",
+            params=[oas.DAG_ID])
 async def delete_dag(request: Request) -> Response:
     dag_id = path_dag_id(request)
     async with audited_transaction(request, status=204) as write:

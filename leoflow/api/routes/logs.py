@@ -39,8 +39,11 @@ from starlette.responses import PlainTextResponse, Response
 
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.openapi import components as oas
+from leoflow.api.openapi import runs as run_schemas
+from leoflow.api.operations import Operations
 from leoflow.api.params import query_int
-from leoflow.api.routes.runs import task_or_404
+from leoflow.api.routes.runs import TASK, task_or_404
 from leoflow.db import api_queries
 from leoflow.model.limits import TRY_NUMBER
 from leoflow.model.live_logs import LiveLog
@@ -53,6 +56,14 @@ LIVE_TAIL_BYTES = 256 * 1024
 _CURSOR = re.compile(r"(t\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)|b\d{1,15})?", re.ASCII)
 
 
+OPERATIONS = Operations()
+
+
+@OPERATIONS("GET", TASK + "/logs", "Get task log", run_schemas.LOG_ANSWER, errors="400 404", params=[
+    *oas.RUN_PATH, oas.TASK_ID,
+    oas.param("try", "query", {"type": "integer", "minimum": 1}, "Try number (default: latest)"),
+    oas.param("since", "query", {"type": "string", "maxLength": 64},
+              "Follow mode: only output after this cursor (empty to start); no notes")])
 async def get_task_logs(request: Request) -> Response:
     try_number = query_int(request, "try", TRY_NUMBER)
     since = request.query_params.get("since")

@@ -24,6 +24,9 @@ from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.openapi import notifications as notification_schemas
+from leoflow.api.operations import Operations
 from leoflow.api.params import page, path_id, query_cursor, query_limit, query_state, query_text
 from leoflow.clock import SystemClock
 from leoflow.db.stores import audit as audit_store
@@ -45,6 +48,13 @@ def _query_id(request: Request, name: str, rule: Name) -> str | None:
     return raw
 
 
+OPERATIONS = Operations()
+
+
+@OPERATIONS("GET", "/api/v2/notifications", "List notifications", oas.json_answer("200", "NotificationPage"),
+            errors="400", params=[oas.LIMIT, oas.CURSOR, oas.state(NOTIFICATION_STATES),
+                                  oas.param("dag_id", "query", oas.STR, "Only this DAG's"),
+                                  oas.param("run_id", "query", oas.STR, "Only this run's (with dag_id)")])
 async def list_notifications(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, NOTIFICATION_STATES)
@@ -59,6 +69,9 @@ async def list_notifications(request: Request) -> Response:
     return JsonResponse(page(rows, limit, lambda r: r["id"], "notifications"))
 
 
+@OPERATIONS("POST", "/api/v2/notifications/{notification_id}/retry", "Retry notification",
+            oas.json_answer("200", "Notification"), auth="admin", errors="404 409",
+            params=[notification_schemas.NOTIFICATION_ID])
 async def retry_notification(request: Request) -> Response:
     notification_id = path_id(request, "notification_id", "notification")
     async with audited_transaction(request) as write:
@@ -78,6 +91,10 @@ def shown(row: dict[str, Any], *, read_only: bool) -> dict[str, Any]:
     return row
 
 
+@OPERATIONS("GET", "/api/v2/audit", "List audit events", oas.json_answer("200", "AuditPage"), errors="400",
+            auth="admin", params=[oas.LIMIT, oas.CURSOR,
+                                  oas.param("actor", "query", oas.STR, "Only this token name's writes"),
+                                  oas.param("dag_id", "query", oas.STR, "Only writes to this DAG")])
 async def list_audit(request: Request) -> Response:
     limit = query_limit(request)
     before = query_cursor(request, "audit", int)

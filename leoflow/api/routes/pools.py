@@ -22,6 +22,9 @@ from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.openapi import pools as pool_schemas
+from leoflow.api.operations import Operations
 from leoflow.clock import SystemClock
 from leoflow.db.connection.database import Connection
 from leoflow.db.stores import pools as pool_store
@@ -55,18 +58,28 @@ async def _document(request: Request, conn: Connection, name: str) -> dict[str, 
     return found[0]
 
 
+OPERATIONS = Operations()
+
+POOLS = "/api/v2/pools"
+
+
+@OPERATIONS("GET", POOLS, "List pools", oas.json_answer("200", "PoolList"))
 async def list_pools(request: Request) -> Response:
     async with api_state(request).db.connect() as conn:
         pools = await pool_store.list_pools(conn, parallelism=api_state(request).settings.scheduler.parallelism)
     return JsonResponse({"items": pools})
 
 
+@OPERATIONS("GET", POOLS + "/{pool}", "Get pool", oas.json_answer("200", "Pool"), errors="404",
+            params=[pool_schemas.POOL])
 async def get_pool(request: Request) -> Response:
     name = path_pool(request)
     async with api_state(request).db.connect() as conn:
         return JsonResponse(await _document(request, conn, name))
 
 
+@OPERATIONS("POST", POOLS, "Create pool", oas.json_answer("201", "Pool", "Created"), body="PoolCreate",
+            auth="admin", errors="409")
 async def create_pool(request: Request) -> Response:
     change = parse_pool_request(require_object(await read_document(request)), creating=True)
     assert change.name is not None and change.slots is not None
@@ -77,6 +90,8 @@ async def create_pool(request: Request) -> Response:
     return JsonResponse(pool, status_code=201)
 
 
+@OPERATIONS("PATCH", POOLS + "/{pool}", "Resize pool", oas.json_answer("200", "Pool"), body="PoolPatch",
+            auth="admin", errors="404 409", params=[pool_schemas.POOL])
 async def update_pool(request: Request) -> Response:
     name = path_pool(request)
     _builtin(name)
@@ -90,6 +105,8 @@ async def update_pool(request: Request) -> Response:
     return JsonResponse(pool)
 
 
+@OPERATIONS("DELETE", POOLS + "/{pool}", "Delete pool", {"204": {"description": "Deleted"}}, auth="admin",
+            errors="404 409", params=[pool_schemas.POOL])
 async def delete_pool(request: Request) -> Response:
     name = path_pool(request)
     _builtin(name)

@@ -15,8 +15,11 @@ from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse, RenderedJsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.openapi import runs as run_schemas
+from leoflow.api.operations import Operations
 from leoflow.api.params import page, query_cursor, query_limit, query_state
-from leoflow.api.routes.dags import not_found, path_dag_id
+from leoflow.api.routes.dags import DAG, not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries
@@ -61,6 +64,14 @@ async def _run_or_404(request: Request, conn: Any, *, with_tasks: bool) -> dict[
     return run
 
 
+OPERATIONS = Operations()
+
+RUN = DAG + "/runs/{run_id}"
+TASK = RUN + "/tasks/{task_id}"
+
+
+@OPERATIONS("POST", DAG + "/runs", "Trigger run", oas.json_answer("201", "RunDetail", "Created", run_schemas.RUN_LINKS),
+            body="RunRequest", body_required=False, auth="admin", errors="404 409", params=[oas.DAG_ID])
 async def trigger_run(request: Request) -> Response:
     """Queue a manual run; its conf is checked against (and completed from) the DAG's ``params``."""
     dag_id = path_dag_id(request)
@@ -96,6 +107,8 @@ async def checked_conf(params: dict[str, Any], conf: dict[str, Any]) -> dict[str
                         "simplify the schema or send a smaller conf", status=422) from None
 
 
+@OPERATIONS("GET", DAG + "/runs", "List runs", oas.json_answer("200", "RunPage"), errors="400 404",
+            params=[oas.DAG_ID, oas.LIMIT, oas.CURSOR, oas.state(RUN_STATES)])
 async def list_runs(request: Request) -> Response:
     dag_id = path_dag_id(request)
     limit = query_limit(request)
@@ -110,6 +123,11 @@ async def list_runs(request: Request) -> Response:
     return JsonResponse(result)
 
 
+@OPERATIONS("GET", "/api/v2/runs", "List runs of every DAG", oas.json_answer("200", "RunPage"), errors="400",
+            params=[oas.LIMIT, oas.CURSOR, oas.state(RUN_STATES),
+                    oas.param("dag_id", "query", {"type": "string"}, "Only this DAG's runs"),
+                    oas.param("since", "query", {"type": "string", "maxLength": 40},
+                              "Only runs created at or after this ISO 8601 date (midnight UTC) or time")])
 async def list_runs_of_every_dag(request: Request) -> Response:
     """What runs anywhere: every DAG's runs, newest first, paged like one DAG's (``leoflow runs list``).
 
@@ -147,6 +165,12 @@ def query_since(request: Request) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+@OPERATIONS("GET", RUN, "Get run", oas.json_answer("200", "RunDetail"), errors="400 404", params=[
+    *oas.RUN_PATH,
+    oas.param("wait", "query", {"type": "number", "minimum": 0, "maximum": 30},
+              "With If-None-Match: seconds to wait for the run to change (304 if it does not)"),
+    oas.param("If-None-Match", "header", {"type": "string"}, "The ETag of the document the client has")],
+    extend=run_schemas.etag_answers)
 async def get_run(request: Request) -> Response:
     """The hot read: PostgreSQL renders the document, the bytes pass through.
 
@@ -187,6 +211,8 @@ def _ended(document: str) -> bool:
     return json.loads(document).get("state") in TERMINAL_RUN_STATES
 
 
+@OPERATIONS("POST", RUN + "/cancel", "Cancel run", oas.json_answer("200", "RunDetail"), auth="admin",
+            errors="404 409", params=oas.RUN_PATH)
 async def cancel_run(request: Request) -> Response:
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
@@ -197,6 +223,8 @@ async def cancel_run(request: Request) -> Response:
     return JsonResponse(_run(run))
 
 
+@OPERATIONS("GET", RUN + "/tasks", "List task instances", oas.json_answer("200", "TaskInstancePage"),
+            errors="400 404", params=[*oas.RUN_PATH, oas.LIMIT, oas.CURSOR, oas.state(TASK_STATES)])
 async def list_tasks(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, TASK_STATES)
@@ -209,6 +237,13 @@ async def list_tasks(request: Request) -> Response:
     return JsonResponse(result)
 
 
+@OPERATIONS("GET", "/api/v2/task-instances", "List task instances of every run",
+            oas.json_answer("200", "TaskInstanceAnywherePage"), errors="400",
+            params=[oas.LIMIT, oas.CURSOR, oas.state(TASK_STATES),
+                    oas.param("dag_id", "query", {"type": "string"}, "Only this DAG's task instances"),
+                    oas.param("since", "query", {"type": "string", "maxLength": 40},
+                              "Only task instances of runs created at or after this ISO 8601 date "
+                              "(midnight UTC) or time")])
 async def list_tasks_of_every_run(request: Request) -> Response:
     """Task instances anywhere, newest first (``leoflow tasks list --state failed``): filters as
     :func:`list_runs_of_every_dag`'s, ``since`` counting from the run's creation."""
@@ -234,6 +269,8 @@ async def task_or_404(request: Request, conn: Any) -> dict[str, Any]:
     return ti
 
 
+@OPERATIONS("GET", TASK, "Get task instance", oas.json_answer("200", "TaskDetail"), errors="404",
+            params=[*oas.RUN_PATH, oas.TASK_ID])
 async def get_task(request: Request) -> Response:
     async with api_state(request).db.connect() as conn:
         ti = await task_or_404(request, conn)

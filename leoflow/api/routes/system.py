@@ -26,7 +26,8 @@ from starlette.responses import Response
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, error_response
 from leoflow.api.jsonresp import JsonResponse
-from leoflow.api.openapi.document import openapi_document
+from leoflow.api.openapi import components as oas
+from leoflow.api.operations import Operations
 from leoflow.db import api_queries, migrations
 from leoflow.db.stores import dag_metrics
 from leoflow.db.stores import pools as pool_store
@@ -50,11 +51,16 @@ DATABASE_UNAVAILABLE = "database unavailable"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+OPERATIONS = Operations()
+
+
+@OPERATIONS("GET", "/healthz", "Liveness", oas.json_answer("200", "Health"), auth="open")
 async def healthz(request: Request) -> Response:
     """Liveness: the process and its event loop respond."""
     return JsonResponse({"status": "ok"})
 
 
+@OPERATIONS("GET", "/readyz", "Readiness", oas.json_answer("200", "Ready"), auth="open", errors="503")
 async def readyz(request: Request) -> Response:
     """Readiness: the database answers, the schema suits this build, and the elector refuses nothing."""
     state = api_state(request)
@@ -120,6 +126,8 @@ class WorkGauges:
                                 for r in run_stats], failures)
 
 
+@OPERATIONS("GET", "/metrics", "Prometheus metrics", {"200": {"description": "Text exposition", **oas.TEXT}},
+            auth="metrics", errors="401")
 async def metrics(request: Request) -> Response:
     """Prometheus text exposition of this process's metrics."""
     gauges: WorkGauges = request.app.state.work_gauges
@@ -127,6 +135,8 @@ async def metrics(request: Request) -> Response:
     return Response(generate_latest(REGISTRY), media_type=METRICS_CONTENT_TYPE)
 
 
+@OPERATIONS("GET", "/api/v2/openapi.json", "OpenAPI document", {"200": {
+    "description": "This document", "content": {oas.JSON: {"schema": {"type": "object"}}}}}, auth="open")
 async def openapi(request: Request) -> Response:
     """The OpenAPI 3.1 description of this API."""
-    return JsonResponse(openapi_document())
+    return JsonResponse(request.app.state.openapi_document)

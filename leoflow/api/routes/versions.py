@@ -8,12 +8,19 @@ from starlette.responses import Response
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.openapi import versions as version_schemas
+from leoflow.api.operations import Operations
 from leoflow.api.params import INTEGER_MAX, page, path_id, query_cursor, query_limit
-from leoflow.api.routes.dags import detail_for, not_found, path_dag_id
+from leoflow.api.routes.dags import DAG, detail_for, not_found, path_dag_id
 from leoflow.db.stores import dag_versions
 from leoflow.db.stores import dags as dag_store
 
+OPERATIONS = Operations()
 
+
+@OPERATIONS("GET", DAG + "/versions", "List DAG versions", oas.json_answer("200", "DagVersionPage"),
+            errors="400 404", params=[oas.DAG_ID, oas.LIMIT, oas.CURSOR])
 async def list_versions(request: Request) -> Response:
     dag_id = path_dag_id(request)
     limit = query_limit(request)
@@ -28,6 +35,8 @@ async def list_versions(request: Request) -> Response:
     return JsonResponse(page(rows, limit, lambda r: r["version"], "versions"))
 
 
+@OPERATIONS("GET", DAG + "/versions/{version}", "Get DAG version", oas.json_answer("200", "DagVersionDetail"),
+            errors="404", params=[oas.DAG_ID, version_schemas.VERSION])
 async def get_version(request: Request) -> Response:
     dag_id = path_dag_id(request)
     number = path_id(request, "version", f"version of DAG {dag_id!r}", maximum=INTEGER_MAX)

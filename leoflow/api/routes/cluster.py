@@ -15,10 +15,15 @@ from starlette.responses import Response
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.operations import Operations
 from leoflow.api.params import page, query_cursor, query_limit
 from leoflow.db.stores import cluster_events, cluster_nodes, leader_terms
 
+OPERATIONS = Operations()
 
+
+@OPERATIONS("GET", "/api/v2/cluster/leader", "Current leader", oas.json_answer("200", "Leader"))
 async def leader(request: Request) -> Response:
     state = api_state(request)
     async with state.db.connect() as conn:
@@ -29,6 +34,7 @@ async def leader(request: Request) -> Response:
     return JsonResponse(current)
 
 
+@OPERATIONS("GET", "/api/v2/cluster/nodes", "Cluster nodes", oas.json_answer("200", "NodeList"))
 async def nodes(request: Request) -> Response:
     state = api_state(request)
     async with state.db.connect() as conn:
@@ -36,6 +42,8 @@ async def nodes(request: Request) -> Response:
     return JsonResponse({"items": members})
 
 
+@OPERATIONS("GET", "/api/v2/cluster/events", "Cluster events", oas.json_answer("200", "EventPage"),
+            errors="400", params=[oas.LIMIT, oas.CURSOR])
 async def events(request: Request) -> Response:
     state = api_state(request)
     limit = query_limit(request)

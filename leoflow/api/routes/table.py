@@ -1,0 +1,28 @@
+"""Every operation the API serves, in the order the router tries them.
+
+Starlette tries routes in order, so the hottest reads (a run, a DAG's runs) come first; no two
+path templates overlap, so the order changes nothing else. The app's routing table and the
+OpenAPI document are both read from :data:`OPERATIONS`.
+"""
+
+from __future__ import annotations
+
+from leoflow.api.operations import Operation
+from leoflow.api.routes import (
+    backfills,
+    cluster,
+    commands,
+    dag_sync,
+    dags,
+    logs,
+    notifications,
+    pools,
+    runs,
+    system,
+    versions,
+)
+
+OPERATIONS: tuple[Operation, ...] = tuple(
+    operation for module in (runs, logs, commands, system, cluster, dags, dag_sync, versions, backfills,
+                             notifications, pools)
+    for operation in module.OPERATIONS)
