@@ -24,10 +24,6 @@ from importlinter.cli import lint_imports
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "leoflow"
 MODULE_NAME = re.compile(r"leoflow(\.\w+)+")
-#: Cycles being broken as this list is written (issue 38: the OpenAPI document becomes a package, one
-#: module per resource). May only shrink; delete an entry with the commit that breaks its cycle.
-KNOWN_CYCLES: list[list[str]] = [
-]
 
 
 def import_graph(package: str = "leoflow") -> grimp.ImportGraph:
@@ -119,7 +115,7 @@ def test_the_graph_counts_type_checking_and_function_level_imports(
 
 
 def test_no_import_cycles() -> None:
-    found = [component for component in leoflow_cycles() if component not in KNOWN_CYCLES]
+    found = leoflow_cycles()
     assert not found, "import cycles (move what both sides need into a leaf module):\n" + "\n".join(
         " <-> ".join(component) for component in found)
 
