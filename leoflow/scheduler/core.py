@@ -14,14 +14,16 @@ transaction** (a :class:`~leoflow.scheduler.step.Step`):
   succeed on the spot); fail the entities the step could not handle;
   finish every run that the step completed, and start the queued runs that frees.
 
-A tick whose reports fan out to :data:`SHARD_MIN` rows or more is split by run into
-:data:`STEP_SHARDS` such transactions run side by side, each a whole step for its runs with the
+A tick whose reports fan out to :data:`~leoflow.scheduler.shards.SHARD_MIN` rows or more is split
+by run (:mod:`leoflow.scheduler.shards`) into :data:`~leoflow.scheduler.shards.STEP_SHARDS` such
+transactions run side by side, each a whole step for its runs with the
 slots the others may fill reserved in every pool; the round, run starts and kills then follow in
 one ordinary step (ADR 0012).
 
 The queued tries are handed to the executor after the commit, so an executor never sees a try
 the database does not have; tries flagged ``cancelling`` (cancelled runs, timeouts) are killed
-beside the loop, at most :data:`KILL_CONCURRENCY` at once; an executor's kill returns once the
+beside the loop by :mod:`leoflow.scheduler.kills`, at most
+:data:`~leoflow.scheduler.kills.KILL_CONCURRENCY` at once; an executor's kill returns once the
 try is confirmed gone (escalating after ``LEOFLOW_KILL_GRACE``), and only then is the try recorded
 ``cancelled`` and a task cleared meanwhile released from ``cancelling``. A tick with nothing to do
 (no report, nothing due, no backlog) costs no round trip at all. A slow keyset sweep of running
@@ -42,32 +44,30 @@ stays flat whatever the backlog and however wide the DAGs.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
-from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db import completion_store
-from leoflow.db.queue_store import QueuedTask, QueueRoom
 from leoflow.db.stores import task_instances as ti_store
 from leoflow.db.stores import tries as try_store
-from leoflow.errors import DatabaseError, FencedOut, LeoflowError
+from leoflow.errors import FencedOut
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
-from leoflow.model.graph import DagGraph
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.scheduler.containment import EntityKind, contained, count, is_leader_fault, isolate
 from leoflow.scheduler.fanout import Fanout, report_fanout, within_budget
 from leoflow.scheduler.graphs import VersionGraphs
+from leoflow.scheduler.kills import TryKiller
 from leoflow.scheduler.periodic import Part, Periodic
 from leoflow.scheduler.queueing import ROW_BUDGET, Queuer, build_launch, run_context
 from leoflow.scheduler.reports import ReportApplier
+from leoflow.scheduler.shards import SHARD_MIN, STEP_SHARDS, ReservingLauncher, SplitPart, split_by_run
 from leoflow.scheduler.step import Launcher, Step
 from leoflow.scheduler.transitions import InFlightTry
 
@@ -80,80 +80,10 @@ T = TypeVar("T")
 DEFAULT_BATCH_SIZE = 500
 #: Seconds between pages of the completion sweep (a safety net: runs finish in their last step).
 SWEEP_INTERVAL = 10.0
-#: Tries being killed at once. Cancelling a run of hundreds of running tries must not start
-#: hundreds of kills (each reads logs and calls the API server); the rest wait their turn,
-#: holding nothing (no database connection is held while an executor kills).
-KILL_CONCURRENCY = 16
-#: Seconds after which a kill the executor has not finished is reported (a warning naming the try,
-#: ``leoflow_scheduler_slow_kills_total``): the try shows ``cancelling`` all that time. Far past
-#: what a kill may take when its API server or processes answer (the Kubernetes executor bounds
-#: its log read to 5 s and each delete to a quarter of the lease; the local one waits its kill
-#: grace), so each one is worth a look.
-SLOW_KILL_AFTER = 30.0
 #: Times per step that finished runs start queued ones whose roots are queued in turn.
 START_ROUNDS = 5
 #: Entities whose failure could not even be written, skipped for the rest of the term.
 QUARANTINE_LIMIT = 10_000
-#: Concurrent steps a tick's reports are split into, by run, when their fan-out reaches
-#: :data:`SHARD_MIN` rows (ADR 0012): the leader's Python and one PostgreSQL backend take turns,
-#: so a second transaction keeps a second core busy. Three measured no better than two.
-STEP_SHARDS = 2
-#: Below this many rows of fan-out, a second transaction costs more than it saves.
-SHARD_MIN = 256
-
-
-class ReservingLauncher:
-    """The queuer, for one part of a split tick: its room keeps ``reserved`` slots for the others."""
-
-    def __init__(self, queuer: Queuer, reserved: int) -> None:
-        self.queuer = queuer
-        self.reserved = reserved
-
-    def room(self) -> QueueRoom:
-        return dataclasses.replace(self.queuer.room(), reserved=self.reserved)
-
-    def launch(self, step: Step, graphs: Mapping[int, DagGraph], queued: Sequence[QueuedTask]) -> None:
-        self.queuer.launch(step, graphs, queued)
-
-
-class SplitPart(NamedTuple):
-    """One part of a split tick: its reports, their fan-out rows, and at most how many tasks the
-    write that counts them may queue (the slots the other parts keep for it)."""
-
-    reports: list[StatusUpdate]
-    rows: int
-    queues: int
-
-
-def split_by_run(batch: Sequence[StatusUpdate], fanouts: Sequence[Fanout], shards: int) -> list[SplitPart]:
-    """``batch`` in up to ``shards`` parts, no run in two, balanced by fan-out rows.
-
-    Reports keep their order within a part (a try's reports are all in one). A part's ``queues``
-    counts each task of a run once, however many of its upstream report in the part: 98 successes
-    that each may release a run's one join may queue that one join.
-    """
-    per_run: dict[tuple[str, str], int] = {}
-    reach: dict[tuple[str, str], set[str]] = {}
-    for u, f in zip(batch, fanouts, strict=True):
-        run = (u.key.dag_id, u.key.run_id)
-        per_run[run] = per_run.get(run, 0) + f.rows
-        if f.queues:
-            reach.setdefault(run, set()).update(f.queues)
-    loads = [0] * shards
-    home: dict[tuple[str, str], int] = {}
-    for run, r in sorted(per_run.items(), key=lambda item: -item[1]):
-        i = loads.index(min(loads))
-        home[run] = i
-        loads[i] += r
-    parts: list[list[StatusUpdate]] = [[] for _ in range(shards)]
-    for u in batch:
-        parts[home[(u.key.dag_id, u.key.run_id)]].append(u)
-    queues = [0] * shards
-    for run, tasks in reach.items():
-        queues[home[run]] += len(tasks)
-    return [SplitPart(p, loads[i], queues[i]) for i, p in enumerate(parts) if p]
-
-
 class SchedulerCore:
     """The scheduling steps of one leadership term (see the module docstring)."""
 
@@ -179,12 +109,8 @@ class SchedulerCore:
         #: reaches ``shard_min`` rows (ADR 0012); 1: never split.
         self.step_shards = STEP_SHARDS
         self.shard_min = SHARD_MIN
-        self._killing: dict[int, asyncio.Task[None]] = {}
-        #: Tries whose kill was recorded since the last step spawned its kills (see _spawn_kills).
-        self._killed_lately: set[int] = set()
-        self._kill_tasks: Registry = set()
-        self._kill_slots = asyncio.Semaphore(KILL_CONCURRENCY)
-        self.slow_kill_after = SLOW_KILL_AFTER
+        #: The tries the steps list ``cancelling`` are killed beside the loop (:mod:`.kills`).
+        self.kills = TryKiller(ctx, executor, on_killed=self.poke)
         self._sweep_after = 0
         self._next_sweep = 0.0
         self._next_periodic = 0.0
@@ -241,7 +167,7 @@ class SchedulerCore:
         for run in step.finished:
             metrics.RUNS_FINISHED.labels(state=run.state).inc()
             log.info("run finished", extra={"dag_id": run.dag_id, "run_id": run.run_id, "state": run.state})
-        self._spawn_kills(step.kills)
+        self.kills.spawn(step.kills)
         await self.submit_all(step.launches)
 
     async def tick(self) -> bool:
@@ -530,73 +456,9 @@ class SchedulerCore:
                 step.fail("task", item.task_instance_id, exc)
         return page, launches
 
-    # ------------------------------------------------------------------ killing tries
-
-    def _spawn_kills(self, victims: Sequence[completion_store.TryToKill]) -> None:
-        """Start a kill for each victim that is not being killed and was not killed lately.
-
-        A step reads its victims inside its transaction, and a kill running beside the loop may
-        record its try killed while that transaction is still open: the list then names a try
-        that is no longer ``cancelling``, and killing it again would cancel it twice (a second
-        pod delete) and time it twice. A try recorded killed before the list was read is not in
-        it (a killed try is never ``cancelling`` again), so a listed try killed since the last
-        spawn was killed after its listing, and is skipped. Steps run one at a time: every later
-        step lists after this spawn, so the set starts over.
-        """
-        for victim in victims:
-            if victim.task_try_id in self._killing or victim.task_try_id in self._killed_lately:
-                continue
-            self._killing[victim.task_try_id] = start_guarded(
-                self._kill(victim.task_try_id, victim.key), f"scheduler-kill:{victim.task_try_id}",
-                may_return=True, registry=self._kill_tasks)
-        self._killed_lately.clear()
-
-    async def _kill(self, task_try_id: int, key: TryKey) -> None:
-        """Executor cancels may wait for a grace period; they run beside the loop, not in it.
-
-        At most :data:`KILL_CONCURRENCY` at once; the cancel (network) happens with no
-        transaction open, the "killed" mark is a short fenced write after it. The time from here
-        to the mark is ``leoflow_scheduler_kill_duration_seconds``; a kill not done
-        :attr:`slow_kill_after` seconds after it got its slot is reported while it still hangs.
-        """
-        loop = asyncio.get_running_loop()
-        requested = started = loop.time()
-        watchdog: asyncio.TimerHandle | None = None
-        try:
-            async with self._kill_slots:
-                started = loop.time()
-                watchdog = loop.call_later(self.slow_kill_after, self._kill_is_slow, key)
-                await self.executor.cancel(key)
-            async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
-                await completion_store.mark_tries_killed(conn, [task_try_id], self.now())
-            self._killed_lately.add(task_try_id)
-            self._poked = True  # a cleared task waiting for this try may be released now (periodic)
-            metrics.KILL_SECONDS.observe(loop.time() - requested)
-            if loop.time() - started >= self.slow_kill_after:
-                log.warning("slow kill recorded", extra={"try": str(key), "seconds": round(loop.time() - started, 3)})
-        except asyncio.CancelledError:
-            raise
-        except FencedOut:
-            log.info("kill not recorded: fenced out", extra={"try": str(key)})
-        except DatabaseError as exc:
-            log.warning("could not record a kill; will retry", extra={"try": str(key), "error": str(exc)})
-        except LeoflowError as exc:  # the executor could not kill it (its API refused): it stays cancelling
-            log.warning("could not kill try; will retry", extra={"try": str(key), "error": str(exc)[:300]})
-        except Exception:  # containment: one try the executor cannot kill must not stop the others' kills
-            log.exception("could not kill try; will retry", extra={"try": str(key)})
-        finally:
-            if watchdog is not None:
-                watchdog.cancel()
-            self._killing.pop(task_try_id, None)
-
-    def _kill_is_slow(self, key: TryKey) -> None:
-        metrics.SLOW_KILLS.inc()
-        log.warning("kill not completed", extra={"try": str(key), "seconds": self.slow_kill_after,
-                                                 "executor": getattr(self.executor, "name", "?")})
-
     async def close(self, timeout: float | None = None) -> None:
         """Cancel the kills in progress; waits at most ``timeout`` s for them (None: until they end)."""
-        await cancel_and_wait(self._kill_tasks, timeout=timeout)
+        await self.kills.close(timeout)
 
     # ------------------------------------------------------------------ the safety net
 

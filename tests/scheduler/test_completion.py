@@ -135,7 +135,7 @@ def test_a_timeout_ends_the_run_in_the_step_that_times_the_task_out(settings: Se
             await st.sql("UPDATE task_instances SET timeout_at = now() - interval '1 second' WHERE state = 'running'")
             await st.tick(periodic=True)
             assert await st.run(run) == ("failed", "task 'a' failed: timed out after 60s")
-            await asyncio.gather(*st.core._kill_tasks)
+            await asyncio.gather(*st.core.kills.tasks)
             assert st.executor.cancelled == [st.key("slow", run, "a")]
 
     asyncio.run(main())
@@ -150,7 +150,7 @@ def test_a_cancelled_run_is_terminal_when_the_cancel_commits(settings: Settings)
             await in_conn(st.engine, lambda c: run_store.cancel_run(c, "cancel", run))
             assert (await st.run(run))[0] == "cancelled"  # no scheduler step needed
             await st.tick(periodic=True)
-            await asyncio.gather(*st.core._kill_tasks)
+            await asyncio.gather(*st.core.kills.tasks)
             assert st.executor.cancelled == [st.key("cancel", run, "a")]
             st.report(st.key("cancel", run, "a"), "failed", reason="cancelled")  # the killed try reports
             await st.tick()

@@ -146,10 +146,10 @@ async def kills_done(st: Stepper) -> None:
     """Wait for the kills a tick started (they run beside the loop): each op then meets the same
     state in both runs, whatever the timing."""
     for _ in range(200):
-        if not st.core._killing:
+        if not st.core.kills.killing:
             return
         await asyncio.sleep(0.01)
-    raise AssertionError(f"kills still running: {list(st.core._killing)}")
+    raise AssertionError(f"kills still running: {list(st.core.kills.killing)}")
 
 
 async def view(st: Stepper, dag_id: str, run_id: str) -> dict[str, Any]:

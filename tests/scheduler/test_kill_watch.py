@@ -57,7 +57,7 @@ def test_a_hanging_kill_is_reported_while_it_hangs_and_timed_once_done(settings:
                 run_id = await trigger(engine, "stuck")
                 await eventually(lambda: task_states(engine, run_id), lambda s: s.get("a") == "running")
                 assert sched.service.core is not None
-                sched.service.core.slow_kill_after = 0.2
+                sched.service.core.kills.slow_kill_after = 0.2
                 slow, timed = _sample("leoflow_scheduler_slow_kills_total"), \
                     _sample("leoflow_scheduler_kill_duration_seconds_count")
 
@@ -120,13 +120,13 @@ def test_a_kill_recorded_while_a_step_lists_its_victims_is_not_done_twice(settin
                 if not release.is_set():  # the kill ends while this step's transaction is open
                     raced.extend(v.key for v in victims)
                     release.set()
-                    await eventually(lambda: asyncio.sleep(0, bool(st.core._killing)), lambda busy: not busy)
+                    await eventually(lambda: asyncio.sleep(0, bool(st.core.kills.killing)), lambda busy: not busy)
                 return victims
 
             monkeypatch.setattr(completion_store, "tries_to_kill", listed_then_killed)
             await st.tick(periodic=True)
             assert raced == [key]  # the race happened: the step listed the try its kill then recorded
-            await eventually(lambda: asyncio.sleep(0, bool(st.core._killing)), lambda busy: not busy)
+            await eventually(lambda: asyncio.sleep(0, bool(st.core.kills.killing)), lambda busy: not busy)
             assert cancels == [key]
             assert _sample("leoflow_scheduler_kill_duration_seconds_count") == timed + 1
             [(state,)] = await rows(st.engine, "SELECT state FROM task_tries")

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from leoflow.db import queue_store
 from leoflow.errors import FencedOut
-from leoflow.scheduler import core as core_module
+from leoflow.scheduler import shards
 from leoflow.scheduler.fanout import Fanout, report_queues
 from leoflow.settings import Settings
 from tests.harness.postgres import PostgresServer
@@ -354,12 +354,12 @@ def test_the_split_is_by_run_balanced_by_rows_and_counts_each_task_it_may_queue_
 
     batch = [report("a", "x"), report("b", "x"), report("a", "y"), report("c", "x"), report("b", "y")]
     fanouts = [fan(100, "j", "k"), fan(1, "j"), fan(5, "j", "l"), fan(50), fan(1, "j")]
-    parts = core_module.split_by_run(batch, fanouts, 2)
+    parts = shards.split_by_run(batch, fanouts, 2)
     assert sorted((p.rows, p.queues) for p in parts) == [(52, 1), (105, 3)]  # a: {j, k, l}; b: {j}; c: none
     for p in parts:  # order kept within a part, no run in two parts
         assert p.reports == [u for u in batch if u in p.reports]
     assert sorted(sorted({u.key.run_id for u in p.reports}) for p in parts) == [["a"], ["b", "c"]]
-    assert core_module.split_by_run(batch[:1], [fan(7, "j")], 2) == [([batch[0]], 7, 1)]
+    assert shards.split_by_run(batch[:1], [fan(7, "j")], 2) == [([batch[0]], 7, 1)]
 
 
 def test_only_a_success_may_queue_and_only_its_direct_downstream_that_waits_for_success() -> None:
