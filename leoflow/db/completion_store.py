@@ -15,8 +15,9 @@ for the rules every write follows: compare-and-set, batched, bounded):
   transition that made it so (:func:`finish_runs`; a partial index makes "is anything still
   active?" one probe per run). Its ``reason`` names the first failed task;
 - entities the scheduler could not handle (:mod:`leoflow.scheduler.containment`) are failed
-  durably with their reason, so no later leader treats them as work again;
-- tries are flagged ``cancelling`` for the executor to kill, and marked ``cancelled`` once killed.
+  durably with their reason, so no later leader treats them as work again.
+
+Flagging tries ``cancelling`` and marking them killed is :mod:`leoflow.db.stores.tries`'s.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from leoflow.db import arrays
 from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.queued_tries import cancel_live_tries_sql
 from leoflow.db.stores.task_instances import ReadyTask
-from leoflow.model.tries import TryKey
 from leoflow.model.trigger_rules import REASONS, UpstreamCounts
 
 
@@ -53,12 +53,6 @@ class FailedTask:
     run_pk: int
     task_id: str
     version_id: int
-
-
-@dataclass(frozen=True)
-class TryToKill:
-    task_try_id: int
-    key: TryKey
 
 
 # --------------------------------------------------------------------------- downstream of a final state
@@ -370,35 +364,3 @@ async def stop_schedules(conn: AsyncConnection, failures: Sequence[tuple[str, st
         FROM unnest(CAST(:ids AS text[]), CAST(:reasons AS text[])) AS c(dag_id, reason)
         WHERE d.dag_id = c.dag_id
     """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now})
-
-
-# --------------------------------------------------------------------------- killing tries
-
-async def request_kill(conn: AsyncConnection, tries: Sequence[tuple[int, int]], reason: str) -> None:
-    """Flag live tries (ti_id, try_number) ``cancelling``: the leader asks the executor to kill them."""
-    if not tries:
-        return
-    await conn.execute(text("""
-        UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, :reason)
-        FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(ti_id, try_number)
-        WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number AND tt.state IN ('queued', 'running')
-    """), {"ids": [t[0] for t in tries], "tries": [t[1] for t in tries], "reason": reason})
-
-
-async def tries_to_kill(conn: AsyncConnection, limit: int) -> list[TryToKill]:
-    rows = await conn.execute(text("""
-        SELECT tt.id, r.dag_id, r.run_id, ti.task_id, tt.try_number
-        FROM task_tries tt
-        JOIN task_instances ti ON ti.id = tt.task_instance_id
-        JOIN dag_runs r ON r.id = ti.run_pk
-        WHERE tt.state = 'cancelling'
-        ORDER BY tt.id LIMIT :limit
-    """), {"limit": limit})
-    return [TryToKill(int(r.id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number))) for r in rows]
-
-
-async def mark_tries_killed(conn: AsyncConnection, task_try_ids: Sequence[int], now: datetime) -> None:
-    await conn.execute(text("""
-        UPDATE task_tries SET state = 'cancelled', ended_at = coalesce(ended_at, :now)
-        WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'cancelling'
-    """), {"ids": list(task_try_ids), "now": now})

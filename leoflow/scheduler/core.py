@@ -151,7 +151,7 @@ class SchedulerCore:
             yield step
             await step.settle()
             if (step.faults or step.kill_check) and reserved is None:
-                step.kills = await completion_store.tries_to_kill(conn, self.batch_size)
+                step.kills = await try_store.tries_to_kill(conn, self.batch_size)
         await self._committed(step)
 
     async def _run(self, body: Callable[[Step], Awaitable[object]]) -> Step:

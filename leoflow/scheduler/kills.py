@@ -1,7 +1,7 @@
 """Killing the tries a step flagged ``cancelling``, beside the scheduling loop, never in it.
 
 A cancelled run, a timeout or a cleared task only *flags* its running try ``cancelling`` inside a
-step (:func:`~leoflow.db.completion_store.request_kill`). After the step commits, the scheduler
+step (:func:`~leoflow.db.stores.tries.request_kill`). After the step commits, the scheduler
 hands the tries it listed to :class:`TryKiller`, which asks the executor to kill each one in a
 task of its own. This is its own module because a kill is a different job from a tick: it waits on
 the executor (a pod delete, a process group's grace period), holds no transaction while it does,
@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
-from leoflow.db import completion_store
+from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, LeoflowError
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
@@ -71,7 +71,7 @@ class TryKiller:
         self._slots = asyncio.Semaphore(KILL_CONCURRENCY)
         self.slow_kill_after = SLOW_KILL_AFTER
 
-    def spawn(self, victims: Sequence[completion_store.TryToKill]) -> None:
+    def spawn(self, victims: Sequence[try_store.TryToKill]) -> None:
         """Start a kill for each victim that is not being killed and was not killed lately.
 
         A step reads its victims inside its transaction, and a kill running beside the loop may
@@ -107,7 +107,7 @@ class TryKiller:
                 watchdog = loop.call_later(self.slow_kill_after, self._kill_is_slow, key)
                 await self.executor.cancel(key)
             async with self.ctx.db.fenced(self.ctx.cluster, self.ctx.term) as conn:
-                await completion_store.mark_tries_killed(conn, [task_try_id], self.ctx.clock.now())
+                await try_store.mark_tries_killed(conn, [task_try_id], self.ctx.clock.now())
             self._killed_lately.add(task_try_id)
             self.on_killed()  # a cleared task waiting for this try may be released now (periodic)
             metrics.KILL_SECONDS.observe(loop.time() - requested)

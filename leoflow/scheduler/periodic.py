@@ -43,6 +43,7 @@ from leoflow.db import completion_store
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import runs as run_store
 from leoflow.db.stores import task_instances as ti_store
+from leoflow.db.stores import tries as try_store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.notify import DEADLINE_REASON
 from leoflow.model.run_ids import scheduled_run_id
@@ -190,7 +191,7 @@ class Periodic:
         done = [t for t in transitions if t.ti_id in applied]
         await step.after_transitions(done, {r.id: r for r in rows}, graphs)
         for t in done:
-            await completion_store.request_kill(step.conn, [(t.ti_id, t.try_number)], t.reason or "timed out")
+            await try_store.request_kill(step.conn, [(t.ti_id, t.try_number)], t.reason or "timed out")
             log.info("task timed out", extra={"task_instance_id": t.ti_id, "state": t.new_state})
         step.kill_check = step.kill_check or bool(done)
 

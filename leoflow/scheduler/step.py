@@ -26,10 +26,11 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from leoflow.db import completion_store, queue_store
-from leoflow.db.completion_store import Counted, FinishedRun, TryToKill
+from leoflow.db.completion_store import Counted, FinishedRun
 from leoflow.db.connection.database import Connection
 from leoflow.db.queue_store import QueuedTask, QueueRoom
 from leoflow.db.stores.task_instances import ReadyTask, TaskInstanceRow, Transition
+from leoflow.db.stores.tries import TryToKill
 from leoflow.model.graph import DagGraph
 from leoflow.model.tries import TaskLaunch
 from leoflow.model.trigger_rules import decide

@@ -15,9 +15,9 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db import completion_store
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores import runs as run_store
+from leoflow.db.stores import tries as try_store
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.tries import TryKey
 from leoflow.settings import Settings
@@ -112,10 +112,10 @@ def test_a_kill_recorded_while_a_step_lists_its_victims_is_not_done_twice(settin
             await eventually(lambda: asyncio.sleep(0, len(cancels)), lambda n: n == 1)
             timed = _sample("leoflow_scheduler_kill_duration_seconds_count")
 
-            listed = completion_store.tries_to_kill
+            listed = try_store.tries_to_kill
             raced: list[TryKey] = []
 
-            async def listed_then_killed(conn: AsyncConnection, limit: int) -> list[completion_store.TryToKill]:
+            async def listed_then_killed(conn: AsyncConnection, limit: int) -> list[try_store.TryToKill]:
                 victims = await listed(conn, limit)
                 if not release.is_set():  # the kill ends while this step's transaction is open
                     raced.extend(v.key for v in victims)
@@ -123,7 +123,7 @@ def test_a_kill_recorded_while_a_step_lists_its_victims_is_not_done_twice(settin
                     await eventually(lambda: asyncio.sleep(0, bool(st.core.kills.killing)), lambda busy: not busy)
                 return victims
 
-            monkeypatch.setattr(completion_store, "tries_to_kill", listed_then_killed)
+            monkeypatch.setattr(try_store, "tries_to_kill", listed_then_killed)
             await st.tick(periodic=True)
             assert raced == [key]  # the race happened: the step listed the try its kill then recorded
             await eventually(lambda: asyncio.sleep(0, bool(st.core.kills.killing)), lambda busy: not busy)

@@ -10,6 +10,9 @@ record facts about the outside world on ``task_tries``:
   their own tries by that prefix and never touch each other's.
 - ``logs_shipped_at``: the try's output is safe in the database (:mod:`leoflow.db.stores.task_logs`).
 - ``resource_deleted_at``: the pod was garbage-collected (fenced: GC is a leader service).
+- ``cancelling``: the leader flags a live try for its executor to kill (:func:`request_kill`,
+  :func:`tries_to_kill`) and marks it ``cancelled`` once the executor confirms it gone
+  (:func:`mark_tries_killed`; :mod:`leoflow.scheduler.kills`).
 
 Every function takes an ``AsyncConnection`` inside a transaction the caller owns.
 """
@@ -294,3 +297,41 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
     """), {"after": after_id, "limit": limit})
     return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
                          int(r.dag_version_id), int(r.run_pk), str(r.conf), r.logical_date) for r in rows]
+
+
+# --------------------------------------------------------------------------- killing tries
+
+@dataclass(frozen=True)
+class TryToKill:
+    task_try_id: int
+    key: TryKey
+
+
+async def request_kill(conn: AsyncConnection, tries: Sequence[tuple[int, int]], reason: str) -> None:
+    """Flag live tries (ti_id, try_number) ``cancelling``: the leader asks the executor to kill them."""
+    if not tries:
+        return
+    await conn.execute(text("""
+        UPDATE task_tries tt SET state = 'cancelling', reason = coalesce(tt.reason, :reason)
+        FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(ti_id, try_number)
+        WHERE tt.task_instance_id = c.ti_id AND tt.try_number = c.try_number AND tt.state IN ('queued', 'running')
+    """), {"ids": [t[0] for t in tries], "tries": [t[1] for t in tries], "reason": reason})
+
+
+async def tries_to_kill(conn: AsyncConnection, limit: int) -> list[TryToKill]:
+    rows = await conn.execute(text("""
+        SELECT tt.id, r.dag_id, r.run_id, ti.task_id, tt.try_number
+        FROM task_tries tt
+        JOIN task_instances ti ON ti.id = tt.task_instance_id
+        JOIN dag_runs r ON r.id = ti.run_pk
+        WHERE tt.state = 'cancelling'
+        ORDER BY tt.id LIMIT :limit
+    """), {"limit": limit})
+    return [TryToKill(int(r.id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number))) for r in rows]
+
+
+async def mark_tries_killed(conn: AsyncConnection, task_try_ids: Sequence[int], now: datetime) -> None:
+    await conn.execute(text("""
+        UPDATE task_tries SET state = 'cancelled', ended_at = coalesce(ended_at, :now)
+        WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'cancelling'
+    """), {"ids": list(task_try_ids), "now": now})
