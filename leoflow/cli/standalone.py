@@ -8,7 +8,6 @@ database cannot be started, 2 for a bad setting or flag (e.g. the port is taken)
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.serve import port_argument
@@ -35,10 +34,12 @@ def register(sub: Any) -> None:
 
 
 def standalone(args: argparse.Namespace, settings: Settings) -> int:
+    from leoflow.settings import declared
     from leoflow.standalone.runtime import StandaloneOptions, run_standalone
 
     # The error for a taken port names what chose it: the flag, the variable, or neither (the default).
-    source = "--port" if args.port else "LEOFLOW_PORT" if os.environ.get("LEOFLOW_PORT") else None
+    # Settings are read once, by the loader: a port other than the default came from the variable.
+    source = "--port" if args.port else declared.PORT.name if settings.api.port != declared.PORT.default else None
     options = StandaloneOptions(host=args.host, port=args.port or settings.api.port, example=args.example,
                                 port_source=source)
     return run_standalone(settings, options)
