@@ -291,6 +291,118 @@ def _reader_position(text: str, position: int) -> tuple[int, int]:
     return before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1
 
 
+class _NeedsNodes(Exception):
+    """A construct :func:`_build_single` leaves to PyYAML's node builder: a merge key, an explicit
+    collection tag (``!!set``, ``!!omap``), or a collection used as a mapping key."""
+
+
+_PLAIN_COLLECTION_TAGS = (None, "!", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+_NO_KEY = object()
+
+
+class _Frame2:
+    """An open collection of :func:`_build_single`: the container and, in a mapping, the key read."""
+
+    __slots__ = ("container", "key", "seen")
+
+    def __init__(self, container: list[Any] | dict[Any, Any]) -> None:
+        self.container = container
+        self.key: Any = _NO_KEY
+        self.seen: set[tuple[str, str]] = set()
+
+
+def _build_single(text: str) -> list[tuple[Any, Any]]:
+    """Pass 2 for a request body: every document's data and start mark, built from the parser's
+    events without PyYAML's node tree.
+
+    The node tree costs about 450 bytes a value (a node and two marks each): 54 MB for a 1 MiB body
+    of short values, freed only after the request, on whichever replica parses it. Built from
+    events, a body costs what its data costs (~10 MB for the same body). Scalars still go through
+    the safe constructor (one short-lived node each), so every value reads exactly as in
+    :func:`load_yaml_documents`; what events alone cannot build the same way raises
+    :class:`_NeedsNodes` and the caller uses the node builder. The text was scanned first
+    (:func:`_scan`), so depth and aliases are already bounded and every alias names a finished
+    anchor.
+    """
+    builder = _Builder(text)
+    documents: list[tuple[Any, Any]] = []
+    anchors: dict[str | None, Any] = {}
+    stack: list[_Frame2] = []
+    root: list[Any] = []
+    root_mark: list[Any] = []
+
+    def add(value: Any, mark: Any, key_tag: str | None = None, key_text: str | None = None) -> None:
+        if not stack:
+            root.append(value)
+            root_mark.append(mark)
+            return
+        frame = stack[-1]
+        if isinstance(frame.container, list):
+            frame.container.append(value)
+        elif frame.key is _NO_KEY:
+            if key_tag is None or key_text is None:
+                raise _NeedsNodes  # a collection (or an alias) as a key: PyYAML's own errors apply
+            if key_tag == _MERGE:
+                raise _NeedsNodes
+            if (key_tag, key_text) in frame.seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key_text[:60]!r}", mark)
+            frame.seen.add((key_tag, key_text))
+            frame.key = value
+        else:
+            frame.container[frame.key] = value
+            frame.key = _NO_KEY
+
+    try:
+        while builder.check_event():
+            event: Any = builder.get_event()
+            if isinstance(event, yaml.ScalarEvent):
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = builder.resolve(yaml.ScalarNode, event.value, event.implicit)
+                if tag == _MERGE:
+                    raise _NeedsNodes  # a merge key (``<<``): PyYAML's node builder merges
+                start: Any = event.start_mark  # libyaml's marks: the node builder uses them alike
+                end: Any = event.end_mark
+                node = yaml.ScalarNode(tag, event.value, start, end, event.style)
+                value = builder.construct_object(node, deep=True)
+                builder.constructed_objects.pop(node, None)
+                if event.anchor:
+                    anchors[event.anchor] = value
+                add(value, event.start_mark, tag, event.value)
+            elif isinstance(event, yaml.AliasEvent):
+                add(anchors[event.anchor], event.start_mark)
+            elif isinstance(event, yaml.CollectionStartEvent):
+                if event.tag not in _PLAIN_COLLECTION_TAGS:
+                    raise _NeedsNodes
+                container: list[Any] | dict[Any, Any] = (
+                    [] if isinstance(event, yaml.SequenceStartEvent) else {})
+                if event.anchor:
+                    anchors[event.anchor] = container
+                add(container, event.start_mark)
+                stack.append(_Frame2(container))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                stack.pop()
+            elif isinstance(event, yaml.DocumentStartEvent):
+                anchors.clear()
+                root.clear()
+                root_mark.clear()
+            elif isinstance(event, yaml.DocumentEndEvent):
+                documents.append((root[0] if root else None, root_mark[0] if root_mark else event.start_mark))
+    finally:
+        builder.dispose()
+    return documents
+
+
+def _translate(exc: yaml.YAMLError, text: str) -> YamlRejected:
+    """A PyYAML error as the one :class:`YamlRejected` callers see."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        return _rejected_at(_problem(exc), exc.problem_mark or exc.context_mark)
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (NUL, other controls)
+        line, column = _reader_position(text, exc.position)
+        return YamlRejected(f"character U+{exc.character:04X} is not allowed in YAML", line, column)
+    return YamlRejected(str(exc).splitlines()[0] if str(exc) else "invalid YAML")
+
+
 def load_yaml_documents(text: str, *, max_bytes: int = DOCUMENT_MAX_BYTES, limit: Documents = DOCUMENT,
                         budget: YamlBudget | None = None) -> list[YamlDocument]:
     """Every non-empty document of ``text``, bounded; YamlRejected on any problem.
@@ -301,32 +413,41 @@ def load_yaml_documents(text: str, *, max_bytes: int = DOCUMENT_MAX_BYTES, limit
     """
     try:
         _scan(text, max_bytes, limit, budget)
-        documents: list[YamlDocument] = []
-        builder = _Builder(text)
-        try:
-            index = 0
-            while builder.check_node():
-                node = builder.get_node()
-                data = builder.construct_document(node)
-                if data is not None:
-                    documents.append(YamlDocument(index, data, node))
-                index += 1
-        finally:
-            builder.dispose()
-        return documents
-    except yaml.MarkedYAMLError as exc:
-        raise _rejected_at(_problem(exc), exc.problem_mark or exc.context_mark) from None
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, other controls)
-        line, column = _reader_position(text, exc.position)
-        raise YamlRejected(f"character U+{exc.character:04X} is not allowed in YAML", line, column) from None
+        return _build_nodes(text)
     except yaml.YAMLError as exc:
-        raise YamlRejected(str(exc).splitlines()[0] if str(exc) else "invalid YAML") from None
+        raise _translate(exc, text) from None
+
+
+def _build_nodes(text: str) -> list[YamlDocument]:
+    documents: list[YamlDocument] = []
+    builder = _Builder(text)
+    try:
+        index = 0
+        while builder.check_node():
+            node = builder.get_node()
+            data = builder.construct_document(node)
+            if data is not None:
+                documents.append(YamlDocument(index, data, node))
+            index += 1
+    finally:
+        builder.dispose()
+    return documents
 
 
 def load_yaml(text: str, *, max_bytes: int = DOCUMENT_MAX_BYTES, limit: Documents = DOCUMENT) -> Any:
-    """The single document of ``text`` (None when empty); YamlRejected if there are several."""
-    documents = load_yaml_documents(text, max_bytes=max_bytes, limit=limit)
-    if len(documents) > 1:
-        second = documents[1].node.start_mark
-        raise _rejected_at("expected one document, found several (apply each separately)", second)
-    return documents[0].data if documents else None
+    """The single document of ``text`` (None when empty); YamlRejected if there are several.
+
+    Built from events (:func:`_build_single`), without the node tree no caller of a single
+    document needs; the node builder only for what events cannot build alike.
+    """
+    try:
+        _scan(text, max_bytes, limit)
+        try:
+            found = [(data, mark) for data, mark in _build_single(text) if data is not None]
+        except _NeedsNodes:
+            found = [(d.data, d.node.start_mark) for d in _build_nodes(text)]
+    except yaml.YAMLError as exc:
+        raise _translate(exc, text) from None
+    if len(found) > 1:
+        raise _rejected_at("expected one document, found several (apply each separately)", found[1][1])
+    return found[0][0] if found else None
