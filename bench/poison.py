@@ -331,6 +331,10 @@ class HostileWebhooks:
         }
 
 
+#: The replica the attacker's requests go to (``urls[POISONED]``); the leader may be either.
+POISONED = 1
+
+
 def memory_growth_mb(memory: list[tuple[str, int, float]], replicas: int, leader: int | None) -> dict[str, Any]:
     """Per replica (MB): the baseline's last RSS, the peak during attack and drain, and the RSS once
     drained ("end"). The leader's peak is what the leader-only work (webhooks, validation on the
@@ -341,7 +345,8 @@ def memory_growth_mb(memory: list[tuple[str, int, float]], replicas: int, leader
         peak = [b for p, r, b in memory if r == i and p in ("attack", "drain")]
         end = [b for p, r, b in memory if r == i and p == "end"]
         if base and peak:
-            out[f"replica{i}"] = {"role": "leader" if i == leader else "follower (takes the API poisons)",
+            role = ("leader" if i == leader else "follower") + (", takes the API poisons" if i == POISONED else "")
+            out[f"replica{i}"] = {"role": role,
                                   "baseline_mb": round(base[-1] / 2**20, 1), "peak_mb": round(max(peak) / 2**20, 1),
                                   "end_mb": round(end[-1] / 2**20, 1) if end else None}
     rows = [v for k, v in out.items() if k.startswith("replica")]
@@ -477,7 +482,7 @@ def main() -> int:
                 cluster.wait_healthy(replica, timeout=120)
             cluster.wait_leader(timeout=60)
             urls = [r.url for r in cluster.replicas.values()]
-            client = httpx.Client(base_url=urls[1], timeout=120)
+            client = httpx.Client(base_url=urls[POISONED], timeout=120)
             client.post("/api/v2/dags", json=spec(HEALTHY, max_active_runs=50, tasks=[
                 task("a"), task("b", depends_on=["a"]), task("c", depends_on=["b"])])).raise_for_status()
             client.post("/api/v2/dags", json=pattern_dag()).raise_for_status()  # a corpus trigger aims at it
