@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -112,3 +113,16 @@ async def running_scheduler(settings: Settings, executor: Executor, *, term: int
 async def in_conn(engine: AsyncEngine, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
     async with engine.begin() as conn:
         return await fn(conn)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether the process ``pid`` still runs: a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -10,7 +10,6 @@ kill grace (9 s in the report). Now the task waits in ``cancelling`` (the API sh
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +17,20 @@ from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores import commands
 from leoflow.executor.local.executor import LocalExecutor
 from leoflow.settings import Settings
-from tests.scheduler.harness import apply, eventually, rows, run_state, running_scheduler, task_states, trigger
+from tests.scheduler.harness import (
+    apply,
+    eventually,
+    process_alive,
+    rows,
+    run_state,
+    running_scheduler,
+    task_states,
+    trigger,
+)
 from tests.scheduler.test_service_local import local, shell
 
 #: Seconds between SIGTERM and SIGKILL here: long enough that try 1 visibly outlives its SIGTERM.
 GRACE = 3.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purposes
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def stubborn(journal: Path, pidfile: Path) -> dict[str, object]:
@@ -67,10 +63,10 @@ def test_a_cleared_task_waits_in_cancelling_until_its_sigterm_ignoring_try_is_ki
                 await eventually(lambda: task_states(engine, run_id), lambda t: t.get("loop") != "running", timeout=30)
                 # While try 1's process lives, the task shows `cancelling` and no try 2 exists.
                 seen = 0
-                while _alive(pid):
+                while process_alive(pid):
                     states = await task_states(engine, run_id)
                     tries = await rows(engine, "SELECT max(try_number) FROM task_instances")
-                    if not _alive(pid):
+                    if not process_alive(pid):
                         break
                     assert states["loop"] == "cancelling", states
                     assert tries == [(1,)]
@@ -101,10 +97,10 @@ def test_a_new_leader_carries_on_killing_and_releasing_a_cleared_task(settings: 
 
     async def cancelling_while_alive(engine: Any, run_id: str, pid: int) -> int:
         seen = 0
-        while _alive(pid):
+        while process_alive(pid):
             states = await task_states(engine, run_id)
             tries = await rows(engine, "SELECT max(try_number) FROM task_instances")
-            if not _alive(pid):
+            if not process_alive(pid):
                 break
             assert states["loop"] == "cancelling", states
             assert tries == [(1,)]
@@ -129,7 +125,7 @@ def test_a_new_leader_carries_on_killing_and_releasing_a_cleared_task(settings: 
                 await eventually(lambda: task_states(engine, run_id), lambda t: t.get("loop") == "cancelling",
                                  timeout=30)
                 await asyncio.sleep(0.5)  # term 1's kill has sent SIGTERM, which try 1 ignores
-            assert _alive(pid)  # term 1 is gone before its SIGKILL
+            assert process_alive(pid)  # term 1 is gone before its SIGKILL
             assert await task_states(engine, run_id) == {"loop": "cancelling"}
             async with running_scheduler(s, LocalExecutor(s, kill_grace=GRACE), engine=engine, term=2):
                 assert await cancelling_while_alive(engine, run_id, pid) >= 3

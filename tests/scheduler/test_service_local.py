@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +20,7 @@ from tests.scheduler.harness import (
     apply,
     eventually,
     fast,
+    process_alive,
     rows,
     run_state,
     running_scheduler,
@@ -93,18 +93,6 @@ def test_failing_task_retries_then_fails_run_and_downstream_is_upstream_failed(s
     asyncio.run(main())
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purposes
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_timeout_kills_the_task(settings: Settings, tmp_path: Path) -> None:
     s = local(settings, tmp_path / "home")
     pidfile = tmp_path / "pid"
@@ -121,7 +109,7 @@ def test_timeout_kills_the_task(settings: Settings, tmp_path: Path) -> None:
                                  bool, timeout=30)
                 pid = int(pidfile.read_text())
                 await eventually(lambda: run_state(engine, run_id), lambda st: st in ("success", "failed"), timeout=60)
-                await eventually(lambda: asyncio.sleep(0, _alive(pid)), lambda alive: not alive, timeout=30)
+                await eventually(lambda: asyncio.sleep(0, process_alive(pid)), lambda alive: not alive, timeout=30)
             assert await task_states(engine, run_id) == {"sleeper": "failed"}
             [(reason,)] = await rows(engine, "SELECT reason FROM task_instances")
             assert "timed out" in reason
