@@ -92,7 +92,7 @@ async def _apply_through_store(url: str, count: int) -> None:
     from leoflow.clock import SystemClock
     from leoflow.db.connection.engine import make_async_engine
     from leoflow.db.stores import dags as dag_store
-    from leoflow.model.spec import parse_dag_spec
+    from leoflow.model.spec.dag import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 
     engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)
@@ -106,9 +106,9 @@ async def _apply_through_store(url: str, count: int) -> None:
 
 
 def _insert_rows(url: str, count: int) -> None:
-    from leoflow.model.params import default_conf
-    from leoflow.model.spec import parse_dag_spec
-    from leoflow.model.timetable import first_scheduled_run
+    from leoflow.model.spec.dag import parse_dag_spec
+    from leoflow.model.spec.params import default_conf
+    from leoflow.model.spec.timetable import first_scheduled_run
 
     now = datetime.now(UTC)
     with psycopg.connect(url, autocommit=True) as db:

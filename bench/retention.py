@@ -52,7 +52,7 @@ from leoflow.db.stores import runs as run_store  # noqa: E402
 from leoflow.executor.memory import MemoryExecutor  # noqa: E402
 from leoflow.housekeeping import retention  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402
-from leoflow.model.spec import parse_dag_spec  # noqa: E402
+from leoflow.model.spec.dag import parse_dag_spec  # noqa: E402
 from leoflow.scheduler.service import SchedulerService  # noqa: E402
 from leoflow.settings import SchedulerSettings, load_settings  # noqa: E402
 

@@ -227,7 +227,7 @@ def fan_spec(tasks: int, max_active_runs: int, dag_id: str = DAG_ID) -> dict[str
 def apply_spec(url: str, tasks: int, max_active_runs: int, dag_id: str = DAG_ID) -> None:
     from leoflow.db.connection.engine import make_async_engine
     from leoflow.db.stores import dags as dag_store
-    from leoflow.model.spec import parse_dag_spec
+    from leoflow.model.spec.dag import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 
     async def main() -> None:
@@ -365,7 +365,7 @@ CATCH_UP, URGENT, PLAIN = "bench-catch-up", "bench-urgent", "bench-plain"
 def apply_fairness_specs(url: str, tasks: int) -> None:
     from leoflow.db.connection.engine import make_async_engine
     from leoflow.db.stores import dags as dag_store
-    from leoflow.model.spec import parse_dag_spec
+    from leoflow.model.spec.dag import parse_dag_spec
     from leoflow.settings import DatabaseSettings
 
     step = {"image": "busybox", "command": ["true"]}

@@ -1,4 +1,4 @@
-"""Generate ``leoflow/model/pod_schema.py``: the Pod object's shape, for validation and merging.
+"""Generate ``leoflow/model/k8s/pod_schema.py``: the Pod object's shape, for validation and merging.
 
 Leoflow validates ``pod_template`` (and every pod it renders) strictly, naming the path, and
 merges templates with Kubernetes strategic-merge semantics; both need to know, for each field
@@ -29,7 +29,7 @@ from typing import Any
 #: The API version the schema is taken from: native sidecars (1.29+ by default) and
 #: appArmorProfile (1.30) are in it; older API servers drop unknown fields with a warning.
 KUBERNETES_VERSION = "1.31.0"
-TARGET = Path(__file__).resolve().parent.parent / "leoflow" / "model" / "pod_schema.py"
+TARGET = Path(__file__).resolve().parent.parent / "leoflow" / "model" / "k8s" / "pod_schema.py"
 #: Pod metadata a template may set; name, namespace and the rest belong to Leoflow or the server.
 TEMPLATE_METADATA = ("annotations", "labels")
 _SCALARS = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}

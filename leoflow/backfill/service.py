@@ -21,7 +21,7 @@ from leoflow.db.stores import backfills
 from leoflow.db.stores.backfills import RunningBackfill
 from leoflow.errors import DatabaseError, FencedOut
 from leoflow.leadership import LeaderContext, run_periodically
-from leoflow.model.timetable import next_fire_after
+from leoflow.model.spec.timetable import next_fire_after
 
 log = logging.getLogger(__name__)
 

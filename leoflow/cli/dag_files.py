@@ -15,7 +15,7 @@ under the ``dags`` command by :mod:`leoflow.cli.dags`).
 Every problem is printed the way compilers print them —
 ``dags/etl.yaml:14:9: tasks[1].depends_on[0]: unknown task 'extrct'`` — for syntax errors found
 here and validation errors found by the server alike, and all of them at once: ``apply`` prints
-every problem the server found in a document (up to its bound, ``leoflow.model.spec.MAX_PROBLEMS``),
+every problem the server found in a document (up to its bound, ``leoflow.model.spec.dag.MAX_PROBLEMS``),
 and a sync with an unreadable file still asks the server (as a dry run) about the others before
 failing.
 """
@@ -33,7 +33,7 @@ from leoflow.cli.verbs import verb
 from leoflow.errors import ValidationFailed
 
 if TYPE_CHECKING:  # yaml and the DAG model load when apply/sync run, not when any verb parses
-    from leoflow.model.documents import Document
+    from leoflow.model.spec.documents import Document
     from leoflow.settings import ClientSettings
 
 STDIN = "-"
@@ -79,7 +79,7 @@ def _error(message: str) -> None:
 
 def _read(name: str) -> tuple[str, str]:
     """``(display name, text)`` of a file argument (``-``: stdin)."""
-    from leoflow.model.documents import DocumentError
+    from leoflow.model.spec.documents import DocumentError
 
     if name == STDIN:
         return STDIN_NAME, sys.stdin.read()
@@ -94,8 +94,8 @@ def _read(name: str) -> tuple[str, str]:
 
 def _apply_document(api: Api, document: Document, several: bool) -> tuple[str, dict[str, Any]]:
     """Apply one document: its line of output and the DAG the API answered."""
-    from leoflow.model.documents import DocumentError
-    from leoflow.model.yaml_loader import dump_yaml
+    from leoflow.model.spec.documents import DocumentError
+    from leoflow.model.spec.yaml_loader import dump_yaml
 
     body = dump_yaml(document.data)  # read back by the server's YAML 1.2 loader alike
     try:
@@ -120,7 +120,7 @@ def _apply_document(api: Api, document: Document, several: bool) -> tuple[str, d
 
 
 def dags_apply(args: argparse.Namespace, client: ClientSettings) -> int:
-    from leoflow.model.documents import DocumentError, load_documents
+    from leoflow.model.spec.documents import DocumentError, load_documents
 
     if args.files.count(STDIN) > 1:
         usage("'-' (stdin) can be given only once")
@@ -208,7 +208,7 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def _report(problems: list[Any]) -> int:
-    from leoflow.model.documents import describe
+    from leoflow.model.spec.documents import describe
 
     for problem in problems:
         _error(describe(problem) if isinstance(problem, dict) else str(problem))

@@ -6,7 +6,7 @@ for the rules every write follows: compare-and-set, batched, bounded):
 - a task's final state is counted on its direct downstream (``pending_upstreams`` decremented,
   one of ``upstream_successes`` / ``upstream_failures`` / ``upstream_skips`` incremented) and
   the counted rows are returned, so the scheduler decides their trigger rules
-  (:mod:`leoflow.model.trigger_rules`) and queues the ready ones in the same transaction
+  (:mod:`leoflow.model.spec.trigger_rules`) and queues the ready ones in the same transaction
   without a scan;
 - a final failure makes the descendants that need it to succeed ``upstream_failed`` at once
   (one statement for the whole closure); a rule that decides ``upstream_failed`` or
@@ -34,7 +34,7 @@ from leoflow.db import arrays
 from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
 from leoflow.db.queued_tries import cancel_live_tries_sql
 from leoflow.db.stores.task_instances import ReadyTask
-from leoflow.model.trigger_rules import REASONS, UpstreamCounts
+from leoflow.model.spec.trigger_rules import REASONS, UpstreamCounts
 
 
 @dataclass(frozen=True)

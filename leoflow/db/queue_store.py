@@ -1,6 +1,6 @@
 """The scheduler's queueing statements: which ready tasks get the free slots (pools, priority, limits).
 
-:func:`pick_ready` is the fairness decision of :mod:`leoflow.model.fairness` as one read:
+:func:`pick_ready` is the fairness decision of :mod:`leoflow.model.spec.fairness` as one read:
 
 1. free slots per pool: the ``default`` pool's ``LEOFLOW_PARALLELISM`` and every row of
    ``pools``, minus the task instances queued or running in it (``ix_task_instances_pool_slots``;
@@ -49,7 +49,7 @@ from leoflow.db import arrays, queued_tries
 from leoflow.db.completion_store import PENDING, TALLY, Counted, counted_rows
 from leoflow.db.fragments import SLOT_TASKS_SQL
 from leoflow.db.stores.task_instances import ReadyTask
-from leoflow.model.fairness import DEFAULT_POOL
+from leoflow.model.spec.fairness import DEFAULT_POOL
 
 _READY_COLUMNS = """ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
                     r.dag_id, r.run_id, r.dag_version_id AS version_id, ti.upstream_successes,
@@ -373,7 +373,7 @@ async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, s
 
     ``eligible[i]``: the scheduler's word that ``outcomes[i]``'s task runs once every upstream
     has succeeded (a container task whose rule says so,
-    :data:`~leoflow.model.trigger_rules.RUN_WHEN_ALL_SUCCEED`); the statement checks the rest —
+    :data:`~leoflow.model.spec.trigger_rules.RUN_WHEN_ALL_SUCCEED`); the statement checks the rest —
     every upstream done and succeeded, the pool's room, the DAG's limit, the quarantine.
     """
     if not outcomes:

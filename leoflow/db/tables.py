@@ -105,7 +105,7 @@ class Dag(Base):
     # Why the leader stopped scheduling this DAG (a scheduler error; cleared by re-applying it).
     schedule_error: Mapped[str | None] = mapped_column(Text)
     # The current version's ``max_active_tasks`` (None: no limit), kept here for the queueing
-    # statement, which must not open a version's spec per task (leoflow.model.fairness).
+    # statement, which must not open a version's spec per task (leoflow.model.spec.fairness).
     max_active_tasks: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
     updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
@@ -199,7 +199,7 @@ class TaskInstance(Base):
     try_number: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     max_tries: Mapped[int] = mapped_column(Integer, server_default=text("1"))
     # Direct upstream tasks not yet finished; the scheduler decrements it instead of re-joining the
-    # DAG. 0 on a pending row means ready to queue (leoflow.model.trigger_rules keeps it so).
+    # DAG. 0 on a pending row means ready to queue (leoflow.model.spec.trigger_rules keeps it so).
     pending_upstreams: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     # How the finished direct upstream tasks ended: what the task's trigger rule decides on.
     upstream_successes: Mapped[int] = mapped_column(Integer, server_default=text("0"))
@@ -410,7 +410,7 @@ class ClusterEvent(Base):
 # --------------------------------------------------------------------------- day-2 operations
 
 class Pool(Base):
-    """A named pool of task slots (leoflow.model.fairness); the ``default`` pool is not stored."""
+    """A named pool of task slots (leoflow.model.spec.fairness); the ``default`` pool is not stored."""
 
     __tablename__ = "pools"
 

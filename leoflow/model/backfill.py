@@ -29,7 +29,7 @@ from zoneinfo import ZoneInfo
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_moment
 from leoflow.model.limits import START_DATE
-from leoflow.model.timetable import next_fire_after, next_fire_at_or_after
+from leoflow.model.spec.timetable import next_fire_after, next_fire_at_or_after
 
 #: Slots one backfill may cover: a year of hourly slots is 8,760 — split it; a year of daily
 #: slots (365) or a month of hourly ones (744) fits.

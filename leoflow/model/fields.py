@@ -1,6 +1,6 @@
 """Field validators for DAG specs: each checks one value and names its path on failure.
 
-Used by :mod:`leoflow.model.spec`; every function raises
+Used by :mod:`leoflow.model.spec.dag`; every function raises
 :class:`~leoflow.errors.ValidationFailed` with the path it was given, never a bare
 ``TypeError``/``KeyError``, so the API answers 422 and the CLI prints one line.
 """

@@ -33,8 +33,8 @@ from typing import Any, Literal
 
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import type_name
-from leoflow.model.graph import DagGraph
 from leoflow.model.limits import CLEAR_TASKS
+from leoflow.model.spec.graph import DagGraph
 
 CommandKind = Literal["clear", "mark", "mark_run"]
 MarkState = Literal["success", "failed"]

@@ -23,7 +23,7 @@ RunState = Literal["queued", "running", "success", "failed", "cancelled"]
 ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("pending", "queued", "running", "up_for_retry", "cancelling")
 #: Task states counted against ``LEOFLOW_PARALLELISM``.
 SLOT_TASK_STATES: tuple[TaskState, ...] = ("queued", "running")
-#: ``upstream_failed`` and ``skipped`` are decided by trigger rules (leoflow.model.trigger_rules).
+#: ``upstream_failed`` and ``skipped`` are decided by trigger rules (leoflow.model.spec.trigger_rules).
 TERMINAL_TASK_STATES: tuple[TaskState, ...] = ("success", "failed", "upstream_failed", "skipped", "cancelled")
 TASK_STATES: tuple[TaskState, ...] = ACTIVE_TASK_STATES + TERMINAL_TASK_STATES
 

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:  # model.pod imports the run context, which imports this module
-    from leoflow.model.pod import PodFields
+    from leoflow.model.k8s.pod import PodFields
 
 #: The default of a launch's mappings: empty, and read-only so no launch can change another's.
 _NOTHING: Mapping[str, Any] = MappingProxyType({})

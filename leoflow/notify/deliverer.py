@@ -17,7 +17,7 @@ allow-list refuses (``LEOFLOW_NOTIFY_ALLOWED_HOSTS``), or a header secret not bo
 rule's host, fails at once and for good: retrying cannot change the answer. What is stored and
 shown of a failure is a fixed reason and the status code, never what the receiver said.
 
-What a receiver gets: ``POST`` of the JSON payload (:func:`leoflow.model.notify.payload`) with
+What a receiver gets: ``POST`` of the JSON payload (:func:`leoflow.model.spec.notify.payload`) with
 ``Content-Type: application/json``, ``X-Leoflow-Event``, ``X-Leoflow-Delivery`` (the outbox id:
 the same for every attempt, so a receiver can drop a duplicate), ``X-Leoflow-Signature-256:
 sha256=<hex HMAC of the body>`` when the rule has a ``secret``, and the ``header_from_env``
@@ -47,7 +47,7 @@ from leoflow.db.stores import notifications as notification_store
 from leoflow.db.stores.notifications import Claimed, Outcome
 from leoflow.leadership import LeaderContext, run_periodically
 from leoflow.metrics.notify import NOTIFICATION_ATTEMPTS
-from leoflow.model.notify import HEADER_ENV_PREFIX
+from leoflow.model.spec.notify import HEADER_ENV_PREFIX
 from leoflow.model.webhook_hosts import DestinationPolicy, header_may_go_to, parse_allowed_hosts, parse_host_patterns
 from leoflow.notify.transport import (
     MAX_RESPONSE_BYTES,

@@ -4,7 +4,7 @@ A leader service. Every ``interval`` (and at once while there is a backlog) it r
 endings nobody has observed yet and, in one fenced transaction (:mod:`leoflow.db.stores.observed_endings`):
 
 - marks them observed (a compare-and-set: each ending is handled exactly once per term);
-- adds to the outbox one row per webhook that wants the event (:mod:`leoflow.model.notify`):
+- adds to the outbox one row per webhook that wants the event (:mod:`leoflow.model.spec.notify`):
   the DAG's own ``notify`` rules, or, for a DAG without any, ``LEOFLOW_NOTIFY_WEBHOOK`` for the
   events of ``LEOFLOW_NOTIFY_EVENTS``;
 - adds the run's duration to ``dag_run_stats`` and each failed try to ``task_failure_counts``
@@ -26,7 +26,7 @@ from leoflow.db.stores import observed_endings
 from leoflow.db.stores.observed_endings import FailedTry, OutboxRow, RunEnding, RunStatsDelta
 from leoflow.leadership import LeaderContext, run_periodically
 from leoflow.model.dag_metrics import DURATION_BUCKETS, bin_index
-from leoflow.model.notify import EventFacts, NotifyRule, event_of_run, payload, rule_from_canonical
+from leoflow.model.spec.notify import EventFacts, NotifyRule, event_of_run, payload, rule_from_canonical
 
 log = logging.getLogger(__name__)
 

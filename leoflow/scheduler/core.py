@@ -4,7 +4,7 @@
 versions, the inbox of executor reports, the tries in flight — and runs a tick as **one fenced
 transaction** (a :class:`~leoflow.scheduler.step.Step`):
 
-- once per interval or after a NOTIFY: create due scheduled runs (:mod:`leoflow.model.timetable`;
+- once per interval or after a NOTIFY: create due scheduled runs (:mod:`leoflow.model.spec.timetable`;
   unique ids, so racing leaders cannot duplicate), time out running tasks past ``timeout_at``,
   start the queued runs ``max_active_runs`` allows, scan for ready tasks;
 - every tick: apply a batch of executor reports (successes release downstream tasks, final

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from leoflow.model.graph import DagGraph
+from leoflow.model.spec.graph import DagGraph
 from leoflow.model.tries import StatusUpdate
 
 

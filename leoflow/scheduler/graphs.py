@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from leoflow.db.connection.database import Connection
 from leoflow.db.stores import dag_versions
-from leoflow.model.graph import DEFAULT_CACHE_SIZE, DagGraph, GraphCache
+from leoflow.model.spec.graph import DEFAULT_CACHE_SIZE, DagGraph, GraphCache
 from leoflow.scheduler.containment import contained, count
 
 #: Broken versions remembered per term (each costs a few hundred bytes).

@@ -4,7 +4,7 @@ Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's
 
 - **scheduled runs**: DAGs whose ``next_run_at`` is due get their runs, set-based: the due DAGs
   of a step are planned in one pass (each distinct schedule once,
-  :class:`~leoflow.model.timetable.TickPlanner`) and written with one statement that inserts
+  :class:`~leoflow.model.spec.timetable.TickPlanner`) and written with one statement that inserts
   their runs and moves their ``next_run_at`` forward with a compare-and-set
   (:func:`~leoflow.db.stores.runs.create_due_runs`), as many DAGs as their rows fit the row
   budget (the rest at once in the next step); one log line per step, the DAG ids at debug;
@@ -12,7 +12,7 @@ Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's
   flagged for killing;
 - **run deadlines**: running runs past their ``deadline_at`` (``run_timeout_seconds`` after
   their start, on the database's clock) fail with the reason ``run deadline exceeded``
-  (:data:`~leoflow.model.notify.DEADLINE_REASON`, which the notifier announces as a
+  (:data:`~leoflow.model.spec.notify.DEADLINE_REASON`, which the notifier announces as a
   ``deadline`` event); their unfinished tasks are cancelled and their live tries killed;
 - **clear and mark**: the commands operators recorded through the API, applied under this
   term (:mod:`leoflow.scheduler.commands`);
@@ -45,9 +45,9 @@ from leoflow.db.stores import runs as run_store
 from leoflow.db.stores import task_instances as ti_store
 from leoflow.db.stores import tries as try_store
 from leoflow.metrics import scheduler as metrics
-from leoflow.model.notify import DEADLINE_REASON
 from leoflow.model.run_ids import scheduled_run_id
-from leoflow.model.timetable import TickPlanner
+from leoflow.model.spec.notify import DEADLINE_REASON
+from leoflow.model.spec.timetable import TickPlanner
 from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.fanout import failure_rows, within_budget

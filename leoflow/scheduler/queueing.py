@@ -1,7 +1,7 @@
 """Ready tasks → queued tries (or, for ``kind: empty`` tasks, success on the spot), inside a step.
 
 Container tasks are queued by pool, priority and ``max_active_tasks``
-(:mod:`leoflow.model.fairness`): one read (:func:`leoflow.db.queue_store.pick_ready`)
+(:mod:`leoflow.model.spec.fairness`): one read (:func:`leoflow.db.queue_store.pick_ready`)
 gives every pool's free slots to its best ready tasks, wherever they came from, so a task that
 became ready in this step never jumps ahead of a better one that has waited for a slot. It runs
 whenever slots may have been freed or tasks became ready — a step that applied transitions or
@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from leoflow.db import completion_store, queue_store
 from leoflow.db.queue_store import QueuedTask, QueueRoom
 from leoflow.db.stores.task_instances import ReadyTask
-from leoflow.model.fairness import DEFAULT_POOL
-from leoflow.model.graph import DagGraph
 from leoflow.model.run_context import RunContext, task_environment
-from leoflow.model.spec import TaskSpec
+from leoflow.model.spec.dag import TaskSpec
+from leoflow.model.spec.fairness import DEFAULT_POOL
+from leoflow.model.spec.graph import DagGraph
+from leoflow.model.spec.trigger_rules import UpstreamCounts, decide
 from leoflow.model.tries import TaskLaunch, TryKey
-from leoflow.model.trigger_rules import UpstreamCounts, decide
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from leoflow.db.queue_store import QueuedTask, QueueRoom
-from leoflow.model.graph import DagGraph
+from leoflow.model.spec.graph import DagGraph
 from leoflow.model.tries import StatusUpdate
 from leoflow.scheduler.fanout import Fanout
 from leoflow.scheduler.queueing import Queuer

@@ -12,7 +12,7 @@ tasks queued, timeouts, entities failed — it collects the consequences as it g
   task is, whatever the DAG's shape; the periodic sweep only repairs what a bug left behind).
 
 Every task that reached a final state is counted on its direct downstream and their trigger
-rules decided (:meth:`Step.propagate`, :mod:`leoflow.model.trigger_rules`). Tasks that became
+rules decided (:meth:`Step.propagate`, :mod:`leoflow.model.spec.trigger_rules`). Tasks that became
 ready in the step (their rule says run, due retries, roots of started runs) are kept as
 ``candidates`` so the step can queue them without scanning for them.
 """
@@ -31,9 +31,9 @@ from leoflow.db.connection.database import Connection
 from leoflow.db.queue_store import QueuedTask, QueueRoom
 from leoflow.db.stores.task_instances import ReadyTask, TaskInstanceRow, Transition
 from leoflow.db.stores.tries import TryToKill
-from leoflow.model.graph import DagGraph
+from leoflow.model.spec.graph import DagGraph
+from leoflow.model.spec.trigger_rules import decide
 from leoflow.model.tries import TaskLaunch
-from leoflow.model.trigger_rules import decide
 from leoflow.scheduler.containment import EntityKind, Fault, contained
 from leoflow.scheduler.graphs import VersionGraphs
 
@@ -170,7 +170,7 @@ class Step:
         level by level, until no decision ends another task.
 
         A failure first dooms, in one statement, every descendant reached through rules that
-        need success (:meth:`~leoflow.model.graph.DagGraph.doomed_by`); only the edges leaving
+        need success (:meth:`~leoflow.model.spec.graph.DagGraph.doomed_by`); only the edges leaving
         that closure are counted. So a DAG of default rules costs what it always did (one
         statement per success, one per failure) and other rules one statement per level.
         """

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from leoflow.db.stores.task_instances import LiveTaskInstance, Transition
-from leoflow.model.spec import TaskSpec
+from leoflow.model.spec.dag import TaskSpec
 from leoflow.model.tries import StatusUpdate
 
 

@@ -147,8 +147,8 @@ def sync_source(value: str) -> str:
 
 
 def events(value: str) -> tuple[str, ...]:
-    """A comma-separated list of notification events (leoflow.model.notify)."""
-    from leoflow.model.notify import EVENTS
+    """A comma-separated list of notification events (leoflow.model.spec.notify)."""
+    from leoflow.model.spec.notify import EVENTS
 
     found = names(value)
     for event in found:
@@ -181,8 +181,8 @@ def optional_http_url(value: str) -> str | None:
 
 
 def pod_allowances(value: str) -> frozenset[str]:
-    """``LEOFLOW_K8S_POD_POLICY``: the allowances :mod:`leoflow.model.pod_policy` knows."""
-    from leoflow.model.pod_policy import parse_allowances
+    """``LEOFLOW_K8S_POD_POLICY``: the allowances :mod:`leoflow.model.spec.pod_policy` knows."""
+    from leoflow.model.spec.pod_policy import parse_allowances
 
     return parse_allowances(value)
 
@@ -190,8 +190,8 @@ def pod_allowances(value: str) -> frozenset[str]:
 def pod_template(value: str) -> Mapping[str, Any]:
     """A partial Pod as JSON or YAML (what the chart renders from ``tasks.podTemplate``)."""
     # Imported here: the CLI's client verbs load settings and must not load the pod model.
-    from leoflow.model.pod import parse_pod_template
-    from leoflow.model.yaml_loader import YamlRejected, load_yaml
+    from leoflow.model.k8s.pod import parse_pod_template
+    from leoflow.model.spec.yaml_loader import YamlRejected, load_yaml
 
     if not value.strip():
         return {}

@@ -20,7 +20,7 @@ from leoflow.errors import SettingsError
 from leoflow.settings import declared as v
 
 if TYPE_CHECKING:
-    from leoflow.model.pod_policy import PodPolicy
+    from leoflow.model.spec.pod_policy import PodPolicy
 from leoflow.settings.client import ClientSettings
 
 ExecutorKind = Literal["kubernetes", "local", "memory"]
@@ -87,14 +87,14 @@ class KubernetesSettings:
     pod_retention: float = v.K8S_POD_RETENTION.default
     #: Cluster-wide partial pod every task pod is merged over (validated at load).
     pod_template: Mapping[str, Any] = field(default_factory=dict)
-    #: The pod policy (leoflow.model.pod_policy): allowances, allowed service accounts, protected Secrets.
+    #: The pod policy (leoflow.model.spec.pod_policy): allowances, allowed service accounts, protected Secrets.
     pod_allowances: frozenset[str] = v.K8S_POD_POLICY.default
     allowed_service_accounts: tuple[str, ...] = v.K8S_ALLOWED_SERVICE_ACCOUNTS.default
     protected_secrets: tuple[str, ...] = v.K8S_PROTECTED_SECRETS.default
 
     def pod_policy(self) -> PodPolicy:
         """The policy every task pod is checked against (at apply, and before the pod is created)."""
-        from leoflow.model.pod_policy import PodPolicy  # the client verbs load settings, not the pod model
+        from leoflow.model.spec.pod_policy import PodPolicy  # the client verbs load settings, not the pod model
 
         return PodPolicy(self.pod_allowances, frozenset(self.allowed_service_accounts), self.service_account,
                          frozenset(self.protected_secrets))

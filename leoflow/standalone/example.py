@@ -18,7 +18,7 @@ from importlib import resources
 
 from leoflow.clock import SystemClock
 from leoflow.db.connection.database import Database
-from leoflow.model.yaml_loader import load_yaml
+from leoflow.model.spec.yaml_loader import load_yaml
 from leoflow.settings import Settings
 
 EXAMPLE_RESOURCE = "examples/example.yaml"
@@ -39,7 +39,7 @@ def example_spec_data() -> object:
 async def _apply_and_trigger(settings: Settings) -> ExampleRun:
     from leoflow.db.stores.dags import apply_dag
     from leoflow.db.stores.runs import trigger_run
-    from leoflow.model.spec import parse_dag_spec
+    from leoflow.model.spec.dag import parse_dag_spec
 
     spec = parse_dag_spec(example_spec_data())
     clock = SystemClock()

@@ -12,7 +12,7 @@ import json
 
 import httpx
 
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
 from tests.api.conftest import ADMIN, READ
 from tests.api.test_dag_secrets import PASSWORD, _secretive, conforms
 

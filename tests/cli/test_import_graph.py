@@ -58,7 +58,8 @@ sys.addaudithook(_on_connect)
 
 #: What a client verb no longer loads before its request is sent (see the module docstring).
 NOT_BEFORE_THE_REQUEST = ("leoflow.settings.groups", "leoflow.settings.loader", "leoflow.settings.database_url",
-                          "leoflow.model.notify", "leoflow.model.run_context", "leoflow.model.tries", "leoflow.logs",
+                          "leoflow.model.spec.notify", "leoflow.model.run_context", "leoflow.model.tries",
+                          "leoflow.logs",
                           "logging", "dataclasses", "inspect", "leoflow.standalone.discovery",
                           "http.client", "email", "ssl", "encodings.idna")
 

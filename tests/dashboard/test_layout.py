@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.model.params_formats import KNOWN as KNOWN_FORMATS
-from leoflow.model.params_validator import FORMATS
+from leoflow.model.spec.params_formats import KNOWN as KNOWN_FORMATS
+from leoflow.model.spec.params_validator import FORMATS
 from leoflow.model.states import TASK_STATES
 from tests.dashboard.conftest import DESKTOP, PHONE, Browse, LiveServer, require_runs_execute, sign_in
 

@@ -15,8 +15,8 @@ from sqlalchemy import text
 
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.errors import ValidationFailed
-from leoflow.model.params import MAX_PARAMS_BYTES, default_conf, parse_params, validate_conf
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.params import MAX_PARAMS_BYTES, default_conf, parse_params, validate_conf
 from leoflow.settings import Settings
 from tests.api.conftest import ADMIN
 from tests.scheduler.harness import rows

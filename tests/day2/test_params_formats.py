@@ -9,10 +9,10 @@ import httpx
 import pytest
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.params import parse_params, validate_conf
-from leoflow.model.params_formats import KNOWN
-from leoflow.model.params_validator import FORMATS
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.params import parse_params, validate_conf
+from leoflow.model.spec.params_formats import KNOWN
+from leoflow.model.spec.params_validator import FORMATS
 from tests.api.conftest import ADMIN
 
 PARAMS = {"type": "object", "required": ["day"], "properties": {

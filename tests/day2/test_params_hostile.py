@@ -17,9 +17,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from leoflow.errors import Conflict, ValidationFailed
-from leoflow.model.params import parse_params, validate_conf
-from leoflow.model.params_validator import MAX_STEPS
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.params import parse_params, validate_conf
+from leoflow.model.spec.params_validator import MAX_STEPS
 from leoflow.settings import Settings
 from tests.api.conftest import ADMIN
 from tests.scheduler.harness import trigger

@@ -17,7 +17,7 @@ from leoflow.db.stores import commands
 from leoflow.executor.base import Executor
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.local.executor import LocalExecutor
-from leoflow.model.notify import DEADLINE_REASON
+from leoflow.model.spec.notify import DEADLINE_REASON
 from leoflow.settings import Settings
 from tests.day2.harness import leader, wait_for
 from tests.executor.conftest import fake_k8s, k8s_settings

@@ -15,7 +15,7 @@ from kubernetes_validate import utils as kubernetes_validate
 
 from leoflow.executor.kubernetes import pods
 from leoflow.model.run_context import RunContext, task_environment
-from leoflow.model.spec import TaskSpec, parse_dag_spec
+from leoflow.model.spec.dag import TaskSpec, parse_dag_spec
 from leoflow.model.tries import TaskLaunch, TryKey
 
 #: Native sidecars are on by default from 1.29; the newest schemas kubernetes-validate ships.

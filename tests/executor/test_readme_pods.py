@@ -16,7 +16,7 @@ import yaml
 
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.naming import try_name
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.tries import TryKey
 from tests.election.cluster import Cluster, wait_for
 from tests.executor.pod_cases import Case, launch_for, render, validate_strictly

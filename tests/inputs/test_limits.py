@@ -15,11 +15,11 @@ import pytest
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_document_shape, check_size
-from leoflow.model.fairness import parse_pool_request
-from leoflow.model.params import parse_params
 from leoflow.model.run_commands import parse_clear
 from leoflow.model.run_request import parse_run_request
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.fairness import parse_pool_request
+from leoflow.model.spec.params import parse_params
 from tests.inputs.corpus import corpus, nested
 
 DAY = 24 * 3600

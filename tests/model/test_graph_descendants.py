@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from leoflow.model.graph import DagGraph
 from leoflow.model.run_commands import ClearRequest, decided_downstream, tasks_to_clear
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.graph import DagGraph
 
 CHAIN_LENGTH = 10_000  # the most tasks a DAG may have (leoflow.model.limits.TASKS)
 

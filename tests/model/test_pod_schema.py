@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from leoflow.errors import ValidationFailed
-from leoflow.model import pod_schema
-from leoflow.model.k8s_objects import check_object, check_pod
+from leoflow.model.k8s import pod_schema
+from leoflow.model.k8s.objects import check_object, check_pod
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,8 +21,8 @@ def test_generated_schema_is_current() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert (ROOT / "leoflow" / "model" / "pod_schema.py").read_text() == module.render(), (
-        "leoflow/model/pod_schema.py is stale: run python tools/generate_pod_schema.py")
+    assert (ROOT / "leoflow" / "model" / "k8s" / "pod_schema.py").read_text() == module.render(), (
+        "leoflow/model/k8s/pod_schema.py is stale: run python tools/generate_pod_schema.py")
 
 
 def test_schema_knows_the_merge_keys_kubernetes_uses() -> None:

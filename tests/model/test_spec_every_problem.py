@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.spec import MAX_PROBLEMS, parse_dag_spec
+from leoflow.model.spec.dag import MAX_PROBLEMS, parse_dag_spec
 
 
 def problems(spec: dict[str, Any]) -> list[str]:

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leoflow.model.k8s_objects import check_pod
-from leoflow.model.strategic_merge import merge_pods
+from leoflow.model.k8s.objects import check_pod
+from leoflow.model.k8s.strategic_merge import merge_pods
 
 BASE: dict[str, Any] = {
     "metadata": {"labels": {"team": "data", "tier": "batch"}},

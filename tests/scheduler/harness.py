@@ -19,7 +19,7 @@ from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores import runs as run_store
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.scheduler.service import SchedulerService
 from leoflow.settings import SchedulerSettings, Settings
 

@@ -17,7 +17,7 @@ import pytest
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores import runs as run_store
 from leoflow.metrics import scheduler as metrics
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, trigger
 from tests.scheduler.stepper import T0, Stepper, container, insert_version, stepper

@@ -21,9 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from leoflow.clock import FakeClock, SystemClock
 from leoflow.db.stores import dags as dag_store
 from leoflow.errors import FencedOut
-from leoflow.model import timetable
-from leoflow.model.graph import GraphCache
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec import timetable
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.graph import GraphCache
 from leoflow.scheduler.core import SchedulerCore
 from leoflow.settings import Settings
 from tests.scheduler.harness import rows, set_term

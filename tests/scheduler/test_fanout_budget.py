@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from leoflow.db import completion_store, queue_store
 from leoflow.db.stores import runs as run_store
-from leoflow.model.graph import DagGraph
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.graph import DagGraph
 from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.scheduler.fanout import report_rows, within_budget
 from leoflow.settings import Settings

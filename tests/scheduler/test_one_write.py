@@ -24,7 +24,7 @@ from sqlalchemy import text
 
 from leoflow.db import queue_store
 from leoflow.db.queue_store import QueueRoom
-from leoflow.model.trigger_rules import TRIGGER_RULES
+from leoflow.model.spec.trigger_rules import TRIGGER_RULES
 from leoflow.settings import Settings
 from tests.harness.postgres import PostgresServer
 from tests.scheduler.harness import apply, rows, trigger

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.spec import parse_dag_spec
-from leoflow.model.timetable import (
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.timetable import (
     first_scheduled_run,
     last_fire_at_or_before,
     next_fire_after,

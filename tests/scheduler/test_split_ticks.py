@@ -363,8 +363,8 @@ def test_the_split_is_by_run_balanced_by_rows_and_counts_each_task_it_may_queue_
 
 
 def test_only_a_success_may_queue_and_only_its_direct_downstream_that_waits_for_success() -> None:
-    from leoflow.model.graph import DagGraph
-    from leoflow.model.spec import parse_dag_spec
+    from leoflow.model.spec.dag import parse_dag_spec
+    from leoflow.model.spec.graph import DagGraph
     from leoflow.model.tries import StatusUpdate, TryKey
 
     graph = DagGraph(1, parse_dag_spec({"dag_id": "g", "tasks": [

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from leoflow.db.stores.task_instances import LiveTaskInstance
-from leoflow.model.spec import TaskSpec
-from leoflow.model.timetable import plan_scheduled_runs
+from leoflow.model.spec.dag import TaskSpec
+from leoflow.model.spec.timetable import plan_scheduled_runs
 from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.scheduler.transitions import fold_reports, timeout_transition
 

@@ -17,7 +17,7 @@ from leoflow.errors import ValidationFailed
 from leoflow.executor.base import Report
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.leadership import LeaderContext
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.tries import TaskLaunch, TryKey
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, eventually, fast, in_conn, run_state, running_scheduler

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leoflow.db.stores.task_instances import LiveTaskInstance
-from leoflow.model.spec import TaskSpec
+from leoflow.model.spec.dag import TaskSpec
 from leoflow.model.states import TERMINAL_TASK_STATES, TaskState
 from leoflow.model.tries import StatusUpdate, TryKey, TryState
 from leoflow.scheduler.transitions import TryFacts, fold_reports, fold_try_facts, timeout_transition

@@ -1,4 +1,4 @@
-"""The trigger rule decision table (leoflow.model.trigger_rules), row by row, and its invariants.
+"""The trigger rule decision table (leoflow.model.spec.trigger_rules), row by row, and its invariants.
 
 The rows restate Airflow's documented semantics (``trigger_rule_dep.py``; the README's table)
 independently of the implementation's branch order, so a reordered ``if`` that changes an
@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.spec import parse_dag_spec
-from leoflow.model.trigger_rules import RUN_WHEN_ALL_SUCCEED, TRIGGER_RULES, UpstreamCounts, decide
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.trigger_rules import RUN_WHEN_ALL_SUCCEED, TRIGGER_RULES, UpstreamCounts, decide
 
 C = UpstreamCounts
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from leoflow.model.notify import DEADLINE_REASON
+from leoflow.model.spec.notify import DEADLINE_REASON
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, trigger
 from tests.scheduler.stepper import Stepper, container, stepper

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.settings import Settings
 from leoflow.standalone.example import apply_example, example_spec_data
 

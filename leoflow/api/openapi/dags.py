@@ -21,10 +21,10 @@ from leoflow.api.openapi.components import (
     strings,
 )
 from leoflow.model import limits
-from leoflow.model.dag_files import MAX_FILE_NAME, MAX_FILES
-from leoflow.model.dag_sync import ACTIONS
 from leoflow.model.source_labels import SOURCE_RE
-from leoflow.model.trigger_rules import TRIGGER_RULES
+from leoflow.model.spec.dag_files import MAX_FILE_NAME, MAX_FILES
+from leoflow.model.spec.dag_sync import ACTIONS
+from leoflow.model.spec.trigger_rules import TRIGGER_RULES
 
 _DAG = {
     "dag_id": STR, "paused": {"type": "boolean"}, "schedule": nullable("string"), "version": nullable("integer"),

@@ -1,6 +1,6 @@
 """DAG routes: list, apply (POST / PUT), show, pause (PATCH), delete.
 
-Writes validate the body with :func:`leoflow.model.spec.parse_dag_spec` (422 naming the
+Writes validate the body with :func:`leoflow.model.spec.dag.parse_dag_spec` (422 naming the
 offending path, e.g. ``tasks[1].depends_on[0]``) and call :mod:`leoflow.db.stores.dags` in one
 transaction; the answer is read back in that same transaction, so a client sees exactly what
 it wrote. ``POST`` answers 201 when the DAG or a new version was created and 200 when the spec
@@ -37,11 +37,11 @@ from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.clock import SystemClock
 from leoflow.db import api_queries
 from leoflow.db.stores import dags as dag_store
+from leoflow.model.k8s.pod import hide_env_values
 from leoflow.model.limits import DAG_ID
-from leoflow.model.notify import hide_webhook_urls
-from leoflow.model.pod import hide_env_values
-from leoflow.model.pod_policy import check_dag_pods
-from leoflow.model.spec import parse_dag_spec
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.notify import hide_webhook_urls
+from leoflow.model.spec.pod_policy import check_dag_pods
 from leoflow.model.states import DAG_STATES
 
 

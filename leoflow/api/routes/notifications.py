@@ -32,7 +32,7 @@ from leoflow.clock import SystemClock
 from leoflow.db.stores import audit as audit_store
 from leoflow.db.stores import notifications as notification_store
 from leoflow.model.limits import DAG_ID, RUN_ID, Name
-from leoflow.model.notify import masked_url, shown_error
+from leoflow.model.spec.notify import masked_url, shown_error
 from leoflow.model.states import NOTIFICATION_STATES
 
 #: A manual retry gives a notification this long again (as much as a new one gets).

@@ -29,8 +29,8 @@ from leoflow.clock import SystemClock
 from leoflow.db.connection.database import Connection
 from leoflow.db.stores import pools as pool_store
 from leoflow.errors import Conflict
-from leoflow.model.fairness import DEFAULT_POOL, parse_pool_request
 from leoflow.model.fields import NAME_RE
+from leoflow.model.spec.fairness import DEFAULT_POOL, parse_pool_request
 
 
 def path_pool(request: Request) -> str:

@@ -27,8 +27,8 @@ from leoflow.db.stores import dag_versions
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores import runs as run_store
 from leoflow.model.limits import RUN_ID, TASK_ID
-from leoflow.model.params import validate_conf
 from leoflow.model.run_request import parse_run_request
+from leoflow.model.spec.params import validate_conf
 from leoflow.model.states import RUN_STATES, TASK_STATES, TERMINAL_RUN_STATES
 
 PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
@@ -92,7 +92,7 @@ async def trigger_run(request: Request) -> Response:
 
 
 #: Seconds a conf may take to validate against ``params``: a backstop (patterns run in RE2 and a
-#: validation has its own budget of steps, :mod:`leoflow.model.params_validator`, well under this
+#: validation has its own budget of steps, :mod:`leoflow.model.spec.params_validator`, well under this
 #: on an idle replica), so a request never waits longer, however loaded the replica is.
 PARAMS_CHECK_TIMEOUT = 2.0
 

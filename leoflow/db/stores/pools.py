@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.fragments import SLOT_TASKS_SQL
 from leoflow.errors import Conflict
-from leoflow.model.fairness import DEFAULT_POOL, MAX_POOLS
+from leoflow.model.spec.fairness import DEFAULT_POOL, MAX_POOLS
 
 #: ``waiting_tasks`` is exact up to this many; the value itself means "at least".
 WAITING_COUNT_CAP = 100_000

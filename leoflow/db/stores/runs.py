@@ -47,9 +47,9 @@ from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL, run_deadline
 from leoflow.db.queued_tries import cancel_implicit_sql
 from leoflow.db.stores.task_instances import ReadyTask
 from leoflow.errors import Conflict, NotFound
-from leoflow.model.fairness import DEFAULT_POOL, MAX_PRIORITY, MIN_PRIORITY
 from leoflow.model.run_ids import manual_run_id
 from leoflow.model.run_request import check_conf, check_run_id
+from leoflow.model.spec.fairness import DEFAULT_POOL, MAX_PRIORITY, MIN_PRIORITY
 
 
 async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None, conf: dict[str, Any],

@@ -40,7 +40,7 @@ from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, Obj
 from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED
-from leoflow.model.pod_policy import check_task_pod
+from leoflow.model.spec.pod_policy import check_task_pod
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.settings import KubernetesSettings
 

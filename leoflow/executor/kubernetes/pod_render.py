@@ -1,11 +1,11 @@
 """A try's pod, rendered: Leoflow's fields over the templates, restricted defaults, checked before sending.
 
 Precedence, lowest first (each layer strategic-merged over the previous,
-:mod:`leoflow.model.strategic_merge`):
+:mod:`leoflow.model.k8s.strategic_merge`):
 
 1. the cluster's default template (``LEOFLOW_K8S_POD_TEMPLATE``, the chart's ``tasks.podTemplate``);
 2. the DAG's ``defaults.pod_template``, then the task's ``pod_template`` (already merged into
-   ``launch.pod.pod_template`` by :func:`leoflow.model.pod.resolve`);
+   ``launch.pod.pod_template`` by :func:`leoflow.model.k8s.pod.resolve`);
 3. the pod Leoflow builds from the spec's first-class fields (``env``, ``volumes``,
    ``node_selector``, ``security_context``, ...): first-class fields beat templates;
 4. Pod Security ``restricted`` defaults, filled in only where no layer set the key
@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.k8s_names import RESERVED_KEY_PREFIXES, RESERVED_KEYS, label_value
-from leoflow.model.k8s_objects import check_object
-from leoflow.model.pod import EnvVar, KeyRef, PodFields
-from leoflow.model.strategic_merge import merge_pods
+from leoflow.model.k8s.names import RESERVED_KEY_PREFIXES, RESERVED_KEYS, label_value
+from leoflow.model.k8s.objects import check_object
+from leoflow.model.k8s.pod import EnvVar, KeyRef, PodFields
+from leoflow.model.k8s.strategic_merge import merge_pods
 from leoflow.model.tries import TaskLaunch
 
 CONTAINER = "task"

@@ -5,7 +5,7 @@
 
 import { h } from "./dom.js";
 
-/** An example of each string format the server checks (leoflow/model/params_formats.py), shown
+/** An example of each string format the server checks (leoflow/model/spec/params_formats.py), shown
  * as the field's placeholder: "2026-11-01 09:30" is not a date-time there, and the form says so
  * before the 422 does. (date has the browser's date picker.) */
 const FORMAT_EXAMPLES = {

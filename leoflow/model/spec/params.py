@@ -18,7 +18,7 @@ applied (JSON Schema itself never applies defaults; this is the common, predicta
 Limits (a schema is code run against user input on every trigger, and by the leader against a
 scheduled DAG's defaults): :data:`leoflow.model.limits.PARAMS` (bytes of canonical JSON, nesting,
 keys and items), and the top level must describe an object (``type: object``).
-Validation runs in :mod:`leoflow.model.params_validator`: regular expressions (``pattern``, the
+Validation runs in :mod:`leoflow.model.spec.params_validator`: regular expressions (``pattern``, the
 keys of ``patternProperties``) are RE2's, checked when the DAG is applied (a backreference or a
 lookaround is refused there, naming the field), and matched in time linear in the text; every
 validation has a budget of steps, so its time is bounded whatever the schema and the conf (the
@@ -46,8 +46,15 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from leoflow.errors import Conflict, ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_size
-from leoflow.model.params_formats import KNOWN as KNOWN_FORMATS
-from leoflow.model.params_validator import FORMATS, ParamsValidator, TooCostly, compile_pattern, first_error, one_budget
+from leoflow.model.spec.params_formats import KNOWN as KNOWN_FORMATS
+from leoflow.model.spec.params_validator import (
+    FORMATS,
+    ParamsValidator,
+    TooCostly,
+    compile_pattern,
+    first_error,
+    one_budget,
+)
 
 #: Largest ``params`` schema (bytes of its compact JSON): generous for a hand-written form.
 MAX_PARAMS_BYTES = limits.PARAMS.max_bytes
@@ -158,7 +165,7 @@ def check_scheduled_defaults(schema: Mapping[str, Any] | None) -> None:
 # --------------------------------------------------------------------------- helpers
 
 def _check_formats(schema: Mapping[str, Any], path: str) -> None:
-    """Refuse a ``format`` Leoflow does not check (see :mod:`leoflow.model.params_formats` for why
+    """Refuse a ``format`` Leoflow does not check (see :mod:`leoflow.model.spec.params_formats` for why
     it is refused rather than ignored). Only at apply: :func:`check_params` runs on every trigger,
     and a version stored before this rule keeps its unknown formats as annotations."""
     for where, sub in _subschemas(schema, path):

@@ -1,7 +1,7 @@
 """The cluster's pod policy: what a DAG author may ask of a task pod beyond running a container.
 
 A DAG author is not a cluster administrator, yet ``pod_template`` and the first-class pod fields
-(:mod:`leoflow.model.pod`) can ask for anything a Pod can: a ``hostPath`` of ``/``, a privileged
+(:mod:`leoflow.model.k8s.pod`) can ask for anything a Pod can: a ``hostPath`` of ``/``, a privileged
 container, the node's network or process namespace, extra kernel capabilities, another service
 account's token, or the release's own Secrets (the database URL, the admin token) mounted by
 name. Unless the operator allows it, each of those is refused:
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 from leoflow.errors import ValidationFailed
 
 if TYPE_CHECKING:
-    from leoflow.model.pod import PodFields
-    from leoflow.model.spec import DagSpec
+    from leoflow.model.k8s.pod import PodFields
+    from leoflow.model.spec.dag import DagSpec
 
 #: The allowances ``LEOFLOW_K8S_POD_POLICY`` may name.
 ALLOWANCES = ("host-path", "privileged", "privilege-escalation", "host-network", "host-pid", "host-ipc",

@@ -9,12 +9,12 @@ by pair (quadratic). :data:`ParamsValidator` is that validator with:
 
 - every regular expression compiled and run by RE2 (``google-re2``), whose matching time is
   linear in the text; a pattern RE2 cannot run (backreferences, lookaround) is refused when the
-  DAG is applied (:func:`compile_pattern`, called by :mod:`leoflow.model.params`). RE2's program
+  DAG is applied (:func:`compile_pattern`, called by :mod:`leoflow.model.spec.params`). RE2's program
   size is capped (:data:`REGEX_MAX_MEM`) so a compiled pattern is small too;
 - ``uniqueItems`` and ``enum`` by hashing a canonical form of each value (linear, where the
   stock ones compare pairs: 1,000 items against an ``enum`` of 3,000 took 2.5 s, 3,000
   distinct objects under ``uniqueItems`` 13 s);
-- ``format`` asserted, with the linear checkers of :mod:`leoflow.model.params_formats`
+- ``format`` asserted, with the linear checkers of :mod:`leoflow.model.spec.params_formats`
   (:data:`FORMATS`), each charged by the string's length;
 - a budget of :data:`MAX_STEPS` steps per validation (:func:`first_error`): every keyword
   evaluated costs one step, an error it reports two, ``uniqueItems`` one per item, a regular
@@ -25,7 +25,7 @@ by pair (quadratic). :data:`ParamsValidator` is that validator with:
 jsonschema (4.x) has no supported hook for the regex engine (python-jsonschema/jsonschema#1142),
 so the keywords that use one are replaced through :func:`jsonschema.validators.extend`. The one
 place left that still calls :mod:`re` on a schema's patterns, ``unevaluatedProperties`` looking
-through ``patternProperties``, is refused at apply time by :mod:`leoflow.model.params`.
+through ``patternProperties``, is refused at apply time by :mod:`leoflow.model.spec.params`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.validators import extend
 
-from leoflow.model.params_formats import format_checker
+from leoflow.model.spec.params_formats import format_checker
 
 #: Steps one validation may take (see the module doc). A step is about 5 µs of CPU (a keyword
 #: with its ``descend``), so this is about half a second; a conf at the limits (10,000 entries)
@@ -228,7 +228,7 @@ def _is_re2(instance: object) -> bool:
     return not isinstance(instance, str) or compile_pattern(instance) is not None
 
 
-#: The format checker of :mod:`leoflow.model.params_formats`, used both for a schema (the
+#: The format checker of :mod:`leoflow.model.spec.params_formats`, used both for a schema (the
 #: metaschema's ``format: regex``, on ``pattern`` and the keys of ``patternProperties``, means
 #: "RE2 can run it") and for a conf's strings.
 FORMATS: FormatChecker = format_checker(_is_re2, (re2.error, UnicodeEncodeError))

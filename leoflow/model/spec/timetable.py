@@ -26,7 +26,7 @@ from types import TracebackType
 from zoneinfo import ZoneInfo
 
 from leoflow.model.cron import cron_expression, next_fire, previous_fire
-from leoflow.model.spec import DagSpec
+from leoflow.model.spec.dag import DagSpec
 
 
 @dataclass(frozen=True)

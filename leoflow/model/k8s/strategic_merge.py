@@ -5,7 +5,7 @@ and finally the pod Leoflow builds are merged in that order, each over the previ
 semantics Kubernetes users already know from ``kubectl`` and Argo's ``podSpecPatch``:
 
 - mappings merge key by key; a ``null`` value deletes the key;
-- lists merge according to the API's patch strategy (from :mod:`leoflow.model.pod_schema`):
+- lists merge according to the API's patch strategy (from :mod:`leoflow.model.k8s.pod_schema`):
   ``containers``, ``initContainers``, ``volumes``, ``imagePullSecrets`` by ``name``, a
   container's ``env`` by ``name``, ``volumeMounts`` by ``mountPath``, ``ports`` by
   ``containerPort``, ...; matching items merge recursively, new items are appended in the
@@ -17,7 +17,7 @@ semantics Kubernetes users already know from ``kubectl`` and Argo's ``podSpecPat
   values from a merged primitive list) and ``$setElementOrder/<list>`` (accepted and ignored:
   the result keeps the original's order, then appends).
 
-Pure and total on inputs that passed :func:`leoflow.model.k8s_objects.check_pod` with
+Pure and total on inputs that passed :func:`leoflow.model.k8s.objects.check_pod` with
 ``partial=True``; inputs are never mutated.
 """
 
@@ -27,7 +27,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from leoflow.model.pod_schema import TYPES
+from leoflow.model.k8s.pod_schema import TYPES
 
 Field = tuple[Any, ...]
 _DELETE_FROM = "$deleteFromPrimitiveList/"

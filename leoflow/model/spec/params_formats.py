@@ -6,7 +6,7 @@ opts in: a conf string whose ``format`` is one of :data:`KNOWN` must match it, o
 a 422 naming the param (``conf.day: '2026-13-45' is not a 'date'``).
 
 A ``format`` outside :data:`KNOWN` is refused when the DAG is applied
-(:func:`leoflow.model.params.check_params`), not ignored as the specification allows: a format a
+(:func:`leoflow.model.spec.params.check_params`), not ignored as the specification allows: a format a
 validator silently skips looks checked to the author and is not (``format: datetime``, a typo of
 ``date-time``, would accept anything). A version stored before this rule keeps its unknown
 formats as annotations (:meth:`jsonschema.FormatChecker.check` skips them), so its triggers
@@ -18,7 +18,7 @@ optional package (``rfc3339-validator``, ``rfc3987``, ``fqdn``) is not installed
 accepts would depend on the environment; and each checker must cost time linear in the string.
 The regular expressions below are RE2's (no backtracking), the rest is :mod:`datetime`,
 :mod:`ipaddress` and :class:`uuid.UUID` parsing, all linear; a conf string is at most
-:data:`leoflow.model.limits.CONF` bytes, and :mod:`leoflow.model.params_validator` charges each
+:data:`leoflow.model.limits.CONF` bytes, and :mod:`leoflow.model.spec.params_validator` charges each
 check to the validation's budget by the string's length.
 
 What each format accepts (RFC 3339 for times, RFC 3986 for URIs, as JSON Schema says):
@@ -126,7 +126,7 @@ _CHECKERS: dict[str, Callable[[str], bool]] = {
 }
 
 #: The formats a ``params`` schema may declare (``regex`` is added by
-#: :mod:`leoflow.model.params_validator`, which owns RE2's settings for patterns).
+#: :mod:`leoflow.model.spec.params_validator`, which owns RE2's settings for patterns).
 KNOWN = frozenset([*_CHECKERS, "regex"])
 
 

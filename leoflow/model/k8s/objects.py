@@ -2,7 +2,7 @@
 
 Task specs carry Kubernetes objects verbatim — volumes, tolerations, affinity, security
 contexts, a partial pod as ``pod_template`` — and Leoflow renders whole pods from them. Both are
-checked here against :mod:`leoflow.model.pod_schema` (the Kubernetes OpenAPI schema, distilled):
+checked here against :mod:`leoflow.model.k8s.pod_schema` (the Kubernetes OpenAPI schema, distilled):
 unknown fields (with a "did you mean"), wrong types (a bool is not an integer), required fields,
 and merge keys on lists that strategic merge matches by key. Errors name the path the way a
 user points at it (``tasks[0].pod_template.spec.containers[1].ports[0].containerPort``).
@@ -30,7 +30,7 @@ from typing import Any
 
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import type_name
-from leoflow.model.pod_schema import REQUIRED, TYPES
+from leoflow.model.k8s.pod_schema import REQUIRED, TYPES
 
 #: Nesting deeper than this is refused before any recursion could hurt (a real pod is < 12 deep).
 MAX_DEPTH = 32

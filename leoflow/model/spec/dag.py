@@ -36,7 +36,6 @@ from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_count, check_cron_fires, check_name, check_size, shown_repr, within
 from leoflow.model.cron import cron_expression
-from leoflow.model.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
 from leoflow.model.fields import (
     as_mapping,
     bool_field,
@@ -53,10 +52,11 @@ from leoflow.model.fields import (
     timezone_field,
     type_name,
 )
-from leoflow.model.notify import NotifyRule, parse_notify
-from leoflow.model.params import check_scheduled_defaults, parse_params
-from leoflow.model.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_own, resolve
-from leoflow.model.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
+from leoflow.model.k8s.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_own, resolve
+from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
+from leoflow.model.spec.notify import NotifyRule, parse_notify
+from leoflow.model.spec.params import check_scheduled_defaults, parse_params
+from leoflow.model.spec.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
 
 MAX_TASKS = limits.TASKS.maximum
 DEFAULT_MAX_ACTIVE_RUNS = 16
@@ -91,13 +91,13 @@ class TaskSpec:
     timeout_seconds: float | None = None
     resources: Mapping[str, Any] = field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
-    #: The pod fields with the DAG's defaults applied (leoflow.model.pod), and the task's own
+    #: The pod fields with the DAG's defaults applied (leoflow.model.k8s.pod), and the task's own
     #: fields (``env`` included) in canonical form: what the stored spec keeps.
     pod: PodFields = field(default_factory=PodFields)
     pod_own: Mapping[str, Any] = field(default_factory=dict)
-    #: When the task may run given how its upstream tasks ended (leoflow.model.trigger_rules).
+    #: When the task may run given how its upstream tasks ended (leoflow.model.spec.trigger_rules).
     trigger_rule: TriggerRule = DEFAULT_TRIGGER_RULE
-    #: The pool whose slot a try holds (leoflow.model.fairness); None for ``kind: empty`` tasks.
+    #: The pool whose slot a try holds (leoflow.model.spec.fairness); None for ``kind: empty`` tasks.
     pool: str | None = DEFAULT_POOL
     #: Higher runs first among the ready tasks of a pool.
     priority: int = 0
@@ -149,9 +149,9 @@ class DagSpec:
     paused: bool = False
     default_retries: int = 0
     description: str | None = None
-    #: Webhook rules (leoflow.model.notify); None: the cluster default applies, (): none at all.
+    #: Webhook rules (leoflow.model.spec.notify); None: the cluster default applies, (): none at all.
     notify: tuple[NotifyRule, ...] | None = None
-    #: JSON Schema of the runs' conf (leoflow.model.params); None: any object.
+    #: JSON Schema of the runs' conf (leoflow.model.spec.params); None: any object.
     params: Mapping[str, Any] | None = None
     #: The ``defaults:`` block (pod fields every container task inherits), canonical form.
     defaults: Mapping[str, Any] = field(default_factory=dict)

@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from leoflow.errors import ValidationFailed
-from leoflow.model import k8s_names as names
 from leoflow.model.bounds import type_name
 from leoflow.model.env_names import is_env_name, is_reserved
 from leoflow.model.fields import env_field
-from leoflow.model.k8s_objects import check_object, check_pod, child
-from leoflow.model.strategic_merge import merge_pods
+from leoflow.model.k8s import names
+from leoflow.model.k8s.objects import check_object, check_pod, child
+from leoflow.model.k8s.strategic_merge import merge_pods
 
 #: Pod fields a task or the DAG's ``defaults`` may set (``env`` is also one, an older field).
 POD_FIELDS = ("env_from", "volumes", "volume_mounts", "node_selector", "tolerations", "affinity",

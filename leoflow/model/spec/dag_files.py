@@ -2,7 +2,7 @@
 
 A sync is all-or-nothing, so it needs *every* problem of *every* file at once, not the first
 one: :func:`parse_dag_files` reads each file's documents (:mod:`.documents`), validates each
-document as a DAG spec (:func:`leoflow.model.spec.parse_dag_spec`), rejects a DAG id defined
+document as a DAG spec (:func:`leoflow.model.spec.dag.parse_dag_spec`), rejects a DAG id defined
 twice in the set, and returns the valid DAGs next to the list of problems, each naming its
 file, document, path, line and column. Callers apply the DAGs only when that list is empty.
 
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_string_keys
-from leoflow.model.documents import DocumentError, Location, load_documents
-from leoflow.model.pod_policy import PodPolicy, check_dag_pods
-from leoflow.model.spec import DagSpec, parse_dag_spec
-from leoflow.model.yaml_loader import YamlBudget
+from leoflow.model.spec.dag import DagSpec, parse_dag_spec
+from leoflow.model.spec.documents import DocumentError, Location, load_documents
+from leoflow.model.spec.pod_policy import PodPolicy, check_dag_pods
+from leoflow.model.spec.yaml_loader import YamlBudget
 
 #: Which files of a directory are DAG files (compared case-insensitively).
 DAG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -77,7 +77,7 @@ def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None, 
                     pod_policy: PodPolicy | None = None) -> DagSet:
     """Every DAG of ``files`` and every problem in them (see the module docstring).
 
-    With a ``pod_policy`` (the cluster's, :mod:`leoflow.model.pod_policy`), a pod field it refuses
+    With a ``pod_policy`` (the cluster's, :mod:`leoflow.model.spec.pod_policy`), a pod field it refuses
     is a problem of its document like any invalid field.
 
     With a ``budget`` (the API's ``dags:sync``), the files are held to it *together*: what their

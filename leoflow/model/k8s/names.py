@@ -1,6 +1,6 @@
 """Kubernetes naming rules, checked the way the API server checks them (apimachinery's validation).
 
-Used by the pod fields of a DAG spec (:mod:`leoflow.model.pod`) so that a bad label key or
+Used by the pod fields of a DAG spec (:mod:`leoflow.model.k8s.pod`) so that a bad label key or
 volume name is refused when the DAG is applied (422 naming the path), not an hour later when a
 pod is created. The rules and limits are Kubernetes' own:
 

@@ -3,11 +3,11 @@
 People keep DAGs in files and edit them by hand, so a mistake must point at the file, the line
 and the column — ``dags/etl.yaml:14:9: tasks[1].depends_on[0]: unknown task 'extrct'`` —
 whether it is a YAML syntax error or a validation error found later by
-:func:`leoflow.model.spec.parse_dag_spec`. :func:`load_documents` therefore keeps each
+:func:`leoflow.model.spec.dag.parse_dag_spec`. :func:`load_documents` therefore keeps each
 document's node tree next to its data, and :meth:`Document.locate` maps a validation path
 back to the line and column it came from.
 
-YAML is read by Leoflow's one bounded loader (:mod:`leoflow.model.yaml_loader`: depth,
+YAML is read by Leoflow's one bounded loader (:mod:`leoflow.model.spec.yaml_loader`: depth,
 values with aliases expanded, duplicate keys), JSON by the standard library and then held to
 the same :data:`~leoflow.model.limits.DOCUMENT` budget. Every failure is a
 :class:`DocumentError`; nothing else escapes :func:`load_documents`. Line and column numbers
@@ -26,7 +26,7 @@ import yaml
 from leoflow.errors import LeoflowError, ValidationFailed
 from leoflow.model.bounds import check_document_shape
 from leoflow.model.limits import DOCUMENT
-from leoflow.model.yaml_loader import YamlBudget, YamlRejected, load_yaml_documents
+from leoflow.model.spec.yaml_loader import YamlBudget, YamlRejected, load_yaml_documents
 
 JSON_SUFFIXES = (".json",)
 

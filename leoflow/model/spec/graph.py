@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from leoflow.model.spec import DagSpec, TaskSpec, parse_dag_spec
-from leoflow.model.trigger_rules import FAIL_FAST, RUN_WHEN_ALL_SUCCEED
+from leoflow.model.spec.dag import DagSpec, TaskSpec, parse_dag_spec
+from leoflow.model.spec.trigger_rules import FAIL_FAST, RUN_WHEN_ALL_SUCCEED
 
 #: Cached versions at most. Bounded by versions alone (it was 256), a cluster with more DAGs
 #: than that due at one boundary compiled every version again at every boundary: 1,000 DAGs on
@@ -113,7 +113,7 @@ class DagGraph:
         """The descendants that become ``upstream_failed`` as soon as ``task_id`` fails.
 
         Reached from ``task_id`` through tasks whose trigger rule fails at the first failed
-        upstream (:data:`~leoflow.model.trigger_rules.FAIL_FAST`); the others (``all_done``,
+        upstream (:data:`~leoflow.model.spec.trigger_rules.FAIL_FAST`); the others (``all_done``,
         ``one_failed``, ...) decide from their counters instead.
         """
         cached = self._doomed.get(task_id)
