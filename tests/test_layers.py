@@ -44,6 +44,11 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
                               "leoflow.cli", "leoflow.standalone", "leoflow.replica")),
     ("leoflow.settings", ("leoflow.db", "leoflow.scheduler", "leoflow.executor", "leoflow.election",
                           "leoflow.api")),
+    # The API client: only errors of the package, so a client verb loads a few small modules.
+    ("leoflow.client", ("leoflow.cli", "leoflow.db", "leoflow.settings", "leoflow.model", "leoflow.metrics",
+                        "leoflow.leadership", "leoflow.aiotasks", *_SERVICES)),
+    # The Kubernetes object model is checked without a DAG around it.
+    ("leoflow.model.k8s", ("leoflow.model.spec",)),
     ("leoflow.errors", ("leoflow.",)),
     ("leoflow.clock", ("leoflow.",)),
     # Prometheus objects: any layer may count, so metrics know only the domain and the settings.

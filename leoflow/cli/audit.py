@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from leoflow.cli.api_client import Api
 from leoflow.cli.output import emitted, short, table
 from leoflow.cli.verbs import check_limit, noun, verb
+from leoflow.client.api import Api
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings

@@ -14,9 +14,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from leoflow.cli.api_client import Api, ApiUnavailable, ClientError, dag_path
 from leoflow.cli.output import emitted, for_scripts, short, table
 from leoflow.cli.verbs import noun, verb
+from leoflow.client.api import Api, ApiUnavailable, ClientError, dag_path
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings

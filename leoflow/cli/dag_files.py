@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from leoflow.cli.api_client import Api, ApiUnavailable, ClientError, dag_path
 from leoflow.cli.output import emitted, for_scripts, usage
 from leoflow.cli.verbs import verb
+from leoflow.client.api import Api, ApiUnavailable, ClientError, dag_path
 from leoflow.errors import ValidationFailed
 
 if TYPE_CHECKING:  # yaml and the DAG model load when apply/sync run, not when any verb parses

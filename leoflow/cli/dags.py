@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leoflow.cli import backfills, dag_files
-from leoflow.cli.api_client import Api, ClientError, dag_path
 from leoflow.cli.output import emitted, short, table
 from leoflow.cli.verbs import noun, verb
+from leoflow.client.api import Api, ClientError, dag_path
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from leoflow.cli.api_client import Api
+    from leoflow.client.api import Api
 
 #: Seconds between polls: the dashboard's live tail refreshes as often.
 FOLLOW_POLL = 1.0
@@ -28,7 +28,7 @@ RECENT_LINES, MATCH_LINES = 200, 20
 
 def follow(api: Api, path: str, try_number: int | None, out: TextIO, *, outage_tolerance: float,
            sleep: Callable[[float], None] = time.sleep) -> int:
-    from leoflow.cli.api_client import ApiUnavailable, ClientError, error_message
+    from leoflow.client.api import ApiUnavailable, ClientError, error_message
 
     since, pinned = "", try_number
     recent: deque[str] = deque(maxlen=RECENT_LINES)

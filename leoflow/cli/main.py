@@ -147,6 +147,12 @@ def _run_client_verb(args: argparse.Namespace) -> int:
     token: list[str] = []
     try:
         client: ClientSettings = load_client_settings()
+        if not client.token:
+            # A live local standalone serving exactly LEOFLOW_URL lends its stored admin token
+            # (never sent to any other server). Imported only here: it reads files, hashes.
+            from leoflow.standalone.discovery import with_local_token
+
+            client = with_local_token(client)
         token = [client.token] if client.token else []
         return int(args.handler(args, client) or 0)
     except SettingsError as exc:

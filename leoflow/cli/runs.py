@@ -23,10 +23,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from leoflow.cli.api_client import Api, ApiUnavailable, ClientError, dag_path, run_path
 from leoflow.cli.dags import in_dag_order
 from leoflow.cli.output import emitted, for_scripts, short, table, usage
 from leoflow.cli.verbs import noun, verb
+from leoflow.client.api import Api, ApiUnavailable, ClientError, dag_path, run_path
 from leoflow.model.states import TERMINAL_RUN_STATES
 
 if TYPE_CHECKING:

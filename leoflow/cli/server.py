@@ -1,7 +1,7 @@
 """``leoflow api health|ready|metrics|openapi``: the API server itself — its probes, metrics, OpenAPI document.
 
 (The module is named for what the ``api`` command asks about, the server: the client every verb
-talks through is :mod:`leoflow.cli.api_client`.)
+talks through is :mod:`leoflow.client.api`.)
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from leoflow.cli.api_client import Api
 from leoflow.cli.output import emitted, print_json
 from leoflow.cli.verbs import noun, verb
+from leoflow.client.api import Api
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings

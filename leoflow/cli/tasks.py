@@ -13,11 +13,11 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from leoflow.cli.api_client import Api, dag_path, q, run_path
 from leoflow.cli.dags import in_dag_order
 from leoflow.cli.output import emitted, short, table, usage
 from leoflow.cli.runs import report
 from leoflow.cli.verbs import check_limit, noun, verb
+from leoflow.client.api import Api, dag_path, q, run_path
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings

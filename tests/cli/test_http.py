@@ -1,4 +1,4 @@
-"""The CLI's HTTP/1.1 client (leoflow.cli.http) against a scripted TCP server.
+"""The CLI's HTTP/1.1 client (leoflow.client.http) against a scripted TCP server.
 
 ``http://`` is spoken over a plain socket (no http.client, no ssl: see the module), so the
 framing rules are tested here byte for byte: ``Content-Length``, ``chunked`` (extensions,
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leoflow.cli.http import HttpClient, TransportError, read_answer
+from leoflow.client.http import HttpClient, TransportError, read_answer
 
 CLOSE = b""  #: a scripted "answer" that closes the connection instead of answering
 

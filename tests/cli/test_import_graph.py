@@ -13,7 +13,7 @@ loader and database-URL parser (it reads only its own variables, :mod:`leoflow.s
 nor the models they pulled in, nor the logging setup, nor :mod:`dataclasses` (with
 :mod:`inspect` behind it), nor the local-standalone token lookup when ``LEOFLOW_TOKEN`` is set,
 nor — for an ``http://`` URL — :mod:`http.client`, :mod:`email` and :mod:`ssl` (the verb
-speaks HTTP/1.1 on a plain socket, :mod:`leoflow.cli.http`), nor the idna codec.
+speaks HTTP/1.1 on a plain socket, :mod:`leoflow.client.http`), nor the idna codec.
 Those are what a verb loaded before sending its request until issue 21 (about 75 ms of ~155);
 the error path may load them afterwards (to mask every configured secret).
 """

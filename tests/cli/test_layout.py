@@ -22,7 +22,7 @@ def test_the_modules_declare_different_commands_named_after_them() -> None:
     commands = [name for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)
                 for name in action.choices]
     assert len(commands) == len(COMMAND_MODULES) == len(set(commands))
-    # The module is named after its command; `api` is the server's (the client is cli/api_client.py).
+    # The module is named after its command; `api` is the server's (the client is client/api.py).
     assert [m.rsplit(".", 1)[1] for m in COMMAND_MODULES] == ["server" if c == "api" else c for c in commands]
 
 

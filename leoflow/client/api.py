@@ -1,27 +1,37 @@
 """The client of the Leoflow HTTP API that every client verb talks through, and its errors.
 
 :class:`Api` speaks to ``/api/v2`` on whichever replica ``LEOFLOW_URL`` names, over the small
-HTTP/1.1 transport of :mod:`leoflow.cli.http`, and turns every failure into a
+HTTP/1.1 transport of :mod:`leoflow.client.http`, and turns every failure into a
 :class:`ClientError` with a one-line message: the server's own message (it names the offending
 field), or an explanation of the transport problem (connection refused, timeout, 401 → set
 LEOFLOW_TOKEN). :class:`ApiUnavailable` marks the retryable ones (followers ride them out).
 
-Client verbs import only this module, :mod:`leoflow.cli.http` and the light parts of the
-package (the client's settings, errors, model names): never the server, the database, the
-migrations, the server's settings groups or the logging setup, so a verb starts in a few tens
-of milliseconds (``tests/cli/test_import_graph.py`` guards it).
+It imports only :mod:`leoflow.errors` of the package (an import-linter contract says so): the
+caller hands it an :class:`Endpoint` (the CLI's :class:`~leoflow.settings.ClientSettings` is one,
+with the token of a local standalone already filled in). A client verb loads neither the server
+nor the database, the migrations, the server's settings groups or the logging setup, so it
+starts in a few tens of milliseconds (``tests/cli/test_import_graph.py`` guards it).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from leoflow.errors import LeoflowError
 
-if TYPE_CHECKING:  # the transport and the standalone lookup cost milliseconds: loaded by a request
-    from leoflow.cli.http import HttpAnswer
-    from leoflow.settings.client import ClientSettings
+if TYPE_CHECKING:  # the transport costs milliseconds: loaded by a request
+    from leoflow.client.http import HttpAnswer
+
+
+class Endpoint(Protocol):
+    """Where the API is and how to sign in: ``LEOFLOW_URL`` and ``LEOFLOW_TOKEN`` for the CLI."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def token(self) -> str | None: ...
 
 
 class ClientError(LeoflowError):
@@ -41,15 +51,9 @@ class ApiUnavailable(ClientError):
 class Api:
     """A small synchronous client of the Leoflow HTTP API."""
 
-    def __init__(self, client: ClientSettings, *, timeout: float = 30.0) -> None:
-        from leoflow.cli.http import HttpClient, TransportError
+    def __init__(self, client: Endpoint, *, timeout: float = 30.0) -> None:
+        from leoflow.client.http import HttpClient, TransportError
 
-        if not client.token:
-            # A live local standalone serving exactly LEOFLOW_URL lends its stored admin token
-            # (never sent to any other server). Imported only here: it reads files, hashes.
-            from leoflow.standalone.discovery import with_local_token
-
-            client = with_local_token(client)
         self.base = client.url.rstrip("/")
         headers = {"User-Agent": "leoflow-cli", "Accept": "application/json"}
         if client.token:
@@ -71,7 +75,7 @@ class Api:
     def request(self, method: str, path: str, *, ok: tuple[int, ...] = (200,), params: dict[str, Any] | None = None,
                 json: Any = None, content: bytes | None = None, headers: dict[str, str] | None = None,
                 timeout: float | None = None) -> HttpAnswer:
-        from leoflow.cli.http import TransportError
+        from leoflow.client.http import TransportError
 
         try:
             answer = self._http.request(method, path, params=params, json_body=json, content=content,
