@@ -48,7 +48,7 @@ from leoflow.clock import SystemClock  # noqa: E402
 from leoflow.db.connection.database import Connection, Database  # noqa: E402
 from leoflow.db.connection.engine import make_async_engine  # noqa: E402
 from leoflow.db.stores import dags as dag_store  # noqa: E402
-from leoflow.db.stores import runs as run_store  # noqa: E402
+from leoflow.db.stores.runs import lifecycle as run_store  # noqa: E402
 from leoflow.executor.memory import MemoryExecutor  # noqa: E402
 from leoflow.housekeeping import retention  # noqa: E402
 from leoflow.leadership import LeaderContext  # noqa: E402

@@ -1,7 +1,7 @@
 """Starting runs behind a backlog: does a call cost the same with 100 or 100,000 runs queued?
 
 The leader asks which queued runs ``max_active_runs`` lets start on every tick that finished a
-run (and every scheduling interval). That call, :func:`~leoflow.db.stores.runs.startable_runs`,
+run (and every scheduling interval). That call, :func:`~leoflow.db.stores.runs.lifecycle.startable_runs`,
 used to rank every queued run of every DAG: 0.65 s a call with 100,000 waiting (a catch-up, a
 loop of triggers), so one DAG's backlog slowed scheduling for all. This seeds a DAG at its limit
 (16 running) with ``--backlog`` queued runs, plus a second DAG with room for 4 of its 8 queued
@@ -55,7 +55,7 @@ def seed(url: str, backlog: int) -> None:
 
 async def time_calls(url: str, reps: int) -> list[float]:
     from leoflow.db.connection.engine import make_async_engine
-    from leoflow.db.stores import runs as run_store
+    from leoflow.db.stores.runs import lifecycle as run_store
     from leoflow.settings import DatabaseSettings
 
     engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)

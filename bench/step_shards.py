@@ -2,7 +2,7 @@
 
 The scheduling latency target under load (upstream success → downstream handed over, p99 < 0.1 s under
 the 1,000 x 100 load of ``bench/scheduler.py``) is set by one statement: the burst step's
-:func:`~leoflow.db.queue_store.count_and_queue`, which counts 16 roots' successes and queues
+:func:`~leoflow.db.stores.task_instances.queueing.count_and_queue`, which counts 16 roots' successes and queues
 their 1,568 children in one transaction. A middle task waits for all of it. This measures that
 statement as the burst runs it, on a database shaped like the benchmark's mid-run (3,000
 finished runs, 16 running), once whole and then split by run into ``--shards`` parts run side by
@@ -66,9 +66,9 @@ def shape(url: str) -> list[int]:
 
 
 async def measure(url: str, runs: list[int], shard_counts: list[int], reps: int) -> dict[int, list[float]]:
-    from leoflow.db import queue_store
     from leoflow.db.connection.engine import make_async_engine
-    from leoflow.db.queue_store import QueueRoom
+    from leoflow.db.stores.task_instances import queueing as queue_store
+    from leoflow.db.stores.task_instances.queueing import QueueRoom
     from leoflow.settings import DatabaseSettings
 
     engine = make_async_engine(DatabaseSettings(url=url), pool_size=max(shard_counts))

@@ -58,7 +58,7 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leoflow.aiotasks", ("leoflow.leadership", "leoflow.metrics", *_SERVICES)),
 )
 #: The one module that may import the official Kubernetes client.
-KUBERNETES_DOOR = "leoflow.executor.kubernetes.client"
+KUBERNETES_DOOR = "leoflow.executor.kubernetes.kube_client"
 #: Modules allowed to speak to the database driver or SQLAlchemy directly (the data layer and
 #: the migration runner's env script, which lives outside the package).
 DRIVER_PACKAGES = ("leoflow.db",)
@@ -194,19 +194,47 @@ def test_the_checker_sees_lazy_and_string_imports(tmp_path: Path) -> None:
     assert [any(p.search(s) for p in SQL_PATTERNS) for s in literals] == [True, False]
 
 
-#: What ``leoflow/db/`` holds directly besides ``connection/`` (plumbing) and ``stores/`` (one
-#: module per entity): the tables, shared fragments, migrations.
+#: What ``leoflow/db/`` holds directly besides ``connection/`` (plumbing) and ``stores/`` (named by
+#: entity): the tables, shared fragments, migrations.
 DB_TOP_LEVEL = {"__init__", "tables", "fragments", "arrays", "queued_tries", "migrations"}
-#: Modules still named by their caller, to be split into ``stores/`` by entity (issue 38): this
-#: list may only shrink.
-DB_NAMED_BY_CALLER = {"completion_store", "queue_store", "api_queries"}
+#: The sub-packages of ``db/stores/``: entities whose SQL is split by what it does to them.
+STORE_PACKAGES = {"runs", "task_instances"}
 
 
 def test_the_data_layer_is_plumbing_tables_and_one_store_per_entity() -> None:
     """A new store goes to ``db/stores/`` named by its entity, plumbing to ``db/connection/``."""
     direct = {p.stem for p in (PACKAGE / "db").glob("*.py")}
-    assert direct - DB_TOP_LEVEL <= DB_NAMED_BY_CALLER, sorted(direct - DB_TOP_LEVEL - DB_NAMED_BY_CALLER)
+    assert direct == DB_TOP_LEVEL, sorted(direct ^ DB_TOP_LEVEL)
     assert {p.name for p in (PACKAGE / "db").iterdir() if p.is_dir() and p.name != "__pycache__"} == {
         "connection", "stores"}
+    assert {p.name for p in (PACKAGE / "db" / "stores").iterdir()
+            if p.is_dir() and p.name != "__pycache__"} == STORE_PACKAGES
     for folder in ("db", "db/connection", "db/stores"):
         assert len(list((PACKAGE / folder).glob("*.py"))) <= 21, folder  # 20 modules and __init__
+
+
+#: Words that once named two things, and the modules that may bear each now, all with one meaning
+#: (Leoflow's own log lines are ``logging_setup``, a task's captured output ``executor/log_tail``,
+#: a URL's parameters ``api/url_params``, the Kubernetes client ``kube_client``, the API's
+#: connection pool ``db/connection/api_pool``).
+ONE_MEANING: dict[str, set[str]] = {
+    "logs": {"api/routes/logs", "executor/kubernetes/logs"},  # a task's logs
+    "params": {"model/spec/params"},  # a DAG's run params
+    "output": {"cli/output"},  # how the CLI prints
+    "client": {"settings/client"},  # the API client's settings (the client itself is the package)
+    "session": set(), "pool": set(), "outcome": set(), "outcome_store": set(), "completion_store": set(),
+}
+
+
+def test_no_folder_holds_more_than_twenty_modules() -> None:
+    """A folder of more than 20 modules wants sub-packages (STYLE.md 14)."""
+    crowded = {str(folder.relative_to(PACKAGE)): n for folder in [PACKAGE, *PACKAGE.rglob("*")]
+               if folder.is_dir() and (n := len(list(folder.glob("*.py")))) > 20}
+    assert not crowded, crowded
+
+
+def test_words_that_once_meant_two_things_name_one_module_kind() -> None:
+    """``pool``, ``session``, ``outcome``, ``logs``: one word, one meaning (STYLE.md 13)."""
+    stems = {p.relative_to(PACKAGE).with_suffix("").as_posix() for p in PACKAGE.rglob("*.py")}
+    for word, allowed in ONE_MEANING.items():
+        assert {s for s in stems if s.rsplit("/", 1)[-1] == word} == allowed, word

@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from leoflow.logs import configure_logging, redact_url
+from leoflow.logging_setup import configure_logging, redact_url
 
 
 def test_json_lines_carry_context_and_node_id() -> None:

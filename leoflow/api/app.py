@@ -40,7 +40,7 @@ from leoflow.api.run_waits import Waiters
 from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.db.connection.budget import ConnectionBudget
 from leoflow.election.health import ElectionHealth
-from leoflow.logs import redact_url
+from leoflow.logging_setup import redact_url
 from leoflow.model.live_logs import LiveLogs
 from leoflow.settings import Settings
 

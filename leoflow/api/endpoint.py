@@ -18,7 +18,7 @@ Parsing helpers raise :class:`~leoflow.api.errors.ApiError` naming the field: re
 (JSON, or YAML with ``Content-Type: application/yaml``) are read with a byte limit
 (``LEOFLOW_MAX_BODY_BYTES`` → 413), and a YAML body must have string keys everywhere, as JSON
 does (a ``1: x`` key is a 422 naming its path, not a ``TypeError`` where keys are sorted).
-Path and query parameters are parsed by :mod:`leoflow.api.params`.
+Path and query parameters are parsed by :mod:`leoflow.api.url_params`.
 """
 
 from __future__ import annotations

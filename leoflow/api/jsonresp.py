@@ -27,7 +27,9 @@ class JsonResponse(JSONResponse):
 
 
 class RenderedJsonResponse(Response):
-    """A JSON document rendered elsewhere (by PostgreSQL: :func:`leoflow.db.stores.runs.run_document`), with its ETag.
+    """A JSON document rendered elsewhere, with its ETag.
+
+    (By PostgreSQL: :func:`~leoflow.db.stores.runs.lifecycle.run_document`.)
 
     Headers built directly, the same three in the same order as Starlette's ``init_headers``
     would (which lowercases and scans a mapping on every response): this answers the hottest

@@ -23,7 +23,7 @@ import asyncio
 import hashlib
 
 from leoflow.api.errors import bad_field
-from leoflow.api.params import ascii_decimal
+from leoflow.api.url_params import ascii_decimal
 
 MAX_WAIT = 30.0
 FIRST_CHECK = 0.01

@@ -77,7 +77,7 @@ def downgrade(args: argparse.Namespace, settings: Settings) -> int:
 def _loss_warning(url: str, revision: str) -> str | None:
     """What downgrading to ``revision`` would drop, in one line; None when it loses no data."""
     from leoflow.db import migrations
-    from leoflow.logs import redact_url
+    from leoflow.logging_setup import redact_url
 
     if migrations.drops_everything(url, revision):
         return f"downgrading to base drops every Leoflow table in {redact_url(url)} (all DAGs, runs and logs)"

@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, code: int, secrets: Sequence[str] = ()) -> int:
-    from leoflow.logs import redact_text
+    from leoflow.logging_setup import redact_text
 
     print(f"leoflow: error: {redact_text(message, secrets)}", file=sys.stderr)
     return code
@@ -74,7 +74,7 @@ def _fail(message: str, code: int, secrets: Sequence[str] = ()) -> int:
 
 def _secrets(settings: Settings) -> list[str]:
     """What must never be printed: API tokens and the database URL's passwords."""
-    from leoflow.logs import url_secrets
+    from leoflow.logging_setup import url_secrets
 
     return [*(t.token for t in settings.api.tokens), *settings.notify.secrets(), *url_secrets(settings.database.url)]
 
@@ -117,7 +117,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return _run_client_verb(args)
     # Imported once the arguments parsed: ``--help``, ``--version`` and usage errors exit above
     # without loading the settings and logging modules (a third of the CLI's import time).
-    from leoflow.logs import configure_logging
+    from leoflow.logging_setup import configure_logging
     from leoflow.settings import load_settings
 
     secrets: list[str] = []

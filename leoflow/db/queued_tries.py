@@ -17,7 +17,7 @@ The rule every writer and reader of live tries follows, whether or not the row e
   (:mod:`leoflow.db.stores.tries`), a report (``task_instances._TRY_CHANGES``), a cancellation
   (:func:`cancel_live_tries_sql`) — so that a try once claimed, reported or cancelled is a row like
   any other; a reader of queued tries reads the task instance (:func:`implicit_try_sql`): the
-  failover resubmission (``stores.tries.queued_tries_after``) and the API (``api_queries``).
+  failover resubmission (``stores.tries.queued_tries_after``) and the API (``stores.task_instances.reads``).
 
 Rolled out in two steps, as ADR 0006 asks of every change to what older code reads: step 1
 (revision 0010) made every path cope with the rows missing while the queueing statements still

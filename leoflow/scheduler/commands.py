@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from leoflow.db.completion_store import FinishedRun
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.commands import Command
+from leoflow.db.stores.runs.endings import FinishedRun
 from leoflow.errors import ValidationFailed, is_leader_fault
 from leoflow.model.run_commands import (
     decided_downstream,

@@ -52,9 +52,9 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TypeVar
 
-from leoflow.db import completion_store
-from leoflow.db.stores import task_instances as ti_store
 from leoflow.db.stores import tries as try_store
+from leoflow.db.stores.runs import endings as run_endings
+from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.errors import FencedOut
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
@@ -118,7 +118,7 @@ class SchedulerCore:
         #: Scan for ready tasks in the next step (the step's own candidates may not be all of them).
         self._scan = True
         #: Queue what an upstream's success makes ready in the write that counts it, when its
-        #: pool has room (:func:`~leoflow.db.queue_store.count_and_queue`); False: always through
+        #: pool has room (:func:`~leoflow.db.stores.task_instances.queueing.count_and_queue`); False: always through
         #: the round (the tests compare the two).
         self.queue_on_count = queue_on_count
         #: Redoing a failed step entity by entity: no one-write queueing then, so that a task
@@ -467,7 +467,7 @@ class SchedulerCore:
         if not force and self.ctx.clock.monotonic() < self._next_sweep:
             return
 
-        page = await self._read(lambda s: completion_store.running_runs_after(s.conn, self._sweep_after,
+        page = await self._read(lambda s: run_endings.running_runs_after(s.conn, self._sweep_after,
                                                                            self.batch_size))
 
         async def sweep(runs: Sequence[int]) -> None:

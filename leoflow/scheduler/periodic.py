@@ -6,7 +6,7 @@ Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's
   of a step are planned in one pass (each distinct schedule once,
   :class:`~leoflow.model.spec.timetable.TickPlanner`) and written with one statement that inserts
   their runs and moves their ``next_run_at`` forward with a compare-and-set
-  (:func:`~leoflow.db.stores.runs.create_due_runs`), as many DAGs as their rows fit the row
+  (:func:`~leoflow.db.stores.runs.lifecycle.create_due_runs`), as many DAGs as their rows fit the row
   budget (the rest at once in the next step); one log line per step, the DAG ids at debug;
 - **timeouts**: running tasks past ``timeout_at`` fail (or go up for retry) and their tries are
   flagged for killing;
@@ -39,11 +39,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from leoflow.db import completion_store
 from leoflow.db.stores import commands as command_store
-from leoflow.db.stores import runs as run_store
-from leoflow.db.stores import task_instances as ti_store
 from leoflow.db.stores import tries as try_store
+from leoflow.db.stores.runs import endings as run_endings
+from leoflow.db.stores.runs import lifecycle as run_store
+from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.run_ids import scheduled_run_id
 from leoflow.model.spec.notify import DEADLINE_REASON
@@ -201,18 +201,18 @@ class Periodic:
         await self._expire(step, await self._past_deadline(step))
 
     async def _past_deadline(self, step: Step) -> list[int]:
-        run_pks = await completion_store.runs_past_deadline(step.conn, self.batch_size)
+        run_pks = await run_endings.runs_past_deadline(step.conn, self.batch_size)
         return [r for r in run_pks if ("run", r) not in self.quarantine]
 
     async def _expire(self, step: Step, run_pks: Sequence[int]) -> None:
         if not run_pks:
             return
         # Failing a run cancels all its unfinished tasks: as many runs as those fit the budget.
-        active = await completion_store.active_task_counts(step.conn, run_pks)
+        active = await run_endings.active_task_counts(step.conn, run_pks)
         taken = within_budget((1 + active.get(r, 0) for r in run_pks), self.row_budget)
         self.more_due = self.more_due or taken < len(run_pks)
         run_pks = run_pks[:taken]
-        expired = await completion_store.fail_runs(step.conn, [(r, DEADLINE_REASON) for r in run_pks], step.now,
+        expired = await run_endings.fail_runs(step.conn, [(r, DEADLINE_REASON) for r in run_pks], step.now,
                                                    step.term)
         step.finished.extend(expired)
         step.kill_check = step.kill_check or bool(expired)

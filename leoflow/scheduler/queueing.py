@@ -1,7 +1,7 @@
 """Ready tasks → queued tries (or, for ``kind: empty`` tasks, success on the spot), inside a step.
 
 Container tasks are queued by pool, priority and ``max_active_tasks``
-(:mod:`leoflow.model.spec.fairness`): one read (:func:`leoflow.db.queue_store.pick_ready`)
+(:mod:`leoflow.model.spec.fairness`): one read (:func:`leoflow.db.stores.task_instances.queueing.pick_ready`)
 gives every pool's free slots to its best ready tasks, wherever they came from, so a task that
 became ready in this step never jumps ahead of a better one that has waited for a slot. It runs
 whenever slots may have been freed or tasks became ready — a step that applied transitions or
@@ -11,7 +11,7 @@ rows as there are free slots, never the backlog.
 
 Most tasks never wait for this round: when an upstream's success completes their counters and
 their pool has room for all of them with nothing ready waiting in it, the step queues them in the
-write that counts that success (:func:`leoflow.db.queue_store.count_and_queue`, through
+write that counts that success (:func:`leoflow.db.stores.task_instances.queueing.count_and_queue`, through
 :meth:`Queuer.room` and :meth:`Queuer.launch`), one update per row instead of three statements.
 
 Empty tasks take no slot and have no pool: the step's ``candidates`` (tasks its own transitions
@@ -32,9 +32,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from leoflow.db import completion_store, queue_store
-from leoflow.db.queue_store import QueuedTask, QueueRoom
-from leoflow.db.stores.task_instances import ReadyTask
+from leoflow.db.stores.task_instances import downstream as ti_downstream
+from leoflow.db.stores.task_instances import queueing as queue_store
+from leoflow.db.stores.task_instances.queueing import QueuedTask, QueueRoom
+from leoflow.db.stores.task_instances.transitions import ReadyTask
 from leoflow.model.run_context import RunContext, task_environment
 from leoflow.model.spec.dag import TaskSpec
 from leoflow.model.spec.fairness import DEFAULT_POOL
@@ -174,7 +175,7 @@ class Queuer:
             await step.decide_ready(decided, {r.id: r for r in ready})
         await queue_store.classify(step.conn, unclassified)
         if empties:
-            done = await completion_store.succeed_empty_tasks(step.conn, [r.id for r in empties], edges, step.now,
+            done = await ti_downstream.succeed_empty_tasks(step.conn, [r.id for r in empties], edges, step.now,
                                                            step.term)
             step.transitions["success"] += len(done.succeeded)
             step.touch(run_pk for _, run_pk in done.succeeded)
@@ -198,7 +199,8 @@ class Queuer:
         return _Queued(len(queued) + len(decided), picked.more or bool(decided))
 
     def room(self) -> QueueRoom:
-        """The rules a step's one-write queueing applies (:func:`~leoflow.db.queue_store.count_and_queue`)."""
+        """The rules a step's one-write queueing applies
+        (:func:`~leoflow.db.stores.task_instances.queueing.count_and_queue`)."""
         return QueueRoom(parallelism=self.parallelism, limit=ROW_BUDGET * self.batch_size,
                          excluded=[int(e) for kind, e in self.quarantine if kind == "task"])
 

@@ -18,8 +18,8 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 
-from leoflow.db.stores import task_instances as ti_store
-from leoflow.db.stores.task_instances import LiveTaskInstance, Transition, TryChange
+from leoflow.db.stores.task_instances import transitions as ti_store
+from leoflow.db.stores.task_instances.transitions import LiveTaskInstance, Transition, TryChange
 from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.scheduler.containment import clean_text
 from leoflow.scheduler.step import Step

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from leoflow.db.queue_store import QueuedTask, QueueRoom
+from leoflow.db.stores.task_instances.queueing import QueuedTask, QueueRoom
 from leoflow.model.spec.graph import DagGraph
 from leoflow.model.tries import StatusUpdate
 from leoflow.scheduler.fanout import Fanout

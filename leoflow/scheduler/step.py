@@ -25,11 +25,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from leoflow.db import completion_store, queue_store
-from leoflow.db.completion_store import Counted, FinishedRun
 from leoflow.db.connection.database import Connection
-from leoflow.db.queue_store import QueuedTask, QueueRoom
-from leoflow.db.stores.task_instances import ReadyTask, TaskInstanceRow, Transition
+from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores.runs import endings as run_endings
+from leoflow.db.stores.runs.endings import FinishedRun
+from leoflow.db.stores.task_instances import downstream as ti_downstream
+from leoflow.db.stores.task_instances import queueing as queue_store
+from leoflow.db.stores.task_instances.downstream import Counted
+from leoflow.db.stores.task_instances.queueing import QueuedTask, QueueRoom
+from leoflow.db.stores.task_instances.transitions import ReadyTask, TaskInstanceRow, Transition
 from leoflow.db.stores.tries import TryToKill
 from leoflow.model.spec.graph import DagGraph
 from leoflow.model.spec.trigger_rules import decide
@@ -104,7 +108,7 @@ class Step:
     #: Look for tries to kill before the commit (timeouts, failed entities, the periodic check).
     kill_check: bool = False
     #: Queues the tasks an upstream's success makes ready in the write that counts it, when
-    #: their pool has room (:func:`~leoflow.db.queue_store.count_and_queue`). None: only count
+    #: their pool has room (:func:`~leoflow.db.stores.task_instances.queueing.count_and_queue`). None: only count
     #: (the isolation of a failing step, which must blame each task instance on its own).
     launcher: Launcher | None = None
 
@@ -196,7 +200,7 @@ class Step:
                         outcomes.extend((e.run_pk, d, e.state) for d in downstream)
                 except Exception as exc:  # containment: the graph of this one task's version
                     self.fail("run", e.run_pk, exc)
-            marked = await completion_store.mark_upstream_failed(self.conn, doomed, self.now, self.term)
+            marked = await ti_downstream.mark_upstream_failed(self.conn, doomed, self.now, self.term)
             if marked:
                 self.transitions["upstream_failed"] += len(marked)
                 self.touch(m.run_pk for m in marked)
@@ -211,19 +215,19 @@ class Step:
         """Count outcomes on their task instances; with a launcher, queue in the same write those
         that become ready and fit their pool (their launches join the step's)."""
         if self.launcher is None or not outcomes:
-            return await completion_store.count_outcomes(self.conn, outcomes, self.now)
+            return await ti_downstream.count_outcomes(self.conn, outcomes, self.now)
         queueable = {run_pk: graphs[v].queued_on_success for run_pk, v in versions.items() if v in graphs}
         eligible = [outcome == "success" and task_id in queueable.get(run_pk, ())
                     for run_pk, task_id, outcome in outcomes]
         if not any(eligible):
-            return await completion_store.count_outcomes(self.conn, outcomes, self.now)
+            return await ti_downstream.count_outcomes(self.conn, outcomes, self.now)
         done = await queue_store.count_and_queue(self.conn, outcomes, eligible, self.now, self.term,
                                                  self.launcher.room())
         if done.queued:
             self.launcher.launch(self, graphs, done.queued)
         return done.counted
 
-    async def counted(self, counted: Sequence[completion_store.Counted]) -> None:
+    async def counted(self, counted: Sequence[ti_downstream.Counted]) -> None:
         """Task instances whose upstream counters a statement changed: decide them and propagate."""
         await self.propagate(await self._decide(counted))
 
@@ -234,13 +238,13 @@ class Step:
 
     async def _end_unrun(self, decisions: Sequence[tuple[int, str]], versions: Mapping[int, int]) -> list[Ended]:
         """Pending task instances (id, state) ended by their rule; ``versions`` by run_pk."""
-        decided = await completion_store.decide_pending(self.conn, decisions, self.now, self.term)
+        decided = await ti_downstream.decide_pending(self.conn, decisions, self.now, self.term)
         for d in decided:
             self.transitions[d.state] += 1
         self.touch(d.run_pk for d in decided)
         return [Ended(d.run_pk, versions[d.run_pk], d.task_id, d.state) for d in decided]
 
-    async def _decide(self, counted: Sequence[completion_store.Counted]) -> list[Ended]:
+    async def _decide(self, counted: Sequence[ti_downstream.Counted]) -> list[Ended]:
         """Apply the trigger rules to counted task instances; returns those the rules ended."""
         if not counted:
             return []
@@ -264,7 +268,7 @@ class Step:
             else:
                 final.append((c.task.id, decision))
                 versions[c.task.run_pk] = c.task.version_id
-        released = await completion_store.release_early(self.conn, list(early), self.now)
+        released = await ti_downstream.release_early(self.conn, list(early), self.now)
         self.add_candidates(early[i] for i in sorted(released))
         return await self._end_unrun(final, versions)
 
@@ -275,7 +279,7 @@ class Step:
         while self.pending_faults:
             await self._write_faults()
         runs, self.touched = sorted(self.touched - self.active), set()
-        finished = await completion_store.finish_runs(self.conn, runs, self.now, self.term)
+        finished = await run_endings.finish_runs(self.conn, runs, self.now, self.term)
         self.finished.extend(finished)
         return finished
 
@@ -284,7 +288,7 @@ class Step:
         tasks = {f.entity: f.reason for f in pending if f.kind == "task"}
         runs = {f.entity: f.reason for f in pending if f.kind == "run"}
         dags = {f.entity: f.reason for f in pending if f.kind == "dag"}
-        failed = await completion_store.fail_task_instances(
+        failed = await ti_downstream.fail_task_instances(
             self.conn, [(int(k), v) for k, v in tasks.items()], self.now, self.term)
         graphs = await self.graphs.load(self.conn, {f.version_id for f in failed})
         ended: list[Ended] = []
@@ -296,7 +300,7 @@ class Step:
                 self.fail_run(task.run_pk, tasks[task.ti_id])
         await self.propagate(ended)
         self.transitions["failed"] += len(failed)
-        self.finished.extend(await completion_store.fail_runs(
+        self.finished.extend(await run_endings.fail_runs(
             self.conn, [(int(k), v) for k, v in runs.items()], self.now, self.term))
-        await completion_store.stop_schedules(self.conn, [(str(k), v) for k, v in dags.items()], self.now)
+        await dag_store.stop_schedules(self.conn, [(str(k), v) for k, v in dags.items()], self.now)
         self.faults.extend(pending)

@@ -15,7 +15,7 @@ so ``running`` then ``success`` in one batch becomes one compare-and-set from ``
 Deadlines are **durations**, never a leader's wall-clock instants: a transition says "time out
 in ``timeout_after`` seconds" / "retry in ``retry_after`` seconds", and the database turns that
 into ``timeout_at`` / ``next_try_at`` on its own clock, the same clock every later leader's
-comparisons use (:mod:`leoflow.db.stores.task_instances`). A leader whose clock is a minute off can
+comparisons use (:mod:`leoflow.db.stores.task_instances.transitions`). A leader whose clock is a minute off can
 therefore neither time a task out early nor hold a retry back (issue 17).
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from leoflow.db.stores.task_instances import LiveTaskInstance, Transition
+from leoflow.db.stores.task_instances.transitions import LiveTaskInstance, Transition
 from leoflow.model.spec.dag import TaskSpec
 from leoflow.model.tries import StatusUpdate
 

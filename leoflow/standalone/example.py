@@ -1,7 +1,7 @@
 """``--example``: apply the sample DAG shipped in the package and trigger one run of it.
 
 It goes through the same store functions the API's ``PUT /dags`` and ``POST .../runs`` use
-(:mod:`leoflow.db.stores.dags`, :mod:`leoflow.db.stores.runs`), in one transaction: either the DAG
+(:mod:`leoflow.db.stores.dags`, :mod:`leoflow.db.stores.runs.lifecycle`), in one transaction: either the DAG
 is applied *and* a run is queued, or nothing changed. Triggering NOTIFYs the leader, which picks
 the run up at once (or at its first tick if it is not elected yet).
 
@@ -38,7 +38,7 @@ def example_spec_data() -> object:
 
 async def _apply_and_trigger(settings: Settings) -> ExampleRun:
     from leoflow.db.stores.dags import apply_dag
-    from leoflow.db.stores.runs import trigger_run
+    from leoflow.db.stores.runs.lifecycle import trigger_run
     from leoflow.model.spec.dag import parse_dag_spec
 
     spec = parse_dag_spec(example_spec_data())

@@ -32,7 +32,7 @@ from typing import TextIO
 
 from leoflow.db import migrations
 from leoflow.errors import SettingsError
-from leoflow.logs import configure_logging, redact_url, url_secrets
+from leoflow.logging_setup import configure_logging, redact_url, url_secrets
 from leoflow.settings import ApiToken, Settings
 from leoflow.standalone import watchdog
 from leoflow.standalone.config import display_url, needs_generated_token, standalone_settings

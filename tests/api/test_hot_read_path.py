@@ -20,7 +20,7 @@ from sqlalchemy import text
 from leoflow.db.connection import api_pool as pool_module
 from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.db.stores import dags as dag_store
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.errors import DatabaseUnavailable
 from leoflow.settings import Settings
 

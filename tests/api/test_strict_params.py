@@ -2,7 +2,7 @@
 
 Issue 44, item 13: each of these answered 500 (``isdigit()`` accepting ``'²'``, a cursor that made
 ``json.loads`` recurse or carried a lone surrogate to PostgreSQL, a backfill in year 1 overflowing
-``datetime``, a YAML ``1: x`` key meeting ``sorted()``). :mod:`leoflow.api.params` parses every path
+``datetime``, a YAML ``1: x`` key meeting ``sorted()``). :mod:`leoflow.api.url_params` parses every path
 and query parameter; YAML bodies must have string keys as JSON does.
 """
 

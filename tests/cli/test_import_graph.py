@@ -59,7 +59,7 @@ sys.addaudithook(_on_connect)
 #: What a client verb no longer loads before its request is sent (see the module docstring).
 NOT_BEFORE_THE_REQUEST = ("leoflow.settings.groups", "leoflow.settings.loader", "leoflow.settings.database_url",
                           "leoflow.model.spec.notify", "leoflow.model.run_context", "leoflow.model.tries",
-                          "leoflow.logs",
+                          "leoflow.logging_setup",
                           "logging", "dataclasses", "inspect", "leoflow.standalone.discovery",
                           "http.client", "email", "ssl", "encodings.idna")
 
@@ -122,7 +122,7 @@ def test_the_connect_probe_sees_what_a_verb_loads_before_its_request() -> None:
     assert at_connect is not None and at_exit is not None
     assert [m for m in NOT_BEFORE_THE_REQUEST if m in at_connect] == ["dataclasses", "inspect",
                                                                          "leoflow.standalone.discovery"]
-    assert {"leoflow.settings.loader", "leoflow.logs"} <= set(at_exit)
+    assert {"leoflow.settings.loader", "leoflow.logging_setup"} <= set(at_exit)
 
 
 def test_dags_apply_loads_only_yaml_beyond_that(tmp_path: object) -> None:

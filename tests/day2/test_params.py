@@ -96,8 +96,8 @@ def test_scheduled_dags_need_defaults_that_validate_and_their_runs_get_them(sett
     async def main() -> None:
         from leoflow.clock import SystemClock
         from leoflow.db.stores import dags as dag_store
-        from leoflow.db.stores import runs as run_store
-        from leoflow.db.stores.runs import PlannedRuns
+        from leoflow.db.stores.runs import lifecycle as run_store
+        from leoflow.db.stores.runs.lifecycle import PlannedRuns
 
         engine = make_async_engine(settings.database, pool_size=2)
         try:

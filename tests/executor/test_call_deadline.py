@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.errors import ApiUnreachable
+from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.settings import Settings
 from tests.executor.conftest import NAMESPACE, k8s_settings
 from tests.harness.fake_k8s import FakeKubernetes, Fault
@@ -35,7 +35,7 @@ def gave_up(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
 
 def test_a_call_past_its_deadline_is_logged_and_may_still_be_carried_out(
         settings: Settings, fake_k8s: FakeKubernetes, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="leoflow.executor.kubernetes.client")
+    caplog.set_level(logging.WARNING, logger="leoflow.executor.kubernetes.kube_client")
 
     async def body() -> None:
         api = KubernetesApi(k8s_settings(settings), call_deadline=0.5)

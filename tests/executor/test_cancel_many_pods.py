@@ -24,7 +24,7 @@ from typing import Any
 from leoflow.aiotasks import cancel_and_wait, start_guarded
 from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.leadership import LeaderContext
 from leoflow.scheduler.service import SchedulerService

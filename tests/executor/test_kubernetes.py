@@ -223,7 +223,7 @@ def test_missing_kubernetes_configuration_is_a_settings_error(settings: Settings
     import pytest
 
     from leoflow.errors import SettingsError
-    from leoflow.executor.kubernetes.client import KubernetesApi
+    from leoflow.executor.kubernetes.kube_client import KubernetesApi
 
     mp: pytest.MonkeyPatch = monkeypatch  # type: ignore[assignment]
     mp.setenv("KUBECONFIG", "/nonexistent/kubeconfig")

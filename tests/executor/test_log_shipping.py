@@ -31,8 +31,8 @@ from leoflow.executor.kubernetes.executor import KubernetesExecutor
 from leoflow.executor.kubernetes.gc import PodGarbageCollector
 from leoflow.executor.kubernetes.logs import PodLogShipper
 from leoflow.executor.local.executor import LocalExecutor
+from leoflow.executor.log_tail import CappedOutput
 from leoflow.executor.naming import try_name
-from leoflow.executor.output import CappedOutput
 from leoflow.leadership import LeaderContext
 from leoflow.settings import Settings
 from tests.api.live import client_for

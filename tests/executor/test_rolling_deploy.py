@@ -16,7 +16,7 @@ and more claimed but not yet sent.
 Evidence comes from the fake server's request log and the database: every try succeeded on its
 first attempt, each pod was created exactly once (201) — later creates of the same name are
 409s, adopted — and no pod of a term was created after a newer term began, unless its replica
-logged that it gave up waiting for the create's answer (``leoflow.executor.kubernetes.client``).
+logged that it gave up waiting for the create's answer (``leoflow.executor.kubernetes.kube_client``).
 The window a create is made in lasts until it is answered *or given up on*, and a server may
 still carry out a call its client gave up on (harmless: the pod's name is the try's, so the next
 create is a 409 and adopts it). Judged by storage time alone, the test failed about once in a

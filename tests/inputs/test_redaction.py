@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from leoflow.cli.main import main
-from leoflow.logs import configure_logging, redact_text, redact_url, redact_value, url_secrets
+from leoflow.logging_setup import configure_logging, redact_text, redact_url, redact_value, url_secrets
 from tests.api.live import free_port
 
 SECRET = "hunter2-userinfo"

@@ -16,7 +16,7 @@ from leoflow.clock import Clock, SystemClock
 from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores import dags as dag_store
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.model.spec.dag import parse_dag_spec

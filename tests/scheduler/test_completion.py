@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.settings import Settings
 from tests.scheduler.conftest import SweepRepairs
 from tests.scheduler.harness import apply, in_conn, rows, trigger

@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 
 from leoflow.db.stores import dags as dag_store
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.settings import Settings

@@ -16,7 +16,7 @@ from leoflow.clock import FakeClock
 from leoflow.db.connection import wakeup
 from leoflow.db.connection.engine import libpq_url, make_async_engine
 from leoflow.db.stores import dags as dag_store
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.errors import Conflict, NotFound, ValidationFailed
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.settings import Settings

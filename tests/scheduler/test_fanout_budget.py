@@ -19,8 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leoflow.db import completion_store, queue_store
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import endings as run_endings
+from leoflow.db.stores.runs import lifecycle as run_store
+from leoflow.db.stores.task_instances import downstream as ti_downstream
+from leoflow.db.stores.task_instances import queueing as queue_store
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.spec.graph import DagGraph
 from leoflow.model.tries import StatusUpdate, TryKey
@@ -44,9 +46,9 @@ class RowsPerTick:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ticks: list[int] = []
         self.started: list[int] = []
-        for module, name, arg in ((completion_store, "count_outcomes", 1), (queue_store, "count_and_queue", 1),
-                                  (completion_store, "mark_upstream_failed", 1),
-                                  (completion_store, "succeed_empty_tasks", 2)):  # (conn, ids, edges, ...)
+        for module, name, arg in ((ti_downstream, "count_outcomes", 1), (queue_store, "count_and_queue", 1),
+                                  (ti_downstream, "mark_upstream_failed", 1),
+                                  (ti_downstream, "succeed_empty_tasks", 2)):  # (conn, ids, edges, ...)
             monkeypatch.setattr(module, name, self._counting(getattr(module, name), self.ticks, arg))
         monkeypatch.setattr(run_store, "start_runs",
                             self._counting(run_store.start_runs, self.started, 1))
@@ -58,8 +60,8 @@ class RowsPerTick:
                 self.failed_runs.append(len(failures))
             return await real_fail_runs(conn, failures, *args, **kwargs)
 
-        real_fail_runs = completion_store.fail_runs
-        monkeypatch.setattr(completion_store, "fail_runs", fail_runs)
+        real_fail_runs = run_endings.fail_runs
+        monkeypatch.setattr(run_endings, "fail_runs", fail_runs)
 
     @staticmethod
     def _counting(real: Callable[..., Awaitable[Any]], into: list[int], arg: int) -> Callable[..., Awaitable[Any]]:

@@ -21,9 +21,11 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st_
 from sqlalchemy import text
 
-from leoflow.db import api_queries, migrations, queued_tries
-from leoflow.db.stores import runs as run_store
+from leoflow.db import migrations, queued_tries
+from leoflow.db.stores import task_logs as log_store
 from leoflow.db.stores import tries as try_store
+from leoflow.db.stores.runs import lifecycle as run_store
+from leoflow.db.stores.task_instances import reads as ti_reads
 from leoflow.errors import Conflict
 from leoflow.executor.naming import try_name
 from leoflow.model.tries import TaskLaunch
@@ -158,9 +160,9 @@ async def view(st: Stepper, dag_id: str, run_id: str) -> dict[str, Any]:
     shown: dict[str, Any] = {}
     async with st.engine.connect() as conn:
         for task in TASKS:
-            ti = await api_queries.get_task_instance(conn, run_pk, task)
+            ti = await ti_reads.get_task_instance(conn, run_pk, task)
             assert ti is not None
-            newest = await api_queries.get_task_log(conn, ti, None)
+            newest = await log_store.get_task_log(conn, ti, None)
             shown[task] = (ti["state"], ti["try_number"], [(t["try_number"], t["state"]) for t in ti["tries"]],
                            None if newest is None else (newest["try_number"], newest["state"]))
     return shown

@@ -16,8 +16,8 @@ from prometheus_client import REGISTRY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.db.stores import runs as run_store
 from leoflow.db.stores import tries as try_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.tries import TryKey
 from leoflow.settings import Settings

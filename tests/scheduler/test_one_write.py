@@ -1,6 +1,6 @@
 """Issue 21: a task that an upstream's success makes ready is queued by the write that counts
-that success (:func:`leoflow.db.queue_store.count_and_queue`) when its pool has room — and that
-one write decides exactly what the round (:func:`~leoflow.db.queue_store.pick_ready`) would have.
+that success (:func:`leoflow.db.stores.task_instances.queueing.count_and_queue`) when its pool has room — and that
+one write decides exactly what the round (:func:`~leoflow.db.stores.task_instances.queueing.pick_ready`) would have.
 
 The scheduler is driven one tick at a time (:mod:`tests.scheduler.stepper`). The fairness
 cases are those where a one write that skipped a rule would queue a different task; the
@@ -22,8 +22,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from leoflow.db import queue_store
-from leoflow.db.queue_store import QueueRoom
+from leoflow.db.stores.task_instances import queueing as queue_store
+from leoflow.db.stores.task_instances.queueing import QueueRoom
 from leoflow.model.spec.trigger_rules import TRIGGER_RULES
 from leoflow.settings import Settings
 from tests.harness.postgres import PostgresServer
@@ -33,7 +33,7 @@ from tests.scheduler.test_round_trips import counted
 
 T = TypeVar("T")
 
-#: The statement :func:`~leoflow.db.queue_store.queue_picked` sends: the round's own queueing.
+#: The statement :func:`~leoflow.db.stores.task_instances.queueing.queue_picked` sends: the round's own queueing.
 ROUND_QUEUEING = "WITH c AS ( SELECT * FROM unnest("
 
 

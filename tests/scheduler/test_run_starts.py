@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply
 from tests.scheduler.stepper import container

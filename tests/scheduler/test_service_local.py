@@ -13,7 +13,7 @@ import pytest
 
 from leoflow.clock import SystemClock
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.executor.local.executor import LocalExecutor
 from leoflow.settings import Settings
 from tests.scheduler.harness import (

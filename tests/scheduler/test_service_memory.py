@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.executor.memory import MemoryExecutor, Outcome
 from leoflow.model.tries import TaskLaunch
 from leoflow.settings import Settings

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from leoflow.db import queue_store
+from leoflow.db.stores.task_instances import queueing as queue_store
 from leoflow.errors import FencedOut
 from leoflow.scheduler import shards
 from leoflow.scheduler.fanout import Fanout, report_queues

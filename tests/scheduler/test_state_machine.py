@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from leoflow.db.stores.task_instances import LiveTaskInstance
+from leoflow.db.stores.task_instances.transitions import LiveTaskInstance
 from leoflow.model.spec.dag import TaskSpec
 from leoflow.model.spec.timetable import plan_scheduled_runs
 from leoflow.model.tries import StatusUpdate, TryKey

@@ -12,7 +12,7 @@ import pytest
 
 from leoflow.clock import SystemClock
 from leoflow.db.connection.engine import make_async_engine
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.errors import ValidationFailed
 from leoflow.executor.base import Report
 from leoflow.executor.memory import MemoryExecutor, Outcome

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leoflow.db.stores.task_instances import LiveTaskInstance
+from leoflow.db.stores.task_instances.transitions import LiveTaskInstance
 from leoflow.model.spec.dag import TaskSpec
 from leoflow.model.states import TERMINAL_TASK_STATES, TaskState
 from leoflow.model.tries import StatusUpdate, TryKey, TryState

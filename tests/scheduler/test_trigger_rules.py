@@ -217,7 +217,7 @@ def test_the_run_deadline_counts_from_the_start_on_the_database_clock(settings: 
 def test_a_trigger_overrides_the_deadline_and_a_run_without_one_has_none(settings: Settings) -> None:
     async def main() -> None:
         from leoflow.clock import SystemClock
-        from leoflow.db.stores import runs as run_store
+        from leoflow.db.stores.runs import lifecycle as run_store
 
         async with stepper(settings) as st:
             await apply(st.engine, {"dag_id": "override", "run_timeout_seconds": 600, "tasks": [container("a")]})

@@ -23,8 +23,8 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import backfills as backfill_schemas
 from leoflow.api.openapi import components as oas
 from leoflow.api.operations import Operations
-from leoflow.api.params import page, path_id, query_cursor, query_limit
 from leoflow.api.routes.dags import DAG, not_found, path_dag_id
+from leoflow.api.url_params import page, path_id, query_cursor, query_limit
 from leoflow.clock import SystemClock
 from leoflow.db.stores import backfills as backfill_store
 from leoflow.db.stores import dag_versions

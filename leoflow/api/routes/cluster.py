@@ -17,7 +17,7 @@ from leoflow.api.errors import ApiError
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.operations import Operations
-from leoflow.api.params import page, query_cursor, query_limit
+from leoflow.api.url_params import page, query_cursor, query_limit
 from leoflow.db.stores import cluster_events, cluster_nodes, leader_terms
 
 OPERATIONS = Operations()

@@ -28,9 +28,9 @@ from leoflow.api.openapi import runs as run_schemas
 from leoflow.api.operations import Operations
 from leoflow.api.routes.dags import not_found, path_dag_id
 from leoflow.api.routes.runs import PUBLIC_RUN, RUN, TASK, path_run_id
-from leoflow.db import api_queries
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores.runs import reads as run_reads
 from leoflow.model.limits import TASK_ID
 from leoflow.model.run_commands import MarkRequest, parse_clear, parse_mark, parse_mark_run, unknown_tasks
 
@@ -49,7 +49,7 @@ async def _run(request: Request, conn: Any, dag_id: str, run_id: str) -> dict[st
     # A deleted DAG's runs (cancelled with it) take no commands: a clear would re-open one (issue 44).
     if not await dag_store.dag_exists(conn, dag_id):
         raise not_found(dag_id)
-    run = await api_queries.get_run(conn, dag_id, run_id)
+    run = await run_reads.get_run(conn, dag_id, run_id)
     if run is None:
         raise ApiError(404, f"run {run_id!r} of DAG {dag_id!r} not found")
     if run["state"] == "queued":
@@ -129,7 +129,7 @@ async def _answer(request: Request, command_id: int, dag_id: str, run_id: str) -
         async with db.connect() as conn:
             state = await command_store.command_state(conn, command_id)
             if state is not None and state.applied_at is not None:
-                run = await api_queries.get_run(conn, dag_id, run_id)
+                run = await run_reads.get_run(conn, dag_id, run_id)
                 deleted = state.error is not None and not await dag_store.dag_exists(conn, dag_id)
                 break
         if loop.time() >= deadline:

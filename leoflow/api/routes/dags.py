@@ -33,9 +33,8 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import dags as dag_schemas
 from leoflow.api.operations import Operations
-from leoflow.api.params import page, query_cursor, query_limit, query_state
+from leoflow.api.url_params import page, query_cursor, query_limit, query_state
 from leoflow.clock import SystemClock
-from leoflow.db import api_queries
 from leoflow.db.stores import dags as dag_store
 from leoflow.model.k8s.pod import hide_env_values
 from leoflow.model.limits import DAG_ID
@@ -69,7 +68,7 @@ async def list_dags(request: Request) -> Response:
     state = query_state(request, DAG_STATES)
     after = query_cursor(request, "dags", str)
     async with api_state(request).db.connect() as conn:
-        rows = await api_queries.list_dags(conn, after=after, limit=limit,
+        rows = await dag_store.list_dags(conn, after=after, limit=limit,
                                            paused=None if state is None else state == "paused")
     return JsonResponse(page(rows, limit, lambda r: r["dag_id"], "dags"))
 
@@ -81,7 +80,7 @@ async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]
     check_dag_pods(spec, api_state(request).settings.executor.kubernetes.pod_policy())  # 422 naming the field
     async with audited_transaction(request, dag_id=spec.dag_id) as write:
         result = await dag_store.apply_dag(write.conn, spec, clock=clock)
-        dag = await api_queries.get_dag(write.conn, result.dag_id)
+        dag = await dag_store.get_dag(write.conn, result.dag_id)
         write.status = 201 if result.changed else 200
         write.details.update(version=result.version, changed=result.changed)
     assert dag is not None
@@ -114,7 +113,7 @@ async def put_dag(request: Request) -> Response:
 async def get_dag(request: Request) -> Response:
     dag_id = path_dag_id(request)
     async with api_state(request).db.connect() as conn:
-        dag = await api_queries.get_dag(conn, dag_id)
+        dag = await dag_store.get_dag(conn, dag_id)
     if dag is None:
         raise not_found(dag_id)
     return JsonResponse(detail_for(request, dag))
@@ -133,7 +132,7 @@ async def patch_dag(request: Request) -> Response:
     async with audited_transaction(request) as write:
         write.details["paused"] = document["paused"]
         await dag_store.set_paused(write.conn, dag_id, document["paused"])
-        dag = await api_queries.get_dag(write.conn, dag_id)
+        dag = await dag_store.get_dag(write.conn, dag_id)
     if dag is None:
         raise not_found(dag_id)
     return JsonResponse(_detail(dag, read_only=False))

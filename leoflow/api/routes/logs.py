@@ -42,9 +42,9 @@ from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import runs as run_schemas
 from leoflow.api.operations import Operations
-from leoflow.api.params import query_int
 from leoflow.api.routes.runs import TASK, task_or_404
-from leoflow.db import api_queries
+from leoflow.api.url_params import query_int
+from leoflow.db.stores import task_logs as log_store
 from leoflow.model.limits import TRY_NUMBER
 from leoflow.model.live_logs import LiveLog
 
@@ -72,7 +72,7 @@ async def get_task_logs(request: Request) -> Response:
     state = api_state(request)
     async with state.db.connect() as conn:
         ti = await task_or_404(request, conn)
-        entry = await api_queries.get_task_log(conn, ti, try_number)
+        entry = await log_store.get_task_log(conn, ti, try_number)
     if entry is None:
         if try_number is None:
             raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")

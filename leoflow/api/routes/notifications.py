@@ -27,7 +27,7 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import notifications as notification_schemas
 from leoflow.api.operations import Operations
-from leoflow.api.params import page, path_id, query_cursor, query_limit, query_state, query_text
+from leoflow.api.url_params import page, path_id, query_cursor, query_limit, query_state, query_text
 from leoflow.clock import SystemClock
 from leoflow.db.stores import audit as audit_store
 from leoflow.db.stores import notifications as notification_store

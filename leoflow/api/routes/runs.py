@@ -18,14 +18,15 @@ from leoflow.api.jsonresp import JsonResponse, RenderedJsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import runs as run_schemas
 from leoflow.api.operations import Operations
-from leoflow.api.params import page, query_cursor, query_limit, query_state
 from leoflow.api.routes.dags import DAG, not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
+from leoflow.api.url_params import page, query_cursor, query_limit, query_state
 from leoflow.clock import SystemClock
-from leoflow.db import api_queries
 from leoflow.db.stores import dag_versions
 from leoflow.db.stores import dags as dag_store
-from leoflow.db.stores import runs as run_store
+from leoflow.db.stores.runs import lifecycle as run_store
+from leoflow.db.stores.runs import reads as run_reads
+from leoflow.db.stores.task_instances import reads as ti_reads
 from leoflow.model.limits import RUN_ID, TASK_ID
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec.params import validate_conf
@@ -56,7 +57,7 @@ def path_run_id(request: Request) -> str:
 async def _run_or_404(request: Request, conn: Any, *, with_tasks: bool) -> dict[str, Any]:
     dag_id = path_dag_id(request)
     run_id = path_run_id(request)
-    run = await api_queries.get_run(conn, dag_id, run_id, with_tasks=with_tasks)
+    run = await run_reads.get_run(conn, dag_id, run_id, with_tasks=with_tasks)
     if run is None:
         if not await dag_store.dag_exists(conn, dag_id):
             raise not_found(dag_id)
@@ -86,7 +87,7 @@ async def trigger_run(request: Request) -> Response:
         created = await run_store.trigger_run(write.conn, dag_id, run_id=wanted.run_id, conf=conf,
                                               clock=SystemClock(), run_timeout_seconds=wanted.run_timeout_seconds)
         write.details["run_id"] = write.run_id = created
-        run = await api_queries.get_run(write.conn, dag_id, created)
+        run = await run_reads.get_run(write.conn, dag_id, created)
     assert run is not None
     return JsonResponse(_run(run), status_code=201)
 
@@ -115,7 +116,7 @@ async def list_runs(request: Request) -> Response:
     state = query_state(request, RUN_STATES)
     before = query_cursor(request, "runs", int)
     async with api_state(request).db.connect() as conn:
-        rows = await api_queries.list_runs(conn, dag_id, before_id=before, limit=limit, state=state)
+        rows = await run_reads.list_runs(conn, dag_id, before_id=before, limit=limit, state=state)
         if not rows and not await dag_store.dag_exists(conn, dag_id):
             raise not_found(dag_id)
     result = page(rows, limit, lambda r: r["id"], "runs")
@@ -139,7 +140,7 @@ async def list_runs_of_every_dag(request: Request) -> Response:
     dag_id = request.query_params.get("dag_id") or None
     before = query_cursor(request, "runs", int)
     async with api_state(request).db.connect() as conn:
-        rows = await api_queries.list_runs_of_every_dag(conn, before_id=before, limit=limit, state=state, since=since,
+        rows = await run_reads.list_runs_of_every_dag(conn, before_id=before, limit=limit, state=state, since=since,
                                                         dag_id=dag_id)
     result = page(rows, limit, lambda r: r["id"], "runs")
     result["items"] = [_run(r) for r in result["items"]]
@@ -218,7 +219,7 @@ async def cancel_run(request: Request) -> Response:
     run_id = path_run_id(request)
     async with audited_transaction(request) as write:
         await run_store.cancel_run(write.conn, dag_id, run_id)
-        run = await api_queries.get_run(write.conn, dag_id, run_id)
+        run = await run_reads.get_run(write.conn, dag_id, run_id)
     assert run is not None
     return JsonResponse(_run(run))
 
@@ -231,7 +232,7 @@ async def list_tasks(request: Request) -> Response:
     after = query_cursor(request, "tasks", str)
     async with api_state(request).db.connect() as conn:
         run = await _run_or_404(request, conn, with_tasks=False)
-        rows = await api_queries.list_task_instances(conn, run["id"], after=after, limit=limit, state=state)
+        rows = await ti_reads.list_task_instances(conn, run["id"], after=after, limit=limit, state=state)
     result = page(rows, limit, lambda r: r["task_id"], "tasks")
     result["items"] = [_ti(r) for r in result["items"]]
     return JsonResponse(result)
@@ -253,7 +254,7 @@ async def list_tasks_of_every_run(request: Request) -> Response:
     dag_id = request.query_params.get("dag_id") or None
     before = query_cursor(request, "task-instances", int)
     async with api_state(request).db.connect() as conn:
-        rows = await api_queries.list_task_instances_of_every_run(conn, before_id=before, limit=limit, state=state,
+        rows = await ti_reads.list_task_instances_of_every_run(conn, before_id=before, limit=limit, state=state,
                                                                   since=since, dag_id=dag_id)
     result = page(rows, limit, lambda r: r["id"], "task-instances")
     result["items"] = [_ti(r) for r in result["items"]]
@@ -263,7 +264,7 @@ async def list_tasks_of_every_run(request: Request) -> Response:
 async def task_or_404(request: Request, conn: Any) -> dict[str, Any]:
     run = await _run_or_404(request, conn, with_tasks=False)
     task_id: str = request.path_params["task_id"]
-    ti = await api_queries.get_task_instance(conn, run["id"], task_id) if TASK_ID.matches(task_id) else None
+    ti = await ti_reads.get_task_instance(conn, run["id"], task_id) if TASK_ID.matches(task_id) else None
     if ti is None:
         raise ApiError(404, f"task {task_id[:60]!r} not found in run {run['run_id']!r}")
     return ti

@@ -28,9 +28,11 @@ from leoflow.api.errors import ApiError, error_response
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.operations import Operations
-from leoflow.db import api_queries, migrations
+from leoflow.db import migrations
 from leoflow.db.stores import dag_metrics
 from leoflow.db.stores import pools as pool_store
+from leoflow.db.stores.runs import reads as run_reads
+from leoflow.db.stores.task_instances import reads as ti_reads
 from leoflow.election.health import GATE_REFUSAL
 from leoflow.errors import DatabaseError
 from leoflow.metrics.dags import DAG_METRICS, RunStatsRow
@@ -111,8 +113,8 @@ class WorkGauges:
             limits = settings.notify
             try:
                 async with asyncio.timeout(GAUGE_QUERY_TIMEOUT), api_state(request).db.connect() as conn:
-                    task_counts = await api_queries.count_task_instances_by_state(conn)
-                    run_counts = await api_queries.count_runs_by_state(conn)
+                    task_counts = await ti_reads.count_task_instances_by_state(conn)
+                    run_counts = await run_reads.count_runs_by_state(conn)
                     run_stats = await dag_metrics.folded_run_stats(conn, limits.metrics_max_dags)
                     failures = await dag_metrics.folded_task_failures(conn, limits.metrics_max_dags,
                                                                             limits.metrics_max_tasks)

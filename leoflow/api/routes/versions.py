@@ -11,8 +11,8 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import versions as version_schemas
 from leoflow.api.operations import Operations
-from leoflow.api.params import INTEGER_MAX, page, path_id, query_cursor, query_limit
 from leoflow.api.routes.dags import DAG, detail_for, not_found, path_dag_id
+from leoflow.api.url_params import INTEGER_MAX, page, path_id, query_cursor, query_limit
 from leoflow.db.stores import dag_versions
 from leoflow.db.stores import dags as dag_store
 

@@ -33,7 +33,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.fragments import ACTIVE_RUNS_SQL, run_deadline_sql
-from leoflow.db.stores.runs import cancel_runs
+from leoflow.db.stores.runs.lifecycle import cancel_runs
 from leoflow.errors import Conflict, NotFound
 from leoflow.model.run_ids import scheduled_run_id
 

@@ -21,11 +21,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.completion_store import Counted, counted_rows
 from leoflow.db.connection.driver_errors import translated_async
 from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.fragments import ACTIVE_TASKS_SQL, LIVE_TRIES_SQL, TERMINAL_RUNS_SQL, run_deadline_sql
 from leoflow.db.queued_tries import cancel_live_tries_sql
+from leoflow.db.stores.task_instances.downstream import Counted, counted_rows
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ Semantics worth knowing:
   re-planned and the error cleared: applying is how a user asks for another try. ``paused`` in the
   spec is honoured when the DAG is created (or re-created after a delete), never on update.
 - ``delete_dag`` is a soft delete (``dags.deleted``): the DAG disappears from scheduling and
-  triggering, its active runs are cancelled (:func:`leoflow.db.stores.runs.cancel_runs`: their
+  triggering, its active runs are cancelled (:func:`leoflow.db.stores.runs.lifecycle.cancel_runs`: their
   live tries are marked ``cancelling`` for the leader to kill — a hard delete would lose that
   instruction), and its history stays readable. Its runs take no more commands: cancel, clear
   and mark answer 404, and a command recorded just before the delete is refused by the leader
@@ -36,17 +36,19 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 import psycopg
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.clock import Clock
 from leoflow.db.connection.api_pool import reading_cursor
 from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.fragments import ACTIVE_RUNS_SQL
-from leoflow.db.stores.runs import cancel_runs
+from leoflow.db.stores.runs.lifecycle import cancel_runs
+from leoflow.db.tables import Dag, DagVersion
 from leoflow.errors import DagOwnershipConflict, NotFound
 from leoflow.model.spec.dag import DagSpec
 from leoflow.model.spec.dag_files import LocatedDag
@@ -229,3 +231,45 @@ async def sync_dags(conn: AsyncConnection, dags: Sequence[LocatedDag], options: 
             await delete_dag(conn, dag_id)
         changes.append(DagChange(dag_id, "deleted"))
     return SyncPlan(options, tuple(changes), decision.missing)
+
+
+async def stop_schedules(conn: AsyncConnection, failures: Sequence[tuple[str, str]], now: datetime) -> None:
+    """DAGs (dag_id, reason) whose schedule the scheduler cannot evaluate: no more scheduled runs
+    until the DAG is applied again (``apply_dag`` re-plans and clears ``schedule_error``)."""
+    if not failures:
+        return
+    await conn.execute(text("""
+        UPDATE dags d SET next_run_at = NULL, schedule_error = c.reason, updated_at = :now
+        FROM unnest(CAST(:ids AS text[]), CAST(:reasons AS text[])) AS c(dag_id, reason)
+        WHERE d.dag_id = c.dag_id
+    """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now})
+
+
+# --------------------------------------------------------------------------- as the HTTP API shows them
+
+_dags = Dag.__table__
+_versions = DagVersion.__table__
+_DAG_COLUMNS = (_dags.c.dag_id, _dags.c.paused, _dags.c.schedule, _versions.c.version, _dags.c.next_run_at,
+                _dags.c.source, _dags.c.schedule_error, _dags.c.created_at, _dags.c.updated_at)
+
+
+async def list_dags(conn: AsyncConnection, *, after: str | None, limit: int,
+                    paused: bool | None) -> list[dict[str, Any]]:
+    """Live (not deleted) DAGs ordered by id, up to ``limit + 1`` rows after ``after``."""
+    query = (select(*_DAG_COLUMNS)
+             .select_from(_dags.outerjoin(_versions, _versions.c.id == _dags.c.current_version_id))
+             .where(_dags.c.deleted.is_(False)).order_by(_dags.c.dag_id).limit(limit + 1))
+    if after is not None:
+        query = query.where(_dags.c.dag_id > after)
+    if paused is not None:
+        query = query.where(_dags.c.paused.is_(paused))
+    return [dict(r._mapping) for r in await conn.execute(query)]
+
+
+async def get_dag(conn: AsyncConnection, dag_id: str) -> dict[str, Any] | None:
+    """One live DAG with the spec of its current version."""
+    query = (select(*_DAG_COLUMNS, _versions.c.spec)
+             .select_from(_dags.outerjoin(_versions, _versions.c.id == _dags.c.current_version_id))
+             .where(_dags.c.dag_id == dag_id, _dags.c.deleted.is_(False)))
+    row = (await conn.execute(query)).first()
+    return dict(row._mapping) if row else None

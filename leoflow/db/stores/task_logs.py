@@ -12,12 +12,15 @@ Every function takes an ``AsyncConnection`` inside a transaction the caller owns
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.stores.tries import TRY_COLUMNS, TRY_FROM, TryRecord, claimant_prefix, try_record
+from leoflow.db.tables import TaskLog, TaskTry
 
 # ``size_bytes`` is the try's whole output so far: it only grows. A store with less (an adopting
 # executor that sees no file, a re-read of a shorter source) never replaces what is kept.
@@ -134,3 +137,32 @@ _RETRY_SHIPPING = text("""
 async def retry_shipping_later(conn: AsyncConnection, task_try_id: int, *, delay: float) -> None:
     """This attempt failed for a reason that may pass: the try is due again in ``delay`` s (database clock)."""
     await conn.execute(_RETRY_SHIPPING, {"id": task_try_id, "delay": delay})
+
+
+_tries = TaskTry.__table__
+_logs = TaskLog.__table__
+_LOG_KEYS = ("try_number", "state", "ended_at", "logs_shipped_at", "executor_ref", "logs_unavailable", "content",
+             "truncated", "size_bytes", "log_updated_at")
+
+
+async def get_task_log(conn: AsyncConnection, ti: Mapping[str, Any], try_number: int | None) -> dict[str, Any] | None:
+    """One try of ``ti`` (a task instance as :func:`get_task_instance` returns it, tries included;
+    the newest when ``try_number`` is None) with its stored log, if any.
+
+    A queued try whose row is not written yet (ADR 0013) is among ``ti``'s tries already: it is
+    answered from there, with nothing stored, without asking the database again.
+    """
+    shown = [t for t in ti["tries"] if try_number in (None, t["try_number"])]
+    if not shown:
+        return None
+    wanted = shown[-1]
+    query = (select(_tries.c.try_number, _tries.c.state, _tries.c.ended_at, _tries.c.logs_shipped_at,
+                    _tries.c.executor_ref,
+                    _tries.c.logs_unavailable, _logs.c.content, _logs.c.truncated, _logs.c.size_bytes,
+                    _logs.c.updated_at.label("log_updated_at"))
+             .select_from(_tries.outerjoin(_logs, _logs.c.task_try_id == _tries.c.id))
+             .where(_tries.c.task_instance_id == ti["id"], _tries.c.try_number == wanted["try_number"]))
+    row = (await conn.execute(query)).first()
+    if row is not None:
+        return dict(row._mapping)
+    return {k: wanted.get(k) for k in _LOG_KEYS} if wanted["state"] == "queued" else None

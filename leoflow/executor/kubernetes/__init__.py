@@ -1,6 +1,6 @@
 """The Kubernetes executor: one pod per task try, named deterministically, adopted on conflict.
 
-- :mod:`.client` — the only door to the Kubernetes API (the official client, in worker threads);
+- :mod:`.kube_client` — the only door to the Kubernetes API (the official client, in worker threads);
   its failures are the typed errors of :mod:`.errors`;
 - :mod:`.pods` — task pods as data: the spec Leoflow creates, the labels it selects by, what a
   pod's status means; :mod:`.pod_render` — the pod body from the spec's pod fields, the

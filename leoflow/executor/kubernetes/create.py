@@ -35,8 +35,8 @@ from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFailed, is_leader_fault
 from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
-from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, ObjectAlreadyExists
+from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED

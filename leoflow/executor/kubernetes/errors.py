@@ -1,7 +1,7 @@
-"""What a failed Kubernetes API call means, as Leoflow errors (raised by :mod:`.client` only).
+"""What a failed Kubernetes API call means, as Leoflow errors (raised by :mod:`.kube_client` only).
 
 The official client raises one ``ApiException`` with a status code; callers should not have
-to remember which codes are retryable. :func:`.client.translate` maps every failure to one of
+to remember which codes are retryable. :func:`.kube_client.translate` maps every failure to one of
 these, by meaning:
 
 ============================  =====================================  =========

@@ -59,9 +59,9 @@ from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
 from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
-from leoflow.executor.kubernetes.client import KubernetesApi
 from leoflow.executor.kubernetes.create import PodCreation, Tracked
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, WatchExpired
+from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.executor.kubernetes.logs import fetch_pod_logs, store_pod_logs
 from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.executor.naming import try_name

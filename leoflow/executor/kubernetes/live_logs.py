@@ -28,7 +28,7 @@ from leoflow.model.live_logs import LiveLog, timestamp_key
 from leoflow.settings import Settings
 
 if TYPE_CHECKING:
-    from leoflow.executor.kubernetes.client import KubernetesApi
+    from leoflow.executor.kubernetes.kube_client import KubernetesApi
 
 #: Live reads in flight per replica (each holds a kubelet log stream for well under a second).
 CONCURRENCY = 4
@@ -48,7 +48,7 @@ class PodLiveLogs:
     def _connect(self) -> KubernetesApi:
         with self._lock:
             if self._api is None:
-                from leoflow.executor.kubernetes.client import KubernetesApi
+                from leoflow.executor.kubernetes.kube_client import KubernetesApi
 
                 self._api = KubernetesApi(self._settings, concurrency=CONCURRENCY)
             return self._api

@@ -39,9 +39,9 @@ from leoflow.db.connection.database import Connection, Database
 from leoflow.db.stores import task_logs as log_store
 from leoflow.db.stores.task_logs import ShippingClaim
 from leoflow.errors import DatabaseError
-from leoflow.executor.kubernetes.client import LOG_READ_TIMEOUT, KubernetesApi
 from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
-from leoflow.executor.output import CappedOutput, cap_tail
+from leoflow.executor.kubernetes.kube_client import LOG_READ_TIMEOUT, KubernetesApi
+from leoflow.executor.log_tail import CappedOutput, cap_tail
 from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
 from leoflow.settings import Settings
 

@@ -14,13 +14,13 @@ than a hope:
 - **A window starts calls only during its first** ``budget`` **seconds** (a quarter of the
   lease). A call not yet sent by then — even one already handed to a worker thread — is refused
   unsent (:class:`~.errors.CallNotSent`) and waits for the next window. Each call has a total
-  deadline of a quarter of the lease (:attr:`~.client.KubernetesApi.call_deadline`), so a window
+  deadline of a quarter of the lease (:attr:`~.kube_client.KubernetesApi.call_deadline`), so a window
   lasts at most half the lease. A new leader's elector rolls back fenced transactions older than
   the lease (a frozen ex-leader, ``leader_terms.blocking_fenced_writers``): a healthy window is
   never cut under its calls.
 - **A window never closes under a call in flight**: cancelling the loop (the term ends) waits
   for the calls to return, and the executor's ``stop`` drains the API client before the replica
-  releases leadership (:meth:`~.client.KubernetesApi.drain`).
+  releases leadership (:meth:`~.kube_client.KubernetesApi.drain`).
 
 Failure semantics: the fencing check finds a newer term → every queued and later call raises
 :class:`~leoflow.errors.FencedOut` (nothing is sent). The database fails before a window could

@@ -68,8 +68,8 @@ from leoflow.executor.local.process import (
     spawn,
     terminate,
 )
+from leoflow.executor.log_tail import read_tail
 from leoflow.executor.naming import try_name
-from leoflow.executor.output import read_tail
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey

@@ -27,7 +27,7 @@ from leoflow.db.stores import try_outcomes as try_outcome_store
 from leoflow.errors import DatabaseError
 from leoflow.executor.local import executor as local
 from leoflow.executor.local.process import TryFiles, settle
-from leoflow.executor.output import read_tail
+from leoflow.executor.log_tail import read_tail
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ Three knobs decide which ready task gets the next free slot (Airflow's, simplifi
   so its backlog never holds a slot another DAG could use.
 
 This module only validates and names things; the scheduler's choice is one SQL read
-(:func:`leoflow.db.queue_store.pick_ready`), or the one write that applies the same rules
-(:func:`leoflow.db.queue_store.count_and_queue`).
+(:func:`leoflow.db.stores.task_instances.queueing.pick_ready`), or the one write that applies the same rules
+(:func:`leoflow.db.stores.task_instances.queueing.count_and_queue`).
 """
 
 from __future__ import annotations

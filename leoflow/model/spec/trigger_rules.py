@@ -114,7 +114,7 @@ def decide(rule: str, counts: UpstreamCounts) -> Decision:
 
 #: Rules that run a task once every direct upstream has succeeded (read off :func:`decide`, so
 #: the two cannot disagree): the scheduler may count a task's last upstream success and queue
-#: it in one write (:func:`leoflow.db.queue_store.count_and_queue`). ``all_failed`` and
+#: it in one write (:func:`leoflow.db.stores.task_instances.queueing.count_and_queue`). ``all_failed`` and
 #: ``one_failed`` skip such a task instead.
 RUN_WHEN_ALL_SUCCEED: frozenset[str] = frozenset(
     rule for rule in TRIGGER_RULES if decide(rule, UpstreamCounts(pending=0, success=1)) == "run")

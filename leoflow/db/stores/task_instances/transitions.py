@@ -18,9 +18,9 @@ Rules every write here follows:
 
 Task-try states written here: ``queued`` (created with the queue transition), ``running``,
 ``success``/``failed`` (reported), ``cancelling`` (the executor must kill it: the run was
-cancelled or the try timed out) and ``cancelled`` (killed). Runs are started in :mod:`leoflow.db.stores.runs`;
+cancelled or the try timed out) and ``cancelled`` (killed). Runs are started in :mod:`leoflow.db.stores.runs.lifecycle`;
 how runs and tasks *end* (completion, ``upstream_failed``, failures the scheduler contained) lives in
-:mod:`leoflow.db.completion_store`.
+:mod:`leoflow.db.stores`.
 
 Values the scheduler reads from a DAG version's JSON spec are read so that no stored value can
 make a statement fail for every row (a spec written by an older release, or by hand): scans cast

@@ -12,7 +12,7 @@ requests, and is not fenced. ``trigger_run`` and ``cancel_run`` send ``NOTIFY le
 
 **The leader's side** (:func:`due_dags`, :func:`create_due_runs`, :func:`startable_runs`,
 :func:`start_runs`): scheduled runs are created and queued runs started in transactions the
-caller has fenced, with the rules of :mod:`leoflow.db.stores.task_instances` (compare-and-set,
+caller has fenced, with the rules of :mod:`leoflow.db.stores.task_instances.transitions` (compare-and-set,
 batched, bounded).
 
 **The run's document, rendered by PostgreSQL** (:func:`run_document`). The busiest read of the
@@ -45,7 +45,7 @@ from leoflow.db.connection.api_pool import reading_cursor
 from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL, run_deadline_sql
 from leoflow.db.queued_tries import cancel_implicit_sql
-from leoflow.db.stores.task_instances import ReadyTask
+from leoflow.db.stores.task_instances.transitions import ReadyTask
 from leoflow.errors import Conflict, NotFound
 from leoflow.model.run_ids import manual_run_id
 from leoflow.model.run_request import check_conf, check_run_id

@@ -46,9 +46,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays, queued_tries
-from leoflow.db.completion_store import PENDING, TALLY, Counted, counted_rows
 from leoflow.db.fragments import SLOT_TASKS_SQL
-from leoflow.db.stores.task_instances import ReadyTask
+from leoflow.db.stores.task_instances.downstream import PENDING, TALLY, Counted, counted_rows
+from leoflow.db.stores.task_instances.transitions import ReadyTask
 from leoflow.model.spec.fairness import DEFAULT_POOL
 
 _READY_COLUMNS = """ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
@@ -368,7 +368,7 @@ _COUNT_AND_QUEUE_SQL = text(_COUNT_AND_QUEUE)
 
 async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, str, str]], eligible: Sequence[bool],
                           now: datetime, term: int, room: QueueRoom) -> CountedAndQueued:
-    """Count each (run_pk, task_id, outcome) as :func:`~leoflow.db.completion_store.count_outcomes`
+    """Count each (run_pk, task_id, outcome) as :func:`~leoflow.db.stores.task_instances.downstream.count_outcomes`
     does, and queue the tasks it makes ready when their pool has room (the module docstring).
 
     ``eligible[i]``: the scheduler's word that ``outcomes[i]``'s task runs once every upstream

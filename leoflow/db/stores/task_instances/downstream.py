@@ -1,7 +1,8 @@
-"""How tasks and runs end: the statements behind every consequence of a task's final state.
+"""What a task instance's final state does downstream: the statements the scheduler runs on it.
 
-Called by the scheduler inside its fenced transactions (see :mod:`leoflow.db.stores.task_instances`
-for the rules every write follows: compare-and-set, batched, bounded):
+Called by the scheduler inside its fenced transactions (see
+:mod:`leoflow.db.stores.task_instances.transitions` for the rules every write follows:
+compare-and-set, batched, bounded):
 
 - a task's final state is counted on its direct downstream (``pending_upstreams`` decremented,
   one of ``upstream_successes`` / ``upstream_failures`` / ``upstream_skips`` incremented) and
@@ -11,13 +12,11 @@ for the rules every write follows: compare-and-set, batched, bounded):
 - a final failure makes the descendants that need it to succeed ``upstream_failed`` at once
   (one statement for the whole closure); a rule that decides ``upstream_failed`` or
   ``skipped`` ends its task instance the same way;
-- a run whose task instances are all final is finished **in the same transaction** as the
-  transition that made it so (:func:`finish_runs`; a partial index makes "is anything still
-  active?" one probe per run). Its ``reason`` names the first failed task;
-- entities the scheduler could not handle (:mod:`leoflow.scheduler.containment`) are failed
-  durably with their reason, so no later leader treats them as work again.
+- task instances the scheduler could not handle (:mod:`leoflow.scheduler.containment`) are
+  failed durably with their reason, so no later leader treats them as work again.
 
-Flagging tries ``cancelling`` and marking them killed is :mod:`leoflow.db.stores.tries`'s.
+How the run ends once its task instances are final is :mod:`leoflow.db.stores.runs.endings`';
+flagging tries ``cancelling`` and marking them killed is :mod:`leoflow.db.stores.tries`'s.
 """
 
 from __future__ import annotations
@@ -31,18 +30,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays
-from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL
+from leoflow.db.fragments import ACTIVE_TASKS_SQL
 from leoflow.db.queued_tries import cancel_live_tries_sql
-from leoflow.db.stores.task_instances import ReadyTask
+from leoflow.db.stores.task_instances.transitions import ReadyTask
 from leoflow.model.spec.trigger_rules import REASONS, UpstreamCounts
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    run_pk: int
-    dag_id: str
-    run_id: str
-    state: str
 
 
 @dataclass(frozen=True)
@@ -239,76 +230,8 @@ async def release_early(conn: AsyncConnection, ids: Sequence[int], now: datetime
     return {int(r.id) for r in rows}
 
 
-# --------------------------------------------------------------------------- finishing runs
 
-async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetime, term: int) -> list[FinishedRun]:
-    """running → success/failed for those of ``run_pks`` whose task instances are all final.
-
-    The verdict is the leaves' (Airflow's rule): ``success`` when every leaf task (one nothing
-    depends on) succeeded or was skipped, ``failed`` otherwise — so an ``all_done`` cleanup leaf
-    that succeeds after a failure makes the run a success. A run with a task instance in an
-    active state costs one probe of ``ix_task_instances_run_active``; only runs that do finish
-    read their task instances, once. A failed run's ``reason`` names its first failed task
-    (``task 'load' failed: exit code 1``), a failed task before an ``upstream_failed`` one.
-    """
-    if not run_pks:
-        return []
-    rows = await conn.execute(text(f"""
-        WITH done AS (
-            SELECT r.id FROM dag_runs r
-            WHERE r.id = ANY(CAST(:ids AS bigint[])) AND r.state = 'running'
-              AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_pk = r.id AND ti.state IN {ACTIVE_TASKS_SQL})
-              AND EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_pk = r.id)
-        ), verdict AS (
-            SELECT done.id, f.task_id, f.state, f.reason FROM done
-            LEFT JOIN LATERAL (
-                SELECT ti.task_id, ti.state, ti.reason FROM task_instances ti
-                WHERE ti.run_pk = done.id AND ti.state NOT IN ('success', 'skipped')
-                  AND EXISTS (SELECT 1 FROM task_instances leaf WHERE leaf.run_pk = done.id AND leaf.is_leaf
-                              AND leaf.state NOT IN ('success', 'skipped'))
-                ORDER BY ti.state = 'upstream_failed', ti.ended_at NULLS LAST, ti.id LIMIT 1) f ON true
-        )
-        UPDATE dag_runs r SET state = CASE WHEN v.task_id IS NULL THEN 'success' ELSE 'failed' END,
-               reason = CASE WHEN v.task_id IS NULL THEN NULL
-                             ELSE left(format('task %L %s: %s', v.task_id, v.state, coalesce(v.reason, v.state)), 500)
-                        END,
-               ended_at = :now, updated_at = :now, term = :term
-        FROM verdict v
-        WHERE r.id = v.id AND r.state = 'running'
-        RETURNING r.id, r.dag_id, r.run_id, r.state
-    """), {"ids": list(run_pks), "now": now, "term": term})
-    return [FinishedRun(int(r.id), r.dag_id, r.run_id, r.state) for r in rows]
-
-
-async def runs_past_deadline(conn: AsyncConnection, limit: int) -> list[int]:
-    """Running runs whose ``deadline_at`` passed on the database's clock, soonest first."""
-    rows = await conn.execute(text("""
-        SELECT id FROM dag_runs WHERE state = 'running' AND deadline_at IS NOT NULL AND deadline_at <= now()
-        ORDER BY deadline_at, id LIMIT :limit
-    """), {"limit": limit})
-    return [int(r.id) for r in rows]
-
-
-async def active_task_counts(conn: AsyncConnection, run_pks: Sequence[int]) -> dict[int, int]:
-    """Unfinished task instances per run (what failing the run would cancel); runs without any are absent."""
-    if not run_pks:
-        return {}
-    rows = await conn.execute(text(f"""
-        SELECT run_pk, count(*) AS n FROM task_instances
-        WHERE run_pk = ANY(CAST(:ids AS bigint[])) AND state IN {ACTIVE_TASKS_SQL} GROUP BY run_pk
-    """), {"ids": list(run_pks)})
-    return {int(r.run_pk): int(r.n) for r in rows}
-
-
-async def running_runs_after(conn: AsyncConnection, after_id: int, limit: int) -> list[int]:
-    """Keyset page of running runs (the periodic completion sweep)."""
-    rows = await conn.execute(text("""
-        SELECT id FROM dag_runs WHERE state = 'running' AND id > :after ORDER BY id LIMIT :limit
-    """), {"after": after_id, "limit": limit})
-    return [int(r.id) for r in rows]
-
-
-# --------------------------------------------------------------------------- entities the scheduler failed
+# --------------------------------------------------------------------------- task instances the scheduler failed
 
 async def fail_task_instances(conn: AsyncConnection, failures: Sequence[tuple[int, str]], now: datetime,
                               term: int) -> list[FailedTask]:
@@ -328,39 +251,3 @@ async def fail_task_instances(conn: AsyncConnection, failures: Sequence[tuple[in
         SELECT f.id, f.run_pk, f.task_id, r.dag_version_id FROM failed f JOIN dag_runs r ON r.id = f.run_pk
     """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now, "term": term})
     return [FailedTask(int(r.id), int(r.run_pk), r.task_id, int(r.dag_version_id)) for r in rows]
-
-
-async def fail_runs(conn: AsyncConnection, failures: Sequence[tuple[int, str]], now: datetime,
-                    term: int) -> list[FinishedRun]:
-    """Queued or running runs (run_pk, reason) → ``failed``; their unfinished task instances are
-    ``cancelled`` (reason ``run failed: …``) and their live tries flagged ``cancelling``."""
-    if not failures:
-        return []
-    rows = await conn.execute(text(f"""
-        WITH c AS (
-            SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS c(id, reason)
-        ), failed AS (
-            UPDATE dag_runs r SET state = 'failed', reason = c.reason, ended_at = :now, updated_at = :now, term = :term
-            FROM c WHERE r.id = c.id AND r.state IN {ACTIVE_RUNS_SQL}
-            RETURNING r.id, r.dag_id, r.run_id, c.reason
-        ), tasks AS (
-            UPDATE task_instances ti SET state = 'cancelled', reason = left('run failed: ' || f.reason, 500),
-                   ended_at = :now, updated_at = :now, timeout_at = NULL, next_try_at = NULL, term = :term
-            FROM failed f WHERE ti.run_pk = f.id AND ti.state IN {ACTIVE_TASKS_SQL}
-            RETURNING ti.id
-        ), {cancel_live_tries_sql("tasks", "'run failed'")}
-        SELECT id, dag_id, run_id FROM failed
-    """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now, "term": term})
-    return [FinishedRun(int(r.id), r.dag_id, r.run_id, "failed") for r in rows]
-
-
-async def stop_schedules(conn: AsyncConnection, failures: Sequence[tuple[str, str]], now: datetime) -> None:
-    """DAGs (dag_id, reason) whose schedule the scheduler cannot evaluate: no more scheduled runs
-    until the DAG is applied again (``apply_dag`` re-plans and clears ``schedule_error``)."""
-    if not failures:
-        return
-    await conn.execute(text("""
-        UPDATE dags d SET next_run_at = NULL, schedule_error = c.reason, updated_at = :now
-        FROM unnest(CAST(:ids AS text[]), CAST(:reasons AS text[])) AS c(dag_id, reason)
-        WHERE d.dag_id = c.dag_id
-    """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now})

@@ -1,0 +1,6 @@
+"""Runs (``dag_runs``): the SQL for them, by what it does to them.
+
+- :mod:`.lifecycle` — triggered and cancelled by users, made due and started by the leader;
+- :mod:`.endings` — finished when their task instances are all final, or failed for good;
+- :mod:`.reads` — listed and shown by the HTTP API, counted by the metrics.
+"""
