@@ -244,6 +244,20 @@ SPEC = Size("a DAG spec (whole document)", 8 * 1024 * 1024, 16, 1_000_000,
             "a 10,000-task DAG fits; it is stored in PostgreSQL (no NUL characters or lone surrogates in any "
             "string) and parsed again by the scheduler")
 
+# --------------------------------------------------------------------------- task outputs
+
+OUTPUT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+OUTPUT_NAME = Name("`tasks[].outputs` (a name)", OUTPUT_NAME_RE, 64,
+                   "1-64 of letters, digits and '_', not starting with a digit",
+                   "an identifier in `{{ tasks.T.outputs.NAME }}` references and CEL conditions")
+OUTPUT_DECLS = Count("`tasks[].outputs` (declared)", 0, 64, "outputs",
+                     "a task hands a few values on; 64 names of 64 characters still fit its 4,095 bytes")
+OUTPUTS = Size("the outputs a try writes (`LEOFLOW_OUTPUTS`)", 4_095, 16, 1_000,
+               "one byte under Kubernetes' 4 KiB termination message, whose kubelet keeps only the last "
+               "4,096 bytes of a longer file, so a cut message is refused rather than misread; checked as "
+               "written (UTF-8, one JSON object, no duplicate keys, NaN or NUL, integers within 64 bits): "
+               "pass a URI to larger data")
+
 # --------------------------------------------------------------------------- fairness (pools, priorities)
 
 POOL_NAME = Name("`tasks[].pool`, `name` (pool request)", NAME_RE, 50, NAME_RULE,
@@ -255,6 +269,20 @@ MAX_ACTIVE_TASKS = Range("`max_active_tasks`", 1, 100_000, "like `max_active_run
 POOL_SLOTS = Range("`slots` (pool request)", 0, 100_000, "far above any cluster's concurrent pods; 0 holds the "
                    "pool's tasks back", integer=True)
 POOL_DESCRIPTION = Length("`description` (pool request)", 500, "one line in the pool list")
+
+# --------------------------------------------------------------------------- conditions and exit codes
+
+WHEN = Length("`tasks[].when` (a CEL expression)", 1_024, "the CEL library has no cost limit, so the "
+              "expression is bounded by its text: a condition is a line or two, and 2,000 nested "
+              "parentheses or a 100,000-term `&&` never reach the parser")
+WHEN_MACROS = Count("`tasks[].when` (macros)", 0, 4, "of `all`, `exists`, `exists_one`, none inside another",
+                    "each is linear in its list (a 10,000-item `exists`: about 20 ms), so four stay under "
+                    "0.1 s; `map` and `filter` are quadratic in this library and refused, nesting multiplies")
+WHEN_ACTIVATION = Count("the values one `when` reads (run conf and the upstream outputs it names)", 0,
+                        256 * 1024, "bytes of JSON", "read and converted before every evaluation; past "
+                        "it the task fails unevaluated, naming the size")
+SKIP_EXIT_CODES = Count("`tasks[].skip_on_exit_code`", 0, 32, "exit codes, each 0 to 255",
+                        "a process exit status is one byte; a few codes mean \"nothing to do\"")
 
 # --------------------------------------------------------------------------- run requests
 
@@ -281,6 +309,7 @@ TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL in
 LIMITS: tuple[Limit, ...] = (
     DAG_ID, TASK_ID, RUN_ID, DESCRIPTION, SCHEDULE, TIMEZONE, START_DATE, MAX_ACTIVE_RUNS, RETRIES,
     RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, RUN_TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, RESOURCES, QUANTITY,
-    PARAMS, SPEC, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS, POOL_DESCRIPTION, CONF, CLEAR_TASKS,
-    DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
+    PARAMS, SPEC, OUTPUT_NAME, OUTPUT_DECLS, OUTPUTS, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS,
+    POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
+    WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES,
 )

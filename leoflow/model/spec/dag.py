@@ -53,6 +53,7 @@ from leoflow.model.fields import (
     type_name,
 )
 from leoflow.model.k8s.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_own, resolve
+from leoflow.model.outputs import OutputDecl, canonical_decls, parse_output_decls
 from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
 from leoflow.model.spec.notify import NotifyRule, parse_notify
 from leoflow.model.spec.params import check_scheduled_defaults, parse_params
@@ -72,7 +73,7 @@ _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "star
                "max_active_tasks"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
-                "pool", "priority"}
+                "pool", "priority", "outputs"}
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,9 @@ class TaskSpec:
     pool: str | None = DEFAULT_POOL
     #: Higher runs first among the ready tasks of a pool.
     priority: int = 0
+    #: Declared outputs (leoflow.model.outputs); empty: the task gets no LEOFLOW_OUTPUTS and its
+    #: successes store nothing.
+    outputs: Mapping[str, OutputDecl] = field(default_factory=dict)
 
     @property
     def max_tries(self) -> int:
@@ -132,6 +136,8 @@ class TaskSpec:
             out["pool"] = self.pool
         if self.priority:
             out["priority"] = self.priority
+        if self.outputs:  # absent when none: existing hashes stay
+            out["outputs"] = canonical_decls(self.outputs)
         return out
 
 
@@ -352,7 +358,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     pod, pod_own = PodFields(), {}
     pool: str | None = None
     if kind == "empty":
-        for key in ("image", "command", "args", "env", "resources", "pool", "priority", *POD_FIELDS):
+        for key in ("image", "command", "args", "env", "resources", "pool", "priority", "outputs", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
@@ -375,6 +381,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
             check_size(doc.get(key), f"{path}.{key}", limit)
         pool = pool_name(doc.get("pool", DEFAULT_POOL), f"{path}.pool")
     priority = priority_field(doc.get("priority", 0), f"{path}.priority")
+    outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
     retry_delay = float(within(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
                                limits.RETRY_DELAY))
@@ -402,7 +409,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     return TaskSpec(id=task_id, kind=kind, image=image, command=command, args=args, env=env, retries=retries,
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
-                    pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority)
+                    pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = ()) -> None:
