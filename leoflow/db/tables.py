@@ -295,6 +295,10 @@ class TaskTry(Base):
     logs_unavailable: Mapped[str | None] = mapped_column(Text)
     # When the outcome observer counted this try's failure (only failed tries are observed).
     observed_at: Mapped[datetime | None]
+    # What a successful try of a task that declares outputs handed on (checked, ADR 0014), and its
+    # size in bytes as written; NULL for every other try. Written with ``state = 'success'``.
+    outputs: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    outputs_bytes: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         UniqueConstraint("task_instance_id", "try_number"),
@@ -324,6 +328,8 @@ class TryOutcome(Base):
     state: Mapped[str] = mapped_column(String(20))
     exit_code: Mapped[int | None] = mapped_column(Integer)
     reason: Mapped[str | None] = mapped_column(Text)
+    # What the try wrote to LEOFLOW_OUTPUTS, unchecked (leoflow.db.stores.try_outcomes says how it is kept as text).
+    outputs: Mapped[str | None] = mapped_column(Text)
     reported_by: Mapped[str] = mapped_column(String(253))
     reported_at: Mapped[datetime] = mapped_column(server_default=_CLOCK)
 
