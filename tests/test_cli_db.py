@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import psycopg
+import yaml
 
 from leoflow.db import migrations
 
@@ -105,6 +107,29 @@ def test_current_names_the_cluster_that_owns_the_database(database_url: str) -> 
         conn.execute("INSERT INTO installation (cluster, claimed_by) VALUES ('blue', 'node-1')")
     current = leoflow("db", "current", env={"LEOFLOW_DATABASE_URL": database_url})
     assert current.returncode == 0 and "cluster blue" in current.stdout and "node-1" in current.stdout
+
+
+def test_every_db_verb_answers_scripts_in_json_or_yaml(empty_database_url: str) -> None:
+    """``db upgrade|current|purge|downgrade -o json|yaml``: one document a script can read, nothing else."""
+    env = {"LEOFLOW_DATABASE_URL": empty_database_url}
+    head = migrations.head_revision()
+    up = leoflow("db", "upgrade", "-o", "json", env=env)
+    assert up.returncode == 0, up.stderr
+    assert json.loads(up.stdout) == {"revision": head, "head": head}
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO installation (cluster, claimed_by) VALUES ('blue', 'node-1')")
+    current = json.loads(leoflow("db", "current", "--output", "json", env=env).stdout)
+    assert current["revision"] == head and current["at_head"] is True
+    assert current["owner"]["cluster"] == "blue" and current["owner"]["claimed_by"] == "node-1"
+    assert yaml.safe_load(leoflow("db", "current", "-o", "yaml", env=env).stdout) == current
+    purge = leoflow("db", "purge", "--before", "2020-01-01", "--dry-run", "-o", "json", env=env)
+    assert purge.returncode == 0, purge.stderr
+    answer = json.loads(purge.stdout)
+    assert answer["dry_run"] is True and answer["before"].startswith("2020-01-01T00:00:00")
+    assert answer["rows"]["dag_runs"] == 0 and "task_tries" in answer["rows"]
+    down = leoflow("db", "downgrade", "base", "--yes", "-o", "json", env=env)
+    assert down.returncode == 0, down.stderr
+    assert json.loads(down.stdout) == {"revision": None, "head": head}
 
 
 def test_bad_database_url_is_one_line_and_exit_2() -> None:

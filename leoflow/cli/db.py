@@ -11,7 +11,8 @@ log — and a downgrade to any revision whose way down runs a ``downgrade()`` de
 columns that hold data: both ask for ``yes`` on a terminal and require ``--yes`` otherwise
 (scripts, CI, an init container), so neither happens by accident. ``upgrade`` prints the
 revision the schema is at (exit 0 once applied) and ``current`` which cluster owns the database
-(ADR 0010).
+(ADR 0010). Every verb takes ``-o/--output table|json|yaml``: a script reads the revision,
+the owning cluster or the purge counts from one JSON or YAML document.
 """
 
 from __future__ import annotations
@@ -21,19 +22,22 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from leoflow.cli.output import add_output, emitted
+from leoflow.cli.verbs import noun
+
 if TYPE_CHECKING:
+    from leoflow.db.stores.installation import Ownership
     from leoflow.db.stores.retention import PurgeCounts
     from leoflow.settings import Settings
 
 
 def register(sub: Any) -> None:
-    db = sub.add_parser("db", help="manage the database schema")
-    verbs = db.add_subparsers(dest="db_command", metavar="VERB", parser_class=type(db))
-    verbs.required = True
+    verbs = noun(sub, "db", "manage the database schema; purge old history")
 
     up = verbs.add_parser("upgrade", help="migrate the schema to the newest revision (idempotent)")
     up.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
     up.set_defaults(handler=upgrade, configure_logging=False)
+    add_output(up)
 
     down = verbs.add_parser("downgrade", help="migrate the schema back to REVISION ('base' drops everything)")
     down.add_argument("revision", help="target revision, e.g. base or 0001")
@@ -41,9 +45,11 @@ def register(sub: Any) -> None:
                       help="confirm a downgrade that drops tables or columns holding data (required off a "
                            "terminal)")
     down.set_defaults(handler=downgrade, configure_logging=False)
+    add_output(down)
 
     cur = verbs.add_parser("current", help="print the schema revision the database is at, and its cluster")
     cur.set_defaults(handler=current, configure_logging=False)
+    add_output(cur)
 
     prg = verbs.add_parser("purge", help="delete history that ended before DATE (finished runs with their "
                                          "task instances, tries and logs; unused DAG versions)")
@@ -52,6 +58,7 @@ def register(sub: Any) -> None:
                           "offset is given); not in the future")
     prg.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
     prg.set_defaults(handler=purge_history, configure_logging=False)
+    add_output(prg)
 
 
 def upgrade(args: argparse.Namespace, settings: Settings) -> int:
@@ -59,7 +66,9 @@ def upgrade(args: argparse.Namespace, settings: Settings) -> int:
 
     url = settings.require_database_url()
     migrations.upgrade(url, args.revision)
-    print(f"schema at {_current(settings) or 'base'} (head {migrations.head_revision()})")
+    revision, head = _current(settings), migrations.head_revision()
+    if not emitted(args, {"revision": revision, "head": head}):
+        print(f"schema at {revision or 'base'} (head {head})")
     return 0
 
 
@@ -70,7 +79,9 @@ def downgrade(args: argparse.Namespace, settings: Settings) -> int:
     if not args.yes and not _confirmed(_loss_warning(url, args.revision)):
         return 2
     migrations.downgrade(url, args.revision)
-    print(f"schema at {_current(settings) or 'base'}")
+    revision = _current(settings)
+    if not emitted(args, {"revision": revision, "head": migrations.head_revision()}):
+        print(f"schema at {revision or 'base'}")
     return 0
 
 
@@ -117,21 +128,30 @@ def current(args: argparse.Namespace, settings: Settings) -> int:
     url = settings.require_database_url()
     revision = _current(settings)
     head = migrations.head_revision()
-    state = "at head" if revision == head else f"head is {head}"
-    print(f"{revision or 'base'} ({state}); {_owner_text(url)}")
+    owner = _owner(url)
+    document = {"revision": revision, "head": head, "at_head": revision == head,
+                "owner": None if owner is None else {"cluster": owner.cluster, "claimed_by": owner.claimed_by,
+                                                     "claimed_at": owner.claimed_at.isoformat()}}
+    if not emitted(args, document):
+        state = "at head" if revision == head else f"head is {head}"
+        print(f"{revision or 'base'} ({state}); {_owner_text(revision, owner)}")
     return 0
 
 
-def _owner_text(url: str) -> str:
+def _owner(url: str) -> Ownership | None:
     from leoflow.db.stores import installation
     from leoflow.errors import DatabaseError
 
     try:
-        owner = installation.owner_of(url)
+        return installation.owner_of(url)
     except DatabaseError:  # no schema yet (or not this far): nothing owns it
-        return "not claimed by any cluster"
+        return None
+
+
+def _owner_text(revision: str | None, owner: Ownership | None) -> str:
     if owner is None:
-        return "not claimed by any cluster yet (the first replica to start claims it)"
+        return ("not claimed by any cluster" if revision is None
+                else "not claimed by any cluster yet (the first replica to start claims it)")
     return f"cluster {owner.cluster} (claimed {owner.claimed_at:%Y-%m-%d %H:%M} UTC by {owner.claimed_by})"
 
 
@@ -171,6 +191,8 @@ def purge_history(args: argparse.Namespace, settings: Settings) -> int:
     except CutoffInFuture as exc:  # this host's clock is ahead of the database's
         print(f"leoflow: error: --before must not be in the future ({exc})", file=sys.stderr)
         return 2
+    if emitted(args, {"before": args.before.isoformat(), "dry_run": args.dry_run, "rows": {table: rows for table, rows in counts.items()}}):
+        return 0
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} the history that ended before {args.before.isoformat()}:")
     for table, rows in counts.items():
