@@ -96,10 +96,11 @@ class Length:
     subject: str
     maximum: int
     why: str
+    unit: str = "characters"
 
     @property
     def rule(self) -> str:
-        return f"at most {_count(self.maximum)} characters"
+        return f"at most {_count(self.maximum)} {self.unit}"
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,12 @@ COMMAND = Size("`tasks[].command`, `tasks[].args` (each)", 64 * 1024, 1, 1_000,
 ENV = Size("`tasks[].env`", 64 * 1024, 8, 4_096,
            "the mapping form `{NAME: value}` and the list form `[{name, value or valueFrom}]` alike; "
            "with argv and the conf it stays below the kernel's ARG_MAX")
+TEMPLATE_REFS = Count("`{{ … }}` references in one string of `command`, `args`, `env`", 0, 64, "references",
+                      "rendering is one pass over the string; more references than a hand-written command needs, "
+                      "few enough that a string's render stays a handful of lookups")
+RENDERED_ARG = Length("a rendered `command`/`args` element or `env` value (at launch)", 128 * 1024 - 1,
+                      "the kernel's MAX_ARG_STRLEN (128 KiB with the terminating NUL) per argv or environment "
+                      "string; past it the try fails naming the size: pass a URI to large data", unit="bytes")
 RESOURCES = Size("`tasks[].resources`", 8 * 1024, 2, 64, "requests and limits of a few resources")
 QUANTITY = Length("`tasks[].resources.*.*` (a quantity)", 32,
                   "a Kubernetes quantity like `500m` or `128Mi`; numbers must be finite and at least 0")
@@ -308,7 +315,8 @@ TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL in
 #: Every limit, in the order the "Limits" table of docs/limits.md lists them.
 LIMITS: tuple[Limit, ...] = (
     DAG_ID, TASK_ID, RUN_ID, DESCRIPTION, SCHEDULE, TIMEZONE, START_DATE, MAX_ACTIVE_RUNS, RETRIES,
-    RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, RUN_TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, RESOURCES, QUANTITY,
+    RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, RUN_TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, TEMPLATE_REFS,
+    RENDERED_ARG, RESOURCES, QUANTITY,
     PARAMS, SPEC, OUTPUT_NAME, OUTPUT_DECLS, OUTPUTS, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS,
     POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
     WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES,

@@ -58,6 +58,7 @@ from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, po
 from leoflow.model.spec.notify import NotifyRule, parse_notify
 from leoflow.model.spec.params import check_scheduled_defaults, parse_params
 from leoflow.model.spec.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
+from leoflow.model.templating import TaskTemplates, check_references, task_templates
 
 MAX_TASKS = limits.TASKS.maximum
 DEFAULT_MAX_ACTIVE_RUNS = 16
@@ -102,9 +103,16 @@ class TaskSpec:
     pool: str | None = DEFAULT_POOL
     #: Higher runs first among the ready tasks of a pool.
     priority: int = 0
+    #: The strings of command/args/env/pod_template that hold ``{{`` (leoflow.model.templating),
+    #: parsed; None for a task without any, which launches without rendering.
+    templates: TaskTemplates | None = field(default=None, compare=False)
     #: Declared outputs (leoflow.model.outputs); empty: the task gets no LEOFLOW_OUTPUTS and its
     #: successes store nothing.
     outputs: Mapping[str, OutputDecl] = field(default_factory=dict)
+
+    @property
+    def has_references(self) -> bool:
+        return self.templates is not None
 
     @property
     def max_tries(self) -> int:
@@ -291,6 +299,8 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
     params = problems.check(lambda: parse_params(doc.get("params")), None)
     if schedule is not None:
         problems.check(lambda: check_scheduled_defaults(params), None)
+    problems.check(lambda: check_references(tasks, params, outputs={t.id: t.outputs for t in tasks},
+                                            written=doc.get("tasks")), None)
     run_timeout = problems.check(lambda: run_timeout_field(doc.get("run_timeout_seconds"), "run_timeout_seconds"),
                                  None)
     problems.raise_any()
@@ -357,6 +367,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     resources: dict[str, Any] = {}
     pod, pod_own = PodFields(), {}
     pool: str | None = None
+    templates: TaskTemplates | None = None
     if kind == "empty":
         for key in ("image", "command", "args", "env", "resources", "pool", "priority", "outputs", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
@@ -380,6 +391,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                            ("resources", limits.RESOURCES)):
             check_size(doc.get(key), f"{path}.{key}", limit)
         pool = pool_name(doc.get("pool", DEFAULT_POOL), f"{path}.pool")
+        templates = task_templates(path, command, args, env, pod.pod_template, own=pod_own, defaults=defaults)
     priority = priority_field(doc.get("priority", 0), f"{path}.priority")
     outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
@@ -409,7 +421,8 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     return TaskSpec(id=task_id, kind=kind, image=image, command=command, args=args, env=env, retries=retries,
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
-                    pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs)
+                    pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs,
+                    templates=templates)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = ()) -> None:
