@@ -1,15 +1,17 @@
-"""``leoflow tasks ...``: task instances — list, show, mark, and their logs (``--follow``: live).
+"""``leoflow tasks ...``: task instances — list, show, mark, their logs (``--follow``: live) and outputs.
 
 ``tasks list DAG RUN`` prints a run's task instances in the DAG's order (upstreams first, as
 the dashboard shows them), not alphabetically; without RUN it lists task instances of every run
 (or of one DAG's runs), newest first, filtered by ``--state`` and ``--since``. ``tasks mark``
 is a day-2 command applied by the leader, reported as ``runs clear|mark`` are
-(:func:`leoflow.cli.runs.report`).
+(:func:`leoflow.cli.runs.report`). ``tasks outputs`` prints what a task published for the tasks
+after it, one ``name: value`` line each (``tasks show`` ends with the same lines).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +30,7 @@ TASK = "/api/v2/dags/{dag_id}/runs/{run_id}/tasks"
 
 
 def register(sub: Any) -> None:
-    tasks = noun(sub, "tasks", "task instances: list, show, mark, and their logs (via the HTTP API)")
+    tasks = noun(sub, "tasks", "task instances: list, show, mark, their logs and outputs (via the HTTP API)")
     lst = verb(tasks, "list", "list a run's task instances in the DAG's order; without RUN, task instances of "
                "every run (or DAG's runs), newest first", tasks_list, f"GET {TASK}", "GET /api/v2/dags/{dag_id}",
                "GET /api/v2/task-instances")
@@ -50,6 +52,11 @@ def register(sub: Any) -> None:
     logs.add_argument("--try", dest="try_number", type=int, help="try number (default: the latest)")
     logs.add_argument("-f", "--follow", action="store_true",
                       help="keep printing new output (live from the pod) until the try ends")
+    outputs = verb(tasks, "outputs", "print the outputs a task published (those of its try that succeeded)",
+                   tasks_outputs, f"GET {TASK}/{{task_id}}/outputs")
+    outputs.add_argument("dag_id", metavar="DAG")
+    outputs.add_argument("run_id", metavar="RUN")
+    outputs.add_argument("task_id", metavar="TASK")
     mark = verb(tasks, "mark", "mark a task instance success or failed; downstream follows as if it ended so",
                 tasks_mark, f"POST {TASK}/{{task_id}}/mark")
     mark.add_argument("dag_id", metavar="DAG")
@@ -101,7 +108,44 @@ def tasks_show(args: argparse.Namespace, client: ClientSettings) -> int:
     table([[str(t["try_number"]), t["state"], short(t["started_at"]), short(t["ended_at"]),
             "-" if t["exit_code"] is None else str(t["exit_code"]), t["executor_ref"] or "-", t["reason"] or ""]
            for t in ti["tries"]], ["TRY", "STATE", "STARTED", "ENDED", "EXIT", "WHERE", "REASON"])
+    if ti.get("outputs"):
+        print()
+        print("outputs:")
+        for line in output_lines(ti["outputs"]):
+            print(f"  {line}")
     return 0
+
+
+def tasks_outputs(args: argparse.Namespace, client: ClientSettings) -> int:
+    with Api(client) as api:
+        answer = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/outputs")
+    if emitted(args, answer):
+        return 0
+    if answer["outputs"] is None:
+        # Not an error: the task exists and may still succeed; the state says why there is nothing.
+        why = "it succeeded without any" if answer["state"] == "success" else f"it is {answer['state']}"
+        print(f"{args.dag_id}: run {args.run_id} task {args.task_id} has no outputs: {why}")
+        return 0
+    for line in output_lines(answer["outputs"]):
+        print(line)
+    return 0
+
+
+def output_lines(outputs: dict[str, Any]) -> list[str]:
+    """``name: value`` per output, by name: a string as it is, anything else as compact JSON.
+
+    A string holding a line break or another control character is printed as JSON too (quoted,
+    escaped): one output stays one line, and a value cannot move the terminal's cursor or recolour it.
+    """
+    return [f"{name}: {_shown(outputs[name])}" for name in sorted(outputs)]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str) and value.isprintable():
+        return value
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    # JSON escapes only U+0000 to U+001F: DEL and the C1 controls (U+009B is a CSI) need \u escapes.
+    return text if text.isprintable() else json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def tasks_logs(args: argparse.Namespace, client: ClientSettings) -> int:

@@ -30,3 +30,20 @@ def test_the_routing_table_and_the_document_come_from_the_declarations() -> None
         elif operation.auth != "metrics":
             assert "security" not in documented and "401" in documented["responses"]
             assert ("403" in documented["responses"]) == (operation.auth == "admin")
+
+
+def test_a_tasks_outputs_are_documented_readable_with_a_read_token() -> None:
+    """ADR 0014: ``GET …/tasks/{task_id}/outputs`` and ``outputs`` in the task-instance document."""
+    document = openapi_document()
+    path = "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/outputs"
+    [operation] = [o for o in OPERATIONS if o.path == path]
+    assert (operation.method, operation.auth) == ("GET", "read")
+    answer = document["paths"][path]["get"]
+    assert answer["operationId"] == "get_task_outputs" and "404" in answer["responses"]
+    assert answer["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/TaskOutputs"}
+    schemas = document["components"]["schemas"]
+    assert schemas["TaskOutputs"]["required"] == ["try_number", "state", "outputs"]
+    assert schemas["TaskOutputs"]["properties"]["outputs"]["type"] == ["object", "null"]
+    assert schemas["TaskDetail"]["properties"]["outputs"] == schemas["TaskOutputs"]["properties"]["outputs"]
+    assert "outputs" in schemas["TaskDetail"]["required"]

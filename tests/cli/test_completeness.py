@@ -109,6 +109,7 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("tasks mark", ["etl", "r1", "extract", "failed"]), ("runs mark", ["etl", "r1", "success"]),
     ("tasks list", ["etl", "r1"]), ("tasks list", ["--state", "success"]),
     ("tasks show", ["etl", "r1", "extract"]), ("tasks logs", ["etl", "r1", "extract"]),
+    ("tasks outputs", ["etl", "r1", "extract"]),
     ("dags backfill", ["etl", "--start", "2026-03-01", "--end", "2026-03-01T03:00:00Z"]),
     ("backfills list", ["etl"]), ("backfills show", ["etl", "1"]), ("backfills cancel", ["etl", "1"]),
     ("dags backfill", ["etl", "--start", "2026-03-02", "--end", "2026-03-02T03:00:00Z", "--wait"]),

@@ -30,6 +30,11 @@ _TASK_INSTANCE = {
     "max_tries": INT, "queued_at": TIME, "started_at": TIME, "ended_at": TIME, "next_try_at": TIME,
     "reason": nullable("string"),
 }
+#: A task instance's current outputs (ADR 0014, decision 1), in its document and from the outputs route.
+_OUTPUTS = nullable("object", description=(
+    "What the task published (one JSON object, at most 4,095 bytes): the outputs of try try_number while "
+    "the task instance is success; null otherwise (not succeeded yet, cleared, failed, or a success "
+    "without outputs)."))
 _RUN = {
     "dag_id": STR, "run_id": STR, "run_type": STR, "state": {"type": "string", "enum": list(RUN_STATES)},
     "reason": {**nullable("string"), "description": "Why the run ended as it did: its first failed task and "
@@ -77,7 +82,11 @@ SCHEMAS: dict[str, Any] = {
         "queued_at": {"type": "string", "format": "date-time"}, "started_at": TIME, "ended_at": TIME,
         "exit_code": nullable("integer"), "reason": nullable("string"), "logs_shipped_at": TIME,
         "logs_unavailable": nullable("string"), "has_logs": {"type": "boolean"}}),
-    "TaskDetail": obj({**_TASK_INSTANCE, "tries": {"type": "array", "items": ref("TaskTry")}}),
+    "TaskDetail": obj({**_TASK_INSTANCE, "outputs": _OUTPUTS, "tries": {"type": "array", "items": ref("TaskTry")}}),
+    "TaskOutputs": obj({
+        "try_number": {**INT, "description": "The try whose outputs these are: the task instance's current one"},
+        "state": {"type": "string", "enum": list(TASK_STATES), "description": "The task instance's state"},
+        "outputs": _OUTPUTS}),
 }
 
 RUN_LINKS = links("get_run", "list_task_instances", "cancel_run", run=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from leoflow.api.operations import Operation
 from leoflow.api.routes import (
+    audit,
     backfills,
     cluster,
     commands,
@@ -16,6 +17,7 @@ from leoflow.api.routes import (
     dags,
     logs,
     notifications,
+    outputs,
     pools,
     runs,
     system,
@@ -23,6 +25,6 @@ from leoflow.api.routes import (
 )
 
 OPERATIONS: tuple[Operation, ...] = tuple(
-    operation for module in (runs, logs, commands, system, cluster, dags, dag_sync, versions, backfills,
-                             notifications, pools)
+    operation for module in (runs, logs, outputs, commands, system, cluster, dags, dag_sync, versions, backfills,
+                             notifications, audit, pools)
     for operation in module.OPERATIONS)

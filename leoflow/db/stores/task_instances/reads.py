@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import Row, case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.tables import (
@@ -70,10 +70,22 @@ async def list_task_instances_of_every_run(conn: AsyncConnection, *, before_id: 
     return [_row(r) for r in await conn.execute(query)]
 
 
+#: The task instance's *current* outputs (ADR 0014, decision 1): those its try ``try_number`` stored,
+#: while the instance is ``success``; NULL otherwise. A clear hides them at once (the instance leaves
+#: ``success``) and the next success shows the new try's, while every try keeps its own. A correlated
+#: subquery on ``task_tries``' unique ``(task_instance_id, try_number)``: one index probe, in the
+#: statement that reads the instance, not one more round trip.
+_CURRENT_OUTPUTS = case(
+    (tis.c.state == "success",
+     select(tries.c.outputs).where(tries.c.task_instance_id == tis.c.id, tries.c.try_number == tis.c.try_number)
+     .scalar_subquery()),
+    else_=None).label("outputs")
+
+
 async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) -> dict[str, Any] | None:
-    """One task instance with all its tries (oldest first)."""
-    row = (await conn.execute(select(*_TI_COLUMNS, tis.c.term).where(tis.c.run_pk == run_pk,
-                                                                     tis.c.task_id == task_id))).first()
+    """One task instance with its current ``outputs`` and all its tries (oldest first)."""
+    row = (await conn.execute(select(*_TI_COLUMNS, _CURRENT_OUTPUTS, tis.c.term)
+                              .where(tis.c.run_pk == run_pk, tis.c.task_id == task_id))).first()
     if row is None:
         return None
     ti = _row(row)
@@ -92,6 +104,16 @@ async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) ->
                  "has_logs": False}
         ti["tries"].append({k: known.get(k) for k in _TRY_KEYS})
     return ti
+
+
+async def get_task_outputs(conn: AsyncConnection, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
+    """A task instance's try number, state and current outputs (``None`` for those of one not
+    ``success``), in one statement; ``None`` when the DAG, the run or the task does not exist."""
+    query = (select(tis.c.try_number, tis.c.state, _CURRENT_OUTPUTS)
+             .select_from(tis.join(runs, runs.c.id == tis.c.run_pk))
+             .where(runs.c.dag_id == dag_id, runs.c.run_id == run_id, tis.c.task_id == task_id))
+    row = (await conn.execute(query)).first()
+    return None if row is None else _row(row)
 
 
 #: The columns of a try as :func:`get_task_instance` returns them, and as :func:`get_task_log` does.
