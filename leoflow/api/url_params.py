@@ -114,6 +114,16 @@ def query_limit(request: Request) -> int:
     return query_int(request, "limit", PAGE_LIMIT) or DEFAULT_PAGE_LIMIT
 
 
+def query_bool(request: Request, name: str) -> bool | None:
+    """A ``true``/``false`` query parameter (None when absent or empty); 400 naming it otherwise."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw not in ("true", "false"):
+        raise bad_field(name, "must be true or false")
+    return raw == "true"
+
+
 def query_state(request: Request, allowed: tuple[str, ...]) -> str | None:
     raw = request.query_params.get("state")
     if raw is None or raw == "":

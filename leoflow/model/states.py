@@ -39,8 +39,11 @@ LIVE_TRY_STATES: tuple[TryRowState, ...] = ("queued", "running", "cancelling")
 #: Tries whose outcome is recorded.
 FINISHED_TRY_STATES: tuple[TryRowState, ...] = ("success", "failed", "cancelled")
 
-#: DAG list filter values of the API.
+#: DAG list filter values of the API: ``state=active|paused`` (the same as ``paused=false|true``,
+#: kept for clients written before ``paused``) or the state of the DAG's last run, ``none`` for a
+#: DAG that never ran (:data:`DAG_LAST_RUN_STATES`).
 DAG_STATES = ("active", "paused")
+DAG_LAST_RUN_STATES: tuple[str, ...] = (*RUN_STATES, "none")
 
 #: A notification in the outbox: waiting to be sent (or retried), sent, given up on.
 NOTIFICATION_STATES = ("pending", "delivered", "failed")

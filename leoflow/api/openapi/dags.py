@@ -17,6 +17,7 @@ from leoflow.api.openapi.components import (
     number_range,
     obj,
     page,
+    param,
     ref,
     strings,
 )
@@ -25,6 +26,7 @@ from leoflow.model.source_labels import SOURCE_RE
 from leoflow.model.spec.dag_files import MAX_FILE_NAME, MAX_FILES
 from leoflow.model.spec.dag_sync import ACTIONS
 from leoflow.model.spec.trigger_rules import TRIGGER_RULES
+from leoflow.model.states import DAG_LAST_RUN_STATES, DAG_STATES, RUN_STATES
 
 _DAG = {
     "dag_id": STR, "paused": {"type": "boolean"}, "schedule": nullable("string"), "version": nullable("integer"),
@@ -35,6 +37,16 @@ _DAG = {
     "created_at": {"type": "string", "format": "date-time"},
     "updated_at": {"type": "string", "format": "date-time"},
 }
+
+#: The DAG list's filters (``GET /api/v2/dags``); a value outside these is a 400 naming the parameter.
+LIST_PARAMS = [
+    param("paused", "query", {"type": "string", "enum": ["true", "false"]}, "Only paused (true) or unpaused DAGs"),
+    param("prefix", "query", {"type": "string", "maxLength": limits.DAG_ID.max_length},
+          "Only DAGs whose id starts with this text (matched literally: % and _ are not wildcards)"),
+    param("state", "query", {"type": "string", "enum": [*DAG_LAST_RUN_STATES, *DAG_STATES]},
+          "Only DAGs whose last run (the one created last) is in this state; none: DAGs that never ran. "
+          "active/paused: the same as paused=false/true (kept for older clients)."),
+]
 
 #: A task's environment: the mapping form, or entries that may reference Secrets and ConfigMaps.
 _ENV = {"oneOf": [{"type": "object", "additionalProperties": STR}, {"type": "array", "items": {
@@ -55,7 +67,10 @@ ENV_VALUES_HIDDEN = {"type": "boolean", "description": "True when plain env valu
                      "<hidden> (a read-scoped token; admin tokens see the spec as stored)."}
 
 SCHEMAS: dict[str, Any] = {
-    "Dag": obj(_DAG),
+    "Dag": obj({**_DAG, "last_run_id": {**nullable("string"), "description": "The DAG's last run (the one created "
+                                        "last; null: it never ran)"},
+                "last_run_state": {"type": ["string", "null"], "enum": [*RUN_STATES, None],
+                                             "description": "Its state"}}),
     "DagDetail": obj({**_DAG, "spec": nullable("object"), "env_values_hidden": ENV_VALUES_HIDDEN}),
     "DagPage": page("Dag"),
     "DagSpec": {

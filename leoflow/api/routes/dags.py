@@ -33,7 +33,15 @@ from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import dags as dag_schemas
 from leoflow.api.operations import Operations
-from leoflow.api.url_params import page, query_cursor, query_limit, query_state
+from leoflow.api.url_params import (
+    encode_cursor,
+    page,
+    query_bool,
+    query_cursor,
+    query_limit,
+    query_state,
+    query_text,
+)
 from leoflow.clock import SystemClock
 from leoflow.db.stores import dags as dag_store
 from leoflow.model.k8s.pod import hide_env_values
@@ -41,7 +49,7 @@ from leoflow.model.limits import DAG_ID
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.spec.notify import hide_webhook_urls
 from leoflow.model.spec.pod_policy import check_dag_pods
-from leoflow.model.states import DAG_STATES
+from leoflow.model.states import DAG_LAST_RUN_STATES, DAG_STATES
 
 
 def path_dag_id(request: Request) -> str:
@@ -62,15 +70,37 @@ DAG = "/api/v2/dags/{dag_id}"
 
 
 @OPERATIONS("GET", "/api/v2/dags", "List DAGs", oas.json_answer("200", "DagPage"), errors="400",
-            params=[oas.LIMIT, oas.CURSOR, oas.state(("active", "paused"))])
+            params=[oas.LIMIT, oas.CURSOR, *dag_schemas.LIST_PARAMS])
 async def list_dags(request: Request) -> Response:
+    """DAGs in id order, filtered; a filtered page may be short (even empty) yet have a next cursor:
+    one request examines at most ``dag_store.LIST_SCAN_BUDGET`` DAGs, so its time stays bounded."""
     limit = query_limit(request)
-    state = query_state(request, DAG_STATES)
     after = query_cursor(request, "dags", str)
+    where = dag_store.DagListFilter(paused=_paused_filter(request),
+                                    prefix=query_text(request, "prefix", DAG_ID.max_length),
+                                    last_run_state=_last_run_filter(request))
     async with api_state(request).db.connect() as conn:
-        rows = await dag_store.list_dags(conn, after=after, limit=limit,
-                                           paused=None if state is None else state == "paused")
-    return JsonResponse(page(rows, limit, lambda r: r["dag_id"], "dags"))
+        found = await dag_store.list_dags(conn, after=after, limit=limit, where=where)
+    answer = page(found.rows, limit, lambda r: r["dag_id"], "dags")
+    if found.scanned_to is not None:
+        answer["next_cursor"] = encode_cursor("dags", found.scanned_to)
+    return JsonResponse(answer)
+
+
+def _paused_filter(request: Request) -> bool | None:
+    """``paused=true|false``, or the older ``state=paused|active`` (both given, they must agree)."""
+    paused = query_bool(request, "paused")
+    state = request.query_params.get("state")
+    if state not in DAG_STATES:
+        return paused
+    if paused is not None and paused != (state == "paused"):
+        raise bad_field("state", f"{state!r} contradicts paused={str(paused).lower()}")
+    return state == "paused"
+
+
+def _last_run_filter(request: Request) -> str | None:
+    state = query_state(request, (*DAG_LAST_RUN_STATES, *DAG_STATES))
+    return None if state in DAG_STATES else state
 
 
 async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]:
