@@ -174,9 +174,7 @@ REJECTIONS = [
     ("tasks[0].retry_delay_seconds", -1, "tasks[0].retry_delay_seconds", "between 0 and 604,800"),
     ("tasks[0].timeout_seconds", 0, "tasks[0].timeout_seconds", "greater than"),
     ("tasks[0].command", "python -c 1", "tasks[0].command", "list of strings"),
-    ("tasks[0].command", [], "tasks[0].command", "must not be empty"),
     ("tasks[0].command", ["python", 3], "tasks[0].command[1]", "string"),
-    ("tasks[0].command", _DELETE, "tasks[0].command", "required"),
     ("tasks[0].image", _DELETE, "tasks[0].image", "required"),
     ("tasks[0].env", {"KEY": 1}, "tasks[0].env.KEY", "must be a string"),
     ("tasks[0].env", {"1BAD": "x"}, "tasks[0].env.1BAD", "environment variable name"),
@@ -246,9 +244,14 @@ def test_empty_task_rejects_container_fields(field: str) -> None:
     assert error.path == f"tasks[0].{field}" and "empty task" in error.problem
 
 
-def test_container_task_requires_image_and_command() -> None:
+def test_container_task_requires_image_but_not_command() -> None:
     assert rejected({"dag_id": "e", "tasks": [{"id": "a", "command": ["true"]}]}).path == "tasks[0].image"
-    assert rejected({"dag_id": "e", "tasks": [{"id": "a", "image": "x"}]}).path == "tasks[0].command"
+    # Without command the image's entrypoint runs with args: stored as command [], which parses back alike.
+    spec = parse_dag_spec({"dag_id": "e", "tasks": [{"id": "a", "image": "x", "args": ["serve"]}]})
+    assert spec.tasks[0].command == () and spec.to_canonical()["tasks"][0]["command"] == []
+    assert parse_dag_spec(spec.to_canonical()) == spec
+    assert parse_dag_spec({"dag_id": "e", "tasks": [{"id": "a", "image": "x", "command": [],
+                                                      "args": ["serve"]}]}).spec_hash() == spec.spec_hash()
 
 
 # --------------------------------------------------------------------------- retries

@@ -116,7 +116,8 @@ async def sync_dags(request: Request) -> Response:
     budget = YamlBudget(DOCUMENT.max_values, state.settings.api.max_body_bytes,
                         deadline=time.monotonic() + state.request_timeout, subject="the files of this sync")
     dag_set = await asyncio.to_thread(parse_dag_files, files, budget,
-                                      pod_policy=state.settings.executor.kubernetes.pod_policy())
+                                      pod_policy=state.settings.executor.kubernetes.pod_policy(),
+                                      executor=state.settings.executor.kind)
     if not dag_set.ok:
         bad_files = len({e.file for e in dag_set.errors})
         raise DagFilesInvalid(f"{len(dag_set.errors)} problem(s) in {bad_files} file(s); nothing was applied",

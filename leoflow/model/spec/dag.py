@@ -16,7 +16,8 @@ creates a new version: two files that mean the same DAG hash alike, so re-applyi
 pause``), honoured from the spec only when the DAG is created, so re-applying a file never
 unpauses a DAG someone paused.
 
-Task kinds: ``container`` (the default) needs ``image`` and ``command``; ``empty`` (issue 11,
+Task kinds: ``container`` (the default) needs ``image`` (without ``command`` the image's entrypoint
+runs with ``args``: canonical ``command: []``, Kubernetes only); ``empty`` (issue 11,
 Airflow's EmptyOperator) must have neither and is marked ``success`` by the scheduler as soon as
 its upstreams succeed, without the executor.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, tzinfo
 from functools import cached_property
 from typing import Any, Literal, TypeVar
@@ -54,6 +55,7 @@ from leoflow.model.fields import (
 )
 from leoflow.model.k8s.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_own, resolve
 from leoflow.model.outputs import OutputDecl, canonical_decls, parse_output_decls
+from leoflow.model.spec.expressions import Condition, compile_conditions
 from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
 from leoflow.model.spec.notify import NotifyRule, parse_notify
 from leoflow.model.spec.params import check_scheduled_defaults, parse_params
@@ -74,7 +76,7 @@ _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "star
                "max_active_tasks"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
-                "pool", "priority", "outputs"}
+                "pool", "priority", "outputs", "when", "skip_on_exit_code"}
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,10 @@ class TaskSpec:
     #: Declared outputs (leoflow.model.outputs); empty: the task gets no LEOFLOW_OUTPUTS and its
     #: successes store nothing.
     outputs: Mapping[str, OutputDecl] = field(default_factory=dict)
+    #: ``when:``, compiled (leoflow.model.spec.expressions); None: the task runs when its rule says so.
+    when: Condition | None = None
+    #: Exit codes that end a try as ``skipped`` instead of ``failed`` (no retry).
+    skip_on_exit_code: tuple[int, ...] = ()
 
     @property
     def has_references(self) -> bool:
@@ -146,6 +152,10 @@ class TaskSpec:
             out["priority"] = self.priority
         if self.outputs:  # absent when none: existing hashes stay
             out["outputs"] = canonical_decls(self.outputs)
+        if self.when is not None:  # absent when none: existing hashes stay
+            out["when"] = self.when.source
+        if self.skip_on_exit_code:
+            out["skip_on_exit_code"] = sorted(self.skip_on_exit_code)
         return out
 
 
@@ -301,6 +311,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
         problems.check(lambda: check_scheduled_defaults(params), None)
     problems.check(lambda: check_references(tasks, params, outputs={t.id: t.outputs for t in tasks},
                                             written=doc.get("tasks")), None)
+    tasks = problems.check(lambda: _with_conditions(tasks, params, doc.get("tasks")), tasks)
     run_timeout = problems.check(lambda: run_timeout_field(doc.get("run_timeout_seconds"), "run_timeout_seconds"),
                                  None)
     problems.raise_any()
@@ -339,6 +350,34 @@ def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any
     return tasks
 
 
+def _with_conditions(tasks: tuple[TaskSpec, ...], params: Mapping[str, Any] | None,
+                     written: object) -> tuple[TaskSpec, ...]:
+    """The tasks with their ``when:`` compiled (it reads its ancestors, so after the graph checks)."""
+    conditions = compile_conditions(written, {t.id: t.depends_on for t in tasks}, {t.id: t.outputs for t in tasks},
+                                    params)
+    if not conditions:
+        return tasks
+    return tuple(replace(t, when=conditions[t.id]) if t.id in conditions else t for t in tasks)
+
+
+def skip_on_exit_code_field(value: object, path: str) -> tuple[int, ...]:
+    """``skip_on_exit_code``: distinct exit codes 0..255, at most :data:`limits.SKIP_EXIT_CODES`."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ValidationFailed(path, f"must be a list of exit codes, got {type_name(value)}")
+    check_count(len(value), path, limits.SKIP_EXIT_CODES)
+    codes: dict[int, None] = {}
+    for i, code in enumerate(value):
+        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
+            got = str(code) if isinstance(code, int) and abs(code) < 10**9 else type_name(code)
+            raise ValidationFailed(f"{path}[{i}]", f"must be an exit code, an integer from 0 to 255, got {got}")
+        if code in codes:
+            raise ValidationFailed(f"{path}[{i}]", f"duplicate exit code {code}")
+        codes[code] = None
+    return tuple(codes)
+
+
 def run_timeout_field(value: object, path: str) -> float | None:
     """``run_timeout_seconds`` (the DAG's, or a trigger's): None, or seconds within :data:`limits.RUN_TIMEOUT`."""
     return None if value is None else float(within(value, path, limits.RUN_TIMEOUT))
@@ -369,18 +408,17 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     pool: str | None = None
     templates: TaskTemplates | None = None
     if kind == "empty":
-        for key in ("image", "command", "args", "env", "resources", "pool", "priority", "outputs", *POD_FIELDS):
+        for key in ("image", "command", "args", "env", "resources", "pool", "priority", "outputs",
+                    "skip_on_exit_code", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
         image = opt_str(doc.get("image"), f"{path}.image", max_len=limits.IMAGE.maximum)
         if not image:
             raise ValidationFailed(f"{path}.image", "is required (or set kind: empty)")
-        if doc.get("command") is None:
-            raise ValidationFailed(f"{path}.command", "is required (or set kind: empty)")
-        command = str_list(doc.get("command"), f"{path}.command")
-        if not command:
-            raise ValidationFailed(f"{path}.command", "must not be empty")
+        # Absent or []: the image's entrypoint runs with ``args`` (Kubernetes; the local executor
+        # refuses it, leoflow.model.spec.entrypoint).
+        command = str_list(doc.get("command", []), f"{path}.command")
         args = str_list(doc.get("args", []), f"{path}.args")
         pod_own = {"env": {}, **parse_own(doc, path, fields=DEFAULTS_FIELDS)}
         pod = resolve(defaults, pod_own)
@@ -393,6 +431,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
         pool = pool_name(doc.get("pool", DEFAULT_POOL), f"{path}.pool")
         templates = task_templates(path, command, args, env, pod.pod_template, own=pod_own, defaults=defaults)
     priority = priority_field(doc.get("priority", 0), f"{path}.priority")
+    skip_codes = skip_on_exit_code_field(doc.get("skip_on_exit_code"), f"{path}.skip_on_exit_code")
     outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
     retry_delay = float(within(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
@@ -422,7 +461,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
                     pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs,
-                    templates=templates)
+                    templates=templates, skip_on_exit_code=skip_codes)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = ()) -> None:

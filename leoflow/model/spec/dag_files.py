@@ -21,6 +21,7 @@ from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_string_keys
 from leoflow.model.spec.dag import DagSpec, parse_dag_spec
 from leoflow.model.spec.documents import DocumentError, Location, load_documents
+from leoflow.model.spec.entrypoint import check_entrypoints
 from leoflow.model.spec.pod_policy import PodPolicy, check_dag_pods
 from leoflow.model.spec.yaml_loader import YamlBudget
 
@@ -74,11 +75,12 @@ def is_dag_file(name: str) -> bool:
 
 
 def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None, *,
-                    pod_policy: PodPolicy | None = None) -> DagSet:
+                    pod_policy: PodPolicy | None = None, executor: str | None = None) -> DagSet:
     """Every DAG of ``files`` and every problem in them (see the module docstring).
 
     With a ``pod_policy`` (the cluster's, :mod:`leoflow.model.spec.pod_policy`), a pod field it refuses
-    is a problem of its document like any invalid field.
+    is a problem of its document like any invalid field; with an ``executor`` kind, so is a task
+    that the executor cannot start (:mod:`leoflow.model.spec.entrypoint`).
 
     With a ``budget`` (the API's ``dags:sync``), the files are held to it *together*: what their
     YAML stands for adds up, and reading stops at the first file past it or past its deadline
@@ -105,6 +107,8 @@ def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None, 
                 spec = parse_dag_spec(document.data)
                 if pod_policy is not None:
                     check_dag_pods(spec, pod_policy)
+                if executor is not None:
+                    check_entrypoints(spec, executor)
             except ValidationFailed as exc:
                 errors += [document.error(e.path, e.problem, several=several) for e in (exc, *exc.also)]
                 continue
