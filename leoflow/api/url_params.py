@@ -29,7 +29,7 @@ from typing import Any
 from starlette.requests import Request
 
 from leoflow.api.errors import ApiError, bad_field
-from leoflow.model.limits import DEFAULT_PAGE_LIMIT, PAGE_LIMIT, Range
+from leoflow.model.limits import DEFAULT_PAGE_LIMIT, PAGE_LIMIT, Name, Range
 
 #: An unsigned integer of ASCII digits, short enough to be below 2^63 (a PostgreSQL bigint).
 _DIGITS = re.compile(r"[0-9]{1,18}")
@@ -94,6 +94,16 @@ def query_text(request: Request, name: str, max_chars: int) -> str | None:
         raise bad_field(name, f"must be at most {max_chars} characters")
     if not is_storable_text(raw) or not raw.isprintable():
         raise bad_field(name, "must not contain control characters")
+    return raw
+
+
+def query_id(request: Request, name: str, rule: Name) -> str | None:
+    """An id filter (``dag_id``, ``run_id``; None when absent or empty) that must match its naming rule."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not rule.matches(raw):
+        raise bad_field(name, "is not a valid id")
     return raw
 
 

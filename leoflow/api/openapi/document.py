@@ -12,11 +12,22 @@ from functools import cache
 from typing import Any
 
 from leoflow import __version__
-from leoflow.api.openapi import backfills, cluster, components, dags, notifications, pools, runs, system, versions
+from leoflow.api.openapi import (
+    audit,
+    backfills,
+    cluster,
+    components,
+    dags,
+    notifications,
+    pools,
+    runs,
+    system,
+    versions,
+)
 from leoflow.api.routes.table import OPERATIONS
 
 #: The resources in the order the document lists their schemas.
-_SCHEMAS_ORDER = (components, dags, runs, cluster, system, versions, backfills, notifications, pools)
+_SCHEMAS_ORDER = (components, dags, runs, cluster, system, versions, backfills, notifications, audit, pools)
 
 
 def schemas() -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Notification and audit routes: the outbox's delivery state, a manual retry, the audit log.
+"""Notification routes: the outbox's delivery state, and a manual retry.
 
 ``GET /api/v2/notifications`` (read) lists deliveries newest first with their state
 (``pending``, ``delivered``, ``failed``), attempts, last HTTP status and error; filters
@@ -22,30 +22,19 @@ from starlette.responses import Response
 
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state
-from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import notifications as notification_schemas
 from leoflow.api.operations import Operations
-from leoflow.api.url_params import page, path_id, query_cursor, query_limit, query_state, query_text
+from leoflow.api.url_params import page, path_id, query_cursor, query_id, query_limit, query_state
 from leoflow.clock import SystemClock
-from leoflow.db.stores import audit as audit_store
 from leoflow.db.stores import notifications as notification_store
-from leoflow.model.limits import DAG_ID, RUN_ID, Name
+from leoflow.model.limits import DAG_ID, RUN_ID
 from leoflow.model.spec.notify import masked_url, shown_error
 from leoflow.model.states import NOTIFICATION_STATES
 
 #: A manual retry gives a notification this long again (as much as a new one gets).
 RETRY_WINDOW = timedelta(hours=24)
-
-
-def _query_id(request: Request, name: str, rule: Name) -> str | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if not rule.matches(raw):
-        raise bad_field(name, "is not a valid id")
-    return raw
 
 
 OPERATIONS = Operations()
@@ -59,8 +48,8 @@ async def list_notifications(request: Request) -> Response:
     limit = query_limit(request)
     state = query_state(request, NOTIFICATION_STATES)
     before = query_cursor(request, "notifications", int)
-    dag_id = _query_id(request, "dag_id", DAG_ID)
-    run_id = _query_id(request, "run_id", RUN_ID)
+    dag_id = query_id(request, "dag_id", DAG_ID)
+    run_id = query_id(request, "run_id", RUN_ID)
     async with api_state(request).db.connect() as conn:
         rows = await notification_store.list_notifications(conn, dag_id=dag_id, run_id=run_id, state=state,
                                                            before_id=before, limit=limit)
@@ -89,17 +78,3 @@ def shown(row: dict[str, Any], *, read_only: bool) -> dict[str, Any]:
     if read_only and row.get("url"):
         row["url"] = masked_url(row["url"])
     return row
-
-
-@OPERATIONS("GET", "/api/v2/audit", "List audit events", oas.json_answer("200", "AuditPage"), errors="400",
-            auth="admin", params=[oas.LIMIT, oas.CURSOR,
-                                  oas.param("actor", "query", oas.STR, "Only this token name's writes"),
-                                  oas.param("dag_id", "query", oas.STR, "Only writes to this DAG")])
-async def list_audit(request: Request) -> Response:
-    limit = query_limit(request)
-    before = query_cursor(request, "audit", int)
-    actor = query_text(request, "actor", 100)
-    dag_id = _query_id(request, "dag_id", DAG_ID)
-    async with api_state(request).db.connect() as conn:
-        rows = await audit_store.list_events(conn, before_id=before, limit=limit, actor=actor, dag_id=dag_id)
-    return JsonResponse(page(rows, limit, lambda r: r["id"], "audit"))
