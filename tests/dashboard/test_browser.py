@@ -6,6 +6,7 @@ saves screenshots under ``test-artifacts/dashboard/``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from urllib.parse import unquote
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.dashboard.conftest import (
     DESKTOP,
@@ -708,3 +710,59 @@ def test_a_scheduler_error_shows_on_the_run_and_a_stopped_schedule_on_the_dag(
     browse.page.goto(f"{server.url}/#/dags/dash-poisoned")
     expect(browse.page.get_by_test_id("schedule-error")).to_have_text(error)
     browse.screenshot("dag-schedule-stopped")
+
+
+def test_a_tasks_outputs_show_on_its_panel_as_text(server: LiveServer, open_page: Callable[..., Browse]) -> None:
+    """ADR 0014: the task panel lists the outputs, name → value, as text (a ``<script>`` stays
+    characters), a long value cut with the rest one click away (and kept open across polls).
+
+    The rows are planted as the leader leaves them: a run that succeeded, its task's try with
+    the outputs it stored, and its log.
+    """
+    long_value = "s3://bucket/" + "p" * 300
+    outputs = {"html": "<script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\">",
+               "long": long_value, "rows": 12, "meta": {"parts": ["a", "b"]}}
+    with server.client() as client:
+        spec = {"dag_id": "dash-outputs", "schedule": None,
+                "tasks": [{"id": "publish", "image": "busybox:1.36", "command": ["true"]},
+                          {"id": "later", "image": "busybox:1.36", "command": ["true"], "depends_on": ["publish"]}]}
+        assert client.post("/api/v2/dags", json=spec).status_code in (200, 201)
+    with psycopg.connect(server.database_url, autocommit=True) as conn:
+        run_pk = conn.execute(
+            "INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, started_at, ended_at) "
+            "SELECT dag_id, 'outputs-1', current_version_id, 'manual', 'success', now(), now() FROM dags "
+            "WHERE dag_id = 'dash-outputs' RETURNING id").fetchone()[0]  # type: ignore[index]
+        for task_id, published in (("publish", outputs), ("later", None)):
+            ti = conn.execute("INSERT INTO task_instances (run_pk, task_id, state, try_number, max_tries, started_at, "
+                              "ended_at) VALUES (%s, %s, 'success', 1, 1, now(), now()) RETURNING id",
+                              (run_pk, task_id)).fetchone()[0]  # type: ignore[index]
+            try_pk = conn.execute(
+                "INSERT INTO task_tries (task_instance_id, try_number, state, term, started_at, ended_at, exit_code, "
+                "logs_shipped_at, outputs, outputs_bytes) VALUES (%s, 1, 'success', 1, now(), now(), 0, now(), %s, %s) "
+                "RETURNING id", (ti, Jsonb(published) if published else None,
+                                 len(json.dumps(published)) if published else None)).fetchone()[0]  # type: ignore[index]
+            conn.execute("INSERT INTO task_logs (task_try_id, content, truncated, size_bytes) "
+                         "VALUES (%s, %s, false, 3)", (try_pk, "ok\n"))
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, token=READ_TOKEN, fragment="#/dags/dash-outputs/runs/outputs-1/tasks/publish")
+    panel = page.get_by_test_id("task-outputs")
+    expect(panel).to_be_visible()
+    expect(page.get_by_test_id("output-html")).to_have_text(outputs["html"])  # the characters, as written
+    assert panel.locator("script, img").count() == 0  # nothing of it became an element
+    expect(page.get_by_test_id("output-rows")).to_have_text("12")
+    expect(page.get_by_test_id("output-meta")).to_have_text('{"parts":["a","b"]}')
+    long = page.get_by_test_id("output-long")
+    expect(long.locator("code")).to_have_text(long_value[:160] + "…")
+    page.get_by_test_id("output-more-long").click()
+    expect(long.locator("code")).to_have_text(long_value)
+    expect(long).to_have_attribute("data-expanded", "true")
+    page.wait_for_timeout(6_000)  # past the finished task's 5 s poll: still open
+    expect(long.locator("code")).to_have_text(long_value)
+    expect(page.get_by_test_id("log")).to_contain_text("ok")
+    assert page.evaluate("window.pwned === undefined")
+    browse.screenshot("task-outputs")
+    # A task that published nothing shows no outputs panel.
+    page.goto(f"{server.url}/#/dags/dash-outputs/runs/outputs-1/tasks/later")
+    expect(page.get_by_test_id("log")).to_contain_text("ok")
+    expect(page.get_by_test_id("task-outputs")).to_be_hidden()

@@ -1,15 +1,45 @@
 // Task logs: one tab per try; while the selected try is running the log is re-fetched every
 // second and the view follows the tail unless the reader scrolled up. On Kubernetes a running
 // try's log comes live from its pod (X-Leoflow-Log-Source: pod, a bounded tail), read by
-// whichever replica serves the page; a finished try's from the stored copy.
+// whichever replica serves the page; a finished try's from the stored copy. Above the log, the
+// outputs the task published (its current ones: those of the try that succeeded), name → value.
 
 import { api, enc } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, fmtDuration, secondsBetween, TERMINAL_TASK_STATES, timeEl } from "../format.js";
-import { crumbs, fact, notice } from "../ui.js";
+import { crumbs, fact, notice, section } from "../ui.js";
 
 const LIVE_POLL_MS = 1000;
 const IDLE_POLL_MS = 5000;
+// An output is at most 4,095 bytes, a whole screen of text: past this many characters a value
+// shows its start and a button for the rest, so one long value does not push the log away.
+const OUTPUT_SHOWN_CHARS = 160;
+
+/**
+ * The outputs as a list of name → value, by name. Values are text (textContent, via h()), never
+ * HTML: a task's outputs are whatever its process wrote. Strings as they are, the rest as JSON.
+ */
+function outputsList(outputs, expanded, redraw) {
+  return h("dl", { class: "outputs" }, Object.keys(outputs).sort().map((name) => {
+    const value = outputs[name];
+    const text = typeof value === "string" ? value : JSON.stringify(value);
+    const long = text.length > OUTPUT_SHOWN_CHARS;
+    const open = expanded.has(name);
+    const toggle = () => {
+      if (open) expanded.delete(name);
+      else expanded.add(name);
+      redraw();
+    };
+    return [
+      h("dt", { class: "mono" }, name),
+      h("dd", { "data-testid": `output-${name}`, "data-expanded": long ? String(open) : undefined },
+        h("code", { class: "output-value" }, long && !open ? `${text.slice(0, OUTPUT_SHOWN_CHARS)}…` : text),
+        long ? h("button", { type: "button", class: "output-more", "data-testid": `output-more-${name}`,
+          "aria-expanded": String(open), onclick: toggle }, open ? "Show less" : `Show all (${text.length} characters)`)
+          : null),
+    ];
+  }));
+}
 
 function triesOf(ti) {
   const list = ti.tries || ti.task_tries || [];
@@ -22,6 +52,15 @@ export default {
     const errors = notice();
     const tabs = h("div", { class: "tabs", role: "tablist", "data-testid": "try-tabs" });
     const meta = h("div", { class: "facts-row", "data-testid": "try-facts" });
+    const outputs = section("Outputs", { testid: "task-outputs" });
+    outputs.el.hidden = true;
+    const expanded = new Set(); // the long values opened, kept across polls
+    let shownOutputs = null;
+    const drawOutputs = () => {
+      const values = shownOutputs === null ? null : JSON.parse(shownOutputs);
+      outputs.el.hidden = values === null;
+      fill(outputs.body, values === null ? null : outputsList(values, expanded, drawOutputs));
+    };
     const follow = h("input", { type: "checkbox", checked: true, "data-testid": "follow" });
     const status = h("span", { class: "muted small", "data-testid": "log-status" });
     const pre = h("pre", { class: "log", "data-testid": "log", tabindex: 0 });
@@ -29,7 +68,7 @@ export default {
       crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], [runId, href("dags", dagId, "runs", runId)], taskId),
       h("div", { class: "page-head" }, h("h1", { class: "mono" }, taskId),
         h("div", { class: "page-actions" }, h("label", { class: "inline" }, follow, " follow"))),
-      errors.el, tabs, meta, status, pre);
+      errors.el, tabs, meta, outputs.el, status, pre);
 
     const wanted = Number.parseInt(ctx.query.get("try") || "", 10);
     let selected = Number.isFinite(wanted) ? wanted : null;
@@ -83,6 +122,12 @@ export default {
         const tryState = current ? current.state : ti.state;
         settled = TERMINAL_TASK_STATES.has(tryState) || Boolean(current && current.ended_at);
         live = complete === null ? !settled : !complete;
+        // Redrawn only when they change: a poll must not close a value the reader opened.
+        const outputsNow = ti.outputs ? JSON.stringify(ti.outputs) : null;
+        if (outputsNow !== shownOutputs) {
+          shownOutputs = outputsNow;
+          drawOutputs();
+        }
         fill(tabs, tries.map((t) => h("button", {
           type: "button", role: "tab", class: `tab ${t.try_number === selected ? "active" : ""}`,
           "aria-selected": t.try_number === selected ? "true" : "false", "data-testid": `try-tab-${t.try_number}`,
