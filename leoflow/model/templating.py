@@ -69,6 +69,9 @@ _NOT_YET = {
 }
 _RUN_NOT_YET = {"state": "exit tasks (on_exit)", "reason": "exit tasks (on_exit)",
                 "failed_tasks": "exit tasks (on_exit)", "failed_count": "exit tasks (on_exit)"}
+#: How a referenced upstream that did not succeed ended, in a try's failure reason.
+_ENDED = {"skipped": "was skipped", "failed": "failed", "upstream_failed": "did not run (upstream_failed)",
+          "cancelled": "was cancelled"}
 _GRAMMAR = ("a reference is params.NAME, run.id, run.logical_date or tasks.TASK.outputs.NAME "
             '(then .KEY or [INDEX]); {{ "{{" }} writes a literal {{')
 
@@ -504,7 +507,7 @@ def _value(ref: Reference, facts: RunFacts, where: str) -> Any:
         if upstream is None:
             raise fail(f"task {ref.task!r} has no task instance in this run")
         if upstream.state != "success":
-            raise fail(f"task {ref.task!r} was {upstream.state}")
+            raise fail(f"task {ref.task!r} {_ENDED.get(upstream.state, f'is {upstream.state}, not success')}")
         outputs = upstream.outputs or {}
         if ref.name not in outputs:
             raise fail(f"task {ref.task!r} has no output {ref.name!r}")

@@ -66,6 +66,7 @@ from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.kills import TryKiller
 from leoflow.scheduler.periodic import Part, Periodic
 from leoflow.scheduler.queueing import ROW_BUDGET, Queuer, build_launch, run_context
+from leoflow.scheduler.rendering import Unrendered, render_launches
 from leoflow.scheduler.reports import ReportApplier
 from leoflow.scheduler.shards import SHARD_MIN, STEP_SHARDS, ReservingLauncher, SplitPart, split_by_run
 from leoflow.scheduler.step import Launcher, Step
@@ -168,6 +169,7 @@ class SchedulerCore:
             metrics.RUNS_FINISHED.labels(state=run.state).inc()
             log.info("run finished", extra={"dag_id": run.dag_id, "run_id": run.run_id, "state": run.state})
         self.kills.spawn(step.kills)
+        self.inbox.extend(step.refused)  # tries whose templates could not be rendered: they fail
         await self.submit_all(step.launches)
 
     async def tick(self) -> bool:
@@ -447,14 +449,22 @@ class SchedulerCore:
         page = await try_store.queued_tries_after(step.conn, after, self.batch_size)
         graphs = await step.graphs.load(step.conn, {p.version_id for p in page})
         launches: list[TaskLaunch] = []
+        pending: list[Unrendered] = []
         for item in step.usable(page, graphs):
             try:
                 run = run_context(item.conf_json, item.logical_date)
-                launches.append(build_launch(graphs[item.version_id].tasks[item.key.task_id], item.key,
-                                             item.task_try_id, self.ctx.term, run))
+                task = graphs[item.version_id].tasks[item.key.task_id]
+                launch = build_launch(task, item.key, item.task_try_id, self.ctx.term, run)
             except Exception as exc:  # containment: this try's launch
                 step.fail("task", item.task_instance_id, exc)
-        return page, launches
+                continue
+            if task.templates is None:
+                launches.append(launch)
+            else:
+                pending.append(Unrendered(launch, task.templates, item.run_pk, run))
+        rendered, refused = await render_launches(step.conn, pending, step.now)
+        step.refused += refused
+        return page, launches + rendered
 
     async def close(self, timeout: float | None = None) -> None:
         """Cancel the kills in progress; waits at most ``timeout`` s for them (None: until they end)."""

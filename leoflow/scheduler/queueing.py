@@ -43,6 +43,7 @@ from leoflow.model.spec.graph import DagGraph
 from leoflow.model.spec.trigger_rules import UpstreamCounts, decide
 from leoflow.model.tries import TaskLaunch, TryKey
 from leoflow.scheduler.containment import EntityKind
+from leoflow.scheduler.rendering import Unrendered
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry
 
@@ -230,7 +231,10 @@ class Queuer:
                 continue
             self.inflight[key] = InFlightTry(q.task_instance_id, q.run_pk, q.task_id, q.try_number, q.max_tries,
                                              q.dag_id, q.run_id, q.version_id)
-            step.launches.append(launch)
+            if task.templates is None:
+                step.launches.append(launch)
+            else:  # rendered before the step commits, with one read for all (leoflow.scheduler.rendering)
+                step.unrendered.append(Unrendered(launch, task.templates, q.run_pk, run))
             step.active.add(q.run_pk)
 
 

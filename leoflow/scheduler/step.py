@@ -37,9 +37,10 @@ from leoflow.db.stores.task_instances.transitions import ReadyTask, TaskInstance
 from leoflow.db.stores.tries import TryToKill
 from leoflow.model.spec.graph import DagGraph
 from leoflow.model.spec.trigger_rules import decide
-from leoflow.model.tries import TaskLaunch
+from leoflow.model.tries import StatusUpdate, TaskLaunch
 from leoflow.scheduler.containment import EntityKind, Fault, contained
 from leoflow.scheduler.graphs import VersionGraphs
+from leoflow.scheduler.rendering import Unrendered, render_launches
 
 
 class OfRun(Protocol):
@@ -98,6 +99,10 @@ class Step:
     #: Tries to hand to the executor after the commit; tries to kill after the commit.
     launches: list[TaskLaunch] = field(default_factory=list)
     kills: list[TryToKill] = field(default_factory=list)
+    #: Launches of tasks with ``{{ … }}`` references, rendered by :meth:`settle` (one read for all);
+    #: ``failed`` reports of the tries whose references could not be resolved (to the inbox after the commit).
+    unrendered: list[Unrendered] = field(default_factory=list)
+    refused: list[StatusUpdate] = field(default_factory=list)
     finished: list[FinishedRun] = field(default_factory=list)
     #: Task transitions applied, by new state (metrics after the commit).
     transitions: Counter[str] = field(default_factory=Counter)
@@ -115,7 +120,7 @@ class Step:
     def busy(self) -> bool:
         """Did the step change anything (the loop then ticks again at once)?"""
         return bool(self.transitions or self.launches or self.finished or self.faults or self.created
-                    or self.started or self.due)
+                    or self.started or self.due or self.refused)
 
     # ------------------------------------------------------------------ recording
 
@@ -281,6 +286,11 @@ class Step:
         runs, self.touched = sorted(self.touched - self.active), set()
         finished = await run_endings.finish_runs(self.conn, runs, self.now, self.term)
         self.finished.extend(finished)
+        if self.unrendered:
+            pending, self.unrendered = self.unrendered, []
+            launches, refused = await render_launches(self.conn, pending, self.now)
+            self.launches += launches
+            self.refused += refused
         return finished
 
     async def _write_faults(self) -> None:

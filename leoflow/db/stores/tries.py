@@ -335,3 +335,33 @@ async def mark_tries_killed(conn: AsyncConnection, task_try_ids: Sequence[int], 
         UPDATE task_tries SET state = 'cancelled', ended_at = coalesce(ended_at, :now)
         WHERE id = ANY(CAST(:ids AS bigint[])) AND state = 'cancelling'
     """), {"ids": list(task_try_ids), "now": now})
+
+
+# --------------------------------------------------------------------------- what templates read
+
+@dataclass(frozen=True)
+class UpstreamTry:
+    """A referenced upstream task instance at launch: its state, and its current outputs while ``success``."""
+
+    state: str
+    outputs: dict[str, object] | None
+
+
+async def upstream_outputs(conn: AsyncConnection,
+                           wanted: Sequence[tuple[int, str]]) -> dict[tuple[int, str], UpstreamTry]:
+    """The state and current outputs of task instances (run_pk, task_id), in one read.
+
+    *Current* outputs are those of try ``try_number`` while the instance is ``success`` (ADR 0014):
+    a cleared instance has none, whatever its earlier tries wrote.
+    """
+    if not wanted:
+        return {}
+    rows = await conn.execute(text("""
+        SELECT ti.run_pk, ti.task_id, ti.state, tt.outputs
+        FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS w(run_pk, task_id)
+        JOIN task_instances ti ON ti.run_pk = w.run_pk AND ti.task_id = w.task_id
+        LEFT JOIN task_tries tt ON ti.state = 'success' AND tt.task_instance_id = ti.id
+                                AND tt.try_number = ti.try_number
+    """), {"runs": [w[0] for w in wanted], "tasks": [w[1] for w in wanted]})
+    return {(int(r.run_pk), str(r.task_id)):
+            UpstreamTry(str(r.state), r.outputs if isinstance(r.outputs, dict) else None) for r in rows}
