@@ -42,6 +42,7 @@ from leoflow.model.spec.fairness import DEFAULT_POOL
 from leoflow.model.spec.graph import DagGraph
 from leoflow.model.spec.trigger_rules import UpstreamCounts, decide
 from leoflow.model.tries import TaskLaunch, TryKey
+from leoflow.scheduler.conditions import apply_conditions
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.rendering import Unrendered
 from leoflow.scheduler.step import Step
@@ -160,7 +161,10 @@ class Queuer:
         deferred: list[ReadyTask] = []
         containers = False
         unclassified: list[tuple[int, str, int]] = []
-        for r, task in _still_runnable(step, ready, graphs, decided):
+        # Containers are only classified here: their conditions are decided when they are picked.
+        runnable, _ = await apply_conditions(step, _still_runnable(step, ready, graphs, decided), graphs,
+                                             empty_only=True)
+        for r, task in runnable:
             if task.kind == "empty":
                 downstream = graphs[r.version_id].downstream.get(r.task_id, ())
                 if empties and len(edges) + len(downstream) > edge_budget:
@@ -191,13 +195,14 @@ class Queuer:
                                               excluded=excluded, only=only)
         graphs = await step.graphs.load(step.conn, {r.version_id for r in picked.tasks})
         decided: list[tuple[int, str]] = []
-        runnable = [r for r, _ in _still_runnable(step, picked.tasks, graphs, decided)]
+        judged, ended = await apply_conditions(step, _still_runnable(step, picked.tasks, graphs, decided), graphs)
+        runnable = [r for r, _ in judged]
         if decided:
             await step.decide_ready(decided, {r.id: r for r in picked.tasks})
         queued = await queue_store.queue_picked(step.conn, runnable, step.now, step.term)
         self.launch(step, graphs, queued)
         # A decided task leaves its slot free: another round may give it to the next one.
-        return _Queued(len(queued) + len(decided), picked.more or bool(decided))
+        return _Queued(len(queued) + len(decided) + ended, picked.more or bool(decided) or ended > 0)
 
     def room(self) -> QueueRoom:
         """The rules a step's one-write queueing applies

@@ -236,14 +236,17 @@ class Step:
         """Task instances whose upstream counters a statement changed: decide them and propagate."""
         await self.propagate(await self._decide(counted))
 
-    async def decide_ready(self, decisions: Sequence[tuple[int, str]], rows: Mapping[int, ReadyTask]) -> None:
-        """Ready task instances (id, ``upstream_failed`` | ``skipped``) their rule ends unrun."""
+    async def decide_ready(self, decisions: Sequence[tuple[int, str]], rows: Mapping[int, ReadyTask], *,
+                           reasons: Mapping[int, str] | None = None) -> None:
+        """Ready task instances (id, ``upstream_failed`` | ``skipped``) their rule ends unrun, or (id,
+        ``skipped`` | ``failed``) their ``when`` does, with ``reasons`` by id."""
         await self.propagate(await self._end_unrun(decisions, {rows[i].run_pk: rows[i].version_id
-                                                               for i, _ in decisions}))
+                                                               for i, _ in decisions}, reasons))
 
-    async def _end_unrun(self, decisions: Sequence[tuple[int, str]], versions: Mapping[int, int]) -> list[Ended]:
-        """Pending task instances (id, state) ended by their rule; ``versions`` by run_pk."""
-        decided = await ti_downstream.decide_pending(self.conn, decisions, self.now, self.term)
+    async def _end_unrun(self, decisions: Sequence[tuple[int, str]], versions: Mapping[int, int],
+                         reasons: Mapping[int, str] | None = None) -> list[Ended]:
+        """Pending task instances (id, state) ended unrun; ``versions`` by run_pk."""
+        decided = await ti_downstream.decide_pending(self.conn, decisions, self.now, self.term, reasons)
         for d in decided:
             self.transitions[d.state] += 1
         self.touch(d.run_pk for d in decided)

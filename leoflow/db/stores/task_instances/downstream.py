@@ -21,7 +21,7 @@ flagging tries ``cancelling`` and marking them killed is :mod:`leoflow.db.stores
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -202,17 +202,20 @@ async def mark_upstream_failed(conn: AsyncConnection, pairs: Sequence[tuple[int,
 
 
 async def decide_pending(conn: AsyncConnection, decisions: Sequence[tuple[int, str]], now: datetime,
-                         term: int) -> list[Decided]:
-    """Pending task instances (id, ``upstream_failed`` | ``skipped``) ended by their trigger rule."""
+                         term: int, reasons: Mapping[int, str] | None = None) -> list[Decided]:
+    """Pending task instances (id, ``upstream_failed`` | ``skipped`` | ``failed``) ended unrun: by their
+    trigger rule, or by their ``when`` (``reasons`` by id; a trigger rule's reason otherwise)."""
     if not decisions:
         return []
+    given = reasons or {}
     rows = await conn.execute(text("""
         UPDATE task_instances ti SET state = c.state, ended_at = :now, updated_at = :now, term = :term,
-               reason = CASE c.state WHEN 'skipped' THEN :skipped ELSE :failed END
-        FROM unnest(CAST(:ids AS bigint[]), CAST(:states AS text[])) AS c(id, state)
+               reason = coalesce(c.reason, CASE c.state WHEN 'skipped' THEN :skipped ELSE :failed END)
+        FROM unnest(CAST(:ids AS bigint[]), CAST(:states AS text[]), CAST(:reasons AS text[])) AS c(id, state, reason)
         WHERE ti.id = c.id AND ti.state = 'pending'
         RETURNING ti.run_pk, ti.task_id, ti.state
-    """), {"ids": [d[0] for d in decisions], "states": [d[1] for d in decisions], "now": now, "term": term,
+    """), {"ids": [d[0] for d in decisions], "states": [d[1] for d in decisions],
+           "reasons": [given.get(d[0]) for d in decisions], "now": now, "term": term,
            "skipped": REASONS["skipped"], "failed": REASONS["upstream_failed"]})
     return [Decided(int(r.run_pk), r.task_id, r.state) for r in rows]
 
