@@ -66,7 +66,8 @@ def build_launch(task: TaskSpec, key: TryKey, task_try_id: int, term: int, run: 
     # Positional, in TaskLaunch's field order: a step builds hundreds, and by keyword each took twice as
     # long (0.95 against 0.48 µs).
     return TaskLaunch(key, task_try_id, term, task.image, task.command, task.args,
-                      task_environment(key, run, task.env), task.resources, task.timeout_seconds, task.pod)
+                      task_environment(key, run, task.env), task.resources, task.timeout_seconds, task.pod,
+                      bool(task.outputs))
 
 
 def run_context(conf_json: str, logical_date: object) -> RunContext:
@@ -219,7 +220,7 @@ class Queuer:
             if q.run_pk not in runs:
                 try:
                     runs[q.run_pk] = run_context(q.conf_json, q.logical_date)
-                except Exception as exc:  # containment: this run's stored conf
+                except (ValueError, RecursionError) as exc:  # this run's stored conf: not JSON, or too deep
                     runs[q.run_pk] = None
                     step.fail("run", q.run_pk, exc)
             run = runs[q.run_pk]

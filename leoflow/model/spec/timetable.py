@@ -25,7 +25,8 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from zoneinfo import ZoneInfo
 
-from leoflow.model.cron import cron_expression, next_fire, previous_fire
+from leoflow.errors import ValidationFailed
+from leoflow.model.cron import CRON_ERRORS, cron_expression, next_fire, previous_fire
 from leoflow.model.spec.dag import DagSpec
 
 
@@ -75,7 +76,8 @@ class TickPlanner:
             try:
                 found = plan_scheduled_runs(schedule, timezone, catchup=catchup, next_run_at=next_run_at,
                                             now=self.now, limit=self.limit)
-            except Exception as exc:  # remembered for the DAGs sharing the key; each is failed alone
+            except (*CRON_ERRORS, LookupError, ValidationFailed) as exc:  # remembered for the DAGs sharing the key
+                # (a zone that is gone is a LookupError); each DAG is still failed alone by the caller
                 found = (exc, exc.__traceback__)
             self._plans[key] = found
         if isinstance(found, tuple):
