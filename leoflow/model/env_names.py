@@ -13,6 +13,10 @@ import re
 #: (:mod:`leoflow.model.run_context`) uses the same namespace, so a task can trust what it finds there.
 ENV_PREFIX = "LEOFLOW_"
 
+#: Where a task that declares outputs writes them (leoflow.model.outputs): a file locally, the
+#: ``task`` container's termination log on Kubernetes. Given to no other task.
+OUTPUTS_ENV = "LEOFLOW_OUTPUTS"
+
 #: Names a task may be given (C identifiers; Kubernetes allows more, but a name a shell cannot
 #: read is a bug waiting to happen). Also the shape of an ``env_from`` prefix.
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

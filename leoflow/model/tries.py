@@ -56,10 +56,15 @@ class TaskLaunch(NamedTuple):
     timeout_seconds: float | None = None
     #: Pod fields of the task (secret refs, volumes, placement, ...); None: none set.
     pod: PodFields | None = None
+    #: The task declares outputs (leoflow.model.outputs): the try gets ``LEOFLOW_OUTPUTS`` and its
+    #: executor reads what it wrote when it succeeds.
+    outputs_declared: bool = False
 
 
-#: What an executor can say about a try: it started, or it ended and how.
-TryState = Literal["running", "success", "failed"]
+#: What an executor can say about a try: it started, or it ended and how. ``skipped`` is never an
+#: executor's word: the leader turns a failure whose exit code the task lists in
+#: ``skip_on_exit_code`` into one (leoflow.scheduler.transitions.skipped_by_exit_code).
+TryState = Literal["running", "success", "failed", "skipped"]
 
 
 class StatusUpdate(NamedTuple):
@@ -74,3 +79,7 @@ class StatusUpdate(NamedTuple):
     exit_code: int | None = None
     reason: str | None = None
     executor_ref: str | None = None
+    #: What a successful try of a task declaring outputs wrote to ``LEOFLOW_OUTPUTS``, raw and
+    #: unchecked (at most :data:`leoflow.model.outputs.READ_AT_MOST` bytes; ``b""``: nothing);
+    #: None for every other report. The leader checks it (leoflow.model.outputs.check_outputs).
+    outputs: bytes | None = None

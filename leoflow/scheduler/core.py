@@ -102,7 +102,8 @@ class SchedulerCore:
         self.inbox: deque[StatusUpdate] = deque()
         self.inflight: dict[TryKey, InFlightTry] = {}
         self.quarantine: set[tuple[EntityKind, int | str]] = set()
-        self.reports = ReportApplier(self.inflight, max_retry_delay=ctx.settings.scheduler.max_retry_delay)
+        self.reports = ReportApplier(self.inflight, max_retry_delay=ctx.settings.scheduler.max_retry_delay,
+                                     termination_message=executor.name == "kubernetes")
         self.queuer = Queuer(self.inflight, self.quarantine, parallelism=ctx.settings.scheduler.parallelism,
                              batch_size=batch_size)
         self.periodic = Periodic(self.graphs, self.quarantine, batch_size=batch_size, row_budget=self.fanout_budget)

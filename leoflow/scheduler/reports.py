@@ -10,20 +10,30 @@ Containment: folding one task instance's reports runs in a boundary of its own (
 makes the state machine raise — a timeout beyond the calendar, a bug — fails that task instance
 with the reason, never the batch). Text from executors (reasons, references) is cleaned of what
 PostgreSQL cannot store before it reaches a statement.
+
+Outputs (ADR 0014, decision 1): a success of a task that declares outputs is checked here, by the
+leader, against its DAG version's declarations (:func:`~leoflow.model.outputs.check_outputs`).
+Passing, the values go into the statement that records the success (same fenced transaction as
+the task instance's move to ``success``); rejected, the report becomes a failure with the
+rejection as its reason, and retries apply. A success of any other task costs one lookup of its
+(compiled, cached) spec.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
 
 from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.db.stores.task_instances.transitions import LiveTaskInstance, Transition, TryChange
+from leoflow.model.outputs import CheckedOutputs, OutputsRejected, check_outputs
+from leoflow.model.spec.graph import DagGraph
 from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.scheduler.containment import clean_text
 from leoflow.scheduler.step import Step
-from leoflow.scheduler.transitions import InFlightTry, TryFacts, fold_reports, fold_try_facts
+from leoflow.scheduler.transitions import InFlightTry, TryFacts, fold_reports, fold_try_facts, skipped_by_exit_code
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +50,12 @@ def cleaned(update: StatusUpdate) -> StatusUpdate:
 class ReportApplier:
     """Applies batches of executor reports for one term (see the module docstring)."""
 
-    def __init__(self, inflight: dict[TryKey, InFlightTry], *, max_retry_delay: float) -> None:
+    def __init__(self, inflight: dict[TryKey, InFlightTry], *, max_retry_delay: float,
+                 termination_message: bool = False) -> None:
         self.inflight = inflight
         self.max_retry_delay = max_retry_delay
+        #: Outputs arrive as Kubernetes termination messages (the size reason says so).
+        self.termination_message = termination_message
 
     async def apply(self, step: Step, batch: Sequence[StatusUpdate]) -> None:
         batch = [cleaned(u) for u in batch]
@@ -67,11 +80,16 @@ class ReportApplier:
         by_key = {(r.dag_id, r.run_id, r.task_id): r for r in rows}
         updates: dict[int, list[StatusUpdate]] = defaultdict(list)
         facts: dict[tuple[int, int], TryFacts] = {}
+        outputs: dict[tuple[int, int], CheckedOutputs] = {}
         for update in batch:
             row = by_key.get((update.key.dag_id, update.key.run_id, update.key.task_id))
             if row is None:
                 log.debug("report for an unknown task instance", extra={"try": str(update.key)})
                 continue
+            if update.state == "success":
+                update = self._checked(update, row, graphs, outputs)
+            if update.state == "failed":
+                update = skipped_by_exit_code(update, graphs[row.version_id].task(row.task_id))
             updates[row.id].append(update)
             fold_try_facts(facts, row.id, update)
         rows_by_id = {r.id: r for r in rows}
@@ -86,8 +104,7 @@ class ReportApplier:
                 continue
             if folded is not None:
                 transitions.append(folded)
-        try_changes = [TryChange(ti_id, try_number, f.state, f.started_at, f.ended_at, f.exit_code, f.reason,
-                                 f.executor_ref) for (ti_id, try_number), f in facts.items()] if record_tries else []
+        try_changes = [self._try_change(key, f, outputs) for key, f in facts.items()] if record_tries else []
         applied = await ti_store.apply_transitions(step.conn, transitions, step.now, step.term, try_changes=try_changes)
         await step.after_transitions([t for t in transitions if t.ti_id in applied], rows_by_id, graphs)
         missed: list[TryKey] = []
@@ -103,3 +120,25 @@ class ReportApplier:
             else:
                 self.inflight.pop(key, None)
         return missed
+
+    def _checked(self, update: StatusUpdate, row: LiveTaskInstance, graphs: dict[int, DagGraph],
+                 outputs: dict[tuple[int, int], CheckedOutputs]) -> StatusUpdate:
+        """A success as it counts: checked against the task's declared outputs (see the module docstring)."""
+        task = graphs[row.version_id].task(row.task_id)
+        if task is None or not task.outputs:
+            return update
+        try:
+            checked = check_outputs(update.outputs or b"", task.outputs, termination_message=self.termination_message)
+        except OutputsRejected as rejected:
+            return update._replace(state="failed", reason=rejected.reason, outputs=None)
+        outputs[(row.id, update.key.try_number)] = checked
+        return update
+
+    @staticmethod
+    def _try_change(key: tuple[int, int], f: TryFacts, outputs: dict[tuple[int, int], CheckedOutputs]) -> TryChange:
+        change = TryChange(key[0], key[1], f.state, f.started_at, f.ended_at, f.exit_code, f.reason, f.executor_ref)
+        checked = outputs.get(key) if f.state == "success" else None
+        if checked is not None:
+            change.outputs = json.dumps(checked.values, ensure_ascii=False, separators=(",", ":"))
+            change.outputs_bytes = checked.size
+        return change

@@ -11,11 +11,18 @@ the scheduler any more — only the leader's fenced writes change task states. C
   (:func:`reported_outcome`) for as long as the other replica is alive (:func:`owner_liveness`),
   and only then decides.
 
+What a successful try wrote to its outputs file travels too (``try_outcomes.outputs``), raw: the
+leader checks it as it checks its own executor's reports. It is kept as the JSON string of its
+bytes (invalid UTF-8 as surrogate escapes, so ASCII text with every byte recoverable):
+PostgreSQL's ``text`` holds neither NUL nor invalid UTF-8, and a rejection must name what was
+written, not what the column could store.
+
 Every function takes an ``AsyncConnection`` inside a transaction the caller owns.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,6 +38,8 @@ class ReportedOutcome:
     exit_code: int | None
     reason: str | None
     reported_by: str
+    #: What the try wrote to its outputs file (None: nothing, or it did not succeed).
+    outputs: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -44,25 +53,38 @@ class OwnerLiveness:
 
 
 _REPORT = text("""
-    INSERT INTO try_outcomes (task_try_id, state, exit_code, reason, reported_by)
-    VALUES (:id, :state, :code, :reason, :by)
+    INSERT INTO try_outcomes (task_try_id, state, exit_code, reason, reported_by, outputs)
+    VALUES (:id, :state, :code, :reason, :by, :outputs)
     ON CONFLICT (task_try_id) DO NOTHING
 """)
 
 
+def outputs_text(raw: bytes) -> str:
+    """``raw`` as ``try_outcomes.outputs`` keeps it (see the module docstring); :func:`outputs_bytes` undoes it."""
+    return json.dumps(raw.decode("utf-8", "surrogateescape"))
+
+
+def outputs_bytes(stored: str) -> bytes:
+    return str(json.loads(stored)).encode("utf-8", "surrogateescape")
+
+
 async def report_outcome(conn: AsyncConnection, task_try_id: int, *, state: str, exit_code: int | None,
-                         reason: str | None, reported_by: str) -> None:
+                         reason: str | None, reported_by: str, outputs: bytes | None = None) -> None:
     """Record how a try's process ended (the first report wins; reports never change)."""
     await conn.execute(_REPORT, {"id": task_try_id, "state": state, "code": exit_code,
-                                 "reason": reason[:2000] if reason else None, "by": reported_by[:253]})
+                                 "reason": reason[:2000] if reason else None, "by": reported_by[:253],
+                                 "outputs": None if outputs is None else outputs_text(outputs)})
 
 
-_REPORTED = text("SELECT state, exit_code, reason, reported_by FROM try_outcomes WHERE task_try_id = :id")
+_REPORTED = text("SELECT state, exit_code, reason, reported_by, outputs FROM try_outcomes WHERE task_try_id = :id")
 
 
 async def reported_outcome(conn: AsyncConnection, task_try_id: int) -> ReportedOutcome | None:
     row = (await conn.execute(_REPORTED, {"id": task_try_id})).first()
-    return ReportedOutcome(row.state, row.exit_code, row.reason, row.reported_by) if row is not None else None
+    if row is None:
+        return None
+    outputs = None if row.outputs is None else outputs_bytes(row.outputs)
+    return ReportedOutcome(row.state, row.exit_code, row.reason, row.reported_by, outputs)
 
 
 _LIVENESS = text("""

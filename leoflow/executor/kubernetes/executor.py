@@ -241,16 +241,16 @@ class KubernetesExecutor(PodCreation):
             self._tracked.pop(t.name, None)
             if not t.final and not t.killing:
                 if outcome.state in ("success", "failed"):
-                    await self._finish(t, outcome.state, outcome.exit_code, outcome.reason)
+                    await self._finish(t, outcome.state, outcome.exit_code, outcome.reason, outputs=outcome.outputs)
                 else:
                     await self._finish(t, "failed", None, "the pod was deleted before it finished (not by Leoflow)")
             return
         if t.final or t.killing:
             return
         if outcome.state in ("success", "failed") and outcome.sidecars_running:
-            self._start_end(t, outcome.state, outcome.exit_code, outcome.reason)
+            self._start_end(t, outcome.state, outcome.exit_code, outcome.reason, outputs=outcome.outputs)
         elif outcome.state in ("success", "failed"):
-            await self._finish(t, outcome.state, outcome.exit_code, outcome.reason)
+            await self._finish(t, outcome.state, outcome.exit_code, outcome.reason, outputs=outcome.outputs)
         elif pod.get("metadata", {}).get("deletionTimestamp"):
             await self._finish(t, "failed", None, "the pod is being deleted before it finished (not by Leoflow)")
         elif outcome.state == "running":
@@ -338,13 +338,13 @@ class KubernetesExecutor(PodCreation):
         self._start_end(t, "failed", None, reason, wait_gone=True)
 
     def _start_end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
-                   wait_gone: bool = False) -> None:
+                   wait_gone: bool = False, outputs: bytes | None = None) -> None:
         """End a try by deleting its pod (a kill, or sidecars left running), beside the event loop."""
         if t.killing or t.final:
             return
         t.killing = True
-        self._spawn(self._end(t, state, exit_code, reason, wait_gone=wait_gone), f"k8s-kill:{t.name}",
-                    may_return=True)
+        self._spawn(self._end(t, state, exit_code, reason, wait_gone=wait_gone, outputs=outputs),
+                    f"k8s-kill:{t.name}", may_return=True)
 
     async def _kill(self, t: Tracked, reason: str, *, must_delete: bool = False) -> None:
         """Save what logs there are, delete the pod (fenced), wait until it is gone (forcing it after
@@ -352,7 +352,7 @@ class KubernetesExecutor(PodCreation):
         await self._end(t, "failed", None, reason, must_delete=must_delete, wait_gone=True)
 
     async def _end(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
-                   must_delete: bool = False, wait_gone: bool = False) -> None:
+                   must_delete: bool = False, wait_gone: bool = False, outputs: bytes | None = None) -> None:
         """Save the pod's logs, delete it (fenced), report ``state`` (a kill, or sidecars left running).
 
         At most ``kill_concurrency`` at once; no transaction is open while the log is read. With
@@ -388,7 +388,7 @@ class KubernetesExecutor(PodCreation):
                     t.killing = False
                     raise
                 log.warning("reporting a killed try whose pod is not confirmed gone", extra={"pod": t.name})
-        await self._finish(t, state, exit_code, reason)
+        await self._finish(t, state, exit_code, reason, outputs=outputs)
 
     async def _wait_gone(self, t: Tracked) -> None:
         """Return once the pod is gone from the API server (or no longer live: its containers have
@@ -459,15 +459,17 @@ class KubernetesExecutor(PodCreation):
 
     # ------------------------------------------------------------------ reporting and loops
 
-    async def _finish(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+    async def _finish(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
+                      outputs: bytes | None = None) -> None:
         t.final = True
-        await self._emit(t, state, exit_code, reason)
+        await self._emit(t, state, exit_code, reason, outputs=outputs)
 
-    async def _emit(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+    async def _emit(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
+                    outputs: bytes | None = None) -> None:
         ctx, report = self._require_ctx(), self._report
         t.reported = state
         t.last = StatusUpdate(key=t.key, state=state, at=ctx.clock.now(), exit_code=exit_code, reason=reason,
-                              executor_ref=t.name)
+                              executor_ref=t.name, outputs=outputs)
         if report is None:
             return
         await report(t.last)

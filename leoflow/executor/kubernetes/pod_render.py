@@ -12,7 +12,10 @@ Precedence, lowest first (each layer strategic-merged over the previous,
    (:func:`restricted_defaults`);
 5. Leoflow's own fields, which nothing overrides: name, namespace, the ``leoflow.io/*`` and
    ``app.kubernetes.io/managed-by`` labels and annotations, ``restartPolicy: Never``, and the
-   ``task`` container's image and command.
+   ``task`` container's image and command — and, for a task that declares outputs, its
+   ``terminationMessagePath: /dev/termination-log`` and ``terminationMessagePolicy: File`` (ADR
+   0014: ``FallbackToLogsOnError`` would make a log tail "outputs"), with ``LEOFLOW_OUTPUTS``
+   naming that file.
 
 The result is checked (:func:`check_rendered`) — the Pod schema, container names, every volume
 mount naming a volume — and a pod that fails is never sent: the try fails with the path and the
@@ -27,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from leoflow.errors import ValidationFailed
+from leoflow.model.env_names import OUTPUTS_ENV
 from leoflow.model.k8s.names import RESERVED_KEY_PREFIXES, RESERVED_KEYS, label_value
 from leoflow.model.k8s.objects import check_object
 from leoflow.model.k8s.pod import EnvVar, KeyRef, PodFields
@@ -34,6 +38,9 @@ from leoflow.model.k8s.strategic_merge import merge_pods
 from leoflow.model.tries import TaskLaunch
 
 CONTAINER = "task"
+#: Where a task that declares outputs writes them: the kubelet copies this file into the task
+#: container's ``state.terminated.message`` (at most 4,096 bytes, the last ones).
+TERMINATION_LOG = "/dev/termination-log"
 #: kubectl logs/exec pick this container of a multi-container pod without ``-c``.
 DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
 _NO_PRIVILEGE_ESCALATION_WITH = ("SYS_ADMIN", "CAP_SYS_ADMIN")
@@ -60,7 +67,9 @@ def _built(launch: TaskLaunch, fields: PodFields, metadata: Mapping[str, Any], s
     container: dict[str, Any] = {"name": CONTAINER, "image": launch.image, "command": list(launch.command)}
     if launch.args:
         container["args"] = list(launch.args)
-    env = _env(launch.env, fields.env)
+    env = _env({**launch.env, OUTPUTS_ENV: TERMINATION_LOG} if launch.outputs_declared else launch.env, fields.env)
+    if launch.outputs_declared:
+        container.update(terminationMessagePath=TERMINATION_LOG, terminationMessagePolicy="File")
     if env:
         container["env"] = env
     if fields.env_from:
@@ -188,6 +197,9 @@ def _leoflow_wins(pod: Pod, built: Pod) -> None:
     for container in spec["containers"]:
         if container.get("name") == CONTAINER:
             container["image"], container["command"] = mine["image"], mine["command"]
+            for key in ("terminationMessagePath", "terminationMessagePolicy"):
+                if key in mine:
+                    container[key] = mine[key]
 
 
 def check_rendered(pod: Pod) -> None:

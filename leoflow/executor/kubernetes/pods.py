@@ -28,6 +28,7 @@ from typing import Any
 
 from leoflow.executor.kubernetes.pod_render import CONTAINER, render_pod
 from leoflow.executor.naming import label_value, try_name
+from leoflow.model.env_names import OUTPUTS_ENV
 from leoflow.model.tries import TaskLaunch, TryKey, TryState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -108,6 +109,9 @@ class PodOutcome:
     reason: str | None = None
     stuck: str | None = None
     sidecars_running: bool = False
+    #: A success of a try whose task declares outputs: the ``task`` container's termination message
+    #: (what it wrote to ``LEOFLOW_OUTPUTS``), raw; ``b""`` when empty. None otherwise.
+    outputs: bytes | None = None
 
 
 def pod_outcome(pod: Pod) -> PodOutcome:
@@ -124,7 +128,7 @@ def pod_outcome(pod: Pod) -> PodOutcome:
         code = terminated.get("exitCode")
         sidecars = phase in ("Running", "Pending") and _regular_containers_running(status)
         if code == 0:
-            return PodOutcome("success", 0, None, sidecars_running=sidecars)
+            return PodOutcome("success", 0, None, sidecars_running=sidecars, outputs=_outputs(pod, terminated))
         if phase == "Failed" and status.get("reason"):
             return PodOutcome("failed", code, f"{status['reason']}: {status.get('message', '')}".rstrip(": "))
         detail = terminated.get("message") or terminated.get("reason") or "Error"
@@ -179,6 +183,22 @@ def _regular_containers_running(status: Mapping[str, Any]) -> bool:
     """Does a container other than ``task`` still run (not counting native sidecars, in init)?"""
     return any(cs.get("name") != CONTAINER and "terminated" not in (cs.get("state") or {})
                for cs in status.get("containerStatuses") or [])
+
+
+def _outputs(pod: Pod, terminated: Mapping[str, Any]) -> bytes | None:
+    """The termination message of a ``task`` container that was given ``LEOFLOW_OUTPUTS`` (its pod
+    says so: a new leader adopting the pod needs no launch), as the bytes the kubelet copied.
+
+    ``surrogatepass``: a lone surrogate the API server let through becomes bytes that are not
+    UTF-8, which the check refuses as such, instead of an error here.
+    """
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") == CONTAINER:
+            if any(e.get("name") == OUTPUTS_ENV for e in container.get("env") or []):
+                message = terminated.get("message")
+                return message.encode("utf-8", "surrogatepass") if isinstance(message, str) else b""
+            return None
+    return None
 
 
 def _container_status(status: Mapping[str, Any]) -> dict[str, Any] | None:

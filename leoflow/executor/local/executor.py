@@ -3,8 +3,10 @@
 What runs: ``command + args`` (the image is ignored: there is no container), with the task's
 ``env`` on top of Leoflow's environment minus every ``LEOFLOW_*`` variable, in a per-try working
 directory under ``LEOFLOW_HOME/tasks/<try name>/`` with stdout and stderr in ``output.log`` there
-(see :mod:`.process`). At most ``LEOFLOW_LOCAL_PARALLELISM`` processes run at once; further
-submissions wait for a slot.
+(see :mod:`.process`). A task that declares outputs also gets ``LEOFLOW_OUTPUTS``, the try's
+``outputs.json``: after the process exits and before ``exit.json`` is written, at most 4,097
+bytes of it are read and travel, unchecked, with the success report (the leader checks them).
+At most ``LEOFLOW_LOCAL_PARALLELISM`` processes run at once; further submissions wait for a slot.
 
 Failure semantics:
 
@@ -49,7 +51,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db.stores import task_logs as log_store
@@ -72,6 +74,7 @@ from leoflow.executor.log_tail import read_tail
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
+from leoflow.model.spec.entrypoint import LOCAL_NEEDS_COMMAND
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings
 
@@ -162,6 +165,9 @@ class LocalExecutor:
             await self._emit(launch.key, "failed", None, f"env refers to Kubernetes objects ({', '.join(refs)}), "
                              "which only the kubernetes executor can resolve; use plain env values here", name)
             return
+        if not launch.command:  # the image's entrypoint: a process has no image to read it from
+            await self._emit(launch.key, "failed", None, LOCAL_NEEDS_COMMAND, name)
+            return
         task = start_guarded(self._launch_in_slot(launch, name), f"local-try:{name}", may_return=True,
                              on_death=lambda _task, error: self._launch_failed(launch, name, error))
         self._pending[name] = task
@@ -242,8 +248,11 @@ class LocalExecutor:
         try:
             files.prepare()
             argv = [*launch.command, *launch.args]
+            env = child_environment(os.environ, launch.env)
+            if launch.outputs_declared:
+                env.update(files.outputs_environment())
             try:
-                running.process = await spawn(argv, files, child_environment(os.environ, launch.env))
+                running.process = await spawn(argv, files, env)
             except OSError as exc:
                 with files.log.open("ab") as f:
                     f.write(f"leoflow: cannot start {argv[0] if argv else '(empty command)'}: {exc}\n".encode())
@@ -254,6 +263,8 @@ class LocalExecutor:
                     await terminate(running.process, self.kill_grace)
                 await self._emit(running.key, "running", None, None, files.root.name)
                 outcome = await self._wait(running, launch.timeout_seconds)
+            if outcome.state == "success" and launch.outputs_declared:
+                outcome = replace(outcome, outputs=files.read_outputs() or b"")
             files.write_outcome(outcome)
             try:
                 await self._store_output(running.task_try_id, files, final=True)
@@ -301,7 +312,8 @@ class LocalExecutor:
                 outcome = await asyncio.shield(running.outcome)
             except Exception as exc:  # containment: whatever broke the process owner fails this try alone
                 outcome = Outcome("failed", None, try_error(running.key, exc, doing="running its process"))
-            await self._emit(running.key, outcome.state, outcome.exit_code, outcome.reason, running.files.root.name)
+            await self._emit(running.key, outcome.state, outcome.exit_code, outcome.reason, running.files.root.name,
+                             outputs=outcome.outputs)
 
         start_guarded(report_outcome(), f"local-watch:{running.files.root.name}", may_return=True,
                       registry=self._watchers)
@@ -323,7 +335,10 @@ class LocalExecutor:
             return
         outcome = await settle(files, self.kill_grace)
         await self._store_adopted_output(task_try_id, files)
-        await self._emit(key, outcome.state, outcome.exit_code, outcome.reason, name)
+        # The file stays beside exit.json: read again, as the process's owner read it (a task that
+        # declares none has no such file: None, ignored by the leader anyway).
+        outputs = files.read_outputs() if outcome.state == "success" else None
+        await self._emit(key, outcome.state, outcome.exit_code, outcome.reason, name, outputs=outputs)
 
     async def _claimed_by(self, task_try_id: int) -> str | None:
         async with self._require_started().db.connect() as conn:
@@ -345,7 +360,8 @@ class LocalExecutor:
                 await asyncio.sleep(OWNER_POLL_INTERVAL)
                 continue
             if reported is not None:
-                await self._emit(key, reported.state, reported.exit_code, reported.reason, name)
+                await self._emit(key, reported.state, reported.exit_code, reported.reason, name,
+                                 outputs=reported.outputs)
                 return
             if waiting_since is None:
                 waiting_since = liveness.now
@@ -399,13 +415,14 @@ class LocalExecutor:
             await store(conn, task_try_id, capped.text, truncated=capped.truncated, size_bytes=capped.size_bytes)
         return capped.size_bytes
 
-    async def _emit(self, key: TryKey, state: str, exit_code: int | None, reason: str | None, ref: str) -> None:
+    async def _emit(self, key: TryKey, state: str, exit_code: int | None, reason: str | None, ref: str, *,
+                    outputs: bytes | None = None) -> None:
         ctx = self._require_started()
         report = self._report
         if report is None:
             return
         update = StatusUpdate(key=key, state=state, at=ctx.clock.now(), exit_code=exit_code,  # type: ignore[arg-type]
-                              reason=reason, executor_ref=ref)
+                              reason=reason, executor_ref=ref, outputs=outputs)
         await report(update)
 
     def _require_started(self) -> LeaderContext:

@@ -6,7 +6,8 @@ scheduler: only the leader's fenced writes change task states. The next leader, 
 cannot see them. So each replica runs :class:`LocalOutcomeReporter`: for the tries claimed by
 this replica that are still live in the database and not running in this process any more, it
 settles their outcome from the files on this host (:func:`~leoflow.executor.local.process.settle`),
-stores their logs, and records the outcome in ``try_outcomes``
+stores their logs, and records the outcome — with what a successful try wrote to its outputs
+file, unchecked — in ``try_outcomes``
 (:mod:`leoflow.db.stores.try_outcomes`), where the leader's executor is waiting for it
 (:meth:`LocalExecutor._await_owner <leoflow.executor.local.executor.LocalExecutor>`).
 
@@ -67,12 +68,13 @@ async def report_once(settings: Settings, db: Database) -> list[str]:
             continue
         files = TryFiles(settings.home, name)
         outcome = await settle(files)
+        outputs = files.read_outputs() if outcome.state == "success" else None
         capped = read_tail(files.log, settings.executor.task_log_max_bytes)
         async with db.transaction() as conn:
             if files.log.exists():
                 await log_store.store_logs(conn, task_try_id, capped.text, truncated=capped.truncated,
                                                 size_bytes=capped.size_bytes)
             await try_outcome_store.report_outcome(conn, task_try_id, state=outcome.state, exit_code=outcome.exit_code,
-                                               reason=outcome.reason, reported_by=me)
+                                                   reason=outcome.reason, reported_by=me, outputs=outputs)
         reported.append(name)
     return reported

@@ -2,7 +2,8 @@
 
 Layout under ``LEOFLOW_HOME/tasks/<try name>/``: ``work/`` (the working directory),
 ``output.log`` (stdout and stderr), ``process.json`` (pid and kernel start time, written right
-after the spawn) and ``exit.json`` (the outcome, written as soon as it is known). These files
+after the spawn), ``outputs.json`` (what a task that declares outputs writes: its
+``LEOFLOW_OUTPUTS``) and ``exit.json`` (the outcome, written as soon as it is known). These files
 are how a restarted executor tells apart "finished while we were down" (``exit.json``), "still
 running as an orphan" (``process.json`` names a live process with the same start time) and
 "vanished" (neither).
@@ -19,6 +20,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from leoflow.aiotasks import wait_at_most
-from leoflow.model.env_names import ENV_PREFIX
+from leoflow.model.env_names import ENV_PREFIX, OUTPUTS_ENV
+from leoflow.model.outputs import READ_AT_MOST
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,9 @@ class Outcome:
     state: str  # "success" | "failed"
     exit_code: int | None
     reason: str | None
+    #: What a successful try wrote to ``outputs.json`` (not in ``exit.json``: the file stays, and
+    #: is read again by whoever adopts the try).
+    outputs: bytes | None = None
 
     def to_json(self) -> str:
         return json.dumps({"state": self.state, "exit_code": self.exit_code, "reason": self.reason})
@@ -50,6 +56,42 @@ class TryFiles:
         self.log = self.root / "output.log"
         self.process = self.root / "process.json"
         self.exit = self.root / "exit.json"
+        self.outputs = self.root / "outputs.json"
+
+    def outputs_environment(self) -> dict[str, str]:
+        """``LEOFLOW_OUTPUTS`` for a task that declares outputs: an absolute path (the process runs in ``work/``)."""
+        return {OUTPUTS_ENV: str(self.outputs.absolute())}
+
+    def read_outputs(self) -> bytes | None:
+        """At most :data:`READ_AT_MOST` bytes of ``outputs.json`` — never more, whatever its size (one
+        more than outputs may hold, so a larger file is refused as such); None: the try wrote none.
+
+        The task chose what is at that path: a FIFO or a device must not block or flood the reader
+        (opened non-blocking, read only if a regular file), and one that cannot be read counts as
+        none written (logged), never as an executor error.
+        """
+        try:
+            fd = os.open(self.outputs, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("cannot read a try's outputs", extra={"try": self.root.name, "error": str(exc)})
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                log.warning("a try's outputs are not a regular file", extra={"try": self.root.name})
+                return None
+            chunks: list[bytes] = []
+            size = 0
+            while size < READ_AT_MOST and (chunk := os.read(fd, READ_AT_MOST - size)):
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+        except OSError as exc:
+            log.warning("cannot read a try's outputs", extra={"try": self.root.name, "error": str(exc)})
+            return None
+        finally:
+            os.close(fd)
 
     def prepare(self) -> None:
         """Make the try's directories ``0700`` and its log ``0600``: they hold the run's conf and output.

@@ -119,6 +119,10 @@ class TryChange:
     exit_code: int | None
     reason: str | None
     executor_ref: str | None
+    #: A success's checked outputs (leoflow.model.outputs), as JSON text, and their size as written;
+    #: None for every other try.
+    outputs: str | None = None
+    outputs_bytes: int | None = None
 
 
 # --------------------------------------------------------------------------- queueing
@@ -204,18 +208,22 @@ _TRANSITIONS = """
 #: The reported tries, found by the unique (task_instance_id, try_number) index — or written, when
 #: the report is the first word on a queued try whose row is implicit (ADR 0013,
 #: :mod:`leoflow.db.queued_tries`): with the id, term and queue time its task instance keeps. Only a
-#: live try changes: the conflict clause's condition, as a finished try is never reopened.
-_TRY_CHANGES = f"""
+#: live try changes: the conflict clause's condition, as a finished try is never reopened (so a
+#: success's outputs, written here with it, are never rewritten by a re-report).
+#:
+#: Two forms: with outputs (when a change in the batch carries some) and without, so tries of
+#: tasks that declare none send no extra arrays and the statement is the one it always was.
+_TRY_CHANGES_TEMPLATE = f"""
     INSERT INTO task_tries AS tt (id, task_instance_id, try_number, state, term, queued_at, started_at, ended_at,
-                                  exit_code, reason, executor_ref)
+                                  exit_code, reason, executor_ref{{columns}})
     SELECT CASE WHEN ti.try_number = c.try_number THEN coalesce(ti.queued_try_id, nextval({TRY_ID_SEQUENCE}))
                 ELSE nextval({TRY_ID_SEQUENCE}) END,
            c.ti_id, c.try_number, c.state, ti.term, coalesce(ti.queued_at, now()), c.started_at, c.ended_at,
-           c.exit_code, c.reason, c.executor_ref
+           c.exit_code, c.reason, c.executor_ref{{values}}
     FROM unnest(CAST(:t_ids AS bigint[]), CAST(:t_tries AS int[]), CAST(:t_states AS text[]),
                 CAST(:t_started AS timestamptz[]), CAST(:t_ended AS timestamptz[]), CAST(:t_codes AS int[]),
-                CAST(:t_reasons AS text[]), CAST(:t_refs AS text[]))
-         AS c(ti_id, try_number, state, started_at, ended_at, exit_code, reason, executor_ref)
+                CAST(:t_reasons AS text[]), CAST(:t_refs AS text[]){{arrays}})
+         AS c(ti_id, try_number, state, started_at, ended_at, exit_code, reason, executor_ref{{names}})
     JOIN task_instances ti ON ti.id = c.ti_id
     -- a new row only for the task instance's implicit try; a report about any other try changes
     -- its row if it has one, and writes nothing if not (a stray try number is no try)
@@ -230,9 +238,16 @@ _TRY_CHANGES = f"""
         ended_at = coalesce(tt.ended_at, excluded.ended_at),
         exit_code = coalesce(excluded.exit_code, tt.exit_code),
         reason = coalesce(tt.reason, excluded.reason),
-        executor_ref = coalesce(tt.executor_ref, excluded.executor_ref)
+        executor_ref = coalesce(tt.executor_ref, excluded.executor_ref){{updates}}
     WHERE tt.state IN {LIVE_TRIES_SQL}
 """
+_TRY_CHANGES = _TRY_CHANGES_TEMPLATE.format(columns="", values="", arrays="", names="", updates="")
+_TRY_CHANGES_WITH_OUTPUTS = _TRY_CHANGES_TEMPLATE.format(
+    columns=", outputs, outputs_bytes", values=", CAST(c.outputs AS jsonb), c.outputs_bytes",
+    arrays=", CAST(:t_outputs AS text[]), CAST(:t_output_bytes AS int[])", names=", outputs, outputs_bytes",
+    updates=""",
+        outputs = CASE WHEN excluded.state = 'success' THEN excluded.outputs END,
+        outputs_bytes = CASE WHEN excluded.state = 'success' THEN excluded.outputs_bytes END""")
 
 
 def _transition_params(transitions: Sequence[Transition], now: datetime, term: int,
@@ -260,12 +275,20 @@ def _try_params(changes: Sequence[TryChange], iso: dict[int, str]) -> dict[str, 
     }
 
 
+def _output_params(changes: Sequence[TryChange]) -> dict[str, Any]:
+    return {"t_outputs": arrays.texts(c.outputs for c in changes),
+            "t_output_bytes": arrays.optional_ints(c.outputs_bytes for c in changes)}
+
+
 #: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
 #: call (0.5 ms for the combined one), and every step that applies reports runs one of these.
 _TRY_CHANGES_SQL = text(_TRY_CHANGES)
 _TRANSITIONS_SQL = text(_TRANSITIONS)
 _TRIES_AND_TRANSITIONS_SQL = text(
     f"WITH tries AS ({_TRY_CHANGES} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed")
+_TRY_CHANGES_WITH_OUTPUTS_SQL = text(_TRY_CHANGES_WITH_OUTPUTS)
+_TRIES_WITH_OUTPUTS_AND_TRANSITIONS_SQL = text(
+    f"WITH tries AS ({_TRY_CHANGES_WITH_OUTPUTS} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed")
 
 
 async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transition], now: datetime,
@@ -273,20 +296,23 @@ async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transit
     """Batched compare-and-set on task instances (plus, in the same statement, reported try facts).
 
     Returns the task instance ids actually changed. Try facts only move forward: a finished try is
-    never reopened.
+    never reopened. A success's outputs are written by the statement that records it.
     """
     if not transitions and not try_changes:
         return set()
     iso: dict[int, str] = {}  # a report's time is in up to four arrays (arrays.timestamps)
+    tries = _try_params(try_changes, iso)
+    with_outputs = any(c.outputs is not None for c in try_changes)
+    if with_outputs:
+        tries.update(_output_params(try_changes))
     if not transitions:
-        await conn.execute(_TRY_CHANGES_SQL, _try_params(try_changes, iso))
+        await conn.execute(_TRY_CHANGES_WITH_OUTPUTS_SQL if with_outputs else _TRY_CHANGES_SQL, tries)
         return set()
     if not try_changes:
         rows = await conn.execute(_TRANSITIONS_SQL, _transition_params(transitions, now, term, iso))
         return {int(r.id) for r in rows}
-    rows = await conn.execute(
-        _TRIES_AND_TRANSITIONS_SQL,
-        {**_transition_params(transitions, now, term, iso), **_try_params(try_changes, iso)})
+    statement = _TRIES_WITH_OUTPUTS_AND_TRANSITIONS_SQL if with_outputs else _TRIES_AND_TRANSITIONS_SQL
+    rows = await conn.execute(statement, {**_transition_params(transitions, now, term, iso), **tries})
     return {int(r.id) for r in rows}
 
 
