@@ -162,6 +162,11 @@ class DagRun(Base):
     run_timeout_seconds: Mapped[float | None] = mapped_column(Float)
     # When the leader fails the run (``run deadline exceeded``): set at its start, database time.
     deadline_at: Mapped[datetime | None]
+    # What the run's body (every task but its ``on_exit`` ones) decided, recorded when the body
+    # ended and the exit tasks' rows were created; the run's state is derived from it when the exit
+    # tasks end (ADR 0014, decision 7). None: no exit tasks, or the body has not ended.
+    body_state: Mapped[str | None] = mapped_column(Text)
+    body_reason: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         UniqueConstraint("dag_id", "run_id"),
@@ -223,6 +228,9 @@ class TaskInstance(Base):
     # The id of the current try, chosen when the task is queued and handed to the executor with the
     # launch: whichever writer creates the try's row gives it this id (ADR 0013, leoflow.db.queued_tries).
     queued_try_id: Mapped[int | None] = mapped_column(BigInteger)
+    # No retry starts after this: the first try's start + ``retry_policy.max_duration_seconds``,
+    # database time (ADR 0014, decision 5). None: no such budget.
+    retry_deadline_at: Mapped[datetime | None]
 
     __table_args__ = (
         UniqueConstraint("run_pk", "task_id"),
