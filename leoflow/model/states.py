@@ -32,12 +32,13 @@ TERMINAL_RUN_STATES: tuple[RunState, ...] = ("success", "failed", "cancelled")
 RUN_STATES: tuple[RunState, ...] = ACTIVE_RUN_STATES + TERMINAL_RUN_STATES
 
 #: Try states: ``queued`` (created with the queue transition), ``running``, ``success`` /
-#: ``failed`` (reported), ``cancelling`` (the executor must kill it) and ``cancelled`` (killed).
-TryRowState = Literal["queued", "running", "success", "failed", "cancelling", "cancelled"]
+#: ``failed`` (reported), ``skipped`` (failed with an exit code of the task's ``skip_on_exit_code``),
+#: ``cancelling`` (the executor must kill it) and ``cancelled`` (killed).
+TryRowState = Literal["queued", "running", "success", "failed", "skipped", "cancelling", "cancelled"]
 #: Tries an executor may still be running (resubmitted on failover, killed when cancelling).
 LIVE_TRY_STATES: tuple[TryRowState, ...] = ("queued", "running", "cancelling")
 #: Tries whose outcome is recorded.
-FINISHED_TRY_STATES: tuple[TryRowState, ...] = ("success", "failed", "cancelled")
+FINISHED_TRY_STATES: tuple[TryRowState, ...] = ("success", "failed", "skipped", "cancelled")
 
 #: DAG list filter values of the API: ``state=active|paused`` (the same as ``paused=false|true``,
 #: kept for clients written before ``paused``) or the state of the DAG's last run, ``none`` for a

@@ -5,7 +5,9 @@ Pure functions (no I/O, no clock) so every edge is unit-tested directly::
     pending ──(upstreams ok)──▶ queued ──▶ running ──▶ success
        │                          │  ╲        │
        │                          │   ╲───────┴──▶ failed ──(tries left)──▶ up_for_retry ──▶ queued
-       └──(an upstream failed)──▶ upstream_failed          (no tries left: final, downstream → upstream_failed)
+       │                          │            ╲   (no tries left: final, downstream → upstream_failed)
+       │                          └─────────────┴─▶ skipped (an exit code of skip_on_exit_code: no retry)
+       └──(an upstream failed)──▶ upstream_failed
     any unfinished state ──(run cancelled)──▶ cancelled
 
 Reports are about one *try*; a report whose try number is not the task instance's current one
@@ -38,6 +40,20 @@ def failure(try_number: int, max_tries: int, *, task: TaskSpec | None,
     return "failed", None
 
 
+def skipped_by_exit_code(update: StatusUpdate, task: TaskSpec | None) -> StatusUpdate:
+    """A failure whose exit code the task lists in ``skip_on_exit_code``, as a ``skipped`` report.
+
+    The executors report exit codes and know nothing of the list: the leader decides here, from
+    the task's spec, so both executors (and a report another replica relays) behave alike. Exit
+    code 0 is a success whatever the list says: a success the leader turned into a failure (its
+    outputs refused) stays a failure.
+    """
+    code = update.exit_code
+    if update.state != "failed" or task is None or not code or code not in task.skip_on_exit_code:
+        return update
+    return update._replace(state="skipped", reason=f"exit code {code} is in skip_on_exit_code")
+
+
 def fold_reports(row: LiveTaskInstance, updates: Sequence[StatusUpdate], task: TaskSpec | None, *,
                  max_retry_delay: float) -> Transition | None:
     """One compare-and-set for all reports about the row's current try, or None if nothing changes."""
@@ -63,6 +79,10 @@ def fold_reports(row: LiveTaskInstance, updates: Sequence[StatusUpdate], task: T
             ended_at, timeout_after = update.at, None
             started_at = started_at or row.started_at or update.at
             reason = update.reason or (f"exit code {update.exit_code}" if update.exit_code is not None else "failed")
+        elif update.state == "skipped" and state in ("queued", "running"):
+            state, ended_at, timeout_after, retry_after = "skipped", update.at, None, None
+            started_at = started_at or row.started_at or update.at
+            reason = update.reason
     if state == row.state:
         return None
     return Transition(ti_id=row.id, expected=row.state, try_number=row.try_number, new_state=state,
@@ -120,7 +140,7 @@ def fold_try_facts(facts: dict[tuple[int, int], TryFacts], ti_id: int, update: S
     f = facts.get(key)
     if f is None:
         f = facts[key] = TryFacts(state=update.state)
-    if f.state in ("success", "failed") and update.state == "running":
+    if f.state in ("success", "failed", "skipped") and update.state == "running":
         return  # a late "running" never reopens a finished try
     f.state = update.state
     if update.state == "running":
