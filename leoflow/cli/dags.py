@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from leoflow.cli import backfills, dag_files
 from leoflow.cli.output import emitted, short, table
-from leoflow.cli.verbs import noun, verb
+from leoflow.cli.verbs import check_limit, noun, verb
 from leoflow.client.api import Api, ClientError, dag_path
 
 if TYPE_CHECKING:
@@ -27,7 +27,15 @@ if TYPE_CHECKING:
 def register(sub: Any) -> None:
     dags = noun(sub, "dags", "apply, sync, list, show, pause, delete DAGs; backfill them (via the HTTP API)")
     dag_files.register(dags)
-    verb(dags, "list", "list DAGs", dags_list, "GET /api/v2/dags")
+    listing = verb(dags, "list", "list DAGs by id (every one, or --limit), filtered by state, prefix, paused",
+                   dags_list, "GET /api/v2/dags")
+    either = listing.add_mutually_exclusive_group()
+    either.add_argument("--paused", dest="paused", action="store_const", const="true", help="only paused DAGs")
+    either.add_argument("--active", dest="paused", action="store_const", const="false", help="only unpaused DAGs")
+    listing.add_argument("--prefix", help="only DAGs whose id starts with PREFIX (literally)")
+    listing.add_argument("--state", help="only DAGs whose last run is in STATE (queued, running, success, failed, "
+                         "cancelled), or none: DAGs that never ran")
+    listing.add_argument("--limit", type=int, help="most DAGs to show (default: every one)")
     for name, paused in (("pause", True), ("unpause", False)):
         p = verb(dags, name, f"{name} a DAG" + (" (no new scheduled runs)" if paused else ""), dags_pause,
                  "PATCH /api/v2/dags/{dag_id}", paused=paused)
@@ -48,14 +56,18 @@ def register(sub: Any) -> None:
 
 
 def dags_list(args: argparse.Namespace, client: ClientSettings) -> int:
+    """Every page the filters give (a filtered page may be short: the server bounds each request's work)."""
+    params = {"paused": args.paused, "prefix": args.prefix, "state": args.state}
+    limit = None if args.limit is None else check_limit(args.limit)
     with Api(client) as api:
-        dags = api.pages("/api/v2/dags")
+        dags = api.pages("/api/v2/dags", {k: v for k, v in params.items() if v is not None}, limit=limit)
     if emitted(args, dags):
         return 0
     table([[d["dag_id"], "yes" if d["paused"] else "no", d["schedule"] or "-", str(d["version"]),
-            "stopped" if d.get("schedule_error") else short(d["next_run_at"]), d.get("source") or "-"]
+            d.get("last_run_state") or "-", "stopped" if d.get("schedule_error") else short(d["next_run_at"]),
+            d.get("source") or "-"]
            for d in dags],
-          ["DAG", "PAUSED", "SCHEDULE", "VERSION", "NEXT RUN", "SOURCE"])
+          ["DAG", "PAUSED", "SCHEDULE", "VERSION", "LAST RUN", "NEXT RUN", "SOURCE"])
     for d in dags:
         if d.get("schedule_error"):
             print(f"{d['dag_id']}: schedule stopped: {d['schedule_error']}")

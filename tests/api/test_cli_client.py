@@ -63,7 +63,7 @@ def test_dag_and_run_verbs(api_url: str, database_url: str, tmp_path: Path,
     assert (code, out.strip()) == (0, "report: paused")
     code, out, _ = run_cli(capsys, "dags", "list")
     lines = out.splitlines()
-    assert lines[0].split() == ["DAG", "PAUSED", "SCHEDULE", "VERSION", "NEXT", "RUN", "SOURCE"]
+    assert lines[0].split() == ["DAG", "PAUSED", "SCHEDULE", "VERSION", "LAST", "RUN", "NEXT", "RUN", "SOURCE"]
     assert lines[1].split()[-1] == "-"  # applied by hand: no sync source
     assert lines[1].split()[:2] == ["etl", "no"] and lines[2].split()[:2] == ["report", "yes"]
     assert run_cli(capsys, "dags", "unpause", "report")[1].strip() == "report: unpaused"

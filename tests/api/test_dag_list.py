@@ -15,8 +15,11 @@ import httpx
 import psycopg
 import pytest
 
+from leoflow.api.app import create_app
+from leoflow.cli.main import main
 from leoflow.db.stores import dags as dag_store
-from tests.api.conftest import ADMIN, READ, spec
+from tests.api.conftest import ADMIN, READ, READ_TOKEN, api_settings, spec
+from tests.api.live import serve
 
 
 def seed_dags(database_url: str, ids: list[str], *, paused: tuple[str, ...] = ()) -> None:
@@ -168,6 +171,33 @@ def test_pages_neither_skip_nor_repeat_while_dags_are_added(api_client: httpx.Cl
     assert added, "no DAG was added while the pages were read"
     assert set(before) <= set(seen)
     assert set(seen) <= set(before) | set(added)
+
+
+def test_cli_dags_list_filters_and_pages(database_url: str, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``leoflow dags list`` passes its filters and follows short pages to the end (or ``--limit``)."""
+    seed_dags(database_url, [f"job-{i:02d}" for i in range(12)] + ["other"], paused=("job-03", "job-09"))
+    seed_run(database_url, "job-05", "r1", "failed")
+    monkeypatch.setattr(dag_store, "LIST_SCAN_BUDGET", 2)
+    with serve(create_app(api_settings(database_url))) as url:
+        monkeypatch.setenv("LEOFLOW_URL", url)
+        monkeypatch.setenv("LEOFLOW_TOKEN", READ_TOKEN)
+
+        def ids(*argv: str) -> list[str]:
+            assert main(["dags", "list", "-o", "json", *argv]) == 0
+            return [d["dag_id"] for d in json.loads(capsys.readouterr().out)]
+
+        assert ids("--paused") == ["job-03", "job-09"]
+        assert len(ids("--active")) == 11
+        assert ids("--prefix", "job-1") == ["job-10", "job-11"]
+        assert ids("--state", "failed") == ["job-05"]
+        assert ids("--active", "--prefix", "job-0", "--limit", "3") == ["job-00", "job-01", "job-02"]
+        assert main(["dags", "list"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].split()[4:6] == ["LAST", "RUN"] and len(lines) == 14
+        assert next(line for line in lines if line.startswith("job-05")).split()[4] == "failed"
+        assert main(["dags", "list", "--state", "finished"]) != 0
+        assert "state" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- plans at 100,000 DAGs
