@@ -96,3 +96,43 @@ def test_an_unresolvable_reference_fails_that_try_with_its_reason(settings: Sett
             await engine.dispose()
 
     asyncio.run(main())
+
+
+def test_an_upstream_output_reaches_the_downstream_argv(settings: Settings, tmp_path: Path) -> None:
+    s = local(settings, tmp_path / "home")
+    out = tmp_path / "argv.json"
+    written = {"n": 3, "parts": ["p0", "p 1"], "meta": {"z": None, "a": 1.5}}
+    # The task writes a value holding "{{ params.day }}" (built at run time: its own command must not hold one).
+    script = (f"import json, os; d = json.loads({json.dumps(json.dumps(written))}); "
+              "d['uri'] = 's3://b/' + '{' + '{ params.day }}'; "
+              "open(os.environ['LEOFLOW_OUTPUTS'], 'w').write(json.dumps(d))")
+
+    async def main() -> None:
+        engine = make_async_engine(s.database, pool_size=4)
+        try:
+            await apply(engine, {"dag_id": "tpl-out", "params": PARAMS, "tasks": [
+                {"id": "list", "image": "busybox", "command": ["python3", "-c", script],
+                 "outputs": {"n": {"type": "integer"}, "parts": {"type": "array"}, "uri": {"type": "string"},
+                             "meta": {"type": "object"}, "absent": {"type": "string", "optional": True}}},
+                {"id": "mid", "kind": "empty", "depends_on": ["list"]},
+                recorder("use", out, "mid", args=["{{ tasks.list.outputs.n }}", "{{ tasks.list.outputs.parts }}",
+                                                  "{{ tasks.list.outputs.parts[1] }}", "{{ tasks.list.outputs.uri }}",
+                                                  "{{ tasks.list.outputs.meta }}"],
+                         env={"A": "n={{ tasks.list.outputs.n }}"}),
+                recorder("wants-absent", tmp_path / "never.json", "list", args=["{{ tasks.list.outputs.absent }}"]),
+            ]})
+            async with running_scheduler(s, LocalExecutor(s, kill_grace=2.0), engine=engine):
+                run_id = await _trigger(engine, "tpl-out", {"day": "d"})
+                await eventually(lambda: run_state(engine, run_id), lambda st: st in ("success", "failed"), timeout=60)
+            assert await task_states(engine, run_id) == {"list": "success", "mid": "success", "use": "success",
+                                                         "wants-absent": "failed"}
+            assert json.loads(out.read_text()) == {
+                "argv": ["3", '["p0","p 1"]', "p 1", "s3://b/{{ params.day }}", '{"a":1.5,"z":null}'],
+                "A": "n=3", "B": None}
+            reasons = dict(await rows(engine, "SELECT task_id, reason FROM task_instances"))
+            assert reasons["wants-absent"].endswith(
+                "tasks[3].args[0]: {{ tasks.list.outputs.absent }}: task 'list' has no output 'absent'")
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
