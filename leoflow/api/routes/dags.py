@@ -47,6 +47,7 @@ from leoflow.db.stores import dags as dag_store
 from leoflow.model.k8s.pod import hide_env_values
 from leoflow.model.limits import DAG_ID
 from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.entrypoint import check_entrypoints
 from leoflow.model.spec.notify import hide_webhook_urls
 from leoflow.model.spec.pod_policy import check_dag_pods
 from leoflow.model.states import DAG_LAST_RUN_STATES, DAG_STATES
@@ -108,6 +109,7 @@ async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]
     # A spec of thousands of tasks takes a while to check: off the event loop, like its body.
     spec = await run_in_threadpool(partial(parse_dag_spec, document, now=clock.now()))
     check_dag_pods(spec, api_state(request).settings.executor.kubernetes.pod_policy())  # 422 naming the field
+    check_entrypoints(spec, api_state(request).settings.executor.kind)
     async with audited_transaction(request, dag_id=spec.dag_id) as write:
         result = await dag_store.apply_dag(write.conn, spec, clock=clock)
         dag = await dag_store.get_dag(write.conn, result.dag_id)
