@@ -199,6 +199,17 @@ def corpus() -> list[Poison]:
             "capabilities": {"add": ["SYS_ADMIN"]}}})]), 422, "tasks[0].security_context.container.capabilities.add"),
         _dag("pod_template with another service account", spec(tasks=[task(pod_template={"spec": {
             "serviceAccountName": "cluster-admin"}})]), 422, "tasks[0].pod_template.spec.serviceAccountName"),
+        # Templates in command/args/env (ADR 0014): a {{ that opens no valid reference is a 422, never a literal.
+        _dag("template never closed", spec(tasks=[task(args=["{{ run.id"])]), 422, "tasks[0].args[0]"),
+        _dag("template with a filter", spec(tasks=[task(args=["{{ run.id | upper }}"])]), 422, "tasks[0].args[0]"),
+        _dag("template of an undeclared param", spec(tasks=[task(env={"A": "{{ params.x }}"})]), 422, "tasks[0].env.A"),
+        _dag("template of a downstream task", spec(tasks=[task("a", args=["{{ tasks.b.outputs.x }}"]), task(
+            "b", depends_on=["a"], outputs={"x": {"type": "string"}})]), 422, "tasks[0].args[0]"),
+        _dag("template of an unknown name", spec(tasks=[task(command=["{{ secrets.token }}"])]), 422,
+             "tasks[0].command[0]"),
+        _dag("template {{ item }} outside a map", spec(tasks=[task(args=["{{ item }}"])]), 422, "tasks[0].args[0]"),
+        _dag("65 references in one string", spec(tasks=[task(args=["{{ run.id }}" * 65])]), 422, "tasks[0].args[0]"),
+        _dag("30,000 unclosed {{ in one string", spec(tasks=[task(args=["{{" * 30_000])]), 422, "tasks[0].args[0]"),
         _dag("YAML nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body", YAML),
         _dag("JSON nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body"),
         _dag("YAML with a recursive alias", b"dag_id: &a [1, *a]\n", 400, "body", YAML),
@@ -240,6 +251,7 @@ def corpus() -> list[Poison]:
         _dag("cron of exactly 256 characters", spec("at-cron", schedule="0 0 * *" + " " * 248 + "*"), 201, ""),
         _dag("cron firing every four years (29 February)", spec("at-leap", schedule="0 0 29 2 *"), 201, ""),
         _dag("YAML aliases within every limit", _env_aliases(2, 30_000), 201, "", YAML),
+        _dag("64 references in one string", spec("at-refs", tasks=[task(args=["{{ run.id }}" * 64])]), 201, ""),
         _run("conf of exactly 64 KiB", {"conf": conf_at_limit}, 201, ""),
         _run("conf nested exactly 32 deep", {"conf": nested(limits.CONF.max_depth)}, 201, ""),
         _run("run_id of exactly 250 characters", {"run_id": "r" * 250}, 201, ""),
