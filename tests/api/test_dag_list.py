@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from sqlalchemy import text
 
 from leoflow.api.app import create_app
 from leoflow.cli.main import main
@@ -102,6 +103,22 @@ def test_prefix_wildcards_are_data(api_client: httpx.Client, database_url: str) 
     for literal in ("a_c", "_", "%", "a%", "%b", "\\", "a\\"):
         assert listed(api_client, prefix=literal) == [], literal
     assert listed(api_client, prefix="ab") == ["ab", "abc", "abc-d"]
+
+
+def test_prefix_ranges_and_patterns() -> None:
+    assert [dag_store.prefix_end(p) for p in ("a", "az", "a-", "a9", "dag-05", "zz")] == [
+        "b", "b", "a0", "aa", "dag-06", None]
+    assert dag_store.like_prefix("a_b%c\\") == "a\\_b\\%c\\\\%"
+
+
+def test_prefix_without_a_bytewise_order_walks_within_the_budget(
+        fleet: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ids sharing a prefix are no range (glibc's en_US), the LIKE decides alone: same answers."""
+    expected = {p: listed(fleet, prefix=p) for p in ("etl", "etl-", "w", "zz", "ml-3")}
+    monkeypatch.setattr(dag_store, "_ORDERS_IDS_BYTEWISE", text("SELECT false"))
+    monkeypatch.setattr(dag_store, "LIST_SCAN_BUDGET", 2)
+    assert {p: listed(fleet, prefix=p, limit=1) for p in expected} == expected
+    assert expected["etl"] == ["etl-a", "etl-b", "etl-c", "etlx"] and expected["zz"] == ["zz"]
 
 
 def test_a_deleted_dag_is_not_listed(api_client: httpx.Client) -> None:
@@ -238,7 +255,9 @@ def plan_of(url: str, where: dag_store.DagListFilter, after: str | None) -> dict
     params: dict[str, Any] = {"after": after or "", "scan": dag_store.LIST_SCAN_BUDGET, "limit": 101,
                               "paused": where.paused, "prefix": where.prefix, "state": where.last_run_state,
                               "pattern": dag_store.like_prefix(where.prefix or "")}
-    sql = re.sub(r"(?<!:):([a-z]+)", r"%(\1)s", dag_store._list_sql(where))
+    end = dag_store.prefix_end(where.prefix) if where.prefix else None
+    params["end"] = end
+    sql = re.sub(r"(?<!:):([a-z]+)", r"%(\1)s", dag_store._list_sql(where, bounded=end is not None))
     with psycopg.connect(url, autocommit=True) as db:
         row = db.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
     assert row is not None

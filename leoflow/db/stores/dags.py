@@ -34,6 +34,7 @@ Semantics worth knowing:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -291,12 +292,33 @@ def like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _list_sql(flt: DagListFilter) -> str:
+#: The characters of a DAG id (``leoflow.model.limits.NAME_RE``): a prefix with any other matches nothing.
+_ID_CHARS = re.compile(r"[a-z0-9-]+")
+#: The order of the id characters, for :func:`prefix_end`.
+_ID_ORDER = "-0123456789abcdefghijklmnopqrstuvwxyz"
+#: Whether the database orders ids character by character, '-' < digits < letters, as C and ICU's
+#: root collation do; glibc's en_US ignores '-' at first ('ab' < 'a-b'), so there ids that share a
+#: prefix are interleaved with ids that do not, and a prefix is no range.
+_ORDERS_IDS_BYTEWISE = text("SELECT 'a-b' < 'ab' AND 'a-' < 'a0' AND 'a9' < 'aa' AND 'a' < 'a-'")
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least id after every id starting with ``prefix`` (ordered as ``_ORDERS_IDS_BYTEWISE``
+    checks), or None when no id is (``zz``)."""
+    stem = prefix.rstrip("z")
+    if not stem:
+        return None
+    return stem[:-1] + _ID_ORDER[_ID_ORDER.index(stem[-1]) + 1]
+
+
+def _list_sql(flt: DagListFilter, *, bounded: bool) -> str:
     # ``dag_id >= :prefix`` lets the scan start where the prefix's ids start: a string sorts after
-    # its own prefixes under C and under the libc/ICU collations (DAG ids are a-z, 0-9 and '-').
-    # No upper bound: under en_US '-' is ignored at the first level, so ids with a prefix can be
-    # interleaved with ids without it; the LIKE decides and the scan budget bounds the walk.
+    # its own prefixes under C and under the libc/ICU collations. ``dag_id < :end`` stops it where
+    # they end, when the order allows (``bounded``); otherwise the LIKE decides and the scan
+    # budget bounds the walk.
     start = " AND dag_id >= :prefix" if flt.prefix is not None else ""
+    if bounded:
+        start += " AND dag_id < :end"
     keep = ["true"]
     if flt.paused is not None:
         keep.append("s.paused = :paused")
@@ -340,11 +362,19 @@ async def list_dags(conn: AsyncConnection, *, after: str | None, limit: int,
     params: dict[str, Any] = {"after": after or "", "scan": scan, "limit": limit + 1}
     if where.paused is not None:
         params["paused"] = where.paused
+    end = None
     if where.prefix is not None:
+        if not _ID_CHARS.fullmatch(where.prefix):
+            return DagListPage([], None)  # no id holds '%', '_', capitals, ...
         params.update(prefix=where.prefix, pattern=like_prefix(where.prefix))
+        end = prefix_end(where.prefix)
+        if end is not None and (await conn.execute(_ORDERS_IDS_BYTEWISE)).scalar():
+            params["end"] = end
+        else:
+            end = None
     if where.last_run_state not in (None, "none"):
         params["state"] = where.last_run_state
-    result = (await conn.execute(text(_list_sql(where)), params)).mappings().all()
+    result = (await conn.execute(text(_list_sql(where, bounded=end is not None)), params)).mappings().all()
     rows = [{k: v for k, v in r.items() if k not in ("scanned", "scanned_to")} for r in result
             if r["dag_id"] is not None]
     exhausted = bool(result) and result[0]["scanned"] >= scan and len(rows) <= limit
