@@ -341,12 +341,16 @@ class Kubelet:
             status = pod["status"]
             if status.get("phase") != "Running":
                 return False
+            specs = {c["name"]: c for c in pod["spec"]["containers"]}
             for cs in status["containerStatuses"]:
                 if "running" in cs["state"] and (stop_all or cs["name"] in codes):
                     code = codes.get(cs["name"], 137)
                     cs.update(self._terminated_status(cs, code))
                     if cs["name"] in runs:
                         runs[cs["name"]].ended_mono = now
+                        message = self._termination_message(specs.get(cs["name"], {}), runs[cs["name"]].program)
+                        if message:
+                            cs["state"]["terminated"]["message"] = message
             regular = status["containerStatuses"]
             if not all("terminated" in cs["state"] for cs in regular):
                 return True
@@ -374,6 +378,14 @@ class Kubelet:
     def _terminate(self, step: _Step) -> None:
         self._stop_containers(step, {}, pod_reason=None, stop_all=True)
         self.store.finalize_delete(step.ns, step.name, step.uid)
+
+    @staticmethod
+    def _termination_message(container: dict[str, Any], program: Program) -> str:
+        """kuberuntime's ``getTerminationMessage``: the last 4,096 bytes of the file at
+        ``terminationMessagePath`` (default ``/dev/termination-log``); policy File never reads logs."""
+        path = container.get("terminationMessagePath") or "/dev/termination-log"
+        written = program.files.get(path, "").encode()
+        return written[-4096:].decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ status pieces
 

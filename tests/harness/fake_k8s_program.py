@@ -5,7 +5,9 @@ is unwrapped; any other argv is read as one statement), statements separated by 
 or newlines:
 
 - ``echo WORDS`` → a log line (``$NAME`` and ``${NAME}`` expand from the container's env, as
-  resolved by the kubelet: plain values, Secret and ConfigMap references);
+  resolved by the kubelet: plain values, Secret and ConfigMap references); ``echo WORDS > PATH``
+  writes them (and a newline) to a file instead, ``printf WORDS > PATH`` without the newline —
+  the kubelet copies the file at the container's ``terminationMessagePath`` into its status;
 - ``seq N`` → the lines 1..N (for large logs);
 - ``sleep SECONDS`` → time passes (``sleep infinity`` never ends: a sidecar that runs forever);
 - ``exit N`` → stop with exit code N; ``false`` → exit code 1; ``true`` and anything else → no-op;
@@ -34,6 +36,8 @@ class Program:
     duration: float = 0.0
     exit_code: int = 0
     ignores_term: bool = False
+    #: Files the program wrote, by path (the last write wins).
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def logs(self) -> str:
@@ -64,7 +68,10 @@ def interpret(argv: list[str], env: Mapping[str, str] | None = None) -> Program:
         if not words:
             continue
         verb, rest = words[0], words[1:]
-        if verb == "echo":
+        if verb in ("echo", "printf") and len(rest) >= 2 and rest[-2] == ">":
+            text = " ".join(_expand(w, env) for w in rest[:-2])
+            program.files[_expand(rest[-1], env)] = text + ("\n" if verb == "echo" else "")
+        elif verb == "echo":
             program.lines.append((program.duration, " ".join(_expand(w, env) for w in rest)))
         elif verb == "seq" and rest and rest[-1].isdigit():
             program.lines.extend((program.duration, str(i)) for i in range(1, int(rest[-1]) + 1))
