@@ -12,7 +12,8 @@ Precedence, lowest first (each layer strategic-merged over the previous,
    (:func:`restricted_defaults`);
 5. Leoflow's own fields, which nothing overrides: name, namespace, the ``leoflow.io/*`` and
    ``app.kubernetes.io/managed-by`` labels and annotations, ``restartPolicy: Never``, and the
-   ``task`` container's image and command — and, for a task that declares outputs, its
+   ``task`` container's image and command (a task without one gets none, whatever a template
+   says: the image's entrypoint runs with ``args``) — and, for a task that declares outputs, its
    ``terminationMessagePath: /dev/termination-log`` and ``terminationMessagePolicy: File`` (ADR
    0014: ``FallbackToLogsOnError`` would make a log tail "outputs"), with ``LEOFLOW_OUTPUTS``
    naming that file.
@@ -64,7 +65,9 @@ def render_pod(launch: TaskLaunch, metadata: Mapping[str, Any], *, service_accou
 
 def _built(launch: TaskLaunch, fields: PodFields, metadata: Mapping[str, Any], service_account: str | None,
            image_pull_secrets: tuple[str, ...]) -> Pod:
-    container: dict[str, Any] = {"name": CONTAINER, "image": launch.image, "command": list(launch.command)}
+    container: dict[str, Any] = {"name": CONTAINER, "image": launch.image}
+    if launch.command:  # none: the image's entrypoint runs with the args (ADR 0014, decision 8)
+        container["command"] = list(launch.command)
     if launch.args:
         container["args"] = list(launch.args)
     env = _env({**launch.env, OUTPUTS_ENV: TERMINATION_LOG} if launch.outputs_declared else launch.env, fields.env)
@@ -196,7 +199,11 @@ def _leoflow_wins(pod: Pod, built: Pod) -> None:
     mine = built["spec"]["containers"][0]
     for container in spec["containers"]:
         if container.get("name") == CONTAINER:
-            container["image"], container["command"] = mine["image"], mine["command"]
+            container["image"] = mine["image"]
+            if "command" in mine:
+                container["command"] = mine["command"]
+            else:
+                container.pop("command", None)
             for key in ("terminationMessagePath", "terminationMessagePolicy"):
                 if key in mine:
                     container[key] = mine[key]
