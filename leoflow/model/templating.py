@@ -15,13 +15,15 @@ and logical date, a value an upstream task published — inside its argv and env
   a task id with ``-`` is written as it is (``tasks.load-data.outputs.uri``) or, as in a ``when:``
   condition, ``tasks["load-data"].outputs.uri``,
 
-and ``{{ "{{" }}`` writes a literal ``{{``. Names are letters, digits, ``_`` and ``-``; ``I`` is a
-list index (0 and up). There are no filters, calls, arithmetic or conditionals, so there is
-nothing to evaluate and nothing to sandbox. A ``{{`` that opens no valid reference is an error,
-never a literal: a typo is a 422 at apply, not a task that runs with ``{{ parmas.day }}`` in its
-argv. ``item``, ``map_index``, ``inputs.X`` and ``run.state`` are names the pipeline language
-reserves (mapped tasks, reusable templates, exit tasks); until those exist they are refused as
-*not available yet*, so no DAG written today changes meaning when they arrive.
+and ``{{ "{{" }}`` writes a literal ``{{``. In a run of more than two braces a reference opens at
+the last two and closes at the first ``}}``, so ``{{{ params.x }}}`` is the value in braces. Names
+are letters, digits, ``_`` and ``-``; ``I`` is a list index (0 and up). There are no filters, calls,
+arithmetic or conditionals, so there is nothing to evaluate and nothing to sandbox. A ``{{`` that
+opens no valid reference is an error, never a literal: a typo is a 422 at apply, not a task that
+runs with ``{{ parmas.day }}`` in its argv. ``item``, ``map_index``, ``inputs.X`` and ``run.state``
+are names the pipeline language reserves (mapped tasks, reusable templates, exit tasks); until those
+exist they are refused as *not available yet*, so no DAG written today changes meaning when they
+arrive.
 
 **Checked at apply** (:func:`check_references`, from :mod:`leoflow.model.spec.dag`): each
 ``params.P`` is declared in the params schema's ``properties``; each ``tasks.T`` is an ancestor
@@ -163,6 +165,8 @@ def parse_template(text: str, where: str) -> Template | None:
     literal: list[str] = []
     pos = count = 0
     while (start := text.find(OPEN, pos)) >= 0:
+        while text.startswith("{", start + 2):  # in a run of braces the reference opens at the last two
+            start += 1
         literal.append(text[pos:start])
         ref, pos = _reference(text, start, where)
         if ref is None:

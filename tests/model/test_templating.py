@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
@@ -63,6 +65,8 @@ def test_a_string_without_braces_is_not_a_template() -> None:
                                                             text='{{ tasks["load-data"].outputs.rows[0] }}'),)),
     ('a {{ "{{" }} b }}', ("a {{ b }}",)),
     ('{{"{{"}}{{ params.day }}', ("{{", Reference("params", "day", text="{{ params.day }}"))),
+    ("{{{ run.id }}}", ("{", Reference("run", "id", text="{{ run.id }}"), "}")),
+    ('{{{{ run.id }}', ("{{", Reference("run", "id", text="{{ run.id }}"))),
 ])
 def test_valid_references(text: str, pieces: tuple[Any, ...]) -> None:
     assert parsed(text) == pieces
@@ -284,3 +288,34 @@ def test_render_task_writes_every_templated_place_and_leaves_the_spec_alone() ->
     again = render_task(t.templates, t.command, t.args, t.env, t.pod.pod_template,
                         facts(list=Upstream("success", {"n": 7})))
     assert again == out  # a failover renders the same argv
+
+
+# --------------------------------------------------------------------------- properties
+
+_TEXT = st.lists(st.sampled_from(["{", "}", "{{", "}}", " ", "a", "params.day", "run.id", '"', "\\", "é", "\x01"]),
+                max_size=12).map("".join)
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | _TEXT,
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+                     max_leaves=12)
+
+
+@given(prefix=_TEXT, value=_JSON, suffix=_TEXT)
+@settings(max_examples=300, deadline=None)
+def test_a_value_is_inserted_as_text_and_never_scanned_again(prefix: str, value: Any, suffix: str) -> None:
+    escaped = [p.replace("{{", '{{ "{{" }}') for p in (prefix, suffix)]
+    for name, got in (("params", {"x": value}), ("tasks", None)):
+        text = (f"{escaped[0]}{{{{ params.x }}}}{escaped[1]}" if name == "params"
+                else f"{escaped[0]}{{{{ tasks.up.outputs.x }}}}{escaped[1]}")
+        run = RunFacts(params=got or {}, run_id="r", logical_date="",
+                       upstream={"up": Upstream("success", {"x": value})})
+        shown = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True,
+                                                                 ensure_ascii=False)
+        assert one(text, run) == prefix + shown + suffix
+
+
+@given(_TEXT)
+@settings(max_examples=300, deadline=None)
+def test_escaped_literal_text_renders_back_to_itself(text: str) -> None:
+    escaped = text.replace("{{", '{{ "{{" }}')
+    template = parse_template(escaped, "x")
+    assert (escaped if template is None else render(template, facts(), "x")) == text
