@@ -128,6 +128,26 @@ def too_large_reason(size: int, *, termination_message: bool) -> str:
     return f"outputs are {shown_size} bytes; at most {maximum:,} are allowed (pass a URI to larger data)"
 
 
+#: The kubelet's budget for all of a pod's termination messages together
+#: (``MaxPodTerminationMessageLogLength``); past it, each is cut to an equal share.
+POD_MESSAGES_BYTES = 12 * 1024
+
+
+def cut_by_the_pod_budget(size: int, containers: int) -> str | None:
+    """The reason, when a termination message of ``size`` bytes may have been cut to its share.
+
+    When a pod's messages pass 12 KiB the kubelet cuts every message longer than 12 KiB divided
+    by the number of containers to that length; with four containers or more that share is under
+    4,095 bytes, and a message of exactly the share may be a cut one. Refused, saying so (ADR 0014).
+    """
+    share = POD_MESSAGES_BYTES // containers if containers > 0 else POD_MESSAGES_BYTES
+    if share > limits.OUTPUTS.max_bytes or size < share:
+        return None
+    return (f"outputs are {size:,} bytes, the share each of the pod's {containers} containers keeps once their "
+            f"termination messages pass {POD_MESSAGES_BYTES:,} bytes: the kubelet may have cut them (write "
+            "less, or less to the other containers' termination logs)")
+
+
 def check_outputs(raw: bytes, declared: Mapping[str, OutputDecl], *, termination_message: bool) -> CheckedOutputs:
     """Check what a try wrote against its task's declarations; OutputsRejected(reason) when it fails.
 

@@ -75,6 +75,11 @@ def test_the_outcome_of_a_pod_carries_the_message_only_for_a_success_of_a_task_w
     assert pods.pod_outcome(_finished(declared, 0, "\ud800")).outputs == b"\xed\xa0\x80"  # refused as not UTF-8
     assert pods.pod_outcome(_finished(declared, 1, OUTPUTS)).outputs is None  # a failure's message is its detail
     assert pods.pod_outcome(_finished(plain, 0, "a message")).outputs is None
+    # Four containers: past 12 KiB together each message is cut to 3,072 bytes; one that long is refused.
+    crowded = _finished(declared, 0, "x" * 3_072)
+    crowded["status"]["containerStatuses"] += [{"name": f"sidecar{i}", "state": {"running": {}}} for i in range(3)]
+    outcome = pods.pod_outcome(crowded)
+    assert (outcome.state, outcome.outputs) == ("failed", None) and "may have cut them" in str(outcome.reason)
 
 
 def test_the_executor_reports_the_termination_message_and_a_new_leader_reads_it_again(

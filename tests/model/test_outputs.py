@@ -19,6 +19,7 @@ from leoflow.model.outputs import (
     OutputDecl,
     OutputsRejected,
     check_outputs,
+    cut_by_the_pod_budget,
     parse_output_decls,
 )
 from leoflow.model.spec.dag import parse_dag_spec
@@ -215,3 +216,12 @@ def test_an_empty_task_declares_no_outputs() -> None:
         parse_dag_spec(spec)
     assert (info.value.path, info.value.problem) == \
         ("tasks[0].outputs", "is not allowed on an empty task (kind: empty)")
+
+
+def test_a_message_of_exactly_its_share_of_the_pods_budget_may_be_cut() -> None:
+    assert cut_by_the_pod_budget(4_095, 1) is None and cut_by_the_pod_budget(4_095, 3) is None  # share >= 4,096
+    assert cut_by_the_pod_budget(3_071, 4) is None  # under the share: never cut
+    assert cut_by_the_pod_budget(3_072, 4) == (
+        "outputs are 3,072 bytes, the share each of the pod's 4 containers keeps once their termination messages "
+        "pass 12,288 bytes: the kubelet may have cut them (write less, or less to the other containers' "
+        "termination logs)")

@@ -29,6 +29,7 @@ from typing import Any
 from leoflow.executor.kubernetes.pod_render import CONTAINER, render_pod
 from leoflow.executor.naming import label_value, try_name
 from leoflow.model.env_names import OUTPUTS_ENV
+from leoflow.model.outputs import cut_by_the_pod_budget
 from leoflow.model.tries import TaskLaunch, TryKey, TryState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -128,7 +129,12 @@ def pod_outcome(pod: Pod) -> PodOutcome:
         code = terminated.get("exitCode")
         sidecars = phase in ("Running", "Pending") and _regular_containers_running(status)
         if code == 0:
-            return PodOutcome("success", 0, None, sidecars_running=sidecars, outputs=_outputs(pod, terminated))
+            outputs = _outputs(pod, terminated)
+            containers = len(status.get("containerStatuses") or [])
+            cut = cut_by_the_pod_budget(len(outputs), containers) if outputs else None
+            if cut is not None:
+                return PodOutcome("failed", 0, cut, sidecars_running=sidecars)
+            return PodOutcome("success", 0, None, sidecars_running=sidecars, outputs=outputs)
         if phase == "Failed" and status.get("reason"):
             return PodOutcome("failed", code, f"{status['reason']}: {status.get('message', '')}".rstrip(": "))
         detail = terminated.get("message") or terminated.get("reason") or "Error"
