@@ -99,7 +99,9 @@ SCHEMAS: dict[str, Any] = {
                       "items": {"type": "object", "required": ["id"], "additionalProperties": False, "properties": {
                           "id": name(limits.TASK_ID), "kind": {"type": "string", "enum": ["container", "empty"]},
                           "image": {"type": "string", "maxLength": limits.IMAGE.maximum},
-                          "command": strings(limits.COMMAND), "args": strings(limits.COMMAND),
+                          "command": {**strings(limits.COMMAND), "description": "Absent or empty: the image's "
+                                      "entrypoint runs with args (Kubernetes executor only)"},
+                          "args": strings(limits.COMMAND),
                           "env": _ENV,
                           "retries": number_range(limits.RETRIES),
                           "retry_delay_seconds": number_range(limits.RETRY_DELAY),
@@ -111,7 +113,15 @@ SCHEMAS: dict[str, Any] = {
                           "pool": {**name(limits.POOL_NAME), "description": "The pool whose slot the task takes "
                                    "(default: default)"},
                           "priority": {**number_range(limits.PRIORITY), "description": "Higher first among a pool's "
-                                       "ready tasks (default 0)"}, **_POD_FIELDS}}},
+                                       "ready tasks (default 0)"},
+                          "when": {"type": "string", "minLength": 1, "maxLength": limits.WHEN.maximum,
+                                   "description": "A boolean CEL expression over params, run and the ancestors' "
+                                   "tasks.T.outputs: false skips the task, an error fails it"},
+                          "skip_on_exit_code": {"type": "array", "maxItems": limits.SKIP_EXIT_CODES.maximum,
+                                                "uniqueItems": True,
+                                                "items": {"type": "integer", "minimum": 0, "maximum": 255},
+                                                "description": "Exit codes that end a try as skipped, not failed"},
+                          **_POD_FIELDS}}},
             "defaults": {"type": "object", "description": "Pod fields every container task inherits (see "
                          "docs/task-pods.md).", "properties": {"env": _ENV, **_POD_FIELDS}},
         },
