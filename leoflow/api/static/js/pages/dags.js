@@ -1,12 +1,15 @@
-// DAG list: schedule, paused toggle (admins only), last run state, next run time.
+// DAG list: schedule, paused toggle (admins only), last run state, next run time; paged (previous /
+// next, PAGE_SIZE a page, keyset cursors from the API) and searched by id prefix as one types.
 
 import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, timeEl } from "../format.js";
 import { changeGate, notice, table } from "../ui.js";
 
-const LIST_LIMIT = 500;
-const LAST_RUN_LOOKUPS = 50; // when the list carries no last run, ask per DAG for at most this many
+const PAGE_SIZE = 50;
+const PREFIX_MAX = 50; // the longest DAG id; the API refuses a longer prefix
+const SEARCH_DEBOUNCE_MS = 250; // one request per pause in typing, not per key
+const MAX_FOLLOW = 10; // requests one page may take when a filtered answer comes back short
 
 /** The paused switch; read-only users get a label instead. */
 export function pausedControl(dag, ctx, onError) {
@@ -36,9 +39,19 @@ export function pausedControl(dag, ctx, onError) {
     h("span", { class: "switch-text" }, dag.paused ? "paused" : "active"));
 }
 
-/** The last run of a DAG, from the list entry when present. */
-export function lastRunOf(dag) {
-  return dag.last_run || dag.latest_run || null;
+/** A page of the list: up to PAGE_SIZE DAGs from cursor on, and the cursor of the page after it. */
+async function fetchPage(prefix, cursor) {
+  // A filtered answer may be short, even empty, and still name a next cursor: the server examines
+  // a bounded number of DAGs per request. Follow it (a few times) to fill the page.
+  let rows = [];
+  let next = cursor;
+  for (let i = 0; i < MAX_FOLLOW && rows.length < PAGE_SIZE; i += 1) {
+    const body = await api("/dags", { query: { limit: PAGE_SIZE - rows.length, prefix, cursor: next } });
+    rows = rows.concat(items(body, "dags"));
+    next = body.next_cursor || null;
+    if (!next) break;
+  }
+  return { rows, next };
 }
 
 export default {
@@ -46,31 +59,65 @@ export default {
   mount(root, _params, ctx) {
     const errors = notice();
     const body = h("div", { class: "card", "data-testid": "dags" });
-    fill(root, h("div", { class: "page-head" }, h("h1", {}, "DAGs")), errors.el, body);
-    const lastRuns = new Map();
+    const search = h("input", {
+      type: "search", class: "dag-search", placeholder: "Filter by DAG id prefix", maxlength: String(PREFIX_MAX),
+      autocomplete: "off", autocapitalize: "off", spellcheck: "false", "aria-label": "Filter DAGs by id prefix",
+      "data-testid": "dag-search", value: ctx.query.get("prefix") || "",
+    });
+    const prev = h("button", { type: "button", class: "secondary", "data-testid": "dags-prev" }, "‹ Previous");
+    const next = h("button", { type: "button", class: "secondary", "data-testid": "dags-next" }, "Next ›");
+    const where = h("span", { class: "muted pager-where", "data-testid": "dags-page" });
+    const pager = h("div", { class: "pager", "data-testid": "dags-pager" }, prev, where, next);
+    fill(root, h("div", { class: "page-head" }, h("h1", {}, "DAGs"), search), errors.el, body, pager);
     const changed = changeGate();
+    // The page shown: where it starts (null: the first), the starts of the pages before it, and
+    // the cursor of the page after it (null: this is the last).
+    let prefix = search.value.trim();
+    let start = null;
+    const before = [];
+    let after = null;
+    let loads = 0; // answers to a superseded request (an older prefix or page) are dropped
+
+    const go = (cursor, history) => {
+      start = cursor;
+      before.splice(0, before.length, ...history);
+      ctx.refresh();
+    };
+    prev.addEventListener("click", () => { if (before.length) go(before[before.length - 1], before.slice(0, -1)); });
+    next.addEventListener("click", () => { if (after) go(after, [...before, start]); });
+    let typing = null;
+    search.addEventListener("input", () => {
+      clearTimeout(typing);
+      typing = setTimeout(() => {
+        if (search.value.trim() === prefix) return;
+        prefix = search.value.trim();
+        history.replaceState(null, "", prefix ? `#/dags?prefix=${encodeURIComponent(prefix)}` : "#/dags");
+        go(null, []);
+      }, SEARCH_DEBOUNCE_MS);
+    });
 
     return {
       async refresh() {
-        const dags = items(await api("/dags", { query: { limit: LIST_LIMIT } }), "dags");
-        const missing = dags.filter((d) => !("last_run" in d) && !("latest_run" in d)).slice(0, LAST_RUN_LOOKUPS);
-        await Promise.all(missing.map(async (d) => {
-          const runs = items(await api(`/dags/${enc(d.dag_id)}/runs`, { query: { limit: 1 } }), "runs");
-          lastRuns.set(d.dag_id, runs[0] || null);
-        }));
-        if (!ctx.isCurrent() || !changed([dags, [...lastRuns]])) return;
+        const load = ++loads;
+        const page = await fetchPage(prefix, start);
+        if (load !== loads || !ctx.isCurrent()) return;
+        after = page.next;
+        prev.disabled = before.length === 0;
+        next.disabled = !after;
+        pager.hidden = before.length === 0 && !after;
+        const first = before.length * PAGE_SIZE + 1;
+        where.textContent = page.rows.length ? `${first}–${first + page.rows.length - 1}` : "";
+        if (!changed([prefix, start, page.rows])) return;
+        const empty = prefix ? `No DAG id starts with “${prefix}”.` : "No DAGs yet. Apply one with `leoflow dags apply FILE`.";
         fill(body, table([
           { title: "DAG", cell: (d) => h("a", { href: href("dags", d.dag_id), class: "strong", "data-testid": `dag-link-${d.dag_id}` }, d.dag_id) },
           { title: "Schedule", cell: (d) => d.schedule ? h("code", {}, d.schedule) : h("span", { class: "muted" }, "manual") },
           { title: "Active", cell: (d) => pausedControl(d, ctx, errors.set) },
-          { title: "Last run", cell: (d) => {
-            const run = lastRunOf(d) || lastRuns.get(d.dag_id);
-            return run ? h("a", { href: href("dags", d.dag_id, "runs", run.run_id), title: run.run_id }, badge(run.state))
-              : h("span", { class: "muted" }, "never");
-          } },
+          { title: "Last run", cell: (d) => d.last_run_id
+            ? h("a", { href: href("dags", d.dag_id, "runs", d.last_run_id), title: d.last_run_id }, badge(d.last_run_state))
+            : h("span", { class: "muted" }, "never") },
           { title: "Next run", cell: (d) => d.paused ? h("span", { class: "muted" }, "paused") : timeEl(d.next_run_at) },
-        ], dags, { empty: "No DAGs yet. Apply one with `leoflow dags apply FILE`.", testid: "dags-table",
-          rowAttrs: (d) => ({ "data-dag": d.dag_id }) }));
+        ], page.rows, { empty, testid: "dags-table", rowAttrs: (d) => ({ "data-dag": d.dag_id }) }));
       },
     };
   },
