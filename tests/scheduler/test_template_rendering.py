@@ -4,6 +4,7 @@ and an unresolvable reference failing its try (never the step)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,6 +12,12 @@ import pytest
 from leoflow.clock import SystemClock
 from leoflow.db.stores import tries as try_store
 from leoflow.db.stores.runs import lifecycle as run_store
+from leoflow.executor.kubernetes.pod_render import render_pod
+from leoflow.model.run_context import RunContext
+from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.tries import TryKey
+from leoflow.scheduler.queueing import build_launch
+from leoflow.scheduler.rendering import Unrendered, render_launch
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply
 from tests.scheduler.stepper import container, stepper
@@ -85,3 +92,25 @@ def test_one_read_per_step_and_failures_fail_only_their_try(settings: Settings,
             assert tasks["day"][0] == "queued" and tasks["plain"][0] == "queued"  # the step carried on
 
     asyncio.run(main())
+
+
+def test_a_rendered_launch_makes_the_pod_with_the_rendered_strings() -> None:
+    spec = parse_dag_spec({"dag_id": "k8s", "params": PARAMS, "tasks": [container(
+        "a", args=["--day", "{{ params.day }}"], env={"RUN": "{{ run.id }}", "PLAIN": "x"},
+        pod_template={"spec": {"containers": [{"name": "side", "image": "busybox", "args": ["{{ params.day }}"],
+                                               "env": [{"name": "D", "value": "d={{ params.day }}"}]}]}})]})
+    task = spec.tasks[0]
+    assert task.templates is not None
+    key = TryKey("k8s", "manual__1", "a", 1)
+    run = RunContext(conf={"day": "2026-11-21"}, logical_date=datetime(2026, 11, 21, tzinfo=UTC))
+    launch = render_launch(Unrendered(build_launch(task, key, 7, 1, run), task.templates, 1, run), {})
+    pod = render_pod(launch, {"name": "p", "namespace": "n", "labels": {}, "annotations": {}}, service_account=None,
+                     image_pull_secrets=(), template={})
+    containers = {c["name"]: c for c in pod["spec"]["containers"]}
+    assert containers["task"]["args"] == ["--day", "2026-11-21"]
+    env = {e["name"]: e.get("value") for e in containers["task"]["env"]}
+    assert env["RUN"] == "manual__1" and env["PLAIN"] == "x"
+    assert containers["side"]["args"] == ["2026-11-21"]
+    assert containers["side"]["env"] == [{"name": "D", "value": "d=2026-11-21"}]
+    # The spec keeps its templates: the next try renders from them again.
+    assert task.pod.pod_template["spec"]["containers"][0]["args"] == ["{{ params.day }}"]
