@@ -33,7 +33,9 @@ seconds have passed:
   longer stop; the scheduler must fail that one entity and go on): a DAG version whose task has
   ``timeout_seconds: 1e12``, one whose schedule never fires, one whose ``params`` are
   ``{$ref: "#"}`` (its trigger answers 409; a run inserted for it fails with the reason), and a
-  run whose ``conf`` is nested 5,000 deep — each followed by a run;
+  run whose ``conf`` is nested 5,000 deep — each followed by a run; and, through the API, DAGs whose
+  ``when`` passes the apply-time checks but is not a boolean (a string; a string plus an int) at
+  run time: the task and its run fail with the CEL message;
 - **commands on a deleted DAG's runs** (issue 44, item 10): a DAG applied, triggered and deleted,
   then its run cleared with ``downstream`` — a 404 every time (a clear used to re-open the run the
   delete cancelled, and run its task);
@@ -156,6 +158,18 @@ class Poisoner:
         self.runs.setdefault("clear of a deleted DAG's run", []).append((dag_id, run_id))
         return str(self.client.post(f"/api/v2/dags/{dag_id}/runs/{run_id}/clear",
                                     json={"tasks": ["a"], "downstream": True}).status_code)
+
+    def bad_condition(self, name: str, when: str) -> str:
+        """A ``when`` valid at apply that cannot be evaluated to a boolean: its task fails with the CEL
+        message, its run fails, the scheduler carries on (ADR 0014 decision 4)."""
+        self.count += 1
+        dag_id = f"when-{self.count}"
+        params = {"type": "object", "properties": {"day": {"type": "string"}}}
+        self.client.post("/api/v2/dags", json=spec(dag_id, params=params, tasks=[task(when=when)])).raise_for_status()
+        answer = self.client.post(f"/api/v2/dags/{dag_id}/runs", json={"conf": {"day": "x"}})
+        if answer.status_code == 201:
+            self.runs.setdefault(name, []).append((dag_id, answer.json()["run_id"]))
+        return str(answer.status_code)
 
     def _trigger(self, name: str, dag_id: str) -> str:
         answer = self.client.post(f"/api/v2/dags/{dag_id}/runs", json={})
@@ -369,6 +383,10 @@ def attack(client: httpx.Client, poisoner: Poisoner, until: float, outcomes: dic
         "conf nested 5,000 deep stored by an older version": poisoner.deep_conf,
         "params $ref '#' stored by an older version": poisoner.ref_params,
         "clear of a deleted DAG's run": poisoner.clear_deleted,
+        "when that is a string, not a boolean": lambda: poisoner.bad_condition(
+            "when that is a string, not a boolean", "params.day"),
+        "when adding a string to an int": lambda: poisoner.bad_condition(
+            "when adding a string to an int", "params.day + 1 == 2"),
     }
     rounds = 0
     while time.monotonic() < until:

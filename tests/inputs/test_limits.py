@@ -18,6 +18,7 @@ from leoflow.model.bounds import check_document_shape, check_size
 from leoflow.model.run_commands import parse_clear
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec.dag import parse_dag_spec
+from leoflow.model.spec.expressions import WhenFailed, check_activation_size
 from leoflow.model.spec.fairness import parse_pool_request
 from leoflow.model.spec.params import parse_params
 from tests.inputs.corpus import corpus, nested
@@ -49,6 +50,14 @@ def edges(count: int) -> dict[str, Any]:
         sinks.append({"id": f"k{len(sinks)}", "kind": "empty", "depends_on": [f"s{i}" for i in range(take)]})
         left -= take
     return dag(tasks=sources + sinks)
+
+
+def _activation(size: int) -> None:
+    """The activation check of a condition, as a ValidationFailed at ``when`` (a task's failure at run time)."""
+    try:
+        check_activation_size(size)
+    except WhenFailed as exc:
+        raise ValidationFailed("when", str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -254,6 +263,18 @@ CASES: list[Case] = [
          lambda: check_document_shape([0] * 499_999, "body", limits.DOCUMENT), None),
     Case(limits.DOCUMENT, "document of 500,001 values",
          lambda: check_document_shape([0] * 500_000, "body", limits.DOCUMENT), "body"),
+    spec_case(limits.WHEN, "when of 1,024 characters", with_task(when="true".ljust(1_024)), None),
+    spec_case(limits.WHEN, "when of 1,025 characters", with_task(when="true".ljust(1_025)), "tasks[0].when",
+              words="1,025"),
+    spec_case(limits.WHEN_MACROS, "when with 4 macros", with_task(when=" && ".join(["[1].all(x, x > 0)"] * 4)), None),
+    spec_case(limits.WHEN_MACROS, "when with 5 macros", with_task(when=" && ".join(["[1].all(x, x > 0)"] * 5)),
+              "tasks[0].when", words="more than 4 macros"),
+    Case(limits.WHEN_ACTIVATION, "when reading 256 KiB", lambda: _activation(256 * 1024), None),
+    Case(limits.WHEN_ACTIVATION, "when reading 256 KiB + 1", lambda: _activation(256 * 1024 + 1), "when",
+         "262,145 bytes"),
+    spec_case(limits.SKIP_EXIT_CODES, "32 skip exit codes", with_task(skip_on_exit_code=list(range(32))), None),
+    spec_case(limits.SKIP_EXIT_CODES, "33 skip exit codes", with_task(skip_on_exit_code=list(range(33))),
+              "tasks[0].skip_on_exit_code"),
 ]
 
 
