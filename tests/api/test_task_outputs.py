@@ -4,14 +4,15 @@ instance is ``success``), readable with a read token, 404 for what does not exis
 
 Tries and their stored outputs are planted as the leader leaves them (``seed_task``, then the
 try's ``outputs``/``outputs_bytes``); a clear is the leader's own statement
-(:func:`leoflow.db.stores.commands.reset_task_instances`).
+(:func:`leoflow.db.stores.commands.reset_task_instances`). One test reads what the leader's own
+steps stored (success, clear, the next success), so the read side cannot drift from the writes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -23,7 +24,11 @@ from sqlalchemy import event
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores.task_instances import reads as ti_reads
+from leoflow.model.tries import StatusUpdate, TryKey
+from leoflow.settings import Settings
 from tests.api.conftest import ADMIN, READ, api_settings, seed_task, spec
+from tests.scheduler.harness import apply, rows, trigger
+from tests.scheduler.stepper import Stepper, container, stepper
 
 TASK = "/api/v2/dags/etl/runs/r1/tasks"
 PUBLISHED = {"uri": "s3://bucket/p0", "rows": 12, "parts": ["a", "b"], "meta": {"ok": True, "ratio": 0.5}}
@@ -182,3 +187,52 @@ def test_the_outputs_come_in_the_statements_that_already_read_the_task(run_r1: h
             await engine.dispose()
 
     assert asyncio.run(count()) == (2, 1)
+
+
+def test_what_the_leader_stores_is_what_the_api_answers_through_a_clear(api_client: httpx.Client,
+                                                                        settings: Settings) -> None:
+    """End to end on the write side's own steps (:mod:`tests.scheduler.stepper` plays the executor):
+    a success's outputs are answered; a clear the leader applied answers null at once, though the
+    old try keeps them; the next success's replace them."""
+    def succeed(st: Stepper, key: TryKey, raw: bytes) -> None:
+        st.core.inbox.append(StatusUpdate(key=key, state="running", at=st.clock.now()))
+        st.core.inbox.append(StatusUpdate(key=key, state="success", at=st.clock.now() + timedelta(seconds=1),
+                                          exit_code=0, outputs=raw))
+
+    def current(run_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        document = api_client.get(f"/api/v2/dags/outs/runs/{run_id}/tasks/a", headers=READ).json()
+        answer = api_client.get(f"/api/v2/dags/outs/runs/{run_id}/tasks/a/outputs", headers=READ).json()
+        assert document["outputs"] == answer["outputs"], (document, answer)
+        return document, answer
+
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, {"dag_id": "outs", "tasks": [
+                container("a", outputs={"uri": {"type": "string"}, "rows": {"type": "integer"}}), container("b", "a")]})
+            run_id = await trigger(st.engine, "outs")
+            await st.tick(periodic=True)
+            first = st.key("outs", run_id, "a")
+            assert current(run_id)[1] == {"try_number": 1, "state": "queued", "outputs": None}
+            succeed(st, first, b'{"uri": "s3://b/p0", "rows": 12}')
+            await st.tick()
+            assert current(run_id)[1] == {"try_number": 1, "state": "success",
+                                          "outputs": {"uri": "s3://b/p0", "rows": 12}}
+
+            [(run_pk,)] = await rows(st.engine, "SELECT id FROM dag_runs WHERE run_id = :r", r=run_id)
+            async with st.engine.begin() as conn:  # as the API records it
+                await command_store.create_command(conn, run_pk=run_pk, dag_id="outs", kind="clear",
+                                              body={"tasks": ["a"]}, requested_by="ops")
+            await st.tick(periodic=True)
+            document, answer = current(run_id)
+            assert answer["outputs"] is None and answer["state"] != "success"
+            assert document["tries"][0]["state"] == "success"  # the old try is history, not current
+
+            await st.tick(periodic=True)
+            second = st.key("outs", run_id, "a")
+            assert second.try_number == 2
+            succeed(st, second, b'{"uri": "s3://b/p1", "rows": 7}')
+            await st.tick()
+            assert current(run_id)[1] == {"try_number": 2, "state": "success",
+                                          "outputs": {"uri": "s3://b/p1", "rows": 7}}
+
+    asyncio.run(main())
