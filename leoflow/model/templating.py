@@ -488,7 +488,8 @@ def render(template: Template, facts: RunFacts, where: str) -> str:
     for piece in template.pieces:
         out.append(piece if isinstance(piece, str) else as_text(_value(piece, facts, where)))
     text = "".join(out)
-    size = len(text.encode("utf-8", "surrogatepass"))
+    # UTF-8 takes at most 4 bytes a character: only a long string needs encoding to be measured.
+    size = len(text.encode("utf-8", "surrogatepass")) if 4 * len(text) > limits.RENDERED_ARG.maximum else 0
     if size > limits.RENDERED_ARG.maximum:
         raise TemplateUnresolved(f"{where}: rendered to {size:,} bytes; an argv element or env value is at most "
                                  f"{limits.RENDERED_ARG.maximum:,} bytes (the kernel's MAX_ARG_STRLEN): "
@@ -547,13 +548,25 @@ def render_task(templates: TaskTemplates, command: Sequence[str], args: Sequence
             new_env[str(s.key[0])] = text
         elif copied is not None:
             _put(copied, s.key, text)
+    changed = {s.field for s in templates.strings}
     for name, value, limit in (("command", new_command, limits.COMMAND), ("args", new_args, limits.COMMAND),
                                ("env", new_env, limits.ENV)):
+        if name not in changed or _surely_within(value, limit):
+            continue
         try:
             check_size(value, name, limit)
         except ValidationFailed as exc:
             raise TemplateUnresolved(f"{exc} once rendered: pass a URI to the data instead") from None
     return Rendered(tuple(new_command), tuple(new_args), new_env, pod_template if copied is None else copied)
+
+
+def _surely_within(value: Sequence[str] | Mapping[str, str], limit: limits.Size) -> bool:
+    """A cheap sufficient test of ``check_size``: a character is at most 6 bytes of JSON (``\\u0000``),
+    a string adds 3 (quotes, comma or colon). Almost every launch passes it; the exact count runs
+    only for those near the limit (it was most of a render's time)."""
+    strings = [*value.keys(), *value.values()] if isinstance(value, Mapping) else value
+    return (len(value) <= limit.max_entries
+            and 2 + sum(6 * len(text) + 3 for text in strings) <= limit.max_bytes)
 
 
 def _copy_containers(pod_template: Mapping[str, Any]) -> dict[str, Any]:
