@@ -16,7 +16,7 @@ leader, against its DAG version's declarations (:func:`~leoflow.model.outputs.ch
 Passing, the values go into the statement that records the success (same fenced transaction as
 the task instance's move to ``success``); rejected, the report becomes a failure with the
 rejection as its reason, and retries apply. A success of any other task costs one lookup of its
-(compiled, cached) spec.
+version's flag, computed once per version (versions are immutable).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry, TryFacts, fold_reports, fold_try_facts, skipped_by_exit_code
 
 log = logging.getLogger(__name__)
+#: Versions whose "declares outputs" flag is remembered (a bool each; cleared when full).
+_DECLARING_CACHE = 10_000
 
 
 def cleaned(update: StatusUpdate) -> StatusUpdate:
@@ -56,6 +58,8 @@ class ReportApplier:
         self.max_retry_delay = max_retry_delay
         #: Outputs arrive as Kubernetes termination messages (the size reason says so).
         self.termination_message = termination_message
+        #: Whether any task of a DAG version declares outputs, by version id (immutable, so never stale).
+        self._declaring: dict[int, bool] = {}
 
     async def apply(self, step: Step, batch: Sequence[StatusUpdate]) -> None:
         batch = [cleaned(u) for u in batch]
@@ -86,7 +90,7 @@ class ReportApplier:
             if row is None:
                 log.debug("report for an unknown task instance", extra={"try": str(update.key)})
                 continue
-            if update.state == "success":
+            if update.state == "success" and self._declares_outputs(row.version_id, graphs):
                 update = self._checked(update, row, graphs, outputs)
             if update.state == "failed":
                 update = skipped_by_exit_code(update, graphs[row.version_id].task(row.task_id))
@@ -120,6 +124,14 @@ class ReportApplier:
             else:
                 self.inflight.pop(key, None)
         return missed
+
+    def _declares_outputs(self, version_id: int, graphs: dict[int, DagGraph]) -> bool:
+        declaring = self._declaring.get(version_id)
+        if declaring is None:
+            if len(self._declaring) >= _DECLARING_CACHE:
+                self._declaring.clear()
+            declaring = self._declaring[version_id] = any(t.outputs for t in graphs[version_id].tasks.values())
+        return declaring
 
     def _checked(self, update: StatusUpdate, row: LiveTaskInstance, graphs: dict[int, DagGraph],
                  outputs: dict[tuple[int, int], CheckedOutputs]) -> StatusUpdate:
