@@ -382,6 +382,8 @@ def check_references(tasks: Sequence[Templating], params: Mapping[str, Any] | No
             problem = _reference_problem(task.id, ref, declared, ancestors, outputs)
             if problem is not None:
                 problems.append(ValidationFailed(s.where, f"{ref.text}: {problem}"))
+    # A string of the DAG's defaults is checked in every task that inherits it: say each problem once.
+    problems = list({(p.path, p.problem): p for p in problems}.values())
     if problems:
         raise ValidationFailed(problems[0].path, problems[0].problem, also=tuple(problems[1:]))
 

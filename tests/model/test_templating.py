@@ -183,6 +183,11 @@ def test_env_and_pod_template_paths_name_where_the_string_was_written() -> None:
     ])
 
 
+def test_a_defaults_string_inherited_by_many_tasks_is_reported_once() -> None:
+    assert problems(dag(*[task(f"t{i}") for i in range(5)], defaults={"env": {"D": "{{ params.nope }}"}})) == [
+        "defaults.env.D: {{ params.nope }}: parameter 'nope' is not declared in params.properties"]
+
+
 def test_a_file_error_has_line_and_column() -> None:
     text = ("dag_id: d\n"
             "params: {type: object, properties: {day: {type: string}}}\n"
