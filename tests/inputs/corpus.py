@@ -221,6 +221,8 @@ def corpus() -> list[Poison]:
              "tasks[0].when"),
         _dag("when over an unknown name", spec(tasks=[task(when="secrets.token == 'x'")]), 422, "tasks[0].when"),
         _dag("when as a number", spec(tasks=[task(when=1)]), 422, "tasks[0].when"),
+        _dag("when that is a string (a declared string param)", spec(tasks=[task(when="params.day")], params={
+            "type": "object", "properties": {"day": {"type": "string"}}}), 422, "tasks[0].when"),
         _dag("skip_on_exit_code 256", spec(tasks=[task(skip_on_exit_code=[256])]), 422,
              "tasks[0].skip_on_exit_code[0]"),
         _dag("33 skip exit codes", spec(tasks=[task(skip_on_exit_code=list(range(33)))]), 422,

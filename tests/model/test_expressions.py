@@ -43,9 +43,14 @@ def refused(source: object) -> str:
     return info.value.problem
 
 
+#: Params without a type: the dry run at apply has no sample for them, so only evaluation judges.
+UNTYPED = {"type": "object", "properties": {"day": {}, "n": {}}}
+
+
 def failure(source: str, variables: dict[str, Any]) -> str:
+    condition = compile_when(source, "tasks[3].when", params=UNTYPED, ancestors=ANCESTORS)
     with pytest.raises(WhenFailed) as info:
-        evaluate_when(compiled(source), variables)
+        evaluate_when(condition, variables)
     message = str(info.value)
     assert "\n" not in message
     return message
@@ -158,6 +163,20 @@ def test_the_spec_checks_ancestors_and_keeps_hashes_of_specs_without_when() -> N
 
 
 # ------------------------------------------------------------------------------------ evaluation
+
+
+def test_a_dry_run_over_the_declared_types_refuses_type_errors_and_non_booleans() -> None:
+    assert refused("params.day") == "must be a boolean expression, got a string"
+    assert refused("tasks.list.outputs.partitions").startswith("must be a boolean expression, got a list")
+    assert refused("params.day + 1 == 2").startswith(
+        "type error with values of the declared types: Unsupported operation: string + int")
+    # Not judged: the branch not taken, a missing key or index of the empty samples, an untyped value.
+    compiled("params.n >= 0 || params.day + 1 == 2")
+    compiled("tasks.list.outputs.partitions[0] == 'p0'")
+    compile_when("params.day + 1 == 2", "w", params=UNTYPED, ancestors={})
+    with_default = {"type": "object", "properties": {"n": {"type": "integer", "default": 5}}}
+    with pytest.raises(ValidationFailed, match="got an int"):
+        compile_when("params.n", "w", params=with_default, ancestors={})
 
 
 def test_false_true_and_non_boolean_results() -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import cel
@@ -127,7 +127,41 @@ def compile_when(value: object, path: str, *, params: Mapping[str, Any] | None,
     for name in references.get("functions", ()):
         if name[:1] not in ("_", "@", "!", "-") and name not in FUNCTIONS:
             raise ValidationFailed(path, f"unknown function {name!r}")
+    _dry_run(program, path, params, {t: ancestors[t] for t in tasks})
     return Condition(source=source, tasks=frozenset(tasks), program=program)
+
+
+#: Values of a declared JSON type a dry run gives a param or output without a default. ``number``
+#: and ``any`` get none: a JSON number arrives as a CEL int or double depending on its digits, and
+#: CEL does not mix them in arithmetic, so no single sample stands for it.
+_SAMPLES: dict[str, Any] = {"string": "", "integer": 0, "boolean": False, "array": [], "object": {}}
+
+
+def _dry_run(program: Any, path: str, params: Mapping[str, Any] | None,
+             read: Mapping[str, Mapping[str, OutputDecl]]) -> None:
+    """Evaluate once over sample values of the declared types: a type error or a result that is not
+    a boolean on the branch taken is a 422 (a check, not a type system: a branch not taken, or a
+    value without a usable sample, is not judged; missing keys and bad indexes are not errors here,
+    since the samples are empty)."""
+    properties = params.get("properties") if params else None
+    sample_params = {}
+    for name, schema in (properties.items() if isinstance(properties, dict) else ()):
+        if isinstance(schema, dict) and "default" in schema:
+            sample_params[name] = schema["default"]
+        elif isinstance(schema, dict) and isinstance(schema.get("type"), str) and schema["type"] in _SAMPLES:
+            sample_params[name] = _SAMPLES[schema["type"]]
+    tasks = {task: {"outputs": {k: _SAMPLES[d.type] for k, d in decls.items() if d.type in _SAMPLES}}
+             for task, decls in read.items()}
+    variables = {"params": sample_params, "run": {"id": "", "logical_date": datetime(2026, 1, 1, tzinfo=UTC)},
+                 "tasks": tasks}
+    try:
+        result = program.execute(variables)
+    except TypeError as exc:
+        raise ValidationFailed(path, f"type error with values of the declared types: {_one_line(str(exc))}") from None
+    except Exception:  # boundary: a missing key, an empty list's index, a division by zero: not judged
+        return
+    if not isinstance(result, bool):
+        raise ValidationFailed(path, f"must be a boolean expression, got {_cel_type(result)}")
 
 
 def compile_conditions(written: object, depends_on: Mapping[str, Sequence[str]],
