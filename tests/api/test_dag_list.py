@@ -251,13 +251,15 @@ def hundred_thousand(pg_server: Any) -> Iterator[str]:
         pg_server.drop_database(url)
 
 
-def plan_of(url: str, where: dag_store.DagListFilter, after: str | None) -> dict[str, Any]:
+def plan_of(url: str, where: dag_store.DagListFilter, after: str | None, *, window_end: bool = False
+            ) -> dict[str, Any]:
     params: dict[str, Any] = {"after": after or "", "scan": dag_store.LIST_SCAN_BUDGET, "limit": 101,
                               "paused": where.paused, "prefix": where.prefix, "state": where.last_run_state,
                               "pattern": dag_store.like_prefix(where.prefix or "")}
     end = dag_store.prefix_end(where.prefix) if where.prefix else None
     params["end"] = end
-    sql = re.sub(r"(?<!:):([a-z]+)", r"%(\1)s", dag_store._list_sql(where, bounded=end is not None))
+    build = dag_store._window_end_sql if window_end else dag_store._list_sql
+    sql = re.sub(r"(?<!:):([a-z]+)", r"%(\1)s", build(where, bounded=end is not None))
     with psycopg.connect(url, autocommit=True) as db:
         row = db.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
     assert row is not None
@@ -282,3 +284,7 @@ def test_every_list_query_is_served_by_an_index(hundred_thousand: str, name: str
     assert ("Index Scan", "dags", "pk_dags") in scans, scans
     runs = [n for n in found if n.get("Relation Name") == "dag_runs"]
     assert [(n["Index Name"], n["Scan Direction"]) for n in runs] == [("ix_dag_runs_dag_id_id", "Backward")], runs
+    # Where a short page's window ended: the primary key alone.
+    window = [n for n in nodes(plan_of(hundred_thousand, FILTERS[name], after, window_end=True))
+              if "Relation Name" in n]
+    assert [(n["Node Type"], n["Index Name"]) for n in window] == [("Index Scan", "pk_dags")], window

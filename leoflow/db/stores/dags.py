@@ -328,24 +328,31 @@ def _list_sql(flt: DagListFilter, *, bounded: bool) -> str:
         keep.append("r.state IS NULL")
     elif flt.last_run_state is not None:
         keep.append("r.state = :state")
+    # The window is not materialised: the page's LIMIT stops the walk as soon as enough DAGs
+    # matched (a dense filter reads about ``limit`` rows, not the whole budget).
     return f"""
-        WITH scanned AS MATERIALIZED (
-            SELECT dag_id, paused, schedule, current_version_id, next_run_at, source, schedule_error,
-                   created_at, updated_at
-            FROM dags WHERE NOT deleted AND dag_id > :after{start}
-            ORDER BY dag_id LIMIT :scan),
-        matched AS (
-            SELECT s.*, r.run_id AS last_run_id, r.state AS last_run_state FROM scanned s
-            LEFT JOIN LATERAL (SELECT run_id, state FROM dag_runs WHERE dag_runs.dag_id = s.dag_id
-                               ORDER BY id DESC LIMIT 1) r ON true
-            WHERE {" AND ".join(keep)}
-            ORDER BY s.dag_id LIMIT :limit)
-        SELECT w.scanned, w.scanned_to, m.dag_id, m.paused, m.schedule, v.version, m.next_run_at, m.source,
-               m.schedule_error, m.created_at, m.updated_at, m.last_run_id, m.last_run_state
-        FROM (SELECT count(*) AS scanned, max(dag_id) AS scanned_to FROM scanned) w
-        LEFT JOIN (matched m LEFT JOIN dag_versions v ON v.id = m.current_version_id) ON true
-        ORDER BY m.dag_id
+        SELECT s.dag_id, s.paused, s.schedule, v.version, s.next_run_at, s.source, s.schedule_error,
+               s.created_at, s.updated_at, r.run_id AS last_run_id, r.state AS last_run_state
+        FROM ({_window_sql(start)}) s
+        LEFT JOIN LATERAL (SELECT run_id, state FROM dag_runs WHERE dag_runs.dag_id = s.dag_id
+                           ORDER BY id DESC LIMIT 1) r ON true
+        LEFT JOIN dag_versions v ON v.id = s.current_version_id
+        WHERE {" AND ".join(keep)}
+        ORDER BY s.dag_id LIMIT :limit
     """
+
+
+def _window_sql(start: str) -> str:
+    """The live DAGs one request may examine: up to ``:scan`` after ``:after``, in id order."""
+    return ("SELECT dag_id, paused, schedule, current_version_id, next_run_at, source, schedule_error, "
+            f"created_at, updated_at FROM dags WHERE NOT deleted AND dag_id > :after{start} "
+            "ORDER BY dag_id LIMIT :scan")
+
+
+def _window_end_sql(flt: DagListFilter, *, bounded: bool) -> str:
+    """How many DAGs the window held and its last id: where a short page's next page starts."""
+    start = (" AND dag_id >= :prefix" if flt.prefix is not None else "") + (" AND dag_id < :end" if bounded else "")
+    return f"SELECT count(*) AS scanned, max(dag_id) AS scanned_to FROM ({_window_sql(start)}) w"
 
 
 async def list_dags(conn: AsyncConnection, *, after: str | None, limit: int,
@@ -374,11 +381,12 @@ async def list_dags(conn: AsyncConnection, *, after: str | None, limit: int,
             end = None
     if where.last_run_state not in (None, "none"):
         params["state"] = where.last_run_state
-    result = (await conn.execute(text(_list_sql(where, bounded=end is not None)), params)).mappings().all()
-    rows = [{k: v for k, v in r.items() if k not in ("scanned", "scanned_to")} for r in result
-            if r["dag_id"] is not None]
-    exhausted = bool(result) and result[0]["scanned"] >= scan and len(rows) <= limit
-    return DagListPage(rows, result[0]["scanned_to"] if exhausted else None)
+    bounded = end is not None
+    rows = [dict(r) for r in (await conn.execute(text(_list_sql(where, bounded=bounded)), params)).mappings()]
+    if len(rows) > limit or where.empty:
+        return DagListPage(rows, None)
+    window = (await conn.execute(text(_window_end_sql(where, bounded=bounded)), params)).one()
+    return DagListPage(rows, window.scanned_to if window.scanned >= scan else None)
 
 
 async def get_dag(conn: AsyncConnection, dag_id: str) -> dict[str, Any] | None:
