@@ -239,3 +239,22 @@ def test_skip_on_exit_code_is_bounded() -> None:
         assert info.value.path == path and problem in info.value.problem
     with pytest.raises(ValidationFailed, match="empty task"):
         parse_dag_spec({"dag_id": "d", "tasks": [{"id": "a", "kind": "empty", "skip_on_exit_code": [1]}]})
+
+
+class PanicException(BaseException):
+    """What PyO3 raises for a Rust panic: a BaseException, which ``except Exception`` does not catch."""
+
+
+class _Raising:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def execute(self, variables: object) -> object:
+        raise self.error
+
+
+def test_a_panic_of_the_library_fails_the_condition_and_nothing_else_is_swallowed() -> None:
+    with pytest.raises(WhenFailed, match=r"^when failed: the CEL library panicked: index out of range$"):
+        evaluate_when(Condition("true", program=_Raising(PanicException("index out of range"))), {})
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_when(Condition("true", program=_Raising(KeyboardInterrupt())), {})

@@ -117,6 +117,8 @@ def compile_when(value: object, path: str, *, params: Mapping[str, Any] | None,
         program = cel.compile(source)
     except Exception as exc:  # boundary: the library reports syntax errors as ValueError, quoting the source
         raise ValidationFailed(path, _syntax_problem(exc)) from None
+    except BaseException as exc:
+        raise ValidationFailed(path, f"is not a valid CEL expression: {_panicked(exc)}") from None
     tokens = _tokens(source)
     bound = _check_macros(tokens, path)
     tasks = _check_paths(tokens, path, bound, params, ancestors)
@@ -160,6 +162,8 @@ def _dry_run(program: Any, path: str, params: Mapping[str, Any] | None,
         raise ValidationFailed(path, f"type error with values of the declared types: {_one_line(str(exc))}") from None
     except Exception:  # boundary: a missing key, an empty list's index, a division by zero: not judged
         return
+    except BaseException as exc:
+        raise ValidationFailed(path, f"cannot be evaluated: {_panicked(exc)}") from None
     if not isinstance(result, bool):
         raise ValidationFailed(path, f"must be a boolean expression, got {_cel_type(result)}")
 
@@ -379,9 +383,24 @@ def evaluate_when(condition: Condition, variables: Mapping[str, Any]) -> bool:
         raise WhenFailed(f"when failed: no such key: {_one_line(str(exc))}") from None
     except Exception as exc:  # boundary: the library raises TypeError, ValueError, RuntimeError, ...
         raise WhenFailed(f"when failed: {_one_line(str(exc)) or type(exc).__name__}") from None
+    except BaseException as exc:
+        raise WhenFailed(f"when failed: {_panicked(exc)}") from None
     if not isinstance(result, bool):
         raise WhenFailed(f"when must be a boolean, got {_cel_type(result)}")
     return result
+
+
+def _panicked(exc: BaseException) -> str:
+    """The message of a panic of the native library, re-raising anything else.
+
+    PyO3 turns a Rust panic into ``PanicException``, a ``BaseException`` (so that ``except
+    Exception`` does not swallow it). None of our expression shapes is known to panic, but one
+    would otherwise escape every boundary of the scheduler: it fails the task instead, like any
+    other evaluation error.
+    """
+    if type(exc).__name__ != "PanicException":
+        raise exc
+    return f"the CEL library panicked: {_one_line(str(exc)) or 'no message'}"
 
 
 def _one_line(text: str) -> str:
