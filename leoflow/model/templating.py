@@ -147,6 +147,21 @@ class TaskTemplates:
         return frozenset(ref.task for _, ref in self.references() if ref.kind == "tasks")
 
 
+#: The canonical form's mark of a DAG whose strings are templates (set when any task has ``{{``).
+#: A version stored by a release before templates has none: the scheduler reads its ``{{`` as text,
+#: so an old ``docker inspect -f '{{.Id}}'`` keeps running as it did (re-applying it is a 422 until
+#: it is written ``{{ "{{" }}.Id}}``). Absent from every spec without ``{{``: existing hashes stay.
+SYNTAX_FIELD = "template_syntax"
+SYNTAX_VERSION = 1
+
+
+def check_syntax_field(value: object) -> None:
+    """``template_syntax`` as written in a spec: absent, or the one syntax there is."""
+    if value is not None and (isinstance(value, bool) or value != SYNTAX_VERSION):
+        raise ValidationFailed(SYNTAX_FIELD, f"must be {SYNTAX_VERSION} (the template syntax of this release), "
+                               f"or left out")
+
+
 class TemplateUnresolved(LeoflowError):
     """A reference could not be rendered at launch: the try fails with this message."""
 
@@ -538,6 +553,8 @@ def _value(ref: Reference, facts: RunFacts, where: str) -> Any:
 def render_task(templates: TaskTemplates, command: Sequence[str], args: Sequence[str], env: Mapping[str, str],
                 pod_template: Mapping[str, Any], facts: RunFacts) -> Rendered:
     """A task's strings with every template rendered; raises TemplateUnresolved (the try fails with it)."""
+    if templates.problems:  # checked at apply; should a caller skip the check, a bad {{ is never text
+        raise TemplateUnresolved(str(templates.problems[0]))
     new_command, new_args, new_env = list(command), list(args), dict(env)
     copied = _copy_containers(pod_template) if any(s.field == "pod_template" for s in templates.strings) else None
     for s in templates.strings:

@@ -16,6 +16,8 @@ from leoflow.model.spec.dag_files import DagFile, parse_dag_files
 from leoflow.model.templating import (
     Reference,
     RunFacts,
+    TaskTemplates,
+    Templated,
     TemplateUnresolved,
     Upstream,
     parse_template,
@@ -324,3 +326,36 @@ def test_escaped_literal_text_renders_back_to_itself(text: str) -> None:
     escaped = text.replace("{{", '{{ "{{" }}')
     template = parse_template(escaped, "x")
     assert (escaped if template is None else render(template, facts(), "x")) == text
+
+
+# --------------------------------------------------------------------------- versions stored before templates
+
+def test_a_version_stored_before_templates_keeps_its_braces_as_text() -> None:
+    old = {"dag_id": "d", "tasks": [task("t", command=["docker", "inspect", "-f", "{{.Id}}", "{{ run.id }}"])]}
+    with pytest.raises(ValidationFailed, match="opens no reference"):
+        parse_dag_spec(old)  # applied today: a 422 until it is written with {{ "{{" }}
+    stored = parse_dag_spec(old, stored=True)  # the scheduler compiling what an older release stored
+    assert stored.tasks[0].templates is None and stored.tasks[0].command[3:] == ("{{.Id}}", "{{ run.id }}")
+    assert "template_syntax" not in stored.to_canonical()
+
+
+def test_a_version_with_templates_is_marked_and_compiles_as_it_was_applied() -> None:
+    applied = parse_dag_spec(dag(task("t", args=["{{ params.day }}"])))
+    canonical = applied.to_canonical()
+    assert canonical["template_syntax"] == 1
+    assert parse_dag_spec(canonical, stored=True).tasks[0].templates == applied.tasks[0].templates
+    plain = parse_dag_spec(dag(task("t", args=["x"]), template_syntax=1))
+    assert "template_syntax" not in plain.to_canonical()  # no templates, no mark: hashes as before
+    assert plain.spec_hash() == parse_dag_spec(dag(task("t", args=["x"]))).spec_hash()
+    assert problems(dag(task("t"), template_syntax=2)) == [
+        "template_syntax: must be 1 (the template syntax of this release), or left out"]
+
+
+def test_a_syntax_problem_never_renders_as_text() -> None:
+    spec = parse_dag_spec(dag(task("t", args=["x"])))
+    broken = parse_template("{{ run.id }}", "x")
+    assert broken is not None
+    templates = TaskTemplates((Templated("tasks[0].args[0]", "args", (0,), broken),),
+                              (ValidationFailed("tasks[0].args[1]", "bad"),))
+    with pytest.raises(TemplateUnresolved, match=r"tasks\[0\].args\[1\]: bad"):
+        render_task(templates, spec.tasks[0].command, ["a", "{{ x"], {}, {}, facts())

@@ -20,7 +20,7 @@ from leoflow.scheduler.queueing import build_launch
 from leoflow.scheduler.rendering import Unrendered, render_launch
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply
-from tests.scheduler.stepper import container, stepper
+from tests.scheduler.stepper import container, insert_version, stepper
 
 PARAMS = {"type": "object", "properties": {"day": {"type": "string"}}}
 
@@ -114,3 +114,17 @@ def test_a_rendered_launch_makes_the_pod_with_the_rendered_strings() -> None:
     assert containers["side"]["env"] == [{"name": "D", "value": "d=2026-11-21"}]
     # The spec keeps its templates: the next try renders from them again.
     assert task.pod.pod_template["spec"]["containers"][0]["args"] == ["{{ params.day }}"]
+
+
+def test_a_version_an_older_release_stored_runs_its_braces_as_text(settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await insert_version(st.engine, "legacy", {"dag_id": "legacy", "tasks": [
+                container("a", args=["-f", "{{.Id}}", "{{ run.id }}"])]})
+            run_id = await _trigger(st.engine, "legacy", {})
+            await st.tick(periodic=True)
+            [launch] = st.executor.launched
+            assert launch.args == ("-f", "{{.Id}}", "{{ run.id }}")
+            assert (await st.run(run_id))[0] == "running"
+
+    asyncio.run(main())

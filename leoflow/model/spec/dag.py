@@ -60,7 +60,14 @@ from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, po
 from leoflow.model.spec.notify import NotifyRule, parse_notify
 from leoflow.model.spec.params import check_scheduled_defaults, parse_params
 from leoflow.model.spec.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
-from leoflow.model.templating import TaskTemplates, check_references, task_templates
+from leoflow.model.templating import (
+    SYNTAX_FIELD,
+    SYNTAX_VERSION,
+    TaskTemplates,
+    check_references,
+    check_syntax_field,
+    task_templates,
+)
 
 MAX_TASKS = limits.TASKS.maximum
 DEFAULT_MAX_ACTIVE_RUNS = 16
@@ -204,6 +211,8 @@ class DagSpec:
             "default_retries": self.default_retries,
             "tasks": [t.to_canonical() for t in self.tasks],
         }
+        if any(t.has_references for t in self.tasks):  # absent without templates: existing hashes stay
+            out[SYNTAX_FIELD] = SYNTAX_VERSION
         if self.description is not None:
             out["description"] = self.description
         if self.notify is not None:
@@ -266,7 +275,7 @@ class _Problems:
             raise self.failure()
 
 
-def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
+def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = False) -> DagSpec:
     """Validate decoded YAML/JSON into a :class:`DagSpec`; raise ValidationFailed(path, problem).
 
     Every field is held to its row of :mod:`leoflow.model.limits`. ``now`` is where "the
@@ -277,11 +286,14 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
     and the one ValidationFailed raised names the first problem in document order, with the
     others (up to :data:`MAX_PROBLEMS` in all) in its ``also`` — a missing field does not hide a
     typo in ``depends_on``.
+
+    ``stored``: ``data`` is a version's stored canonical form (the scheduler's compile); one stored
+    before templates existed (no ``template_syntax``) keeps its ``{{`` as text.
     """
     doc = as_mapping(data, "")
     check_size(doc, "", limits.SPEC)
     problems = _Problems()
-    problems.check(lambda: no_unknown(doc, _DAG_FIELDS, ""), None)
+    problems.check(lambda: no_unknown(doc, _DAG_FIELDS | {SYNTAX_FIELD}, ""), None)
     dag_id = problems.check(lambda: name_field(required(doc, "dag_id", ""), "dag_id"), "")
     description = problems.check(
         lambda: opt_str(doc.get("description"), "description", max_len=limits.DESCRIPTION.maximum), None)
@@ -309,8 +321,12 @@ def parse_dag_spec(data: object, *, now: datetime | None = None) -> DagSpec:
     params = problems.check(lambda: parse_params(doc.get("params")), None)
     if schedule is not None:
         problems.check(lambda: check_scheduled_defaults(params), None)
-    problems.check(lambda: check_references(tasks, params, outputs={t.id: t.outputs for t in tasks},
-                                            written=doc.get("tasks")), None)
+    if stored and doc.get(SYNTAX_FIELD) is None:  # stored before templates: its {{ are text, as they ran
+        tasks = tuple(replace(t, templates=None) for t in tasks)
+    else:
+        problems.check(lambda: check_syntax_field(doc.get(SYNTAX_FIELD)), None)
+        problems.check(lambda: check_references(tasks, params, outputs={t.id: t.outputs for t in tasks},
+                                                written=doc.get("tasks")), None)
     tasks = problems.check(lambda: _with_conditions(tasks, params, doc.get("tasks")), tasks)
     run_timeout = problems.check(lambda: run_timeout_field(doc.get("run_timeout_seconds"), "run_timeout_seconds"),
                                  None)

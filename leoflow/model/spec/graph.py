@@ -159,7 +159,7 @@ class GraphCache:
 
     def add(self, version_id: int, spec: object) -> DagGraph:
         """Compile ``spec`` (raises ValidationFailed if it is not a valid spec) and cache the graph."""
-        graph = DagGraph(version_id, parse_dag_spec(spec))
+        graph = DagGraph(version_id, parse_dag_spec(spec, stored=True))
         replaced = self._graphs.pop(version_id, None)
         if replaced is not None:
             self.tasks -= _weight(replaced)
