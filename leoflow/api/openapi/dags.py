@@ -95,6 +95,9 @@ SCHEMAS: dict[str, Any] = {
                                     "its start; then it fails with the reason 'run deadline exceeded'."},
             "max_active_tasks": {**number_range(limits.MAX_ACTIVE_TASKS), "description": "Most task instances of the "
                                  "DAG queued or running at once, all runs together (default: no limit)"},
+            "template_syntax": {"type": "integer", "enum": [1], "description": "Set by Leoflow in the stored form "
+                                "of a DAG whose command/args/env hold {{ … }} templates (docs/dag-spec.md); may be "
+                                "left out"},
             "tasks": {"type": "array", "minItems": limits.TASKS.minimum, "maxItems": limits.TASKS.maximum,
                       "items": {"type": "object", "required": ["id"], "additionalProperties": False, "properties": {
                           "id": name(limits.TASK_ID), "kind": {"type": "string", "enum": ["container", "empty"]},
