@@ -291,6 +291,11 @@ WHEN_ACTIVATION = Count("the values one `when` reads (run conf and the upstream 
 SKIP_EXIT_CODES = Count("`tasks[].skip_on_exit_code`", 0, 32, "exit codes, each 0 to 255",
                         "a process exit status is one byte; a few codes mean \"nothing to do\"")
 
+# --------------------------------------------------------------------------- exit handlers
+
+ON_EXIT = Count("`on_exit`", 0, 20, "exit tasks", "notify, clean up, record: a handful; each is a task "
+                "instance created when the run's other tasks end, in that one transaction")
+
 # --------------------------------------------------------------------------- run requests
 
 CONF = Size("`conf` (trigger request)", 64 * 1024, 32, 10_000,
@@ -319,5 +324,5 @@ LIMITS: tuple[Limit, ...] = (
     RENDERED_ARG, RESOURCES, QUANTITY,
     PARAMS, SPEC, OUTPUT_NAME, OUTPUT_DECLS, OUTPUTS, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS,
     POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
-    WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES,
+    WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES, ON_EXIT,
 )

@@ -13,6 +13,10 @@ spec's ``env``:
 ``LEOFLOW_LOGICAL_DATE``      ISO 8601 in UTC: the schedule slot of a scheduled run, the
                               trigger time of a manual one
 ``LEOFLOW_RUN_CONF``          the run's conf as compact JSON (``{}`` when none was given)
+``LEOFLOW_RUN_STATE``         exit tasks (``on_exit``) only: what the run's other tasks decided,
+                              ``success`` or ``failed``
+``LEOFLOW_RUN_REASON``        exit tasks only: why, when ``failed`` (the failed task and its
+                              reason, or ``run deadline exceeded``); empty on a success
 ============================  ==============================================================
 
 The names are a contract with task authors. DAG specs may not define ``LEOFLOW_*`` variables
@@ -39,6 +43,10 @@ class RunContext:
     conf: Mapping[str, Any]
     #: Nullable in the schema (every run written today has one); None renders as an empty string.
     logical_date: datetime | None
+    #: The run's body verdict (``dag_runs.body_state``/``body_reason``), set once every task but the
+    #: exit tasks is final: only exit tasks run then, and only they get LEOFLOW_RUN_STATE/REASON.
+    state: str | None = None
+    reason: str | None = None
 
     @cached_property
     def rendered(self) -> tuple[str, str]:
@@ -52,7 +60,7 @@ class RunContext:
 def task_environment(key: TryKey, run: RunContext, spec_env: Mapping[str, str]) -> dict[str, str]:
     """The spec's env plus the run context (which wins; specs cannot define these names)."""
     logical, conf = run.rendered
-    return {
+    env = {
         **spec_env,
         "LEOFLOW_DAG_ID": key.dag_id,
         "LEOFLOW_RUN_ID": key.run_id,
@@ -61,3 +69,7 @@ def task_environment(key: TryKey, run: RunContext, spec_env: Mapping[str, str]) 
         "LEOFLOW_LOGICAL_DATE": logical,
         "LEOFLOW_RUN_CONF": conf,
     }
+    if run.state is not None:
+        env["LEOFLOW_RUN_STATE"] = run.state
+        env["LEOFLOW_RUN_REASON"] = run.reason or ""
+    return env

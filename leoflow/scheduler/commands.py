@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.commands import Command
+from leoflow.db.stores.runs import exits as run_exits
 from leoflow.db.stores.runs.endings import FinishedRun
 from leoflow.errors import ValidationFailed, is_leader_fault
 from leoflow.model.run_commands import (
@@ -136,6 +137,10 @@ async def _apply(step: Step, command: Command) -> dict[str, object]:
         return {"tasks": changed, "marked": state}
     else:
         raise CommandRefused(f"unknown command {command.kind!r}")
+    if changed and graph.exit_tasks and not graph.exit_tasks.issuperset(changed):
+        # The body runs again: its verdict is forgotten and its exit tasks run once more after it.
+        await run_exits.reopen_body(step.conn, run.run_pk, sorted(graph.exit_tasks),
+                                    f"cancelled: the run's tasks were {command.kind}ed by {who}", step.now, step.term)
     if changed:
         await command_store.reopen_run(step.conn, run.run_pk, step.now, step.term)
         await step.counted(await command_store.recount_pending(step.conn, run.run_pk, step.now))

@@ -171,6 +171,8 @@ class SchedulerCore:
             log.info("run finished", extra={"dag_id": run.dag_id, "run_id": run.run_id, "state": run.state})
         self.kills.spawn(step.kills)
         self.inbox.extend(step.refused)  # tries whose templates could not be rendered: they fail
+        # Exit tasks created by the step's last settle, too late for its queueing: the next step scans.
+        self._scan = self._scan or bool(step.candidates)
         await self.submit_all(step.launches)
 
     async def tick(self) -> bool:
@@ -323,7 +325,9 @@ class SchedulerCore:
         only = [r.id for r in candidates] if candidates else None
         backlog = (await self.queuer.queue(step, scan=scan, only=only)).backlog
         for _ in range(START_ROUNDS):
-            if not await step.settle() or not await self.periodic.start_runs(step):
+            # Runs that finished make room for queued ones; runs whose body ended have exit tasks to queue.
+            finished = await step.settle()
+            if not (finished and await self.periodic.start_runs(step)) and not step.candidates:
                 break
             backlog = (await self.queuer.queue(step, scan=False, only=only)).backlog or backlog
         self._scan = backlog
@@ -453,7 +457,7 @@ class SchedulerCore:
         pending: list[Unrendered] = []
         for item in step.usable(page, graphs):
             try:
-                run = run_context(item.conf_json, item.logical_date)
+                run = run_context(item.conf_json, item.logical_date, item.body_state, item.body_reason)
                 task = graphs[item.version_id].tasks[item.key.task_id]
                 launch = build_launch(task, item.key, item.task_try_id, self.ctx.term, run)
             except Exception as exc:  # containment: this try's launch

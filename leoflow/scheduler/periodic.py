@@ -42,6 +42,7 @@ from typing import Any, Generic, TypeVar
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import tries as try_store
 from leoflow.db.stores.runs import endings as run_endings
+from leoflow.db.stores.runs import exits as run_exits
 from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.metrics import scheduler as metrics
@@ -212,6 +213,12 @@ class Periodic:
         taken = within_budget((1 + active.get(r, 0) for r in run_pks), self.row_budget)
         self.more_due = self.more_due or taken < len(run_pks)
         run_pks = run_pks[:taken]
+        # A run with exit tasks fails its body only: the exit tasks still run (ADR 0014, decision 7).
+        bodies = await run_exits.fail_bodies(step.conn, [(r, DEADLINE_REASON) for r in run_pks], step.now, step.term)
+        await step.start_exits(bodies)
+        step.kill_check = step.kill_check or bool(bodies)
+        body_ended = frozenset(bodies)
+        run_pks = [r for r in run_pks if r not in body_ended]
         expired = await run_endings.fail_runs(step.conn, [(r, DEADLINE_REASON) for r in run_pks], step.now,
                                                    step.term)
         step.finished.extend(expired)

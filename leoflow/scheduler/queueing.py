@@ -70,12 +70,15 @@ def build_launch(task: TaskSpec, key: TryKey, task_try_id: int, term: int, run: 
                       bool(task.outputs))
 
 
-def run_context(conf_json: str, logical_date: object) -> RunContext:
-    """A run's context from its stored ``conf`` text (raises if it cannot be decoded: the run's fault)."""
+def run_context(conf_json: str, logical_date: object, body_state: str | None = None,
+                body_reason: str | None = None) -> RunContext:
+    """A run's context from its stored ``conf`` text (raises if it cannot be decoded: the run's fault)
+    and, while its exit tasks run, what its body decided."""
     conf = json.loads(conf_json) if conf_json else {}
     if not isinstance(conf, dict):
         raise ValueError(f"conf is a JSON {type(conf).__name__}, not an object")
-    return RunContext(conf=conf, logical_date=logical_date)  # type: ignore[arg-type]
+    return RunContext(conf=conf, logical_date=logical_date,  # type: ignore[arg-type]
+                      state=body_state, reason=body_reason)
 
 
 def _still_runnable(step: Step, ready: Sequence[ReadyTask], graphs: dict[int, DagGraph],
@@ -219,7 +222,7 @@ class Queuer:
         for q in queued:
             if q.run_pk not in runs:
                 try:
-                    runs[q.run_pk] = run_context(q.conf_json, q.logical_date)
+                    runs[q.run_pk] = run_context(q.conf_json, q.logical_date, q.body_state, q.body_reason)
                 except (ValueError, RecursionError) as exc:  # this run's stored conf: not JSON, or too deep
                     runs[q.run_pk] = None
                     step.fail("run", q.run_pk, exc)

@@ -9,7 +9,9 @@ tasks queued, timeouts, entities failed — it collects the consequences as it g
   ``failed``, DAG schedules stopped;
 - every run in which a task reached a final state (``touched``) is finished if nothing in it is
   still active, **in this same transaction** (issue 21: a run is terminal the moment its last
-  task is, whatever the DAG's shape; the periodic sweep only repairs what a bug left behind).
+  task is, whatever the DAG's shape; the periodic sweep only repairs what a bug left behind) —
+  or, if it has exit tasks (``on_exit``), its body is: the exit tasks are created then, in this
+  transaction too, and become candidates (ADR 0014, decision 7).
 
 Every task that reached a final state is counted on its direct downstream and their trigger
 rules decided (:meth:`Step.propagate`, :mod:`leoflow.model.spec.trigger_rules`). Tasks that became
@@ -28,6 +30,7 @@ from typing import Protocol, TypeVar
 from leoflow.db.connection.database import Connection
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.runs import endings as run_endings
+from leoflow.db.stores.runs import exits as run_exits
 from leoflow.db.stores.runs.endings import FinishedRun
 from leoflow.db.stores.task_instances import downstream as ti_downstream
 from leoflow.db.stores.task_instances import queueing as queue_store
@@ -106,10 +109,11 @@ class Step:
     finished: list[FinishedRun] = field(default_factory=list)
     #: Task transitions applied, by new state (metrics after the commit).
     transitions: Counter[str] = field(default_factory=Counter)
-    #: DAGs found due, scheduled runs created, runs started.
+    #: DAGs found due, scheduled runs created, runs started, runs whose exit tasks were created.
     due: int = 0
     created: int = 0
     started: int = 0
+    exits_started: int = 0
     #: Look for tries to kill before the commit (timeouts, failed entities, the periodic check).
     kill_check: bool = False
     #: Queues the tasks an upstream's success makes ready in the write that counts it, when
@@ -120,7 +124,7 @@ class Step:
     def busy(self) -> bool:
         """Did the step change anything (the loop then ticks again at once)?"""
         return bool(self.transitions or self.launches or self.finished or self.faults or self.created
-                    or self.started or self.due or self.refused)
+                    or self.started or self.due or self.refused or self.exits_started)
 
     # ------------------------------------------------------------------ recording
 
@@ -287,14 +291,22 @@ class Step:
         while self.pending_faults:
             await self._write_faults()
         runs, self.touched = sorted(self.touched - self.active), set()
-        finished = await run_endings.finish_runs(self.conn, runs, self.now, self.term)
+        endings = await run_endings.finish_runs(self.conn, runs, self.now, self.term)
+        finished = endings.finished
         self.finished.extend(finished)
+        await self.start_exits(endings.bodies_ended)
         if self.unrendered:
             pending, self.unrendered = self.unrendered, []
             launches, refused = await render_launches(self.conn, pending, self.now)
             self.launches += launches
             self.refused += refused
         return finished
+
+    async def start_exits(self, run_pks: Sequence[int]) -> None:
+        """Runs whose body just ended: their exit tasks' rows, the ready ones candidates of this step."""
+        if run_pks:
+            self.add_candidates(await run_exits.create_exit_tasks(self.conn, run_pks, self.now, self.term))
+            self.exits_started += len(run_pks)
 
     async def _write_faults(self) -> None:
         pending, self.pending_faults = self.pending_faults, []

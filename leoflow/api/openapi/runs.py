@@ -37,13 +37,18 @@ _OUTPUTS = nullable("object", description=(
     "without outputs)."))
 _RUN = {
     "dag_id": STR, "run_id": STR, "run_type": STR, "state": {"type": "string", "enum": list(RUN_STATES)},
-    "reason": {**nullable("string"), "description": "Why the run ended as it did: its first failed task and "
-               "that task's reason, a scheduler error stored on the run, or 'run deadline exceeded'."},
+    "reason": {**nullable("string"), "description": "Why the run ended as it did: the failed task that "
+               "decided it (for an upstream_failed leaf, its earliest failed ancestor) and that task's reason, "
+               "then a failed on_exit task's, a scheduler error stored on the run, or 'run deadline exceeded'."},
     "logical_date": TIME, "conf": {"type": "object"}, "created_at": {"type": "string", "format": "date-time"},
     "started_at": TIME, "ended_at": TIME, "updated_at": {"type": "string", "format": "date-time"},
     "dag_version": INT, "backfill_id": nullable("integer"),
     "deadline_at": {**TIME, "description": "When the run fails with 'run deadline exceeded' (set when it starts, "
                     "from run_timeout_seconds); null without a deadline."},
+    "body_state": {**nullable("string"), "enum": ["success", "failed", None], "description": (
+        "What the run's tasks decided before its on_exit tasks ran (success or failed); null without "
+        "on_exit tasks or until the other tasks have all ended. The run ends failed if an exit task "
+        "fails, else in this state.")},
 }
 SCHEMAS: dict[str, Any] = {
     "RunRequest": obj({"run_id": {**name(limits.RUN_ID), "not": {"pattern": f"^{SCHEDULED_PREFIX}"},

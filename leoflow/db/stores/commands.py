@@ -265,7 +265,8 @@ async def recount_pending(conn: AsyncConnection, run_pk: int, now: datetime) -> 
         WITH deps AS MATERIALIZED (
             SELECT jsonb_object_agg(t->>'id', coalesce(t->'depends_on', '[]'::jsonb)) AS by_task
             FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id
-            CROSS JOIN LATERAL jsonb_array_elements(v.spec->'tasks') AS t
+            -- the exit tasks (on_exit) depend on each other: their rows are recounted like the others
+            CROSS JOIN LATERAL jsonb_array_elements(v.spec->'tasks' || coalesce(v.spec->'on_exit', '[]'::jsonb)) AS t
             WHERE r.id = :run
         )
         UPDATE task_instances ti

@@ -280,6 +280,8 @@ class QueuedLaunch:
     run_pk: int
     conf_json: str
     logical_date: datetime | None
+    body_state: str | None = None
+    body_reason: str | None = None
 
 
 async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -> list[QueuedLaunch]:
@@ -287,7 +289,8 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
     failover) — with their rows, or without when the rows are not written yet (ADR 0013)."""
     rows = await conn.execute(text("""
         SELECT coalesce(tt.id, ti.queued_try_id) AS id, ti.id AS task_instance_id, ti.try_number, ti.task_id,
-               r.dag_id, r.run_id, r.dag_version_id, r.id AS run_pk, r.conf::text AS conf, r.logical_date
+               r.dag_id, r.run_id, r.dag_version_id, r.id AS run_pk, r.conf::text AS conf, r.logical_date,
+               r.body_state, r.body_reason
         FROM task_instances ti
         LEFT JOIN task_tries tt ON tt.task_instance_id = ti.id AND tt.try_number = ti.try_number
         JOIN dag_runs r ON r.id = ti.run_pk
@@ -296,7 +299,8 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
         ORDER BY ti.id LIMIT :limit
     """), {"after": after_id, "limit": limit})
     return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
-                         int(r.dag_version_id), int(r.run_pk), str(r.conf), r.logical_date) for r in rows]
+                         int(r.dag_version_id), int(r.run_pk), str(r.conf), r.logical_date, r.body_state,
+                         r.body_reason) for r in rows]
 
 
 # --------------------------------------------------------------------------- killing tries

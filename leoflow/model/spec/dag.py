@@ -80,7 +80,7 @@ TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
                "paused", "default_retries", "defaults", "tasks", "notify", "params", "run_timeout_seconds",
-               "max_active_tasks"}
+               "max_active_tasks", "on_exit"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
                 "pool", "priority", "outputs", "when", "skip_on_exit_code"}
@@ -190,6 +190,10 @@ class DagSpec:
     run_timeout_seconds: float | None = None
     #: Most task instances of this DAG queued or running at once, all runs together; None: no limit.
     max_active_tasks: int | None = None
+    #: Exit tasks: created once every task of ``tasks`` is final, whatever the outcome; they may
+    #: depend on each other only, and can turn the run's success into a failure, never the reverse
+    #: (ADR 0014, decision 7).
+    on_exit: tuple[TaskSpec, ...] = ()
 
     @property
     def tz(self) -> tzinfo:
@@ -225,6 +229,8 @@ class DagSpec:
             out["run_timeout_seconds"] = plain_number(self.run_timeout_seconds)
         if self.max_active_tasks is not None:
             out["max_active_tasks"] = self.max_active_tasks
+        if self.on_exit:  # absent when none: existing hashes stay
+            out["on_exit"] = [t.to_canonical() for t in self.on_exit]
         return out
 
     def spec_hash(self) -> str:
@@ -328,6 +334,8 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
         problems.check(lambda: check_references(tasks, params, outputs={t.id: t.outputs for t in tasks},
                                                 written=doc.get("tasks")), None)
     tasks = problems.check(lambda: _with_conditions(tasks, params, doc.get("tasks")), tasks)
+    on_exit = problems.check(lambda: _exit_tasks(doc, default_retries, defaults, params, {t.id for t in tasks},
+                                                 problems), no_tasks)
     run_timeout = problems.check(lambda: run_timeout_field(doc.get("run_timeout_seconds"), "run_timeout_seconds"),
                                  None)
     problems.raise_any()
@@ -335,7 +343,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
                    default_retries=default_retries, description=description, notify=notify, params=params,
                    defaults=defaults, run_timeout_seconds=run_timeout,
-                   max_active_tasks=max_active_tasks)
+                   max_active_tasks=max_active_tasks, on_exit=on_exit)
 
 
 def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any],
@@ -366,11 +374,49 @@ def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any
     return tasks
 
 
+def _exit_tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any],
+                params: Mapping[str, Any] | None, body: Collection[str], problems: _Problems) -> tuple[TaskSpec, ...]:
+    """``on_exit:``: tasks like ``tasks``' (ids unique across both), depending on each other only.
+
+    They run after the body whatever its outcome, so an edge into the body would mean nothing
+    (every body task is final by then) and is refused rather than ignored.
+    """
+    raw_tasks = doc.get("on_exit")
+    if raw_tasks is None:
+        return ()
+    if not isinstance(raw_tasks, list):
+        raise ValidationFailed("on_exit", f"must be a list of tasks, got {type_name(raw_tasks)}")
+    check_count(len(raw_tasks), "on_exit", limits.ON_EXIT)
+    parsed: list[tuple[int, TaskSpec]] = []
+    unparsed: set[str] = set()
+    for i, raw in enumerate(raw_tasks):
+        try:
+            task = _task(raw, f"on_exit[{i}]", default_retries, defaults)
+        except ValidationFailed as problem:
+            problems.add(problem)
+            if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+                unparsed.add(raw["id"])
+            continue
+        if task.id in body:
+            problems.add(ValidationFailed(f"on_exit[{i}].id", f"duplicate task id {task.id!r} (also in tasks)"))
+            continue
+        for j, dep in enumerate(task.depends_on):
+            if dep in body:
+                raise ValidationFailed(f"on_exit[{i}].depends_on[{j}]",
+                                       f"{dep!r} is in tasks: an exit task may depend on other exit tasks only "
+                                       "(it runs once every task of tasks is final)")
+        parsed.append((i, task))
+    tasks = tuple(task for _, task in parsed)
+    _check_graph(tasks, [i for i, _ in parsed], unparsed, where="on_exit")
+    check_references(tasks, params, outputs={t.id: t.outputs for t in tasks}, written=raw_tasks)
+    return _with_conditions(tasks, params, raw_tasks, where="on_exit")
+
+
 def _with_conditions(tasks: tuple[TaskSpec, ...], params: Mapping[str, Any] | None,
-                     written: object) -> tuple[TaskSpec, ...]:
+                     written: object, where: str = "tasks") -> tuple[TaskSpec, ...]:
     """The tasks with their ``when:`` compiled (it reads its ancestors, so after the graph checks)."""
     conditions = compile_conditions(written, {t.id: t.depends_on for t in tasks}, {t.id: t.outputs for t in tasks},
-                                    params)
+                                    params, where=where)
     if not conditions:
         return tasks
     return tuple(replace(t, when=conditions[t.id]) if t.id in conditions else t for t in tasks)
@@ -480,23 +526,26 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     templates=templates, skip_on_exit_code=skip_codes)
 
 
-def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = ()) -> None:
+def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = (),
+                 where: str = "tasks") -> None:
     """Unique ids, known dependencies, no cycle. ``at``: each task's position in the spec (default:
-    its position in ``tasks``); ``unparsed``: ids of tasks that failed to parse (known, not checked)."""
+    its position in ``tasks``); ``unparsed``: ids of tasks that failed to parse (known, not checked);
+    ``where``: the list they were written in (``tasks`` or ``on_exit``), for the paths."""
     places = list(at) if at is not None else list(range(len(tasks)))
     index: dict[str, int] = {}
     for i, task in zip(places, tasks, strict=True):
         if task.id in index:
-            raise ValidationFailed(f"tasks[{i}].id", f"duplicate task id {task.id!r} (also tasks[{index[task.id]}])")
+            raise ValidationFailed(f"{where}[{i}].id",
+                                   f"duplicate task id {task.id!r} (also {where}[{index[task.id]}])")
         index[task.id] = i
     for i, task in zip(places, tasks, strict=True):
         for j, dep in enumerate(task.depends_on):
             if dep not in index:
                 if dep in unparsed:
                     continue
-                raise ValidationFailed(f"tasks[{i}].depends_on[{j}]", f"unknown task {dep!r}")
+                raise ValidationFailed(f"{where}[{i}].depends_on[{j}]", f"unknown task {dep!r}")
             if dep == task.id:
-                raise ValidationFailed(f"tasks[{i}].depends_on[{j}]", f"task {task.id!r} depends on itself")
+                raise ValidationFailed(f"{where}[{i}].depends_on[{j}]", f"task {task.id!r} depends on itself")
     # Iterative DFS (a 10,000-task chain must not hit the recursion limit); on a back edge, report
     # the dependency that closes the cycle and the cycle itself.
     by_id = {t.id: t for t in tasks}
@@ -520,7 +569,7 @@ def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unp
             if color.get(dep) == 1:
                 names = [n for n, _ in stack]
                 cycle = [*names[names.index(dep):], dep]
-                raise ValidationFailed(f"tasks[{index[node]}].depends_on[{pos}]",
+                raise ValidationFailed(f"{where}[{index[node]}].depends_on[{pos}]",
                                        "dependency cycle " + " -> ".join(reversed(cycle)))
             if not color.get(dep):
                 color[dep] = 1

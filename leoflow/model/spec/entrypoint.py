@@ -21,6 +21,7 @@ def check_entrypoints(spec: DagSpec, executor: str) -> None:
     """ValidationFailed naming the first container task without ``command`` when ``executor`` is ``local``."""
     if executor != "local":
         return
-    for i, task in enumerate(spec.tasks):
-        if task.kind == "container" and not task.command:
-            raise ValidationFailed(f"tasks[{i}].command", LOCAL_NEEDS_COMMAND)
+    for where, tasks in (("tasks", spec.tasks), ("on_exit", spec.on_exit)):
+        for i, task in enumerate(tasks):
+            if task.kind == "container" and not task.command:
+                raise ValidationFailed(f"{where}[{i}].command", LOCAL_NEEDS_COMMAND)

@@ -170,7 +170,7 @@ def _dry_run(program: Any, path: str, params: Mapping[str, Any] | None,
 
 def compile_conditions(written: object, depends_on: Mapping[str, Sequence[str]],
                        outputs: Mapping[str, Mapping[str, OutputDecl]],
-                       params: Mapping[str, Any] | None) -> dict[str, Condition]:
+                       params: Mapping[str, Any] | None, where: str = "tasks") -> dict[str, Condition]:
     """The ``when:`` of every task of the spec's ``tasks`` list (``written``, as decoded) that has
     one, by task id; ValidationFailed for the first that does not compile.
 
@@ -185,7 +185,7 @@ def compile_conditions(written: object, depends_on: Mapping[str, Sequence[str]],
             continue
         task_id = raw["id"]
         ancestors = {a: outputs.get(a, {}) for a in _ancestors(task_id, depends_on)}
-        out[task_id] = compile_when(raw["when"], f"tasks[{i}].when", params=params, ancestors=ancestors)
+        out[task_id] = compile_when(raw["when"], f"{where}[{i}].when", params=params, ancestors=ancestors)
     return out
 
 

@@ -48,17 +48,21 @@ class DagGraph:
     def __init__(self, version_id: int, spec: DagSpec) -> None:
         self.version_id = version_id
         self.spec = spec
-        self.tasks: dict[str, TaskSpec] = {t.id: t for t in spec.tasks}
-        downstream: dict[str, list[str]] = {t.id: [] for t in spec.tasks}
-        for task in spec.tasks:
+        # The exit tasks (``on_exit``) are tasks like the others once their rows exist; they depend
+        # on each other only, so the body's edges and leaves are what they were without them.
+        every = (*spec.tasks, *spec.on_exit)
+        self.tasks: dict[str, TaskSpec] = {t.id: t for t in every}
+        downstream: dict[str, list[str]] = {t.id: [] for t in every}
+        for task in every:
             for dep in task.depends_on:
                 downstream[dep].append(task.id)
         self.downstream: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in downstream.items()}
-        self.leaves = frozenset(k for k, v in self.downstream.items() if not v)
+        self.exit_tasks = frozenset(t.id for t in spec.on_exit)
+        self.leaves = frozenset(k for k, v in self.downstream.items() if not v and k not in self.exit_tasks)
         #: Container tasks that run as soon as every upstream has succeeded: counting their last
         #: upstream's success may queue them in the same write (the scheduler's one-write path).
         #: Not those with a ``when``: it is decided in Python first (leoflow.scheduler.conditions).
-        self.queued_on_success = frozenset(t.id for t in spec.tasks if t.kind != "empty" and t.when is None
+        self.queued_on_success = frozenset(t.id for t in every if t.kind != "empty" and t.when is None
                                            and t.trigger_rule in RUN_WHEN_ALL_SUCCEED)
         self._doomed: dict[str, frozenset[str]] = {}
         self._failure_rows: dict[str, int] = {}

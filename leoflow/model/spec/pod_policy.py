@@ -84,7 +84,8 @@ def parse_allowances(value: str) -> frozenset[str]:
 
 def check_dag_pods(spec: DagSpec, policy: PodPolicy) -> None:
     """Raise :class:`ValidationFailed` naming the first field of ``spec``'s pods that ``policy`` refuses."""
-    check_spec_pods(spec.defaults, [(f"tasks[{i}]", task.pod_own) for i, task in enumerate(spec.tasks)], policy)
+    check_spec_pods(spec.defaults, [(f"tasks[{i}]", task.pod_own) for i, task in enumerate(spec.tasks)]
+                    + [(f"on_exit[{i}]", task.pod_own) for i, task in enumerate(spec.on_exit)], policy)
 
 
 def check_spec_pods(defaults: Mapping[str, Any], tasks: list[tuple[str, Mapping[str, Any]]],

@@ -132,7 +132,7 @@ SELECT json_build_object(
          'logical_date', r.logical_date, 'conf', r.conf, 'created_at', r.created_at,
          'started_at', r.started_at, 'ended_at', r.ended_at, 'updated_at', r.updated_at,
          'dag_version', v.version, 'reason', r.reason, 'backfill_id', r.backfill_id,
-         'deadline_at', r.deadline_at,
+         'deadline_at', r.deadline_at, 'body_state', r.body_state,
          'tasks', (SELECT coalesce(json_agg(json_build_object(
                       'task_id', ti.task_id, 'state', ti.state, 'try_number', ti.try_number,
                       'max_tries', ti.max_tries, 'queued_at', ti.queued_at, 'started_at', ti.started_at,

@@ -102,6 +102,9 @@ class QueuedTask:
     #: The run's ``conf`` as JSON text (decoded by the scheduler, per run) and logical date.
     conf_json: str
     logical_date: datetime | None
+    #: What the run's body decided (``dag_runs.body_state``/``body_reason``): set while its exit tasks run.
+    body_state: str | None = None
+    body_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,7 @@ _QUEUE_PICKED = f"""
     -- tries). The statement's snapshot still shows each task instance's old row, and run_pk,
     -- task_id and max_tries are not what the update changes: one primary-key probe per try.
     SELECT q.id, q.queued_try_id AS task_try_id, q.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,
-           r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date
+           r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date, r.body_state, r.body_reason
     FROM q JOIN task_instances ti ON ti.id = q.id JOIN dag_runs r ON r.id = ti.run_pk
 """
 #: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
@@ -355,10 +358,11 @@ _COUNT_AND_QUEUE = f"""
     -- What the launches need of a run comes once per run (a row without a task instance id), not
     -- with each of its hundreds of tasks: half the columns to send and parse.
     SELECT id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
-           upstream_failures, upstream_skips, try_id, NULL, NULL, NULL::bigint, NULL, NULL::timestamptz FROM u
+           upstream_failures, upstream_skips, try_id, NULL, NULL, NULL::bigint, NULL, NULL::timestamptz, NULL, NULL
+    FROM u
     UNION ALL
     SELECT NULL, r.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, r.dag_id, r.run_id, r.dag_version_id,
-           r.conf::text, r.logical_date
+           r.conf::text, r.logical_date, r.body_state, r.body_reason
     FROM dag_runs r WHERE r.id = ANY(CAST(:runs AS bigint[]))
 """
 
@@ -389,7 +393,7 @@ async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, s
     queued: list[QueuedTask] = []
     for r in tasks:
         if r[10] is not None:  # positional, in QueuedTask's field order: a step builds hundreds
-            dag_id, run_id, version_id, conf, logical_date = runs[r[1]]
+            dag_id, run_id, version_id, conf, logical_date, body_state, body_reason = runs[r[1]]
             queued.append(QueuedTask(r[0], r[10], r[4], r[1], r[2], r[5], dag_id, run_id, version_id, conf,
-                                     logical_date))
+                                     logical_date, body_state, body_reason))
     return CountedAndQueued(counted, queued)
