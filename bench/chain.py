@@ -10,7 +10,9 @@ HTTP API (polling the run every 10 ms):
    writes with its start time, so a chain resolved in one step shows how soon that step began,
    not how long it ran (the API's figure includes both).
 2. **true chain**: a chain of ``--true-steps`` (40) tasks running ``true`` with the local
-   executor; p50 over ``--true-repeats`` (5) runs (target < 1.0 s) and the time per step.
+   executor; p50 over ``--true-repeats`` (5) runs (target < 1.0 s) and the time per step. Beside it
+   the same chain whose argv holds ``{{ run.id }}`` and ``{{ run.logical_date }}`` (rendered by the
+   leader at each launch): its p50 and its overhead over the plain chain (target < 10 %).
 3. **completion**: last task ends → run terminal, from the database's timestamps
    (``dag_runs.ended_at - max(task_instances.ended_at)``) over DAG shapes that end every way:
    a success chain, a failing leaf, the issue's ``fetch → [ok (sleeps 0.8 s), fails] → report``
@@ -301,6 +303,15 @@ def main() -> int:
             true_chain["per_step_ms"] = round(1000 * true_chain["p50_s"] / args.true_steps, 1)
             true_chain["step_breakdown_ms"] = step_breakdown_ms(client, "true-chain", args.true_repeats)
             result["true_chain"] = {"steps": args.true_steps, **true_chain}
+            # The same chain with templates in every step's argv: each launch is rendered by the leader
+            # (one read per step of what the references need); measured beside the plain chain.
+            templated_argv = ["true", "{{ run.id }}", "at={{ run.logical_date }}"]
+            client.apply(chain("templated-chain", args.true_steps, templated_argv))
+            timed_chain(client, "templated-chain", 1)
+            templated = timed_chain(client, "templated-chain", args.true_repeats)
+            templated["overhead_pct"] = round(100 * (templated["p50_s"] / true_chain["p50_s"] - 1), 1)
+            templated.pop("_walls")
+            result["templated_chain"] = {"steps": args.true_steps, **templated}
             result["completion"] = completion(client, args.shape_repeats)
             client.db.close()
     if not args.no_load:
