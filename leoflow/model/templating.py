@@ -49,6 +49,7 @@ import json
 import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from leoflow.errors import LeoflowError, ValidationFailed
@@ -141,9 +142,9 @@ class TaskTemplates:
             for ref in s.template.references:
                 yield s, ref
 
-    @property
+    @cached_property
     def upstream(self) -> frozenset[str]:
-        """The tasks whose outputs a launch reads."""
+        """The tasks whose outputs a launch reads (asked at every launch: computed once)."""
         return frozenset(ref.task for _, ref in self.references() if ref.kind == "tasks")
 
 
