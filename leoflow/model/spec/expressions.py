@@ -89,6 +89,16 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class Bounded:
+    """A CEL expression that passed the static bounds (:func:`compile_bounded`)."""
+
+    source: str
+    program: Any = field(compare=False, repr=False)
+    #: The variables its macros bind (``x`` of ``list.all(x, …)``).
+    bound: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class _Token:
     kind: str
     text: str
@@ -106,6 +116,18 @@ def compile_when(value: object, path: str, *, params: Mapping[str, Any] | None,
     ``params``: the DAG's params schema (None: it declares none, so no ``params.P`` is known);
     ``ancestors``: the task's ancestors with their declared outputs.
     """
+    bounded = compile_bounded(value, path, roots=ROOTS, reads="a condition reads params, run and tasks")
+    tasks = _check_paths(_tokens(bounded.source), path, bounded.bound, params, ancestors)
+    _dry_run(bounded.program, path, params, {t: ancestors[t] for t in tasks})
+    return Condition(source=bounded.source, tasks=frozenset(tasks), program=bounded.program)
+
+
+def compile_bounded(value: object, path: str, *, roots: Collection[str], reads: str) -> Bounded:
+    """Any CEL expression of a spec held to the bounds of ``when:`` (``retry_policy.when`` too): a
+    string of at most :data:`limits.WHEN` characters that parses (ValidationFailed with the line and
+    column otherwise), only linear macros, at most :data:`limits.WHEN_MACROS` and none nested, and no
+    name but ``roots`` and the macros' variables (``reads`` says which, in the problem) nor function
+    but :data:`FUNCTIONS`. What the names may hold is the caller's to check."""
     if not isinstance(value, str):
         raise ValidationFailed(path, f"must be a CEL expression (a string), got {_type(value)}")
     source = value
@@ -119,18 +141,17 @@ def compile_when(value: object, path: str, *, params: Mapping[str, Any] | None,
         raise ValidationFailed(path, _syntax_problem(exc)) from None
     except BaseException as exc:
         raise ValidationFailed(path, f"is not a valid CEL expression: {_panicked(exc)}") from None
-    tokens = _tokens(source)
-    bound = _check_macros(tokens, path)
-    tasks = _check_paths(tokens, path, bound, params, ancestors)
+    bound = _check_macros(_tokens(source), path)
+    if bound & set(roots):
+        raise ValidationFailed(path, f"a macro may not bind the name {sorted(bound & set(roots))[0]!r}")
     references = program.references()
     for name in references.get("variables", ()):
-        if name not in ROOTS and name not in bound:
-            raise ValidationFailed(path, f"unknown name {name!r}: a condition reads params, run and tasks")
+        if name not in roots and name not in bound:
+            raise ValidationFailed(path, f"unknown name {name!r}: {reads}")
     for name in references.get("functions", ()):
         if name[:1] not in ("_", "@", "!", "-") and name not in FUNCTIONS:
             raise ValidationFailed(path, f"unknown function {name!r}")
-    _dry_run(program, path, params, {t: ancestors[t] for t in tasks})
-    return Condition(source=source, tasks=frozenset(tasks), program=program)
+    return Bounded(source, program, frozenset(bound))
 
 
 #: Values of a declared JSON type a dry run gives a param or output without a default. ``number``
