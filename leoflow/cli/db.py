@@ -191,8 +191,8 @@ def purge_history(args: argparse.Namespace, settings: Settings) -> int:
     except CutoffInFuture as exc:  # this host's clock is ahead of the database's
         print(f"leoflow: error: --before must not be in the future ({exc})", file=sys.stderr)
         return 2
-    rows = {table: n for table, n in counts.items()}
-    if emitted(args, {"before": args.before.isoformat(), "dry_run": args.dry_run, "rows": rows}):
+    per_table = {table: n for table, n in counts.items()}
+    if emitted(args, {"before": args.before.isoformat(), "dry_run": args.dry_run, "rows": per_table}):
         return 0
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} the history that ended before {args.before.isoformat()}:")
