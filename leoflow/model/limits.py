@@ -296,6 +296,16 @@ SKIP_EXIT_CODES = Count("`tasks[].skip_on_exit_code`", 0, 32, "exit codes, each 
 ON_EXIT = Count("`on_exit`", 0, 20, "exit tasks", "notify, clean up, record: a handful; each is a task "
                 "instance created when the run's other tasks end, in that one transaction")
 
+# --------------------------------------------------------------------------- retry policies
+
+RETRY_FACTOR = Range("`tasks[].retry_policy.factor`", 1, 10, "10 retries at factor 10 already pass any "
+                     "delay cap (LEOFLOW_MAX_RETRY_DELAY caps every delay)")
+RETRY_MAX_DURATION = Range("`tasks[].retry_policy.max_duration_seconds`", 1, 7 * DAY,
+                           "the same week as `retry_delay_seconds`, counted from the first try's start", seconds=True)
+RETRY_EXIT_CODES = Count("`tasks[].retry_policy.on_exit_codes`", 1, 32, "exit codes, each 0 to 255",
+                         "as `skip_on_exit_code`: a few codes mean \"try again\"")
+
+
 # --------------------------------------------------------------------------- run requests
 
 CONF = Size("`conf` (trigger request)", 64 * 1024, 32, 10_000,
@@ -325,4 +335,5 @@ LIMITS: tuple[Limit, ...] = (
     PARAMS, SPEC, OUTPUT_NAME, OUTPUT_DECLS, OUTPUTS, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS,
     POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
     WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES, ON_EXIT,
+    RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES,
 )

@@ -29,6 +29,7 @@ from datetime import datetime
 
 from leoflow.db.stores.task_instances.transitions import LiveTaskInstance, Transition
 from leoflow.model.spec.dag import TaskSpec
+from leoflow.model.spec.retry_policy import TryOutcome
 from leoflow.model.tries import StatusUpdate
 
 
@@ -38,6 +39,27 @@ def failure(try_number: int, max_tries: int, *, task: TaskSpec | None,
     if task is not None and try_number < max_tries:
         return "up_for_retry", task.retry_delay(try_number, max_retry_delay)
     return "failed", None
+
+
+def failed_try(row: LiveTaskInstance, task: TaskSpec | None, outcome: TryOutcome, reason: str, *,
+               max_retry_delay: float) -> tuple[str, float | None, str]:
+    """(state, retry_after, reason) after the row's current try failed as ``outcome`` says.
+
+    Retried iff tries remain and the task's ``retry_policy`` (its exit codes, its ``when``) allows
+    it; a refusal is final and the reason says why. The policy's ``max_duration_seconds`` is
+    checked by the database, on its clock, when the transition is written
+    (:func:`~leoflow.db.stores.task_instances.transitions.apply_transitions`).
+    """
+    state, retry_after = failure(row.try_number, row.max_tries, task=task, max_retry_delay=max_retry_delay)
+    if state == "up_for_retry" and task is not None and task.retry_policy is not None:
+        refused = task.retry_policy.refusal(outcome)
+        if refused is not None:
+            return "failed", None, f"{reason} (not retried: {refused})"[:500]
+    return state, retry_after, reason
+
+
+def _seconds(started: datetime | None, ended: datetime | None) -> float | None:
+    return (ended - started).total_seconds() if started is not None and ended is not None else None
 
 
 def skipped_by_exit_code(update: StatusUpdate, task: TaskSpec | None) -> StatusUpdate:
@@ -75,10 +97,12 @@ def fold_reports(row: LiveTaskInstance, updates: Sequence[StatusUpdate], task: T
             started_at = started_at or row.started_at or update.at
             reason = None
         elif update.state == "failed" and state in ("queued", "running"):
-            state, retry_after = failure(row.try_number, row.max_tries, task=task, max_retry_delay=max_retry_delay)
             ended_at, timeout_after = update.at, None
             started_at = started_at or row.started_at or update.at
             reason = update.reason or (f"exit code {update.exit_code}" if update.exit_code is not None else "failed")
+            outcome = TryOutcome(row.try_number, update.exit_code, update.reason,
+                                 duration_seconds=_seconds(started_at, ended_at))
+            state, retry_after, reason = failed_try(row, task, outcome, reason, max_retry_delay=max_retry_delay)
         elif update.state == "skipped" and state in ("queued", "running"):
             state, ended_at, timeout_after, retry_after = "skipped", update.at, None, None
             started_at = started_at or row.started_at or update.at
@@ -87,7 +111,13 @@ def fold_reports(row: LiveTaskInstance, updates: Sequence[StatusUpdate], task: T
         return None
     return Transition(ti_id=row.id, expected=row.state, try_number=row.try_number, new_state=state,
                       started_at=started_at, ended_at=ended_at, timeout_after=timeout_after,
-                      retry_after=retry_after, reason=reason)
+                      retry_after=retry_after, reason=reason, retry_budget=_budget(task))
+
+
+def _budget(task: TaskSpec | None) -> float | None:
+    """``retry_policy.max_duration_seconds``: the database starts the task's retry deadline from it."""
+    policy = task.retry_policy if task is not None else None
+    return policy.max_duration_seconds if policy is not None else None
 
 
 def timeout_transition(row: LiveTaskInstance, task: TaskSpec | None, *, now: datetime,
@@ -97,9 +127,10 @@ def timeout_transition(row: LiveTaskInstance, task: TaskSpec | None, *, now: dat
         return None
     seconds = task.timeout_seconds if task is not None else None
     reason = f"timed out after {seconds:g}s" if seconds is not None else "timed out"
-    state, retry_after = failure(row.try_number, row.max_tries, task=task, max_retry_delay=max_retry_delay)
+    outcome = TryOutcome(row.try_number, None, reason, timed_out=True, duration_seconds=seconds)
+    state, retry_after, reason = failed_try(row, task, outcome, reason, max_retry_delay=max_retry_delay)
     return Transition(ti_id=row.id, expected=row.state, try_number=row.try_number, new_state=state,
-                      ended_at=now, retry_after=retry_after, reason=reason)
+                      ended_at=now, retry_after=retry_after, reason=reason, retry_budget=_budget(task))
 
 
 @dataclass

@@ -214,6 +214,7 @@ async def rerun_failed_runs(conn: AsyncConnection, run_pks: Sequence[int], backf
     rows = await conn.execute(text(f"""
         WITH reopened AS (
             UPDATE dag_runs r SET state = 'running', ended_at = NULL, reason = NULL, observed_at = NULL,
+                   body_state = NULL, body_reason = NULL,  -- exit tasks run again after the rerun
                    backfill_id = :bid, updated_at = :now, term = :term, deadline_at = {run_deadline_sql("r", "v")}
             FROM dag_versions v
             WHERE r.id = ANY(CAST(:ids AS bigint[])) AND r.state = 'failed' AND v.id = r.dag_version_id

@@ -156,7 +156,7 @@ async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Seque
             SET state = CASE WHEN {_HAS_LIVE_TRY} THEN 'cancelling' ELSE 'pending' END,
                 max_tries = ti.try_number + c.retries + 1, pending_upstreams = 0,
                 upstream_successes = 0, upstream_failures = 0, upstream_skips = 0, queued_at = NULL,
-                started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL,
+                started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL, retry_deadline_at = NULL,
                 reason = CASE WHEN {_HAS_LIVE_TRY} THEN :waiting END, updated_at = :now, term = :term
             FROM c WHERE ti.run_pk = :run AND ti.task_id = c.task_id
             RETURNING ti.id, ti.task_id

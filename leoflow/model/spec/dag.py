@@ -59,6 +59,7 @@ from leoflow.model.spec.expressions import Condition, compile_conditions
 from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
 from leoflow.model.spec.notify import NotifyRule, parse_notify
 from leoflow.model.spec.params import check_scheduled_defaults, parse_params
+from leoflow.model.spec.retry_policy import DEFAULT_FACTOR, RetryPolicy, parse_retry_policy
 from leoflow.model.spec.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
 from leoflow.model.templating import (
     SYNTAX_FIELD,
@@ -83,7 +84,7 @@ _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "star
                "max_active_tasks", "on_exit"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
-                "pool", "priority", "outputs", "when", "skip_on_exit_code"}
+                "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy"}
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,9 @@ class TaskSpec:
     when: Condition | None = None
     #: Exit codes that end a try as ``skipped`` instead of ``failed`` (no retry).
     skip_on_exit_code: tuple[int, ...] = ()
+    #: Which failed tries are retried and how the delay grows (leoflow.model.spec.retry_policy);
+    #: None: every failure while tries remain, the delay doubling.
+    retry_policy: RetryPolicy | None = None
 
     @property
     def has_references(self) -> bool:
@@ -132,8 +136,10 @@ class TaskSpec:
         return self.retries + 1
 
     def retry_delay(self, try_number: int, global_cap: float) -> float:
-        """Seconds to wait after failed try ``try_number`` (1-based): doubled per retry, capped."""
-        delay = self.retry_delay_seconds * (2.0 ** max(0, try_number - 1))
+        """Seconds to wait after failed try ``try_number`` (1-based): multiplied by the policy's
+        ``factor`` (2 unless it says otherwise) per retry, capped."""
+        factor = self.retry_policy.factor if self.retry_policy is not None else DEFAULT_FACTOR
+        delay = self.retry_delay_seconds * (factor ** max(0, try_number - 1))
         cap = global_cap if self.max_retry_delay_seconds is None else min(global_cap, self.max_retry_delay_seconds)
         return min(delay, cap)
 
@@ -163,6 +169,8 @@ class TaskSpec:
             out["when"] = self.when.source
         if self.skip_on_exit_code:
             out["skip_on_exit_code"] = sorted(self.skip_on_exit_code)
+        if self.retry_policy is not None:  # absent when none: existing hashes stay
+            out["retry_policy"] = self.retry_policy.to_canonical()
         return out
 
 
@@ -471,7 +479,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     templates: TaskTemplates | None = None
     if kind == "empty":
         for key in ("image", "command", "args", "env", "resources", "pool", "priority", "outputs",
-                    "skip_on_exit_code", *POD_FIELDS):
+                    "skip_on_exit_code", "retry_policy", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
@@ -494,6 +502,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
         templates = task_templates(path, command, args, env, pod.pod_template, own=pod_own, defaults=defaults)
     priority = priority_field(doc.get("priority", 0), f"{path}.priority")
     skip_codes = skip_on_exit_code_field(doc.get("skip_on_exit_code"), f"{path}.skip_on_exit_code")
+    retry_policy = parse_retry_policy(doc.get("retry_policy"), f"{path}.retry_policy")
     outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
     retry_delay = float(within(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
@@ -523,7 +532,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
                     pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs,
-                    templates=templates, skip_on_exit_code=skip_codes)
+                    templates=templates, skip_on_exit_code=skip_codes, retry_policy=retry_policy)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = (),

@@ -68,6 +68,7 @@ async def create_exit_tasks(conn: AsyncConnection, run_pks: Sequence[int], now: 
                 max_tries = ti.try_number + excluded.max_tries, pending_upstreams = excluded.pending_upstreams,
                 upstream_successes = 0, upstream_failures = 0, upstream_skips = 0, is_leaf = false,
                 queued_at = NULL, started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL,
+                retry_deadline_at = NULL,
                 reason = CASE WHEN EXISTS (SELECT 1 FROM task_tries lt WHERE lt.task_instance_id = ti.id
                                                                        AND lt.state IN {LIVE_TRIES_SQL})
                               THEN :waiting END,

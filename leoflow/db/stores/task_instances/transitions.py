@@ -105,6 +105,9 @@ class Transition:
     timeout_after: float | None = None
     retry_after: float | None = None
     reason: str | None = None
+    #: ``retry_policy.max_duration_seconds`` of the task (None: no budget): the first transition
+    #: recording a start sets ``retry_deadline_at`` from it, on the database's clock.
+    retry_budget: float | None = None
 
 
 @dataclass(slots=True)
@@ -190,19 +193,34 @@ async def lock_task_instances_by_id(conn: AsyncConnection, ids: Sequence[int]) -
     return [LiveTaskInstance(**r._mapping) for r in rows]
 
 
-_TRANSITIONS = """
+#: When no retry may start any more (ADR 0014, decision 5): set by the first transition of a task
+#: with a ``retry_policy.max_duration_seconds`` (``retry_budget``), counted back to its try's start
+#: when the report says how long the try ran; kept until a clear resets it.
+_RETRY_DEADLINE = """CASE WHEN ti.retry_deadline_at IS NULL AND c.retry_budget IS NOT NULL
+             THEN now() + make_interval(secs => c.retry_budget) - coalesce(c.ended_at - c.started_at, interval '0')
+             ELSE ti.retry_deadline_at END"""
+#: A retry that would start at or after the deadline is refused: the try's failure is final.
+_TOO_LATE = f"""(c.new_state = 'up_for_retry' AND {_RETRY_DEADLINE} <= now() + make_interval(secs => c.retry_after))"""
+_TOO_LATE_REASON = " (not retried: retry_policy.max_duration_seconds has passed)"
+
+_TRANSITIONS = f"""
     UPDATE task_instances ti
-    SET state = c.new_state, started_at = coalesce(c.started_at, ti.started_at), ended_at = c.ended_at,
+    SET state = CASE WHEN {_TOO_LATE} THEN 'failed' ELSE c.new_state END,
+        started_at = coalesce(c.started_at, ti.started_at), ended_at = c.ended_at,
         timeout_at = now() + make_interval(secs => c.timeout_after),
-        next_try_at = now() + make_interval(secs => c.retry_after), reason = c.reason,
+        next_try_at = CASE WHEN {_TOO_LATE} THEN NULL ELSE now() + make_interval(secs => c.retry_after) END,
+        reason = CASE WHEN {_TOO_LATE} THEN left(coalesce(c.reason, 'failed') || '{_TOO_LATE_REASON}', 500)
+                      ELSE c.reason END,
+        retry_deadline_at = {_RETRY_DEADLINE},
         updated_at = :now, term = :term
     FROM unnest(CAST(:ids AS bigint[]), CAST(:expected AS text[]), CAST(:tries AS int[]),
                 CAST(:states AS text[]), CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]),
                 CAST(:timeouts AS float8[]), CAST(:next_tries AS float8[]),
-                CAST(:reasons AS text[]))
-         AS c(id, expected, try_number, new_state, started_at, ended_at, timeout_after, retry_after, reason)
+                CAST(:reasons AS text[]), CAST(:budgets AS float8[]))
+         AS c(id, expected, try_number, new_state, started_at, ended_at, timeout_after, retry_after, reason,
+              retry_budget)
     WHERE ti.id = c.id AND ti.state = c.expected AND ti.try_number = c.try_number
-    RETURNING ti.id
+    RETURNING ti.id, ti.state
 """
 
 #: The reported tries, found by the unique (task_instance_id, try_number) index — or written, when
@@ -261,6 +279,7 @@ def _transition_params(transitions: Sequence[Transition], now: datetime, term: i
         "timeouts": arrays.floats(t.timeout_after for t in transitions),
         "next_tries": arrays.floats(t.retry_after for t in transitions),
         "reasons": arrays.texts(t.reason for t in transitions), "now": now, "term": term,
+        "budgets": arrays.floats(t.retry_budget for t in transitions),
     }
 
 
@@ -285,10 +304,11 @@ def _output_params(changes: Sequence[TryChange]) -> dict[str, Any]:
 _TRY_CHANGES_SQL = text(_TRY_CHANGES)
 _TRANSITIONS_SQL = text(_TRANSITIONS)
 _TRIES_AND_TRANSITIONS_SQL = text(
-    f"WITH tries AS ({_TRY_CHANGES} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed")
+    f"WITH tries AS ({_TRY_CHANGES} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id, state FROM changed")
 _TRY_CHANGES_WITH_OUTPUTS_SQL = text(_TRY_CHANGES_WITH_OUTPUTS)
 _TRIES_WITH_OUTPUTS_AND_TRANSITIONS_SQL = text(
-    f"WITH tries AS ({_TRY_CHANGES_WITH_OUTPUTS} RETURNING tt.id), changed AS ({_TRANSITIONS}) SELECT id FROM changed")
+    f"WITH tries AS ({_TRY_CHANGES_WITH_OUTPUTS} RETURNING tt.id), changed AS ({_TRANSITIONS}) "
+    "SELECT id, state FROM changed")
 
 
 async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transition], now: datetime,
@@ -297,6 +317,10 @@ async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transit
 
     Returns the task instance ids actually changed. Try facts only move forward: a finished try is
     never reopened. A success's outputs are written by the statement that records it.
+
+    An ``up_for_retry`` whose retry would start after the task's ``retry_deadline_at`` (the
+    database's clock) is written ``failed`` instead, and its :class:`Transition` is changed to say
+    so (state, no retry, the reason), so the caller carries the failure downstream.
     """
     if not transitions and not try_changes:
         return set()
@@ -310,10 +334,15 @@ async def apply_transitions(conn: AsyncConnection, transitions: Sequence[Transit
         return set()
     if not try_changes:
         rows = await conn.execute(_TRANSITIONS_SQL, _transition_params(transitions, now, term, iso))
-        return {int(r.id) for r in rows}
-    statement = _TRIES_WITH_OUTPUTS_AND_TRANSITIONS_SQL if with_outputs else _TRIES_AND_TRANSITIONS_SQL
-    rows = await conn.execute(statement, {**_transition_params(transitions, now, term, iso), **tries})
-    return {int(r.id) for r in rows}
+    else:
+        statement = _TRIES_WITH_OUTPUTS_AND_TRANSITIONS_SQL if with_outputs else _TRIES_AND_TRANSITIONS_SQL
+        rows = await conn.execute(statement, {**_transition_params(transitions, now, term, iso), **tries})
+    states = {int(r.id): r.state for r in rows}
+    for t in transitions:
+        if states.get(t.ti_id, t.new_state) != t.new_state:  # a retry past the deadline: failed
+            t.new_state, t.retry_after = states[t.ti_id], None
+            t.reason = f"{t.reason or 'failed'}{_TOO_LATE_REASON}"[:500]
+    return set(states)
 
 
 async def timed_out_task_instances(conn: AsyncConnection, limit: int) -> list[int]:
