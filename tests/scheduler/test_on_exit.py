@@ -25,6 +25,7 @@ from tests.scheduler.conftest import SweepRepairs
 from tests.scheduler.harness import apply, rows, trigger
 from tests.scheduler.stepper import Stepper, container, stepper
 from tests.scheduler.test_commands import command
+from tests.scheduler.test_split_ticks import split_always
 
 
 def spec(dag_id: str, *, tasks: list[dict[str, Any]] | None = None, on_exit: list[dict[str, Any]] | None = None,
@@ -314,5 +315,36 @@ def test_the_run_document_shows_the_exit_tasks_and_the_body_state(settings: Sett
             assert doc is not None
             assert doc["body_state"] == "failed" and doc["state"] == "running"
             assert {t["task_id"]: t["state"] for t in doc["tasks"]} == {"a": "failed", "notify": "queued"}
+
+    asyncio.run(main())
+
+
+def test_bodies_ending_in_the_parts_of_a_split_tick_start_their_exit_tasks_once(settings: Settings) -> None:
+    """Reports of four runs split into concurrent steps (ADR 0012): each part ends its runs' bodies and
+    creates their exit tasks; none is created twice and every run ends by its exit task."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            seen = split_always(st)
+            await apply(st.engine, spec("split", on_exit=[container("notify"), container("archive", "notify")]))
+            runs = [await trigger(st.engine, "split") for _ in range(4)]
+            await st.tick(periodic=True)
+            for run in runs:
+                st.finish("split", run, "a", "failed" if run == runs[0] else "success")
+            await st.tick()
+            assert seen["ticks"] == 1 and seen["parts"] > 1
+            await st.tick(periodic=True)
+            for run in runs:
+                assert len(launches(st, run, "notify")) == 1
+                st.finish("split", run, "notify")
+            await st.tick()
+            await st.tick(periodic=True)
+            for run in runs:
+                assert len(launches(st, run, "archive")) == 1
+                st.finish("split", run, "archive")
+            await st.tick()
+            [(count,)] = await rows(st.engine, "SELECT count(*) FROM task_instances "
+                                    "WHERE task_id IN ('notify', 'archive')")
+            assert count == 8
+            assert [(await st.run(run))[0] for run in runs] == ["failed", "success", "success", "success"]
 
     asyncio.run(main())
