@@ -19,7 +19,7 @@ from leoflow.db.stores.runs import exits as run_exits
 from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.db.stores.runs import reads as run_reads
 from leoflow.errors import FencedOut
-from leoflow.model.spec.notify import DEADLINE_REASON
+from leoflow.model.spec.notify import DEADLINE_REASON, event_of_run
 from leoflow.settings import Settings
 from tests.scheduler.conftest import SweepRepairs
 from tests.scheduler.harness import apply, rows, trigger
@@ -348,3 +348,9 @@ def test_bodies_ending_in_the_parts_of_a_split_tick_start_their_exit_tasks_once(
             assert [(await st.run(run))[0] for run in runs] == ["failed", "success", "success", "success"]
 
     asyncio.run(main())
+
+
+def test_a_deadline_stays_a_deadline_for_notifications_when_an_exit_task_fails_after_it() -> None:
+    assert event_of_run("failed", f"{DEADLINE_REASON}; on_exit task 'notify' failed: exit code 1") == "deadline"
+    assert event_of_run("failed", "task 'a' failed: exit code 1; on_exit task 'notify' failed: x") == "failure"
+    assert event_of_run("failed", "on_exit task 'notify' failed: x") == "failure"

@@ -102,7 +102,8 @@ def event_of_run(state: str, reason: str | None) -> str | None:
     if state == "success":
         return "success"
     if state == "failed":
-        return "deadline" if reason == DEADLINE_REASON else "failure"
+        # A run with exit tasks keeps its body's reason first, a failed exit task's after it.
+        return "deadline" if reason is not None and reason.startswith(DEADLINE_REASON) else "failure"
     return None
 
 
