@@ -237,7 +237,7 @@ async def rerun_failed_runs(conn: AsyncConnection, run_pks: Sequence[int], backf
                                       WHERE up.state = 'success'),
                 upstream_failures = 0, upstream_skips = 0,
                 queued_at = NULL, started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL,
-                reason = NULL, updated_at = :now, term = :term
+                retry_deadline_at = NULL, reason = NULL, updated_at = :now, term = :term
             FROM spec_tasks st
             WHERE ti.run_pk = st.run_pk AND ti.task_id = st.task_id
               AND ti.state IN ('failed', 'upstream_failed', 'skipped', 'cancelled')
