@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from leoflow.db.stores.task_instances.transitions import LiveTaskInstance
+from leoflow.executor.kubernetes import pods
 from leoflow.model.spec.dag import TaskSpec, parse_dag_spec
+from leoflow.model.spec.retry_policy import TryOutcome
 from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.scheduler.transitions import fold_reports, timeout_transition
 from leoflow.settings import Settings
@@ -146,3 +148,26 @@ def test_a_delayed_retry_past_the_deadline_is_refused(settings: Settings) -> Non
             assert tasks["a"][0] == "failed" and "max_duration_seconds has passed" in (tasks["a"][1] or "")
 
     asyncio.run(main())
+
+
+def test_the_kubernetes_reasons_set_oom_killed_evicted_and_timed_out() -> None:
+    """The facts ``when`` reads come from the reasons the Kubernetes executor reports."""
+    def pod(state: dict[str, object], **status: object) -> dict[str, object]:
+        return {"spec": {"activeDeadlineSeconds": 5},
+                "status": {"phase": "Failed", "containerStatuses": [{"name": "task", "state": state}], **status}}
+
+    def facts(outcome: pods.PodOutcome) -> dict[str, Any]:
+        return TryOutcome(1, outcome.exit_code, outcome.reason).variables()["try"]
+
+    oom = facts(pods.pod_outcome(pod({"terminated": {"exitCode": 137, "reason": "OOMKilled"}})))
+    evicted = facts(pods.pod_outcome(pod({}, reason="Evicted", message="low on memory")))
+    deadline = facts(pods.pod_outcome(pod({"terminated": {"exitCode": 137}}, reason="DeadlineExceeded")))
+    error = facts(pods.pod_outcome(pod({"terminated": {"exitCode": 3, "reason": "Error"}})))
+    assert (oom["oom_killed"], oom["evicted"], oom["timed_out"], oom["exit_code"]) == (True, False, False, 137)
+    assert (evicted["oom_killed"], evicted["evicted"], evicted["exit_code"]) == (False, True, -1)
+    assert (deadline["timed_out"], deadline["oom_killed"]) == (True, False)
+    assert (error["oom_killed"], error["evicted"], error["timed_out"]) == (False, False, False)
+    spec = task(when="try.oom_killed || try.evicted")
+    assert failed(spec, exit_code=137, reason="OOMKilled (exit code 137)")[0] == "up_for_retry"
+    assert failed(spec, reason="Evicted: low on memory")[0] == "up_for_retry"
+    assert failed(spec, exit_code=3, reason="Error (exit code 3)")[0] == "failed"

@@ -19,7 +19,8 @@ may add::
 A try is retried iff tries remain and every rule that is set allows it; the leader decides, from
 the task's spec, in the pure state machine (:mod:`leoflow.scheduler.transitions`), so both
 executors and a failover decide alike. ``oom_killed`` and ``evicted`` are read from the reason
-Kubernetes gives (``OOMKilled``, ``Evicted``); the local executor's are always false.
+Kubernetes gives (``OOMKilled``, ``Evicted``); the local executor's are always false. ``timed_out``
+is true for the leader's ``timeout_seconds`` and for a pod's ``activeDeadlineSeconds`` alike.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class TryOutcome:
         return {"try": {
             "number": self.number, "exit_code": -1 if self.exit_code is None else self.exit_code, "reason": reason,
             "oom_killed": "OOMKilled" in reason, "evicted": reason.startswith("Evicted"),
-            "timed_out": self.timed_out,
+            "timed_out": self.timed_out or reason.startswith("timed out"),
             "duration_seconds": -1.0 if self.duration_seconds is None else float(self.duration_seconds)}}
 
 
