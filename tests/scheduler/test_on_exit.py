@@ -354,3 +354,20 @@ def test_a_deadline_stays_a_deadline_for_notifications_when_an_exit_task_fails_a
     assert event_of_run("failed", f"{DEADLINE_REASON}; on_exit task 'notify' failed: exit code 1") == "deadline"
     assert event_of_run("failed", "task 'a' failed: exit code 1; on_exit task 'notify' failed: x") == "failure"
     assert event_of_run("failed", "on_exit task 'notify' failed: x") == "failure"
+
+
+def test_an_exit_task_whose_when_is_false_is_skipped_and_changes_nothing(settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings) as st:
+            run = await started(st, spec("exit-when", on_exit=[container("never", when='run.id == ""'),
+                                                               container("always", when='run.id != ""')]))
+            st.finish("exit-when", run, "a", "failed")
+            await st.tick()
+            tasks = await st.tasks(run)
+            assert tasks["never"] == ("skipped", "when was false")
+            assert tasks["always"][0] == "queued"
+            st.finish("exit-when", run, "always")
+            await st.tick()
+            assert await st.run(run) == ("failed", "task 'a' failed: exit code 1")
+
+    asyncio.run(main())
