@@ -258,3 +258,18 @@ def test_a_panic_of_the_library_fails_the_condition_and_nothing_else_is_swallowe
         evaluate_when(Condition("true", program=_Raising(PanicException("index out of range"))), {})
     with pytest.raises(KeyboardInterrupt):
         evaluate_when(Condition("true", program=_Raising(KeyboardInterrupt())), {})
+
+
+@pytest.mark.parametrize("task_id", [{}, [], 1, None, True])
+@pytest.mark.parametrize("where", ["tasks", "on_exit"])
+def test_a_task_whose_id_is_not_a_string_is_one_clear_problem_even_with_a_when(task_id: object, where: str) -> None:
+    """Schemathesis sent ``id: {}`` beside ``when: '0'``: the conditions' pass looked the id up in a dict (500)."""
+    spec: dict[str, object] = {"dag_id": "d", "tasks": [{"id": "a", "kind": "empty"}]}
+    odd = {"id": task_id, "kind": "empty", "when": "0"}
+    if where == "tasks":
+        spec["tasks"] = [{"id": "a", "kind": "empty"}, odd]
+    else:
+        spec["on_exit"] = [odd]
+    with pytest.raises(ValidationFailed) as refused:
+        parse_dag_spec(spec)
+    assert f"{where}[" in str(refused.value)

@@ -202,9 +202,9 @@ def compile_conditions(written: object, depends_on: Mapping[str, Sequence[str]],
         return {}
     out: dict[str, Condition] = {}
     for i, raw in enumerate(written):
-        if not isinstance(raw, dict) or raw.get("when") is None or raw.get("id") not in depends_on:
-            continue
-        task_id = raw["id"]
+        task_id = raw.get("id") if isinstance(raw, dict) else None
+        if not isinstance(task_id, str) or raw.get("when") is None or task_id not in depends_on:
+            continue  # a task whose id did not parse has its own problem already
         ancestors = {a: outputs.get(a, {}) for a in _ancestors(task_id, depends_on)}
         out[task_id] = compile_when(raw["when"], f"{where}[{i}].when", params=params, ancestors=ancestors)
     return out
