@@ -47,9 +47,9 @@ from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.election.health import ElectionHealth
 from leoflow.errors import ValidationFailed, WriteConflict
 from leoflow.model.bounds import check_document_shape, check_string_keys
+from leoflow.model.files.yaml_loader import YamlRejected, load_yaml
 from leoflow.model.limits import DOCUMENT, PAGE_LIMIT
 from leoflow.model.live_logs import LiveLogs
-from leoflow.model.spec.yaml_loader import YamlRejected, load_yaml
 from leoflow.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _decode(raw: bytes, ctype: str, limit: int) -> Any:
-    """Bytes to a document, bounded (see :mod:`leoflow.model.spec.yaml_loader`); ApiError naming ``body``."""
+    """Bytes to a document, bounded (see :mod:`leoflow.model.files.yaml_loader`); ApiError naming ``body``."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

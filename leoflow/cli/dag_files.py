@@ -33,7 +33,7 @@ from leoflow.client.api import Api, ApiUnavailable, ClientError, dag_path
 from leoflow.errors import ValidationFailed
 
 if TYPE_CHECKING:  # yaml and the DAG model load when apply/sync run, not when any verb parses
-    from leoflow.model.spec.documents import Document
+    from leoflow.model.files.documents import Document
     from leoflow.settings import ClientSettings
 
 STDIN = "-"
@@ -79,7 +79,7 @@ def _error(message: str) -> None:
 
 def _read(name: str) -> tuple[str, str]:
     """``(display name, text)`` of a file argument (``-``: stdin)."""
-    from leoflow.model.spec.documents import DocumentError
+    from leoflow.model.files.documents import DocumentError
 
     if name == STDIN:
         return STDIN_NAME, sys.stdin.read()
@@ -94,8 +94,8 @@ def _read(name: str) -> tuple[str, str]:
 
 def _apply_document(api: Api, document: Document, several: bool) -> tuple[str, dict[str, Any]]:
     """Apply one document: its line of output and the DAG the API answered."""
-    from leoflow.model.spec.documents import DocumentError
-    from leoflow.model.spec.yaml_loader import dump_yaml
+    from leoflow.model.files.documents import DocumentError
+    from leoflow.model.files.yaml_loader import dump_yaml
 
     body = dump_yaml(document.data)  # read back by the server's YAML 1.2 loader alike
     try:
@@ -120,7 +120,7 @@ def _apply_document(api: Api, document: Document, several: bool) -> tuple[str, d
 
 
 def dags_apply(args: argparse.Namespace, client: ClientSettings) -> int:
-    from leoflow.model.spec.documents import DocumentError, load_documents
+    from leoflow.model.files.documents import DocumentError, load_documents
 
     if args.files.count(STDIN) > 1:
         usage("'-' (stdin) can be given only once")
@@ -208,7 +208,7 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def _report(problems: list[Any]) -> int:
-    from leoflow.model.spec.documents import describe
+    from leoflow.model.files.documents import describe
 
     for problem in problems:
         _error(describe(problem) if isinstance(problem, dict) else str(problem))

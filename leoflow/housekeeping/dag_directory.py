@@ -1,7 +1,7 @@
 """Reading a directory of DAG files — consistently, even while Kubernetes swaps it underneath.
 
 ``leoflow dags sync DIR`` and the leader's sync of ``LEOFLOW_DAGS_DIR`` read a directory tree
-into :class:`~leoflow.model.spec.dag_files.DagFile` objects: every ``*.yaml``, ``*.yml`` and
+into :class:`~leoflow.model.files.dag_files.DagFile` objects: every ``*.yaml``, ``*.yml`` and
 ``*.json`` file at any depth (names relative to the root, sorted), symlinks followed (with
 cycle protection), and every entry whose name starts with ``.`` skipped.
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from leoflow.errors import LeoflowError
-from leoflow.model.spec.dag_files import MAX_FILES, DagFile, is_dag_file
-from leoflow.model.spec.documents import DocumentError, Location
+from leoflow.model.files.dag_files import MAX_FILES, DagFile, is_dag_file
+from leoflow.model.files.documents import DocumentError, Location
 
 #: Largest directory read: 32 ConfigMaps of 1 MiB (the chart's limit), with room to spare.
 MAX_DIRECTORY_BYTES = 64 * 1024 * 1024

@@ -38,9 +38,9 @@ from leoflow.errors import DagOwnershipConflict, DatabaseError, FencedOut
 from leoflow.housekeeping.dag_directory import DagDirectoryError, DirectorySnapshot, read_dag_directory
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.housekeeping import DAG_DIRECTORY_PROBLEMS, DAG_DIRECTORY_SYNCS
-from leoflow.model.spec import dag_sync
-from leoflow.model.spec.dag_files import parse_dag_files
-from leoflow.model.spec.documents import describe
+from leoflow.model.files import dag_sync
+from leoflow.model.files.dag_files import parse_dag_files
+from leoflow.model.files.documents import describe
 
 log = logging.getLogger(__name__)
 

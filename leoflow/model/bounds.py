@@ -192,7 +192,7 @@ def _exceeded(path: str, where: str, problem: str) -> NoReturn:
 def check_document_shape(document: Any, path: str, limit: Documents) -> None:
     """Hold a decoded document (a JSON body) to the nesting and value budget of ``limit``.
 
-    YAML texts are held to it while they are read (:mod:`leoflow.model.spec.yaml_loader`); JSON has
+    YAML texts are held to it while they are read (:mod:`leoflow.model.files.yaml_loader`); JSON has
     no aliases, so its size is its length and only the shape needs a look.
     """
     values = 0

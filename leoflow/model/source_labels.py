@@ -1,7 +1,7 @@
 """Source labels: who owns the DAGs a sync creates (``LEOFLOW_DAGS_SOURCE``, ``dags sync --source``).
 
 A module of its own, importing nothing but :mod:`leoflow.errors`: the settings declaration and
-the CLI check a label on every start, and :mod:`leoflow.model.spec.dag_files` (which loads the DAG
+the CLI check a label on every start, and :mod:`leoflow.model.files.dag_files` (which loads the DAG
 spec model, croniter and jsonschema) would cost a client verb most of its 0.2 s budget.
 """
 

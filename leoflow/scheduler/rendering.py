@@ -6,7 +6,7 @@ applied) is built the same way and set aside as :class:`Unrendered`; before the 
 :func:`render_launches` reads what all of the step's references need in **one** statement (the
 referenced upstream task instances' states and current outputs,
 :func:`leoflow.db.stores.tries.upstream_outputs`; the run's conf, id and logical date came with the
-queued row) and renders each (:func:`leoflow.model.templating.render_task`).
+queued row) and renders each (:func:`leoflow.model.spec.rendering.render_task`).
 
 The render is a pure function of stored facts — the spec version, the run's conf, the upstreams'
 stored outputs — none of which change while the try lives (an upstream's clear would reset this
@@ -29,7 +29,8 @@ from typing import Any
 from leoflow.db.connection.database import Connection
 from leoflow.db.stores import tries as try_store
 from leoflow.model.run_context import RunContext
-from leoflow.model.templating import RunFacts, TaskTemplates, TemplateUnresolved, Upstream, render_task
+from leoflow.model.spec.rendering import RunFacts, Upstream, render_task
+from leoflow.model.spec.templating import TaskTemplates, TemplateUnresolved
 from leoflow.model.tries import StatusUpdate, TaskLaunch
 
 

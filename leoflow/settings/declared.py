@@ -190,8 +190,8 @@ def pod_allowances(value: str) -> frozenset[str]:
 def pod_template(value: str) -> Mapping[str, Any]:
     """A partial Pod as JSON or YAML (what the chart renders from ``tasks.podTemplate``)."""
     # Imported here: the CLI's client verbs load settings and must not load the pod model.
+    from leoflow.model.files.yaml_loader import YamlRejected, load_yaml
     from leoflow.model.k8s.pod import parse_pod_template
-    from leoflow.model.spec.yaml_loader import YamlRejected, load_yaml
 
     if not value.strip():
         return {}

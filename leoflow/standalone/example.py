@@ -18,7 +18,7 @@ from importlib import resources
 
 from leoflow.clock import SystemClock
 from leoflow.db.connection.database import Database
-from leoflow.model.spec.yaml_loader import load_yaml
+from leoflow.model.files.yaml_loader import load_yaml
 from leoflow.settings import Settings
 
 EXAMPLE_RESOURCE = "examples/example.yaml"

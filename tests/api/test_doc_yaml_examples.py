@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from leoflow.api.app import create_app
+from leoflow.model.files.yaml_loader import dump_yaml, load_yaml
 from leoflow.model.spec.dag import _DAG_FIELDS, _TASK_FIELDS
-from leoflow.model.spec.yaml_loader import dump_yaml, load_yaml
 from tests.api.conftest import ADMIN, api_settings
 from tests.api.live import client_for
 

@@ -10,7 +10,7 @@ import pytest
 
 from leoflow.housekeeping import dag_directory
 from leoflow.housekeeping.dag_directory import DagDirectoryError, read_dag_directory
-from leoflow.model.spec.documents import Location
+from leoflow.model.files.documents import Location
 from tests.harness.configmap_volume import ConfigMapVolume
 
 

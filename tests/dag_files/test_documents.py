@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leoflow.errors import ValidationFailed
+from leoflow.model.files.dag_files import DagFile, parse_dag_files
+from leoflow.model.files.documents import DocumentError, Location, describe, load_documents
 from leoflow.model.limits import DOCUMENT
 from leoflow.model.source_labels import source_label
-from leoflow.model.spec.dag_files import DagFile, parse_dag_files
-from leoflow.model.spec.documents import DocumentError, Location, describe, load_documents
 
 ETL = """\
 dag_id: etl

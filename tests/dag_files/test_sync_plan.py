@@ -1,12 +1,12 @@
-"""The sync plan alone (:func:`leoflow.model.spec.dag_sync.plan_sync`): no database, the stored DAGs given.
+"""The sync plan alone (:func:`leoflow.model.files.dag_sync.plan_sync`): no database, the stored DAGs given.
 
 tests/dag_files/test_sync.py holds the same rules end to end, through the store and the API.
 """
 
 from __future__ import annotations
 
-from leoflow.model.spec.dag_files import DagFile, LocatedDag, parse_dag_files
-from leoflow.model.spec.dag_sync import StoredDag, SyncOptions, plan_sync
+from leoflow.model.files.dag_files import DagFile, LocatedDag, parse_dag_files
+from leoflow.model.files.dag_sync import StoredDag, SyncOptions, plan_sync
 
 
 def located(*dag_ids: str) -> list[LocatedDag]:

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from leoflow.api.app import create_app
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
+from leoflow.model.files.yaml_loader import YamlRejected, dump_yaml, load_yaml
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec.dag import parse_dag_spec
-from leoflow.model.spec.yaml_loader import YamlRejected, dump_yaml, load_yaml
 from tests.api.conftest import ADMIN, api_settings
 from tests.api.live import client_for
 from tests.harness.postgres import PostgresServer

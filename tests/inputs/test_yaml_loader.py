@@ -9,8 +9,8 @@ from datetime import date
 
 import pytest
 
+from leoflow.model.files.yaml_loader import YamlBudget, YamlRejected, dump_yaml, load_yaml, load_yaml_documents
 from leoflow.model.limits import DOCUMENT, Documents
-from leoflow.model.spec.yaml_loader import YamlBudget, YamlRejected, dump_yaml, load_yaml, load_yaml_documents
 from tests.inputs.corpus import ALIAS_BOMB
 
 

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leoflow.errors import ValidationFailed
+from leoflow.model.files.yaml_loader import load_yaml
 from leoflow.model.k8s.pod import LIMITS, EnvSource, EnvVar, KeyRef
 from leoflow.model.spec.dag import DagSpec, TaskSpec, parse_dag_spec
-from leoflow.model.spec.yaml_loader import load_yaml
 
 TASK = {"id": "load", "image": "etl:1", "command": ["run"]}
 

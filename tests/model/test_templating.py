@@ -11,18 +11,15 @@ from hypothesis import strategies as st
 
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
+from leoflow.model.files.dag_files import DagFile, parse_dag_files
 from leoflow.model.spec.dag import DagSpec, parse_dag_spec
-from leoflow.model.spec.dag_files import DagFile, parse_dag_files
-from leoflow.model.templating import (
+from leoflow.model.spec.rendering import RunFacts, Upstream, render, render_task
+from leoflow.model.spec.templating import (
     Reference,
-    RunFacts,
     TaskTemplates,
     Templated,
     TemplateUnresolved,
-    Upstream,
     parse_template,
-    render,
-    render_task,
 )
 
 PARAMS = {"type": "object", "properties": {"day": {"type": "string"}, "cfg": {"type": "object"}}}

@@ -22,9 +22,9 @@ from leoflow.api.openapi.components import (
     strings,
 )
 from leoflow.model import limits
+from leoflow.model.files.dag_files import MAX_FILE_NAME, MAX_FILES
+from leoflow.model.files.dag_sync import ACTIONS
 from leoflow.model.source_labels import SOURCE_RE
-from leoflow.model.spec.dag_files import MAX_FILE_NAME, MAX_FILES
-from leoflow.model.spec.dag_sync import ACTIONS
 from leoflow.model.spec.trigger_rules import TRIGGER_RULES
 from leoflow.model.states import DAG_LAST_RUN_STATES, DAG_STATES, RUN_STATES
 

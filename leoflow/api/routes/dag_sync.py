@@ -13,7 +13,7 @@ because ``prune`` was off); 422 with ``details.errors[]`` listing *every* proble
 file (nothing applied); 409 with the same shape when files define DAGs another source owns.
 Parsing runs in a worker thread so a large body does not stall other requests. The body is
 bounded by ``LEOFLOW_MAX_BODY_BYTES`` like every other, and so is what its files mean, *all files
-together*: one :class:`~leoflow.model.spec.yaml_loader.YamlBudget` per request holds the YAML of every
+together*: one :class:`~leoflow.model.files.yaml_loader.YamlBudget` per request holds the YAML of every
 file to the body limit in bytes and :data:`~leoflow.model.limits.DOCUMENT`'s values (aliases
 expanded), and to the request's deadline — the thread cannot be cancelled, so it stops itself.
 Twenty alias-heavy files cost what one does (issue 44, item 15), not twenty times as much.
@@ -36,11 +36,11 @@ from leoflow.api.operations import Operations
 from leoflow.clock import SystemClock
 from leoflow.db.stores import dags
 from leoflow.errors import DagFilesInvalid
+from leoflow.model.files import dag_sync
+from leoflow.model.files.dag_files import MAX_FILE_NAME, MAX_FILES, DagFile, parse_dag_files
+from leoflow.model.files.yaml_loader import YamlBudget
 from leoflow.model.limits import DOCUMENT
 from leoflow.model.source_labels import source_label
-from leoflow.model.spec import dag_sync
-from leoflow.model.spec.dag_files import MAX_FILE_NAME, MAX_FILES, DagFile, parse_dag_files
-from leoflow.model.spec.yaml_loader import YamlBudget
 
 _FIELDS = {"source", "prune", "prune_unlabeled", "dry_run", "files"}
 _FILE_FIELDS = {"name", "content"}

@@ -24,7 +24,7 @@ Semantics worth knowing:
   version; API listings should filter ``deleted``.
 - ``sync_dags`` applies a set of DAGs as one all-or-nothing operation, inside one transaction
   the caller owns. It locks and reads the DAG rows the sync may touch, and
-  :func:`leoflow.model.spec.dag_sync.plan_sync` decides what to create, change, adopt, refuse and
+  :func:`leoflow.model.files.dag_sync.plan_sync` decides what to create, change, adopt, refuse and
   prune (the rules are that module's docstring); each apply is an :func:`apply_dag` and each prune
   a :func:`delete_dag`. Syncs are serialised by a transaction-level advisory lock
   (:data:`SYNC_LOCK`), so a leader's sync and a CLI sync never interleave (and cannot deadlock on
@@ -51,9 +51,9 @@ from leoflow.db.fragments import ACTIVE_RUNS_SQL
 from leoflow.db.stores.runs.lifecycle import cancel_runs
 from leoflow.db.tables import Dag, DagVersion
 from leoflow.errors import DagOwnershipConflict, NotFound
+from leoflow.model.files.dag_files import LocatedDag
+from leoflow.model.files.dag_sync import DagChange, StoredDag, SyncOptions, SyncPlan, plan_sync
 from leoflow.model.spec.dag import DagSpec
-from leoflow.model.spec.dag_files import LocatedDag
-from leoflow.model.spec.dag_sync import DagChange, StoredDag, SyncOptions, SyncPlan, plan_sync
 from leoflow.model.spec.params import default_conf
 from leoflow.model.spec.timetable import first_scheduled_run
 

@@ -60,8 +60,7 @@ from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, po
 from leoflow.model.spec.notify import NotifyRule, parse_notify
 from leoflow.model.spec.params import check_scheduled_defaults, parse_params
 from leoflow.model.spec.retry_policy import DEFAULT_FACTOR, RetryPolicy, parse_retry_policy
-from leoflow.model.spec.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
-from leoflow.model.templating import (
+from leoflow.model.spec.templating import (
     SYNTAX_FIELD,
     SYNTAX_VERSION,
     TaskTemplates,
@@ -69,6 +68,7 @@ from leoflow.model.templating import (
     check_syntax_field,
     task_templates,
 )
+from leoflow.model.spec.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
 
 MAX_TASKS = limits.TASKS.maximum
 DEFAULT_MAX_ACTIVE_RUNS = 16
@@ -113,7 +113,7 @@ class TaskSpec:
     pool: str | None = DEFAULT_POOL
     #: Higher runs first among the ready tasks of a pool.
     priority: int = 0
-    #: The strings of command/args/env/pod_template that hold ``{{`` (leoflow.model.templating),
+    #: The strings of command/args/env/pod_template that hold ``{{`` (leoflow.model.spec.templating),
     #: parsed; None for a task without any, which launches without rendering.
     templates: TaskTemplates | None = field(default=None, compare=False)
     #: Declared outputs (leoflow.model.outputs); empty: the task gets no LEOFLOW_OUTPUTS and its

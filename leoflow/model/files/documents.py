@@ -7,7 +7,7 @@ whether it is a YAML syntax error or a validation error found later by
 document's node tree next to its data, and :meth:`Document.locate` maps a validation path
 back to the line and column it came from.
 
-YAML is read by Leoflow's one bounded loader (:mod:`leoflow.model.spec.yaml_loader`: depth,
+YAML is read by Leoflow's one bounded loader (:mod:`leoflow.model.files.yaml_loader`: depth,
 values with aliases expanded, duplicate keys), JSON by the standard library and then held to
 the same :data:`~leoflow.model.limits.DOCUMENT` budget. Every failure is a
 :class:`DocumentError`; nothing else escapes :func:`load_documents`. Line and column numbers
@@ -25,8 +25,8 @@ import yaml
 
 from leoflow.errors import LeoflowError, ValidationFailed
 from leoflow.model.bounds import check_document_shape
+from leoflow.model.files.yaml_loader import YamlBudget, YamlRejected, load_yaml_documents
 from leoflow.model.limits import DOCUMENT
-from leoflow.model.spec.yaml_loader import YamlBudget, YamlRejected, load_yaml_documents
 
 JSON_SUFFIXES = (".json",)
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import check_string_keys
+from leoflow.model.files.documents import DocumentError, Location, load_documents
+from leoflow.model.files.yaml_loader import YamlBudget
 from leoflow.model.spec.dag import DagSpec, parse_dag_spec
-from leoflow.model.spec.documents import DocumentError, Location, load_documents
 from leoflow.model.spec.entrypoint import check_entrypoints
 from leoflow.model.spec.pod_policy import PodPolicy, check_dag_pods
-from leoflow.model.spec.yaml_loader import YamlBudget
 
 #: Which files of a directory are DAG files (compared case-insensitively).
 DAG_FILE_SUFFIXES = (".yaml", ".yml", ".json")

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from leoflow.model.spec.dag_files import LocatedDag
+from leoflow.model.files.dag_files import LocatedDag
 
 Action = Literal["created", "changed", "unchanged", "deleted"]
 ACTIONS: tuple[Action, ...] = ("created", "changed", "unchanged", "deleted")
