@@ -15,12 +15,15 @@ import pytest
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_document_shape, check_size
+from leoflow.model.outputs import OutputDecl, OutputsRejected, check_outputs
 from leoflow.model.run_commands import parse_clear
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.spec.expressions import WhenFailed, check_activation_size
 from leoflow.model.spec.fairness import parse_pool_request
 from leoflow.model.spec.params import parse_params
+from leoflow.model.spec.rendering import RunFacts, render
+from leoflow.model.spec.templating import TemplateUnresolved, parse_template
 from tests.inputs.corpus import corpus, nested
 
 DAY = 24 * 3600
@@ -58,6 +61,28 @@ def _activation(size: int) -> None:
         check_activation_size(size)
     except WhenFailed as exc:
         raise ValidationFailed("when", str(exc)) from None
+
+
+def _rendered(length: int) -> None:
+    """One ``{{ params.x }}`` element rendered with a value of ``length`` characters (the element's own
+    limit; the whole argv's is ``COMMAND``), as a ValidationFailed at ``args[0]``."""
+    template = parse_template("{{ params.x }}", "args[0]")
+    assert template is not None
+    facts = RunFacts(params={"x": "a" * length}, run_id="r", logical_date="2026-01-01T00:00:00+00:00", upstream={})
+    try:
+        render(template, facts, "args[0]")
+    except TemplateUnresolved as exc:
+        raise ValidationFailed("args[0]", str(exc)) from None
+
+
+def _outputs(size: int) -> None:
+    """A try's outputs of ``size`` bytes as written, as a ValidationFailed at ``outputs``."""
+    raw = b'{"x":"' + b"a" * (size - 8) + b'"}'
+    assert len(raw) == size
+    try:
+        check_outputs(raw, {"x": OutputDecl("string")}, termination_message=False)
+    except OutputsRejected as exc:
+        raise ValidationFailed("outputs", exc.reason) from None
 
 
 @dataclass(frozen=True)
@@ -272,6 +297,20 @@ CASES: list[Case] = [
     Case(limits.WHEN_ACTIVATION, "when reading 256 KiB", lambda: _activation(256 * 1024), None),
     Case(limits.WHEN_ACTIVATION, "when reading 256 KiB + 1", lambda: _activation(256 * 1024 + 1), "when",
          "262,145 bytes"),
+    spec_case(limits.TEMPLATE_REFS, "64 references in one string", with_task(args=["{{ run.id }}" * 64]), None),
+    spec_case(limits.TEMPLATE_REFS, "65 references in one string", with_task(args=["{{ run.id }}" * 65]),
+              "tasks[0].args[0]"),
+    Case(limits.RENDERED_ARG, "a rendered element of 128 KiB - 1", lambda: _rendered(128 * 1024 - 1), None),
+    Case(limits.RENDERED_ARG, "a rendered element of 128 KiB", lambda: _rendered(128 * 1024), "args[0]"),
+    spec_case(limits.OUTPUT_NAME, "output name of 64", with_task(outputs={"o" * 64: {"type": "string"}}), None),
+    spec_case(limits.OUTPUT_NAME, "output name of 65", with_task(outputs={"o" * 65: {"type": "string"}}),
+              "tasks[0].outputs"),
+    spec_case(limits.OUTPUT_DECLS, "64 declared outputs",
+              with_task(outputs={f"o{i}": {"type": "any"} for i in range(64)}), None),
+    spec_case(limits.OUTPUT_DECLS, "65 declared outputs",
+              with_task(outputs={f"o{i}": {"type": "any"} for i in range(65)}), "tasks[0].outputs"),
+    Case(limits.OUTPUTS, "outputs of 4,095 bytes", lambda: _outputs(4_095), None),
+    Case(limits.OUTPUTS, "outputs of 4,096 bytes", lambda: _outputs(4_096), "outputs"),
     spec_case(limits.SKIP_EXIT_CODES, "32 skip exit codes", with_task(skip_on_exit_code=list(range(32))), None),
     spec_case(limits.SKIP_EXIT_CODES, "33 skip exit codes", with_task(skip_on_exit_code=list(range(33))),
               "tasks[0].skip_on_exit_code"),
