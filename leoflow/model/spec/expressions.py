@@ -37,8 +37,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import cel
-
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.outputs import OutputDecl
@@ -108,6 +106,14 @@ class _Token:
 # --------------------------------------------------------------------------- compiling
 
 
+
+def cel_compile(source: str) -> Any:
+    """``cel.compile``, importing the library on first use: a DAG without a condition or a retry
+    expression never loads it (12 MB of a replica's memory and ~0.25 s of import)."""
+    import cel
+
+    return cel.compile(source)
+
 def compile_when(value: object, path: str, *, params: Mapping[str, Any] | None,
                  ancestors: Mapping[str, Mapping[str, OutputDecl]]) -> Condition:
     """``when:`` as a :class:`Condition`, or ValidationFailed naming ``path`` (and, for a syntax
@@ -136,11 +142,11 @@ def compile_bounded(value: object, path: str, *, roots: Collection[str], reads: 
     if len(source) > limits.WHEN.maximum:
         raise ValidationFailed(path, f"must be at most {limits.WHEN.maximum:,} characters, got {len(source):,}")
     try:
-        program = cel.compile(source)
+        program = cel_compile(source)
     except Exception as exc:  # boundary: the library reports syntax errors as ValueError, quoting the source
         raise ValidationFailed(path, _syntax_problem(exc)) from None
     except BaseException as exc:
-        raise ValidationFailed(path, f"is not a valid CEL expression: {_panicked(exc)}") from None
+        raise ValidationFailed(path, f"is not a valid CEL expression: {panicked(exc)}") from None
     bound = _check_macros(_tokens(source), path)
     if bound & set(roots):
         raise ValidationFailed(path, f"a macro may not bind the name {sorted(bound & set(roots))[0]!r}")
@@ -184,7 +190,7 @@ def _dry_run(program: Any, path: str, params: Mapping[str, Any] | None,
     except Exception:  # boundary: a missing key, an empty list's index, a division by zero: not judged
         return
     except BaseException as exc:
-        raise ValidationFailed(path, f"cannot be evaluated: {_panicked(exc)}") from None
+        raise ValidationFailed(path, f"cannot be evaluated: {panicked(exc)}") from None
     if not isinstance(result, bool):
         raise ValidationFailed(path, f"must be a boolean expression, got {_cel_type(result)}")
 
@@ -397,7 +403,7 @@ def check_activation_size(size: int) -> None:
 
 def evaluate_when(condition: Condition, variables: Mapping[str, Any]) -> bool:
     """The condition's value over ``variables`` (:func:`activation`); :class:`WhenFailed` otherwise."""
-    program = condition.program if condition.program is not None else cel.compile(condition.source)
+    program = condition.program if condition.program is not None else cel_compile(condition.source)
     try:
         result = program.execute(dict(variables))
     except KeyError as exc:
@@ -405,13 +411,13 @@ def evaluate_when(condition: Condition, variables: Mapping[str, Any]) -> bool:
     except Exception as exc:  # boundary: the library raises TypeError, ValueError, RuntimeError, ...
         raise WhenFailed(f"when failed: {_one_line(str(exc)) or type(exc).__name__}") from None
     except BaseException as exc:
-        raise WhenFailed(f"when failed: {_panicked(exc)}") from None
+        raise WhenFailed(f"when failed: {panicked(exc)}") from None
     if not isinstance(result, bool):
         raise WhenFailed(f"when must be a boolean, got {_cel_type(result)}")
     return result
 
 
-def _panicked(exc: BaseException) -> str:
+def panicked(exc: BaseException) -> str:
     """The message of a panic of the native library, re-raising anything else.
 
     PyO3 turns a Rust panic into ``PanicException``, a ``BaseException`` (so that ``except

@@ -28,8 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import cel
-
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.bounds import check_count, within
@@ -90,7 +88,7 @@ class RetryPolicy:
             got = "no exit code" if outcome.exit_code is None else f"exit code {outcome.exit_code}"
             return f"{got} is not in retry_policy.on_exit_codes"
         if self.when is not None:
-            program = self.program if self.program is not None else cel.compile(self.when)
+            program = self.program if self.program is not None else expressions.cel_compile(self.when)
             try:
                 result = program.execute(outcome.variables())
             except Exception as exc:  # boundary: the library raises TypeError, KeyError, ValueError, ...
@@ -138,27 +136,9 @@ def _compile_when(value: object, path: str) -> tuple[str | None, Any]:
     """The expression and its program, held to the bounds of ``when:`` conditions."""
     if value is None:
         return None, None
-    if not isinstance(value, str):
-        raise ValidationFailed(path, f"must be a CEL expression (a string), got {type_name(value)}")
-    if not value.strip():
-        raise ValidationFailed(path, "must not be empty")
-    if len(value) > limits.WHEN.maximum:
-        raise ValidationFailed(path, f"must be at most {limits.WHEN.maximum:,} characters, got {len(value):,}")
-    try:
-        program = cel.compile(value)
-    except Exception as exc:  # boundary: the library reports syntax errors as ValueError, quoting the source
-        raise ValidationFailed(path, expressions._syntax_problem(exc)) from None
-    except BaseException as exc:
-        raise ValidationFailed(path, f"is not a valid CEL expression: {expressions._panicked(exc)}") from None
-    bound = expressions._check_macros(expressions._tokens(value), path)
-    references = program.references()
-    for name in references.get("variables", ()):
-        if name != "try" and name not in bound:
-            raise ValidationFailed(path, f"unknown name {name!r}: a retry condition reads try "
-                                   f"({', '.join(TRY_FIELDS)})")
-    for name in references.get("functions", ()):
-        if name[:1] not in ("_", "@", "!", "-") and name not in expressions.FUNCTIONS:
-            raise ValidationFailed(path, f"unknown function {name!r}")
+    bounded = expressions.compile_bounded(value, path, roots=("try",),
+                                          reads=f"a retry condition reads try ({', '.join(TRY_FIELDS)})")
+    value, program = bounded.source, bounded.program
     try:
         result = program.execute({"try": dict(_SAMPLE)})
     except KeyError as exc:
@@ -168,7 +148,7 @@ def _compile_when(value: object, path: str) -> tuple[str | None, Any]:
     except Exception:  # boundary: a failure a sample cannot judge (an index, a division by zero)
         return value, program
     except BaseException as exc:
-        raise ValidationFailed(path, f"cannot be evaluated: {expressions._panicked(exc)}") from None
+        raise ValidationFailed(path, f"cannot be evaluated: {expressions.panicked(exc)}") from None
     if not isinstance(result, bool):
         raise ValidationFailed(path, f"must be a boolean expression, got {type_name(result)}")
     return value, program
