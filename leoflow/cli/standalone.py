@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 DEFAULT_HOST = "127.0.0.1"
 
 
+#: The sample DAGs in ``leoflow/examples/`` (file stems; a test keeps this list equal to the folder).
+#: Named here, not read from the package, so that parsing a command line reads no files.
+EXAMPLES = ("example", "conditional", "cleanup_and_alert")
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "standalone", help="run everything in one process with an embedded PostgreSQL",
@@ -28,8 +32,9 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=port_argument, default=None, help="API port (default: LEOFLOW_PORT, else 8080)")
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"API listen address (default: {DEFAULT_HOST}; use 0.0.0.0 to expose it)")
-    p.add_argument("--example", action="store_true",
-                   help="apply the sample DAG shipped with Leoflow and trigger one run of it")
+    p.add_argument("--example", nargs="?", const=EXAMPLES[0], default=None, choices=EXAMPLES, metavar="NAME",
+                   help="apply a sample DAG shipped with Leoflow and trigger one run of it: "
+                        f"{', '.join(EXAMPLES)} (default {EXAMPLES[0]})")
     p.set_defaults(handler=standalone)
 
 

@@ -1,4 +1,4 @@
-"""``--example``: apply the sample DAG shipped in the package and trigger one run of it.
+"""``--example [NAME]``: apply a sample DAG shipped in the package and trigger one run of it.
 
 It goes through the same store functions the API's ``PUT /dags`` and ``POST .../runs`` use
 (:mod:`leoflow.db.stores.dags`, :mod:`leoflow.db.stores.runs.lifecycle`), in one transaction: either the DAG
@@ -21,7 +21,7 @@ from leoflow.db.connection.database import Database
 from leoflow.model.files.yaml_loader import load_yaml
 from leoflow.settings import Settings
 
-EXAMPLE_RESOURCE = "examples/example.yaml"
+EXAMPLE = "example"
 
 
 @dataclass(frozen=True)
@@ -30,18 +30,18 @@ class ExampleRun:
     run_id: str
 
 
-def example_spec_data() -> object:
-    """The sample DAG as shipped in ``leoflow/examples/example.yaml``."""
-    text = resources.files("leoflow").joinpath(EXAMPLE_RESOURCE).read_text()
+def example_spec_data(name: str = EXAMPLE) -> object:
+    """A sample DAG as shipped in ``leoflow/examples/<name>.yaml``."""
+    text = resources.files("leoflow").joinpath(f"examples/{name}.yaml").read_text()
     return load_yaml(text)
 
 
-async def _apply_and_trigger(settings: Settings) -> ExampleRun:
+async def _apply_and_trigger(settings: Settings, name: str) -> ExampleRun:
     from leoflow.db.stores.dags import apply_dag
     from leoflow.db.stores.runs.lifecycle import trigger_run
     from leoflow.model.spec.dag import parse_dag_spec
 
-    spec = parse_dag_spec(example_spec_data())
+    spec = parse_dag_spec(example_spec_data(name))
     clock = SystemClock()
     db = Database.with_pool(settings.database, application_name="leoflow-standalone", pool_size=1)
     try:
@@ -53,6 +53,6 @@ async def _apply_and_trigger(settings: Settings) -> ExampleRun:
     return ExampleRun(dag_id=applied.dag_id, run_id=run_id)
 
 
-def apply_example(settings: Settings) -> ExampleRun:
-    """Apply the sample DAG and queue one run; returns its ids."""
-    return asyncio.run(_apply_and_trigger(settings))
+def apply_example(settings: Settings, name: str = EXAMPLE) -> ExampleRun:
+    """Apply the sample DAG ``name`` and queue one run; returns its ids."""
+    return asyncio.run(_apply_and_trigger(settings, name))

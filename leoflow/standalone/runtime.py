@@ -51,7 +51,8 @@ _READY_WAIT = 120.0
 class StandaloneOptions:
     host: str
     port: int
-    example: bool
+    #: The sample DAG to apply and trigger (a file stem of ``leoflow/examples/``), or None.
+    example: str | None
     #: Where ``port`` came from, named in the error when it is taken: ``--port``, ``LEOFLOW_PORT``,
     #: or None for the default.
     port_source: str | None = None
@@ -93,7 +94,7 @@ def banner(*, url: str, data: str, token: ApiToken | None, generated: bool, exam
     if example:
         lines.append(f"  example run queued: {example}")
     lines.append(f"  CLI:   export LEOFLOW_URL={url}" + (" LEOFLOW_TOKEN=<token above>" if token else ""))
-    lines.append("         leoflow runs list example" if example else "         leoflow dags list")
+    lines.append(f"         leoflow runs list {example.split(' / ')[0]}" if example else "         leoflow dags list")
     return "\n".join(lines)
 
 
@@ -175,7 +176,7 @@ def run_standalone(settings: Settings, options: StandaloneOptions, *,
         if options.example:
             from leoflow.standalone.example import apply_example
 
-            run = apply_example(effective)
+            run = apply_example(effective, options.example)
             example_run = f"{run.dag_id} / {run.run_id}"
         token = effective.api.tokens[0] if effective.api.tokens else None
         preload.join()

@@ -198,3 +198,22 @@ def test_unreachable_external_database_is_one_line_and_exit_1(home: StandaloneHo
     assert len(err) == 1 and "database unavailable" in err[0], proc.stderr
     assert "secret" not in proc.stderr
     assert not home.postgres_dir.exists()
+
+
+def test_a_named_example_runs_its_branch_on_the_local_executor(home: StandaloneHome) -> None:
+    """``--example conditional``: the packaged branch DAG runs end to end — an output chooses the
+    branch, ``when`` skips the other, the join runs — on the standalone's local executor."""
+    proc = Standalone(home.root, args=("--example", "conditional"))
+    try:
+        banner = proc.wait_banner()
+        assert banner.example_run, proc.stdout_lines
+        assert "leoflow runs list conditional" in "\n".join(proc.stdout_lines)
+        with proc.client(banner.token) as api:
+            run = wait_for_run(api, "conditional", banner.example_run)
+            assert run["state"] == "success", run
+            tasks = api.get(f"/api/v2/dags/conditional/runs/{quote(banner.example_run, safe='')}/tasks").json()
+            states = {t["task_id"]: t["state"] for t in tasks["items"]}
+            assert "skipped" in states.values() and states["report"] == "success", states
+    finally:
+        proc.signal(signal.SIGTERM)
+        proc.wait(timeout=90)
