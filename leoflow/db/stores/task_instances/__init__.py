@@ -4,5 +4,6 @@
 - :mod:`.queueing` — which ready ones get the free slots (pools, priority, limits);
 - :mod:`.downstream` — what a final state does to the tasks after it (counters, trigger rules,
   ``upstream_failed``), and failing the ones the scheduler could not handle;
+- :mod:`.conditions` — what a ``when:`` reads (the run's conf and facts, the ancestors' outputs);
 - :mod:`.reads` — listed and shown by the HTTP API, counted by the metrics.
 """
