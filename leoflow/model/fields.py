@@ -16,10 +16,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from leoflow.errors import ValidationFailed
 from leoflow.model import cron
-from leoflow.model.bounds import check_length, check_moment, check_name, shown, shown_repr, type_name
+from leoflow.model.bounds import check_count, check_length, check_moment, check_name, shown, shown_repr, type_name
 from leoflow.model.cron import CRON_PRESETS
 from leoflow.model.env_names import is_env_name, is_reserved
-from leoflow.model.limits import DAG_ID, NAME_RE, QUANTITY, SCHEDULE, START_DATE, TIMEZONE
+from leoflow.model.limits import DAG_ID, NAME_RE, QUANTITY, SCHEDULE, START_DATE, TIMEZONE, Count
 
 __all__ = ["NAME_RE", "type_name"]  # re-exported: callers validate ids with them
 
@@ -206,3 +206,22 @@ def start_date_field(value: object, path: str, timezone: str) -> datetime | None
     except OverflowError:  # 9999-12-31T23:00-05:00 is in the year 10000 in UTC
         raise ValidationFailed(path, f"must be {START_DATE.rule}, got {moment.isoformat()}") from None
     return check_moment(in_utc, path, START_DATE)
+
+
+def exit_codes_field(value: object, path: str, limit: Count) -> tuple[int, ...]:
+    """A list of distinct exit codes 0..255, at most ``limit`` (``skip_on_exit_code``,
+    ``retry_policy.on_exit_codes``); ``()`` when absent."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ValidationFailed(path, f"must be a list of exit codes, got {type_name(value)}")
+    check_count(len(value), path, limit)
+    codes: dict[int, None] = {}
+    for i, code in enumerate(value):
+        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
+            got = str(code) if isinstance(code, int) and abs(code) < 10**9 else type_name(code)
+            raise ValidationFailed(f"{path}[{i}]", f"must be an exit code, an integer from 0 to 255, got {got}")
+        if code in codes:
+            raise ValidationFailed(f"{path}[{i}]", f"duplicate exit code {code}")
+        codes[code] = None
+    return tuple(codes)

@@ -40,6 +40,7 @@ from leoflow.model.cron import cron_expression
 from leoflow.model.fields import (
     as_mapping,
     bool_field,
+    exit_codes_field,
     name_field,
     no_unknown,
     opt_str,
@@ -432,20 +433,7 @@ def _with_conditions(tasks: tuple[TaskSpec, ...], params: Mapping[str, Any] | No
 
 def skip_on_exit_code_field(value: object, path: str) -> tuple[int, ...]:
     """``skip_on_exit_code``: distinct exit codes 0..255, at most :data:`limits.SKIP_EXIT_CODES`."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ValidationFailed(path, f"must be a list of exit codes, got {type_name(value)}")
-    check_count(len(value), path, limits.SKIP_EXIT_CODES)
-    codes: dict[int, None] = {}
-    for i, code in enumerate(value):
-        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
-            got = str(code) if isinstance(code, int) and abs(code) < 10**9 else type_name(code)
-            raise ValidationFailed(f"{path}[{i}]", f"must be an exit code, an integer from 0 to 255, got {got}")
-        if code in codes:
-            raise ValidationFailed(f"{path}[{i}]", f"duplicate exit code {code}")
-        codes[code] = None
-    return tuple(codes)
+    return exit_codes_field(value, path, limits.SKIP_EXIT_CODES)
 
 
 def run_timeout_field(value: object, path: str) -> float | None:

@@ -30,8 +30,8 @@ from typing import Any
 
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
-from leoflow.model.bounds import check_count, within
-from leoflow.model.fields import no_unknown, plain_number, type_name
+from leoflow.model.bounds import within
+from leoflow.model.fields import exit_codes_field, no_unknown, plain_number, type_name
 from leoflow.model.spec import expressions
 
 #: The facts a ``retry_policy.when`` reads, as ``try.NAME``.
@@ -110,26 +110,9 @@ def parse_retry_policy(value: object, path: str) -> RetryPolicy | None:
     raw_duration = value.get("max_duration_seconds")
     duration = None if raw_duration is None else float(within(raw_duration, f"{path}.max_duration_seconds",
                                                               limits.RETRY_MAX_DURATION))
-    codes = _exit_codes(value.get("on_exit_codes"), f"{path}.on_exit_codes")
+    codes = exit_codes_field(value.get("on_exit_codes"), f"{path}.on_exit_codes", limits.RETRY_EXIT_CODES)
     when, program = _compile_when(value.get("when"), f"{path}.when")
     return RetryPolicy(factor=factor, max_duration_seconds=duration, on_exit_codes=codes, when=when, program=program)
-
-
-def _exit_codes(value: object, path: str) -> tuple[int, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ValidationFailed(path, f"must be a list of exit codes, got {type_name(value)}")
-    check_count(len(value), path, limits.RETRY_EXIT_CODES)
-    codes: dict[int, None] = {}
-    for i, code in enumerate(value):
-        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
-            got = str(code) if isinstance(code, int) and abs(code) < 10**9 else type_name(code)
-            raise ValidationFailed(f"{path}[{i}]", f"must be an exit code, an integer from 0 to 255, got {got}")
-        if code in codes:
-            raise ValidationFailed(f"{path}[{i}]", f"duplicate exit code {code}")
-        codes[code] = None
-    return tuple(codes)
 
 
 def _compile_when(value: object, path: str) -> tuple[str | None, Any]:

@@ -17,27 +17,15 @@ from typing import Any
 from sqlalchemy import Row, and_, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.tables import (
-    Dag,
-    DagRun,
-    DagVersion,
-    TaskInstance,
-    TaskLog,
-    TaskTry,
-)
+from leoflow.db.tables import DagRun, DagVersion
 from leoflow.model.states import ACTIVE_RUN_STATES
 
-dags = Dag.__table__
 versions = DagVersion.__table__
 runs = DagRun.__table__
-tis = TaskInstance.__table__
-tries = TaskTry.__table__
-logs = TaskLog.__table__
 
 
 def _row(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
     return dict(row._mapping)
-
 
 
 _RUN_COLUMNS = (runs.c.id, runs.c.dag_id, runs.c.run_id, runs.c.run_type, runs.c.state, runs.c.logical_date,

@@ -13,18 +13,9 @@ from typing import Any
 from sqlalchemy import Row, case, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.db.tables import (
-    Dag,
-    DagRun,
-    DagVersion,
-    TaskInstance,
-    TaskLog,
-    TaskTry,
-)
+from leoflow.db.tables import DagRun, TaskInstance, TaskLog, TaskTry
 from leoflow.model.states import ACTIVE_TASK_STATES
 
-dags = Dag.__table__
-versions = DagVersion.__table__
 runs = DagRun.__table__
 tis = TaskInstance.__table__
 tries = TaskTry.__table__
@@ -33,7 +24,6 @@ logs = TaskLog.__table__
 
 def _row(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
     return dict(row._mapping)
-
 
 
 _TI_COLUMNS = (tis.c.id, tis.c.task_id, tis.c.state, tis.c.try_number, tis.c.max_tries, tis.c.queued_at,
