@@ -16,6 +16,7 @@ enabled and no tokens, instead of starting a server nobody can use (or everybody
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,17 +25,38 @@ from leoflow.errors import SettingsError
 from leoflow.settings import ApiSettings, Settings
 
 Scope = Literal["read", "admin", "open"]
+#: How a caller proved who it is: a ``LEOFLOW_API_TOKENS`` token, a runtime API token, an
+#: OpenID Connect bearer JWT, or nobody (auth disabled, open routes).
+PrincipalKind = Literal["static", "token", "oidc", "anonymous"]
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who made a request (for logs): the token's name and its scope."""
+    """Who made a request, for authorization, logs and audit (never the secret it presented).
 
+    Every field past ``scope`` has a default, so ``Principal(name, scope)`` keeps meaning a
+    static token.
+    """
+
+    #: Shown in logs and audit: a token's name, a person's e-mail (or ``sub`` when none).
     name: str
     scope: Literal["read", "admin"]
+    kind: PrincipalKind = "static"
+    #: A stable id for audit: a runtime token's id, an OIDC ``sub``, a static token's name.
+    subject: str = ""
+    #: The identity provider's groups, which the teams file's rules map to team roles.
+    groups: tuple[str, ...] = ()
 
 
-ANONYMOUS_ADMIN = Principal(name="anonymous", scope="admin")
+ANONYMOUS_ADMIN = Principal(name="anonymous", scope="admin", kind="anonymous", subject="anonymous")
+
+#: Verifies a bearer JWT (OpenID Connect): the principal, or None when it does not verify.
+JwtVerifier = Callable[[str], Principal | None]
+
+
+def looks_like_jwt(token: str) -> bool:
+    """Whether a bearer value has a JWT's shape (three dot-separated parts); API tokens never do."""
+    return token.count(".") == 2
 
 
 def ensure_auth_configured(settings: Settings) -> None:
@@ -48,9 +70,12 @@ def ensure_auth_configured(settings: Settings) -> None:
 class Authenticator:
     """Checks ``Authorization: Bearer <token>`` headers against the configured tokens."""
 
-    def __init__(self, api: ApiSettings) -> None:
+    def __init__(self, api: ApiSettings, *, jwt_verifier: JwtVerifier | None = None) -> None:
         self.enabled = api.auth_enabled
-        self._tokens = [(t.token.encode("utf-8"), Principal(t.name, t.scope)) for t in api.tokens]
+        self._tokens = [(t.token.encode("utf-8"), Principal(t.name, t.scope, kind="static", subject=t.name))
+                        for t in api.tokens]
+        #: The OpenID Connect hook: a bearer value shaped like a JWT goes here (when set).
+        self.jwt_verifier = jwt_verifier
 
     def identify(self, authorization: str | None) -> Principal | None:
         """The principal for a header value, or None when it names no configured token."""
@@ -59,7 +84,10 @@ class Authenticator:
         kind, _, presented = authorization.partition(" ")
         if kind.lower() != "bearer" or not presented.strip():
             return None
-        candidate = presented.strip().encode("utf-8", "surrogateescape")
+        presented = presented.strip()
+        if self.jwt_verifier is not None and looks_like_jwt(presented):
+            return self.jwt_verifier(presented)
+        candidate = presented.encode("utf-8", "surrogateescape")
         found: Principal | None = None
         for secret, principal in self._tokens:
             # Compare against every token (no break) so timing does not depend on the match.
