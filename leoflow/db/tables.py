@@ -537,6 +537,11 @@ class AuditEvent(Base):
     count: Mapped[int] = mapped_column(Integer, server_default=text("1"))
     last_ts: Mapped[datetime | None]
     denial_window: Mapped[datetime | None]
+    #: Who, beyond the display name: how they proved it (static, token, oidc, anonymous), a stable
+    #: id (a token's id, an OIDC ``sub``) and the team the write concerned (NULL: none or older code).
+    actor_kind: Mapped[str | None] = mapped_column(String(10))
+    actor_subject: Mapped[str | None] = mapped_column(String(200))
+    team: Mapped[str | None] = mapped_column(String(50))
 
     __table_args__ = (
         Index("ix_audit_events_dag_id_id", "dag_id", "id"),
@@ -545,6 +550,49 @@ class AuditEvent(Base):
         Index("uq_audit_events_denials", "actor", "method", "route", "status", "denial_window", unique=True,
               postgresql_where=text("denial_window IS NOT NULL")),
     )
+
+
+class ApiTokenRow(Base):
+    """A runtime API token (``/api/v2/tokens``): never its secret, only the secret's SHA-256.
+
+    Rows are kept after revocation or expiry (the audit log names token ids); every replica
+    keeps the usable ones in memory (:mod:`leoflow.api.token_cache`) and reloads them when
+    ``api_token_generation`` moves.
+    """
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(50))
+    team: Mapped[str | None] = mapped_column(String(50))
+    role: Mapped[str] = mapped_column(String(10))
+    #: SHA-256 of the secret, hex (see leoflow.model.access.tokens for why a fast hash is right).
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    #: The secret's first characters (``lft_`` and 8 more), for people to tell tokens apart.
+    prefix: Mapped[str] = mapped_column(String(12))
+    expires_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    #: Refreshed at most once a minute per token and replica, not per request.
+    last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+
+class ApiTokenGeneration(Base):
+    """One row, one counter, raised in the transaction of every token creation and revocation.
+
+    Replicas poll it to know when to reload their token cache. A counter on one row rather than
+    ``max(changed_at)``: the row lock orders the writers, so the value a reader sees grows in
+    commit order, whereas timestamps are taken before commit and a slower transaction can commit
+    an older one after a reader has moved past it.
+    """
+
+    __tablename__ = "api_token_generation"
+
+    singleton: Mapped[bool] = mapped_column(Boolean, primary_key=True, server_default=text("true"))
+    generation: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+    __table_args__ = (CheckConstraint("singleton", name="singleton"),)
 
 
 class DagRunStats(Base):
