@@ -305,6 +305,24 @@ RETRY_MAX_DURATION = Range("`tasks[].retry_policy.max_duration_seconds`", 1, 7 *
 RETRY_EXIT_CODES = Count("`tasks[].retry_policy.on_exit_codes`", 1, 32, "exit codes, each 0 to 255",
                          "as `skip_on_exit_code`: a few codes mean \"try again\"")
 
+# --------------------------------------------------------------------------- reusable templates
+
+TEMPLATES = Count("`templates` (a DAG's)", 0, 200, "templates", "a DAG's task shapes, each checked once per "
+                  "apply and inlined into every task that uses it; shapes shared by many DAGs belong in "
+                  "cluster templates")
+TEMPLATE_NAME = Name("`templates[].name`, a cluster template's name", NAME_RE, 50, NAME_RULE,
+                     "the same rule as task ids: written in `uses:`, URLs and the CLI")
+TEMPLATE_INPUTS = Count("`templates[].inputs`, `tasks[].inputs`", 0, 64, "inputs",
+                        "as many knobs as a shared operator has; each `{{ inputs.X }}` is substituted at apply")
+INPUT_NAME = Name("`templates[].inputs` (a name)", OUTPUT_NAME_RE, 64,
+                  "1-64 of letters, digits and '_', not starting with a digit",
+                  "an identifier in `{{ inputs.NAME }}` references")
+CLUSTER_TEMPLATE = Size("a cluster template (`PUT /api/v2/templates/{name}` body)", 256 * 1024, 16, 20_000,
+                        "one task's shape with its pod settings; every DAG that uses it inlines a copy")
+CLUSTER_TEMPLATE_NAMES = Count("cluster templates (names not deleted)", 0, 1_000, "templates",
+                               "a DAG apply reads the ones it names; a platform team's catalogue of shared "
+                               "task shapes, far from a table scan's cost")
+
 
 # --------------------------------------------------------------------------- run requests
 
@@ -336,4 +354,5 @@ LIMITS: tuple[Limit, ...] = (
     POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
     WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES, ON_EXIT,
     RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES,
+    TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
 )

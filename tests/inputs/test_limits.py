@@ -23,6 +23,7 @@ from leoflow.model.spec.expressions import WhenFailed, check_activation_size
 from leoflow.model.spec.fairness import parse_pool_request
 from leoflow.model.spec.params import parse_params
 from leoflow.model.spec.rendering import RunFacts, render
+from leoflow.model.spec.reuse import check_cluster_template, check_template_count
 from leoflow.model.spec.templating import TemplateUnresolved, parse_template
 from tests.inputs.corpus import corpus, nested
 
@@ -53,6 +54,21 @@ def edges(count: int) -> dict[str, Any]:
         sinks.append({"id": f"k{len(sinks)}", "kind": "empty", "depends_on": [f"s{i}" for i in range(take)]})
         left -= take
     return dag(tasks=sources + sinks)
+
+
+def _template(name: str, inputs: int = 0) -> dict[str, Any]:
+    return {"name": name, "image": "busybox", "command": ["true"], "inputs": {f"i{n}": {"default": ""}
+                                                                             for n in range(inputs)}}
+
+
+def _templates(count: int) -> list[dict[str, Any]]:
+    return [_template(f"t{i}") for i in range(count)]
+
+
+def _using(inputs: dict[str, Any]) -> dict[str, Any]:
+    doc = dag(templates=[_template("t", inputs=64)])
+    doc["tasks"][0] = {"id": "a", "uses": "t", "inputs": inputs}
+    return doc
 
 
 def _activation(size: int) -> None:
@@ -333,6 +349,27 @@ CASES: list[Case] = [
               with_task(retry_policy={"on_exit_codes": list(range(32))}), None),
     spec_case(limits.RETRY_EXIT_CODES, "33 retry exit codes",
               with_task(retry_policy={"on_exit_codes": list(range(33))}), "tasks[0].retry_policy.on_exit_codes"),
+    spec_case(limits.TEMPLATES, "200 templates", dag(templates=_templates(200)), None),
+    spec_case(limits.TEMPLATES, "201 templates", dag(templates=_templates(201)), "templates", words="201"),
+    spec_case(limits.TEMPLATE_NAME, "template name of 50", dag(templates=[_template("t" * 50)]), None),
+    spec_case(limits.TEMPLATE_NAME, "template name of 51", dag(templates=[_template("t" * 51)]), "templates[0].name"),
+    spec_case(limits.TEMPLATE_INPUTS, "64 inputs", dag(templates=[_template("t", inputs=64)]), None),
+    spec_case(limits.TEMPLATE_INPUTS, "65 inputs", dag(templates=[_template("t", inputs=65)]),
+              "templates[0].inputs", words="65"),
+    spec_case(limits.TEMPLATE_INPUTS, "65 inputs given", _using({f"i{n}": "v" for n in range(65)}),
+              "tasks[0].inputs", words="65"),
+    spec_case(limits.INPUT_NAME, "input name of 64", dag(templates=[{**_template("t"), "inputs": {"i" * 64: {}}}]),
+              None),
+    spec_case(limits.INPUT_NAME, "input name of 65", dag(templates=[{**_template("t"), "inputs": {"i" * 65: {}}}]),
+              "templates[0].inputs." + "i" * 65),
+    Case(limits.CLUSTER_TEMPLATE, "cluster template of 256 KiB",
+         lambda: check_cluster_template({"image": "busybox", "args": ["a" * (256 * 1024 - 31)]}), None),
+    Case(limits.CLUSTER_TEMPLATE, "cluster template of 256 KiB + 1",
+         lambda: check_cluster_template({"image": "busybox", "args": ["a" * (256 * 1024 - 30)]}), "args[0]",
+         words="262,144 bytes"),
+    Case(limits.CLUSTER_TEMPLATE_NAMES, "1,000 cluster templates", lambda: check_template_count(1_000), None),
+    Case(limits.CLUSTER_TEMPLATE_NAMES, "1,001 cluster templates", lambda: check_template_count(1_001), "name",
+         words="1,001"),
 ]
 
 

@@ -61,6 +61,16 @@ from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, po
 from leoflow.model.spec.notify import NotifyRule, parse_notify
 from leoflow.model.spec.params import check_scheduled_defaults, parse_params
 from leoflow.model.spec.retry_policy import DEFAULT_FACTOR, RetryPolicy, parse_retry_policy
+from leoflow.model.spec.reuse import (
+    NOT_IN_TEMPLATE,
+    ClusterTemplates,
+    Shape,
+    TaskCheck,
+    expand_task,
+    local_shapes,
+    parse_shape,
+    uses_record,
+)
 from leoflow.model.spec.templating import (
     SYNTAX_FIELD,
     SYNTAX_VERSION,
@@ -82,10 +92,12 @@ TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
                "paused", "default_retries", "defaults", "tasks", "notify", "params", "run_timeout_seconds",
-               "max_active_tasks", "on_exit"}
+               "max_active_tasks", "on_exit", "templates"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
-                "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy"}
+                "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy", "uses", "inputs"}
+#: What a template (``templates:``, a cluster template) may set: a task's shape, not its place in the graph.
+_TEMPLATE_FIELDS = (_TASK_FIELDS - NOT_IN_TEMPLATE) | {"name", "inputs", "description"}
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,9 @@ class TaskSpec:
     #: Which failed tries are retried and how the delay grows (leoflow.model.spec.retry_policy);
     #: None: every failure while tries remain, the delay doubling.
     retry_policy: RetryPolicy | None = None
+    #: The template the task's fields were inlined from (leoflow.model.spec.reuse): ``{template: etl}``
+    #: or ``{template: cluster/etl, version: 4}``; None: written in full.
+    uses: Mapping[str, Any] | None = None
 
     @property
     def has_references(self) -> bool:
@@ -172,6 +187,8 @@ class TaskSpec:
             out["skip_on_exit_code"] = sorted(self.skip_on_exit_code)
         if self.retry_policy is not None:  # absent when none: existing hashes stay
             out["retry_policy"] = self.retry_policy.to_canonical()
+        if self.uses is not None:  # absent when none: existing hashes stay
+            out["uses"] = dict(self.uses)
         return out
 
 
@@ -290,7 +307,8 @@ class _Problems:
             raise self.failure()
 
 
-def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = False) -> DagSpec:
+def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = False,
+                   cluster_templates: ClusterTemplates | None = None) -> DagSpec:
     """Validate decoded YAML/JSON into a :class:`DagSpec`; raise ValidationFailed(path, problem).
 
     Every field is held to its row of :mod:`leoflow.model.limits`. ``now`` is where "the
@@ -304,6 +322,10 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
 
     ``stored``: ``data`` is a version's stored canonical form (the scheduler's compile); one stored
     before templates existed (no ``template_syntax``) keeps its ``{{`` as text.
+
+    ``cluster_templates``: the cluster templates the spec may name in ``uses: cluster/NAME[@V]``
+    (the caller reads them, :func:`leoflow.model.spec.reuse.cluster_refs`); they and the DAG's own
+    ``templates:`` are inlined into the tasks that use them (:mod:`leoflow.model.spec.reuse`).
     """
     doc = as_mapping(data, "")
     check_size(doc, "", limits.SPEC)
@@ -331,7 +353,14 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
     no_defaults: dict[str, Any] = {}
     defaults = problems.check(lambda: _defaults(doc.get("defaults")), no_defaults)
     no_tasks: tuple[TaskSpec, ...] = ()
-    tasks = problems.check(lambda: _tasks(doc, default_retries, defaults, problems), no_tasks)
+    check_task = _template_check(default_retries, defaults)
+    no_shapes: dict[str, Shape] = {}
+    shapes = problems.check(lambda: local_shapes(doc.get("templates"), check_task), no_shapes)
+
+    def expand(raw: object, path: str) -> object:
+        return expand_task(raw, path, shapes, cluster_templates, check_task)
+
+    tasks = problems.check(lambda: _tasks(doc, default_retries, defaults, problems, expand), no_tasks)
     notify = problems.check(lambda: parse_notify(doc.get("notify")), None)
     params = problems.check(lambda: parse_params(doc.get("params")), None)
     if schedule is not None:
@@ -344,7 +373,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
                                                 written=doc.get("tasks")), None)
     tasks = problems.check(lambda: _with_conditions(tasks, params, doc.get("tasks")), tasks)
     on_exit = problems.check(lambda: _exit_tasks(doc, default_retries, defaults, params, {t.id for t in tasks},
-                                                 problems), no_tasks)
+                                                 problems, expand), no_tasks)
     run_timeout = problems.check(lambda: run_timeout_field(doc.get("run_timeout_seconds"), "run_timeout_seconds"),
                                  None)
     problems.raise_any()
@@ -356,7 +385,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
 
 
 def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any],
-           problems: _Problems) -> tuple[TaskSpec, ...]:
+           problems: _Problems, expand: Callable[[object, str], object]) -> tuple[TaskSpec, ...]:
     """The tasks, each checked on its own; the graph checked over those that parsed.
 
     A dependency on a task that failed to parse is not reported as unknown: the task is there,
@@ -372,7 +401,7 @@ def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any
     unparsed: set[str] = set()
     for i, raw in enumerate(raw_tasks):
         try:
-            parsed.append((i, _task(raw, f"tasks[{i}]", default_retries, defaults)))
+            parsed.append((i, _task(expand(raw, f"tasks[{i}]"), f"tasks[{i}]", default_retries, defaults)))
         except ValidationFailed as problem:
             problems.add(problem)
             if isinstance(raw, dict) and isinstance(raw.get("id"), str):
@@ -384,7 +413,8 @@ def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any
 
 
 def _exit_tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any],
-                params: Mapping[str, Any] | None, body: Collection[str], problems: _Problems) -> tuple[TaskSpec, ...]:
+                params: Mapping[str, Any] | None, body: Collection[str], problems: _Problems,
+                expand: Callable[[object, str], object]) -> tuple[TaskSpec, ...]:
     """``on_exit:``: tasks like ``tasks``' (ids unique across both), depending on each other only.
 
     They run after the body whatever its outcome, so an edge into the body would mean nothing
@@ -400,7 +430,7 @@ def _exit_tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str
     unparsed: set[str] = set()
     for i, raw in enumerate(raw_tasks):
         try:
-            task = _task(raw, f"on_exit[{i}]", default_retries, defaults)
+            task = _task(expand(raw, f"on_exit[{i}]"), f"on_exit[{i}]", default_retries, defaults)
         except ValidationFailed as problem:
             problems.add(problem)
             if isinstance(raw, dict) and isinstance(raw.get("id"), str):
@@ -450,6 +480,26 @@ def _defaults(raw: object) -> dict[str, Any]:
     return parse_own(raw, "defaults", fields=DEFAULTS_FIELDS)
 
 
+def _template_check(default_retries: int, defaults: dict[str, Any]) -> TaskCheck:
+    """How a template's fields are checked: as a task's, held to what a template may set."""
+    def check(fields: Mapping[str, Any], path: str) -> TaskSpec:
+        no_unknown({k: v for k, v in fields.items() if k != "id"}, _TEMPLATE_FIELDS, path)
+        return _task(fields, path, default_retries, defaults)
+    return check
+
+
+def parse_cluster_template(data: object, name: str) -> Shape:
+    """A cluster template's body (``PUT /api/v2/templates/{name}``), checked as a DAG's template is;
+    problems name the body's own fields (``args[0]``, ``inputs.mode.type``)."""
+    try:
+        return parse_shape(data, "template", _template_check(0, {}), name=name)
+    except ValidationFailed as problem:
+        def relative(path: str) -> str:
+            return path.removeprefix("template").removeprefix(".")
+        also = tuple(ValidationFailed(relative(p.path), p.problem) for p in problem.also)
+        raise ValidationFailed(relative(problem.path), problem.problem, also=also) from None
+
+
 def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]) -> TaskSpec:
     doc = as_mapping(raw, path)
     no_unknown(doc, _TASK_FIELDS, path)
@@ -489,6 +539,9 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
         pool = pool_name(doc.get("pool", DEFAULT_POOL), f"{path}.pool")
         templates = task_templates(path, command, args, env, pod.pod_template, own=pod_own, defaults=defaults)
     priority = priority_field(doc.get("priority", 0), f"{path}.priority")
+    if "inputs" in doc:  # inputs are consumed by expanding uses: NAME; a stored record takes none
+        raise ValidationFailed(f"{path}.inputs", "only a task that says uses: TEMPLATE takes inputs")
+    uses = uses_record(doc.get("uses"), f"{path}.uses")
     skip_codes = skip_on_exit_code_field(doc.get("skip_on_exit_code"), f"{path}.skip_on_exit_code")
     retry_policy = parse_retry_policy(doc.get("retry_policy"), f"{path}.retry_policy")
     outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
@@ -520,7 +573,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
                     pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs,
-                    templates=templates, skip_on_exit_code=skip_codes, retry_policy=retry_policy)
+                    templates=templates, skip_on_exit_code=skip_codes, retry_policy=retry_policy, uses=uses)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = (),

@@ -67,7 +67,6 @@ _RUN_FIELDS = ("id", "logical_date")
 _NOT_YET = {
     "item": "mapped tasks (map_over)",
     "map_index": "mapped tasks (map_over)",
-    "inputs": "reusable task templates (uses/inputs)",
 }
 _RUN_NOT_YET = {"state": "exit tasks (on_exit)", "reason": "exit tasks (on_exit)",
                 "failed_tasks": "exit tasks (on_exit)", "failed_count": "exit tasks (on_exit)"}
@@ -84,7 +83,7 @@ Segment = str | int
 class Reference:
     """One ``{{ … }}`` that names a value."""
 
-    kind: Literal["params", "run", "tasks"]
+    kind: Literal["params", "run", "tasks", "inputs"]
     #: The parameter (params), the field (run: ``id``, ``logical_date``) or the output (tasks).
     name: str
     #: Keys and list indexes below ``name``.
@@ -256,6 +255,10 @@ def _interpret(root: str, segments: Sequence[Segment], written: str,
         if not segments or not isinstance(segments[0], str):
             raise fail("name a parameter: params.NAME")
         return Reference("params", segments[0], tuple(segments[1:]), text=written)
+    if root == "inputs":  # a template's input (leoflow.model.spec.reuse substitutes it at apply)
+        if len(segments) != 1 or not isinstance(segments[0], str):
+            raise fail("name an input of the template: inputs.NAME")
+        return Reference("inputs", segments[0], text=written)
     if root == "run":
         name = segments[0] if segments else None
         if isinstance(name, str) and name in _RUN_NOT_YET:
@@ -412,6 +415,9 @@ def _reference_problem(task_id: str, ref: Reference, declared: object, ancestors
         if ref.name not in declared:
             return f"parameter {ref.name!r} is not declared in params.properties"
         return None
+    if ref.kind == "inputs":  # reuse substitutes every input of a template before a task is checked
+        return (f"input {ref.name!r}: inputs.NAME is only available in a template's fields (templates:), "
+                "where the task that says uses: gives it")
     if ref.kind == "tasks":
         assert ancestors is not None
         if not ancestors.known(ref.task):
