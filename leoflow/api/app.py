@@ -33,6 +33,7 @@ from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import HotRoutes, RequestMetrics
+from leoflow.api.oidc.verifier import oidc_verifier
 from leoflow.api.openapi.document import openapi_document
 from leoflow.api.routes import system
 from leoflow.api.routes.table import OPERATIONS
@@ -96,7 +97,9 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
     """
     ensure_auth_configured(settings)
     url = settings.require_database_url()
-    auth = Authenticator(settings.api)
+    # Bearer JWTs of an OpenID Connect provider (leoflow.api.oidc), when one is configured.
+    verifier = oidc_verifier(settings.oidc) if settings.oidc.enabled else None
+    auth = Authenticator(settings.api, jwt_verifier=verifier)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -119,6 +122,8 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
             await db.close()
             if live_logs is not None:
                 live_logs.close()
+            if verifier is not None:
+                verifier.keys.close()
 
     routes = _starlette_routes(settings)
     hot = [r for r in routes if isinstance(r, Route) and any(

@@ -345,6 +345,15 @@ PAGE_LIMIT = Range("`limit` (list query parameter)", 1, 500, "one page is one da
 DEFAULT_PAGE_LIMIT = 100
 TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL integer", integer=True)
 
+# --------------------------------------------------------------------------- OpenID Connect tokens
+
+BEARER_JWT = Length("an OpenID Connect bearer token (`Authorization: Bearer <JWT>`)", 16 * 1024,
+                    "refused (401) before it is decoded; a token naming a few hundred groups fits, and proxies "
+                    "in front of the API usually cap a header at 8-16 KiB anyway", unit="bytes")
+OIDC_GROUPS = Count("the groups claim of an OpenID Connect token (`LEOFLOW_OIDC_GROUPS_CLAIM`)", 0, 1_000,
+                    "strings of at most 256 characters", "matched against the admin groups (and team rules) on "
+                    "every request; a larger or mistyped claim refuses the token (401)")
+
 #: Every limit, in the order the "Limits" table of docs/limits.md lists them.
 LIMITS: tuple[Limit, ...] = (
     DAG_ID, TASK_ID, RUN_ID, DESCRIPTION, SCHEDULE, TIMEZONE, START_DATE, MAX_ACTIVE_RUNS, RETRIES,
@@ -354,5 +363,6 @@ LIMITS: tuple[Limit, ...] = (
     POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
     WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES, ON_EXIT,
     RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES,
+    BEARER_JWT, OIDC_GROUPS,
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
 )

@@ -208,6 +208,34 @@ def pod_template(value: str) -> Mapping[str, Any]:
         raise ValueError(f"is not a valid pod template: {exc}") from None
 
 
+#: Signature algorithms an OpenID Connect token may use: asymmetric only, so that a public key
+#: can never be taken for an HMAC secret (RFC 8725 section 3.1).
+JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+
+
+def jwt_algorithms(value: str) -> tuple[str, ...]:
+    found = names(value)
+    for alg in found:
+        if alg not in JWT_ALGORITHMS:
+            raise ValueError(f"{alg!r} is not accepted; use some of {', '.join(JWT_ALGORITHMS)} (never none or HS*)")
+    if not found:
+        raise ValueError("must name at least one algorithm")
+    return found
+
+
+def claim_path(value: str) -> str:
+    if len(value) > 200 or any(not part for part in value.split(".")):
+        raise ValueError("must be a claim name or a dotted path of names, at most 200 characters")
+    return value
+
+
+def scope_names(value: str) -> tuple[str, ...]:
+    found = tuple(s for s in value.replace(",", " ").split() if s)
+    if "openid" not in found:
+        raise ValueError("must include openid")
+    return found
+
+
 def cluster_name(value: str) -> str:
     if len(value) > 63:
         raise ValueError("must be at most 63 characters")
@@ -373,6 +401,43 @@ METRICS_MAX_TASKS = Variable(
     "LEOFLOW_METRICS_MAX_TASKS", 1000, integer(),
     "(DAG, task) pairs with their own series in `leoflow_task_failures_total`; the rest are summed as `_other`.")
 
+# OpenID Connect (leoflow.settings.oidc, leoflow.api.oidc): bearer JWTs of one provider.
+OIDC_ISSUER = Variable[str | None](
+    "LEOFLOW_OIDC_ISSUER", None, optional_http_url,
+    "OpenID Connect issuer URL (exactly the `iss` of its tokens); when set, the API accepts the provider's ID and "
+    "access tokens as bearer JWTs, verified against its discovery document and keys.", shown_default="(none: off)")
+OIDC_AUDIENCE = Variable[tuple[str, ...]](
+    "LEOFLOW_OIDC_AUDIENCE", (), names,
+    "Comma-separated `aud` values a token must carry one of.", shown_default="(`LEOFLOW_OIDC_CLIENT_ID`)")
+OIDC_CLIENT_ID = Variable[str | None](
+    "LEOFLOW_OIDC_CLIENT_ID", None, optional_text,
+    "Leoflow's client id at the provider (a public client: `leoflow login` uses it).")
+OIDC_ALGORITHMS = Variable[tuple[str, ...]](
+    "LEOFLOW_OIDC_ALGORITHMS", ("RS256", "ES256"), jwt_algorithms,
+    "Comma-separated signature algorithms accepted (asymmetric only: `none` and HS* are refused).")
+OIDC_GROUPS_CLAIM = Variable(
+    "LEOFLOW_OIDC_GROUPS_CLAIM", "groups", claim_path,
+    "Claim holding the person's groups, a list of strings (a dotted path reaches a nested one, e.g. "
+    "`realm_access.roles`).")
+OIDC_NAME_CLAIM = Variable(
+    "LEOFLOW_OIDC_NAME_CLAIM", "email", claim_path, "Claim naming the person in logs and audit (`sub` when absent).")
+OIDC_ADMIN_GROUPS = Variable[tuple[str, ...]](
+    "LEOFLOW_OIDC_ADMIN_GROUPS", (), names,
+    "Comma-separated groups whose members get the `admin` scope; every other verified person gets `read`.",
+    shown_default="(none)")
+OIDC_KEYS_MAX_AGE = Variable(
+    "LEOFLOW_OIDC_KEYS_MAX_AGE", 900.0, number(maximum=86400),
+    "Seconds after which the provider's signing keys are fetched again (kept, and used, while it is down).")
+OIDC_KEYS_MIN_INTERVAL = Variable(
+    "LEOFLOW_OIDC_KEYS_MIN_INTERVAL", 10.0, number(maximum=3600, positive=False),
+    "Fewest seconds between two fetches of the keys: tokens with unknown key ids fetch at most this often.")
+OIDC_LEEWAY = Variable(
+    "LEOFLOW_OIDC_LEEWAY", 30.0, number(maximum=300, positive=False),
+    "Seconds of clock skew tolerated on a token's `exp`, `nbf` and `iat`.")
+OIDC_SCOPES = Variable[tuple[str, ...]](
+    "LEOFLOW_OIDC_SCOPES", ("openid", "email", "profile", "offline_access"), scope_names,
+    "Comma-separated scopes `leoflow login` asks for.")
+
 #: Every environment variable Leoflow reads, in documentation order.
 VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     DATABASE_URL, DB_POOL_SIZE, DB_STATEMENT_TIMEOUT, CLUSTER, NODE_ID, HOST, PORT, API_URL, URL, TOKEN, AUTH,
@@ -384,7 +449,8 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
     AUDIT_RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_HEADER_HOSTS,
     NOTIFY_ALLOWED_HOSTS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
-    METRICS_MAX_TASKS,
+    METRICS_MAX_TASKS, OIDC_ISSUER, OIDC_AUDIENCE, OIDC_CLIENT_ID, OIDC_ALGORITHMS, OIDC_GROUPS_CLAIM,
+    OIDC_NAME_CLAIM, OIDC_ADMIN_GROUPS, OIDC_KEYS_MAX_AGE, OIDC_KEYS_MIN_INTERVAL, OIDC_LEEWAY, OIDC_SCOPES,
 )
 
 #: The leader-election and scheduling timings a production replica runs with (benchmarks start

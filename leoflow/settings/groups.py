@@ -22,6 +22,7 @@ from leoflow.settings import declared as v
 if TYPE_CHECKING:
     from leoflow.model.spec.pod_policy import PodPolicy
 from leoflow.settings.client import ClientSettings
+from leoflow.settings.oidc import OidcSettings
 
 ExecutorKind = Literal["kubernetes", "local", "memory"]
 LogFormat = Literal["json", "text"]
@@ -184,6 +185,7 @@ class Settings:
     dag_files: DagFilesSettings = field(default_factory=DagFilesSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
+    oidc: OidcSettings = field(default_factory=OidcSettings)
     home: Path = field(default_factory=default_home)
 
     @property

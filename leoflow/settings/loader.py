@@ -41,6 +41,7 @@ from leoflow.settings.groups import (
     Settings,
     default_local_parallelism,
 )
+from leoflow.settings.oidc import oidc_settings_from
 
 
 def validate_database_url(url: str, *, variable: str = v.DATABASE_URL.name) -> str:
@@ -184,5 +185,6 @@ def load_settings(env: Mapping[str, str] | None = None, *,
             metrics_max_dags=r.get(v.METRICS_MAX_DAGS),
             metrics_max_tasks=r.get(v.METRICS_MAX_TASKS),
         ),
+        oidc=oidc_settings_from(r),
         home=Path(r.get(v.HOME)).expanduser(),
     )
