@@ -231,9 +231,16 @@ class TaskInstance(Base):
     # No retry starts after this: the first try's start + ``retry_policy.max_duration_seconds``,
     # database time (ADR 0014, decision 5). None: no such budget.
     retry_deadline_at: Mapped[datetime | None]
+    # A mapped task's instances are rows 0..N-1 of the same task id (ADR 0014, decision 3); -1: an
+    # unmapped task, or a mapped one not expanded yet. ``map_count``: N once expanded (NULL: not yet,
+    # or cleared for a re-expansion).
+    map_index: Mapped[int] = mapped_column(Integer, server_default=text("-1"))
+    map_count: Mapped[int | None] = mapped_column(Integer)
+    # ``max_parallel`` of a mapped task, on each of its instances: the queueing statement's bound.
+    max_parallel: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
-        UniqueConstraint("run_pk", "task_id"),
+        UniqueConstraint("run_pk", "task_id", "map_index"),
         Index("ix_task_instances_active", "state", "id",
               postgresql_where=text(f"state IN {sql_list(ACTIVE_TASK_STATES)}")),
         # Is this run complete? One probe, checked with every task transition that may complete it.
@@ -246,6 +253,10 @@ class TaskInstance(Base):
         # Slots in use per pool: only the task instances queued or running.
         Index("ix_task_instances_pool_slots", "pool",
               postgresql_where=text(f"state IN {sql_list(SLOT_TASK_STATES)}")),
+        # Instances of mapped tasks with a max_parallel holding a slot: what the queueing statement
+        # counts per mapped task (never the waiting instances).
+        Index("ix_task_instances_map_slots", "run_pk", "task_id",
+              postgresql_where=text(f"max_parallel IS NOT NULL AND state IN {sql_list(SLOT_TASK_STATES)}")),
     )
 
 

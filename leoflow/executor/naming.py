@@ -42,10 +42,21 @@ def _dns_prefix(text: str, limit: int) -> str:
 
 
 def try_name(cluster: str, key: TryKey) -> str:
-    """The pod/process name of one try: ``<dag>-<task>-<64-bit hash>``, at most 63 characters."""
-    digest = _digest(cluster, key.dag_id, key.run_id, key.task_id, key.try_number)
-    prefix = _dns_prefix(f"{key.dag_id}-{key.task_id}", MAX_NAME - HASH_HEX - 1)
-    return f"{prefix}-{digest}"
+    """The pod/process name of one try: ``<dag>-<task>-<64-bit hash>``, at most 63 characters.
+
+    A mapped instance's try (ADR 0014, decision 3) is ``<dag>-<task>-<index>-<hash>``: its index and
+    its task-instance row id join the hash, so an instance that a re-expansion re-created (new row,
+    try numbers from 1 again) never gets the name of an old instance's pod. An unmapped try's name
+    is exactly what it always was.
+    """
+    if key.map_index < 0:
+        digest = _digest(cluster, key.dag_id, key.run_id, key.task_id, key.try_number)
+        prefix = _dns_prefix(f"{key.dag_id}-{key.task_id}", MAX_NAME - HASH_HEX - 1)
+        return f"{prefix}-{digest}"
+    digest = _digest(cluster, key.dag_id, key.run_id, key.task_id, key.try_number, key.map_index, key.instance)
+    index = str(key.map_index)
+    prefix = _dns_prefix(f"{key.dag_id}-{key.task_id}", MAX_NAME - HASH_HEX - len(index) - 2)
+    return f"{prefix}-{index}-{digest}"
 
 
 def label_value(value: str) -> str:

@@ -13,6 +13,7 @@ spec's ``env``:
 ``LEOFLOW_LOGICAL_DATE``      ISO 8601 in UTC: the schedule slot of a scheduled run, the
                               trigger time of a manual one
 ``LEOFLOW_RUN_CONF``          the run's conf as compact JSON (``{}`` when none was given)
+``LEOFLOW_MAP_INDEX``         instances of a mapped task (``map_over``) only: which one, from 0
 ``LEOFLOW_RUN_STATE``         exit tasks (``on_exit``) only: what the run's other tasks decided,
                               ``success`` or ``failed``
 ``LEOFLOW_RUN_REASON``        exit tasks only: why, when ``failed`` (the failed task and its
@@ -69,6 +70,8 @@ def task_environment(key: TryKey, run: RunContext, spec_env: Mapping[str, str]) 
         "LEOFLOW_LOGICAL_DATE": logical,
         "LEOFLOW_RUN_CONF": conf,
     }
+    if key.map_index >= 0:
+        env["LEOFLOW_MAP_INDEX"] = str(key.map_index)
     if run.state is not None:
         env["LEOFLOW_RUN_STATE"] = run.state
         env["LEOFLOW_RUN_REASON"] = run.reason or ""

@@ -34,6 +34,20 @@ class TryKey(NamedTuple):
     run_id: str
     task_id: str
     try_number: int
+    #: Which instance of a mapped task (ADR 0014, decision 3); -1: an unmapped task.
+    map_index: int = -1
+    #: A mapped instance's task-instance row id (0 for unmapped tries): part of its pod name, so an
+    #: instance re-created by a re-expansion, whose try numbers restart, never meets an old pod.
+    instance: int = 0
+
+
+def try_key(dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1,
+            task_instance_id: int = 0) -> TryKey:
+    """The key of a try as every reader builds it from a row: an unmapped try's key has exactly
+    today's four parts (its pod name and annotations never change, ADR 0004)."""
+    if map_index < 0:
+        return TryKey(dag_id, run_id, task_id, try_number)
+    return TryKey(dag_id, run_id, task_id, try_number, map_index, task_instance_id)
 
 
 class TaskLaunch(NamedTuple):

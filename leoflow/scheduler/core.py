@@ -59,7 +59,7 @@ from leoflow.errors import FencedOut
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
 from leoflow.metrics import scheduler as metrics
-from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
+from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, try_key
 from leoflow.scheduler.containment import EntityKind, contained, count, is_leader_fault, isolate
 from leoflow.scheduler.fanout import Fanout, report_fanout, within_budget
 from leoflow.scheduler.graphs import VersionGraphs
@@ -215,8 +215,8 @@ class SchedulerCore:
         if unknown or None in graphs.values():
             async with self.step() as step:
                 for row in await ti_store.task_instances_by_key(step.conn, unknown):
-                    known[TryKey(row.dag_id, row.run_id, row.task_id, row.try_number)] = (row.version_id,
-                                                                                          row.max_tries)
+                    known[try_key(row.dag_id, row.run_id, row.task_id, row.try_number, row.map_index,
+                                  row.id)] = (row.version_id, row.max_tries)
                 graphs.update(await step.graphs.load(step.conn, {v for v, _ in known.values()
                                                                  if graphs.get(v) is None}))
         fanouts: list[Fanout] = []

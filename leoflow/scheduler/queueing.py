@@ -41,7 +41,7 @@ from leoflow.model.spec.dag import TaskSpec
 from leoflow.model.spec.fairness import DEFAULT_POOL
 from leoflow.model.spec.graph import DagGraph
 from leoflow.model.spec.trigger_rules import UpstreamCounts, decide
-from leoflow.model.tries import TaskLaunch, TryKey
+from leoflow.model.tries import TaskLaunch, TryKey, try_key
 from leoflow.scheduler.conditions import apply_conditions
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.rendering import Unrendered
@@ -229,7 +229,7 @@ class Queuer:
             run = runs[q.run_pk]
             if run is None:
                 continue
-            key = TryKey(q.dag_id, q.run_id, q.task_id, q.try_number)
+            key = try_key(q.dag_id, q.run_id, q.task_id, q.try_number, q.map_index, q.task_instance_id)
             try:
                 task = graphs[q.version_id].task(q.task_id)
                 if task is None:
@@ -239,7 +239,7 @@ class Queuer:
                 step.fail("task", q.task_instance_id, exc)
                 continue
             self.inflight[key] = InFlightTry(q.task_instance_id, q.run_pk, q.task_id, q.try_number, q.max_tries,
-                                             q.dag_id, q.run_id, q.version_id)
+                                             q.dag_id, q.run_id, q.version_id, map_index=q.map_index)
             if task.templates is None:
                 step.launches.append(launch)
             else:  # rendered before the step commits, with one read for all (leoflow.scheduler.rendering)

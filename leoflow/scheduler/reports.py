@@ -30,7 +30,7 @@ from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.db.stores.task_instances.transitions import LiveTaskInstance, Transition, TryChange
 from leoflow.model.outputs import CheckedOutputs, OutputsRejected, check_outputs
 from leoflow.model.spec.graph import DagGraph
-from leoflow.model.tries import StatusUpdate, TryKey
+from leoflow.model.tries import StatusUpdate, TryKey, try_key
 from leoflow.scheduler.containment import clean_text
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry, TryFacts, fold_reports, fold_try_facts, skipped_by_exit_code
@@ -81,12 +81,12 @@ class ReportApplier:
         """Fold reports per task instance and CAS them; returns the in-flight keys whose CAS missed."""
         graphs = await step.graphs.load(step.conn, {r.version_id for r in rows})
         rows = step.usable(rows, graphs)
-        by_key = {(r.dag_id, r.run_id, r.task_id): r for r in rows}
+        by_key = {(r.dag_id, r.run_id, r.task_id, r.map_index): r for r in rows}
         updates: dict[int, list[StatusUpdate]] = defaultdict(list)
         facts: dict[tuple[int, int], TryFacts] = {}
         outputs: dict[tuple[int, int], CheckedOutputs] = {}
         for update in batch:
-            row = by_key.get((update.key.dag_id, update.key.run_id, update.key.task_id))
+            row = by_key.get((update.key.dag_id, update.key.run_id, update.key.task_id, update.key.map_index))
             if row is None:
                 log.debug("report for an unknown task instance", extra={"try": str(update.key)})
                 continue
@@ -114,7 +114,7 @@ class ReportApplier:
         missed: list[TryKey] = []
         for t in transitions:
             row = rows_by_id[t.ti_id]
-            key = TryKey(row.dag_id, row.run_id, row.task_id, row.try_number)
+            key = try_key(row.dag_id, row.run_id, row.task_id, row.try_number, row.map_index, row.id)
             entry = self.inflight.get(key)
             if t.ti_id not in applied:
                 if entry is not None:

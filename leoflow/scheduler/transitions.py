@@ -159,11 +159,13 @@ class InFlightTry:
     version_id: int
     state: str = "queued"
     started_at: datetime | None = None
+    map_index: int = -1
 
     def row(self) -> LiveTaskInstance:
         return LiveTaskInstance(id=self.ti_id, run_pk=self.run_pk, task_id=self.task_id, state=self.state,
                                 try_number=self.try_number, max_tries=self.max_tries, started_at=self.started_at,
-                                dag_id=self.dag_id, run_id=self.run_id, version_id=self.version_id)
+                                dag_id=self.dag_id, run_id=self.run_id, version_id=self.version_id,
+                                map_index=self.map_index)
 
 
 def fold_try_facts(facts: dict[tuple[int, int], TryFacts], ti_id: int, update: StatusUpdate) -> None:

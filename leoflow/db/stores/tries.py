@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from leoflow.db.connection.fencing import check_term_async
 from leoflow.db.fragments import LIVE_TRIES_SQL
 from leoflow.db.queued_tries import implicit_try_sql
-from leoflow.model.tries import TryKey
+from leoflow.model.tries import TryKey, try_key
 
 
 def claimant(cluster: str, node_id: str) -> str:
@@ -68,7 +68,8 @@ def was_seen_running(state: str, started: bool) -> bool:
 
 TRY_COLUMNS = """
     tt.id AS task_try_id, dr.dag_id, dr.run_id, ti.task_id, tt.try_number, tt.state,
-    tt.executor_ref, tt.claimed_by, tt.claimed_at, tt.ended_at, tt.term, tt.started_at
+    tt.executor_ref, tt.claimed_by, tt.claimed_at, tt.ended_at, tt.term, tt.started_at, ti.map_index,
+    ti.id AS task_instance_id
 """
 TRY_FROM = """
     FROM task_tries tt
@@ -80,7 +81,8 @@ TRY_FROM = """
 def try_record(row: object) -> TryRecord:
     m = row._mapping  # type: ignore[attr-defined]
     return TryRecord(task_try_id=m["task_try_id"],
-                     key=TryKey(m["dag_id"], m["run_id"], m["task_id"], m["try_number"]),
+                     key=try_key(m["dag_id"], m["run_id"], m["task_id"], m["try_number"], m["map_index"],
+                                 m["task_instance_id"]),
                      state=m["state"], executor_ref=m["executor_ref"], claimed_by=m["claimed_by"],
                      claimed_at=m["claimed_at"], ended_at=m["ended_at"], term=m["term"],
                      started_at=m["started_at"])
@@ -101,7 +103,7 @@ def _implicit_rows(conflict: str) -> str:
         SELECT input.id, ti.id, ti.try_number, 'queued', ti.term, coalesce(ti.queued_at, now()), clock_timestamp(),
                :by, input.ref
         FROM input JOIN dag_runs r ON r.dag_id = input.dag_id AND r.run_id = input.run_id
-        JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = input.task_id
+        JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = input.task_id AND ti.map_index = input.map_index
         WHERE ti.try_number = input.try_number AND ti.queued_try_id = input.id AND {implicit_try_sql('ti')}
         ON CONFLICT (task_instance_id, try_number) DO UPDATE {conflict}"""
 
@@ -109,7 +111,8 @@ def _implicit_rows(conflict: str) -> str:
 _CLAIM = text(f"""
     WITH input AS (
         SELECT CAST(:id AS bigint) AS id, CAST(:ref AS text) AS ref, CAST(:dag AS text) AS dag_id,
-               CAST(:run AS text) AS run_id, CAST(:task AS text) AS task_id, CAST(:try AS int) AS try_number
+               CAST(:run AS text) AS run_id, CAST(:task AS text) AS task_id, CAST(:try AS int) AS try_number,
+               CAST(:map AS int) AS map_index
     ), implicit AS ({_implicit_rows(
         "SET claimed_at = clock_timestamp(), claimed_by = excluded.claimed_by, executor_ref = excluded.executor_ref"
         " WHERE tt.claimed_at IS NULL")}
@@ -133,7 +136,8 @@ async def claim_try(conn: AsyncConnection, *, cluster: str, term: int, task_try_
     await check_term_async(conn, cluster, term)
     row = (await conn.execute(_CLAIM, {"by": claimant(cluster, node_id), "ref": executor_ref,
                                        "id": task_try_id, "dag": key.dag_id, "run": key.run_id,
-                                       "task": key.task_id, "try": key.try_number})).first()
+                                       "task": key.task_id, "try": key.try_number,
+                                       "map": key.map_index})).first()
     return row is not None
 
 
@@ -152,8 +156,9 @@ class LaunchClaim:
 _RECORD_REFS = text(f"""
     WITH input AS (
         SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:refs AS text[]), CAST(:dags AS text[]),
-                             CAST(:runs AS text[]), CAST(:tasks AS text[]), CAST(:tries AS int[]))
-                      AS i(id, ref, dag_id, run_id, task_id, try_number)
+                             CAST(:runs AS text[]), CAST(:tasks AS text[]), CAST(:tries AS int[]),
+                             CAST(:maps AS int[]))
+                      AS i(id, ref, dag_id, run_id, task_id, try_number, map_index)
     ), implicit AS ({_implicit_rows(
         "SET executor_ref = excluded.executor_ref, claimed_by = excluded.claimed_by,"
         " claimed_at = coalesce(tt.claimed_at, excluded.claimed_at)")}
@@ -189,7 +194,7 @@ async def record_launches(conn: AsyncConnection, *, cluster: str, term: int, nod
         "ids": [i for i, _, _ in launches], "refs": [r for _, r, _ in launches],
         "dags": [k.dag_id for _, _, k in launches], "runs": [k.run_id for _, _, k in launches],
         "tasks": [k.task_id for _, _, k in launches], "tries": [k.try_number for _, _, k in launches],
-        "by": claimant(cluster, node_id)})
+        "maps": [k.map_index for _, _, k in launches], "by": claimant(cluster, node_id)})
     return {row[0]: LaunchClaim(was_claimed=bool(row[1]), state=str(row[2]),
                                 seen_running=was_seen_running(str(row[2]), bool(row[3])))
             for row in rows}
@@ -219,10 +224,11 @@ async def get_try(conn: AsyncConnection, task_try_id: int) -> TryRecord | None:
 
 _TRIES_BY_KEY = text(f"""
     SELECT {TRY_COLUMNS}
-    FROM unnest(CAST(:dags AS text[]), CAST(:runs AS text[]), CAST(:tasks AS text[]), CAST(:tries AS int[]))
-         AS k(dag_id, run_id, task_id, try_number)
+    FROM unnest(CAST(:dags AS text[]), CAST(:runs AS text[]), CAST(:tasks AS text[]), CAST(:tries AS int[]),
+                CAST(:maps AS int[]))
+         AS k(dag_id, run_id, task_id, try_number, map_index)
     JOIN dag_runs dr ON dr.dag_id = k.dag_id AND dr.run_id = k.run_id
-    JOIN task_instances ti ON ti.run_pk = dr.id AND ti.task_id = k.task_id
+    JOIN task_instances ti ON ti.run_pk = dr.id AND ti.task_id = k.task_id AND ti.map_index = k.map_index
     JOIN task_tries tt ON tt.task_instance_id = ti.id AND tt.try_number = k.try_number
 """)
 
@@ -233,7 +239,8 @@ async def tries_by_key(conn: AsyncConnection, keys: Sequence[TryKey]) -> dict[Tr
         return {}
     rows = await conn.execute(_TRIES_BY_KEY, {
         "dags": [k.dag_id for k in keys], "runs": [k.run_id for k in keys],
-        "tasks": [k.task_id for k in keys], "tries": [k.try_number for k in keys]})
+        "tasks": [k.task_id for k in keys], "tries": [k.try_number for k in keys],
+        "maps": [k.map_index for k in keys]})
     records = [try_record(r) for r in rows]
     return {r.key: r for r in records}
 
@@ -290,7 +297,7 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
     rows = await conn.execute(text("""
         SELECT coalesce(tt.id, ti.queued_try_id) AS id, ti.id AS task_instance_id, ti.try_number, ti.task_id,
                r.dag_id, r.run_id, r.dag_version_id, r.id AS run_pk, r.conf::text AS conf, r.logical_date,
-               r.body_state, r.body_reason
+               r.body_state, r.body_reason, ti.map_index
         FROM task_instances ti
         LEFT JOIN task_tries tt ON tt.task_instance_id = ti.id AND tt.try_number = ti.try_number
         JOIN dag_runs r ON r.id = ti.run_pk
@@ -298,7 +305,9 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
           AND coalesce(tt.id, ti.queued_try_id) IS NOT NULL
         ORDER BY ti.id LIMIT :limit
     """), {"after": after_id, "limit": limit})
-    return [QueuedLaunch(int(r.id), int(r.task_instance_id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number)),
+    return [QueuedLaunch(int(r.id), int(r.task_instance_id),
+                         try_key(r.dag_id, r.run_id, r.task_id, int(r.try_number), r.map_index,
+                                 int(r.task_instance_id)),
                          int(r.dag_version_id), int(r.run_pk), str(r.conf), r.logical_date, r.body_state,
                          r.body_reason) for r in rows]
 
@@ -324,14 +333,15 @@ async def request_kill(conn: AsyncConnection, tries: Sequence[tuple[int, int]], 
 
 async def tries_to_kill(conn: AsyncConnection, limit: int) -> list[TryToKill]:
     rows = await conn.execute(text("""
-        SELECT tt.id, r.dag_id, r.run_id, ti.task_id, tt.try_number
+        SELECT tt.id, r.dag_id, r.run_id, ti.task_id, tt.try_number, ti.map_index, ti.id AS ti_id
         FROM task_tries tt
         JOIN task_instances ti ON ti.id = tt.task_instance_id
         JOIN dag_runs r ON r.id = ti.run_pk
         WHERE tt.state = 'cancelling'
         ORDER BY tt.id LIMIT :limit
     """), {"limit": limit})
-    return [TryToKill(int(r.id), TryKey(r.dag_id, r.run_id, r.task_id, int(r.try_number))) for r in rows]
+    return [TryToKill(int(r.id), try_key(r.dag_id, r.run_id, r.task_id, int(r.try_number), r.map_index, int(r.ti_id)))
+            for r in rows]
 
 
 async def mark_tries_killed(conn: AsyncConnection, task_try_ids: Sequence[int], now: datetime) -> None:

@@ -36,6 +36,9 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 CLUSTER, DAG, RUN, TASK, TRY, TERM = (f"leoflow.io/{k}" for k in ("cluster", "dag", "run", "task", "try", "term"))
 A_DAG, A_RUN, A_TASK, A_TRY, A_TRY_ID = (f"leoflow.io/{k}" for k in ("dag-id", "run-id", "task-id", "try-number",
                                                                         "task-try-id"))
+#: A mapped instance's index (label and annotation) and task-instance id (annotation); unmapped pods
+#: carry neither, so their labels and annotations are what they always were.
+MAP_INDEX, A_TASK_INSTANCE = "leoflow.io/map-index", "leoflow.io/task-instance-id"
 #: Waiting reasons that mean "this pod will not start by itself"; failed after the pending timeout.
 STUCK_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError", "InvalidImageName",
                            "CreateContainerError"})
@@ -49,9 +52,12 @@ def cluster_selector(cluster: str) -> str:
 
 
 def try_labels(cluster: str, key: TryKey, term: int) -> dict[str, str]:
-    return {MANAGED_BY: "leoflow", CLUSTER: label_value(cluster), DAG: label_value(key.dag_id),
-            RUN: label_value(key.run_id), TASK: label_value(key.task_id), TRY: str(key.try_number),
-            TERM: str(term)}
+    labels = {MANAGED_BY: "leoflow", CLUSTER: label_value(cluster), DAG: label_value(key.dag_id),
+              RUN: label_value(key.run_id), TASK: label_value(key.task_id), TRY: str(key.try_number),
+              TERM: str(term)}
+    if key.map_index >= 0:
+        labels[MAP_INDEX] = str(key.map_index)
+    return labels
 
 
 def pod_spec(cluster: str, namespace: str, launch: TaskLaunch, *, service_account: str | None,
@@ -61,11 +67,14 @@ def pod_spec(cluster: str, namespace: str, launch: TaskLaunch, *, service_accoun
     Raises :class:`~leoflow.errors.ValidationFailed` when the merged pod is invalid.
     """
     key = launch.key
+    annotations = {A_DAG: key.dag_id, A_RUN: key.run_id, A_TASK: key.task_id,
+                   A_TRY: str(key.try_number), A_TRY_ID: str(launch.task_try_id)}
+    if key.map_index >= 0:
+        annotations[MAP_INDEX] = str(key.map_index)
+        annotations[A_TASK_INSTANCE] = str(key.instance)
     metadata = {
         "name": try_name(cluster, key), "namespace": namespace,
-        "labels": try_labels(cluster, key, launch.term),
-        "annotations": {A_DAG: key.dag_id, A_RUN: key.run_id, A_TASK: key.task_id,
-                        A_TRY: str(key.try_number), A_TRY_ID: str(launch.task_try_id)},
+        "labels": try_labels(cluster, key, launch.term), "annotations": annotations,
     }
     return render_pod(launch, metadata, service_account=service_account, image_pull_secrets=image_pull_secrets,
                       template=template or {})
@@ -75,6 +84,9 @@ def pod_try_key(pod: Pod) -> TryKey | None:
     """The try a pod belongs to, from its annotations; None for a pod that is not a task pod."""
     ann = pod.get("metadata", {}).get("annotations") or {}
     try:
+        if MAP_INDEX in ann:
+            return TryKey(ann[A_DAG], ann[A_RUN], ann[A_TASK], int(ann[A_TRY]), int(ann[MAP_INDEX]),
+                          int(ann[A_TASK_INSTANCE]))
         return TryKey(ann[A_DAG], ann[A_RUN], ann[A_TASK], int(ann[A_TRY]))
     except (KeyError, ValueError):
         return None

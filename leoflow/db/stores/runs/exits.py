@@ -61,7 +61,7 @@ async def create_exit_tasks(conn: AsyncConnection, run_pks: Sequence[int], now: 
             CROSS JOIN LATERAL jsonb_array_elements(coalesce(v.spec->'on_exit', '[]'::jsonb))
                 WITH ORDINALITY AS e(t, ord)
             ORDER BY r.id, e.ord
-            ON CONFLICT (run_pk, task_id) DO UPDATE SET
+            ON CONFLICT (run_pk, task_id, map_index) DO UPDATE SET
                 state = CASE WHEN EXISTS (SELECT 1 FROM task_tries lt WHERE lt.task_instance_id = ti.id
                                                                       AND lt.state IN {LIVE_TRIES_SQL})
                              THEN 'cancelling' ELSE 'pending' END,

@@ -349,7 +349,7 @@ async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetim
             LEFT JOIN upstreams u ON u.version_id = vt.version_id AND u.task_id = vt.t->>'id'
             -- ids in run order, then the spec's task order: equal priorities go oldest first
             ORDER BY s.id, vt.ord
-            ON CONFLICT (run_pk, task_id) DO NOTHING
+            ON CONFLICT (run_pk, task_id, map_index) DO NOTHING
             RETURNING id, run_pk, task_id, state, try_number, max_tries, pending_upstreams
         )
         SELECT s.id AS run_pk, s.dag_id, s.run_id, s.dag_version_id AS version_id, c.id, c.task_id, c.state,

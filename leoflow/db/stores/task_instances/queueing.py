@@ -53,7 +53,7 @@ from leoflow.model.spec.fairness import DEFAULT_POOL
 
 _READY_COLUMNS = """ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
                     r.dag_id, r.run_id, r.dag_version_id AS version_id, ti.upstream_successes,
-                    ti.upstream_failures, ti.upstream_skips"""
+                    ti.upstream_failures, ti.upstream_skips, ti.map_index, ti.map_count"""
 
 
 async def unclassified_ready(conn: AsyncConnection, limit: int) -> list[ReadyTask]:
@@ -105,6 +105,8 @@ class QueuedTask:
     #: What the run's body decided (``dag_runs.body_state``/``body_reason``): set while its exit tasks run.
     body_state: str | None = None
     body_reason: str | None = None
+    #: The instance of a mapped task (-1: unmapped): part of its try's key and its item.
+    map_index: int = -1
 
 
 @dataclass(frozen=True)
@@ -118,12 +120,14 @@ class Picked:
 
 
 _PICK = f"""
-        SELECT {_READY_COLUMNS}, ti.priority, ti.pool
+        SELECT {_READY_COLUMNS}, ti.priority, ti.pool, ti.max_parallel
         FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
         WHERE ti.pool = free.name AND {{ready}}
           AND ti.id <> ALL(CAST(:excluded AS bigint[]))
           AND (CAST(:only AS bigint[]) IS NULL OR ti.id = ANY(CAST(:only AS bigint[])))
           AND NOT EXISTS (SELECT 1 FROM capped WHERE capped.dag_id = r.dag_id AND capped.n <= 0)
+          AND NOT EXISTS (SELECT 1 FROM map_capped m WHERE m.run_pk = ti.run_pk AND m.task_id = ti.task_id
+                          AND m.n <= 0)
         ORDER BY ti.priority DESC, ti.id LIMIT free.n"""
 
 
@@ -170,6 +174,9 @@ _PICK_READY = f"""
     ), capped AS (
         SELECT limited.dag_id, limited.max_active_tasks - coalesce(active.n, 0) AS n
         FROM limited LEFT JOIN active ON active.dag_id = limited.dag_id
+    ), map_capped AS (  -- mapped tasks with a max_parallel: what each leaves (ix_task_instances_map_slots)
+        SELECT run_pk, task_id, max(max_parallel) - count(*) AS n FROM task_instances
+        WHERE max_parallel IS NOT NULL AND state IN {SLOT_TASKS_SQL} GROUP BY run_pk, task_id
     ), picked AS (
         SELECT c.* FROM free CROSS JOIN LATERAL (
             ({_PICK.format(ready="ti.state = 'pending' AND ti.pending_upstreams = 0")})
@@ -180,12 +187,16 @@ _PICK_READY = f"""
     ), ranked AS (
         SELECT p.*, row_number() OVER (PARTITION BY p.pool ORDER BY p.priority DESC, p.id) AS in_pool,
                row_number() OVER (PARTITION BY p.dag_id ORDER BY p.priority DESC, p.id) AS in_dag,
-               capped.n AS dag_left, free.n AS pool_left
+               row_number() OVER (PARTITION BY p.run_pk, p.task_id ORDER BY p.priority DESC, p.id) AS in_map,
+               capped.n AS dag_left, free.n AS pool_left, coalesce(m.n, p.max_parallel) AS map_left
         FROM picked p JOIN free ON free.name = p.pool LEFT JOIN capped ON capped.dag_id = p.dag_id
+        LEFT JOIN map_capped m ON m.run_pk = p.run_pk AND m.task_id = p.task_id
     ), chosen AS (
         SELECT * FROM ranked WHERE in_pool <= pool_left AND (dag_left IS NULL OR in_dag <= dag_left)
+                               AND (map_left IS NULL OR in_map <= map_left)
     ), summary AS (
-        SELECT coalesce(bool_or(in_pool <= pool_left AND NOT (dag_left IS NULL OR in_dag <= dag_left)), false)
+        SELECT coalesce(bool_or(in_pool <= pool_left AND NOT ((dag_left IS NULL OR in_dag <= dag_left)
+                                                           AND (map_left IS NULL OR in_map <= map_left))), false)
                OR (SELECT count(*) FROM chosen) >= :limit AS more
         FROM ranked
     )
@@ -212,7 +223,8 @@ async def pick_ready(conn: AsyncConnection, *, parallelism: int, limit: int, exc
         "default_pool": DEFAULT_POOL, "parallelism": parallelism, "limit": limit,
         "excluded": list(excluded), "only": None if only is None else list(only)})).all()
     # Positional: the first columns after ``more`` are _READY_COLUMNS, in ReadyTask's field order.
-    tasks = [ReadyTask(*r[1:_READY_WIDTH]) for r in rows if r.id is not None]
+    tasks = [ReadyTask(*r[1:_READY_WIDTH], map_index=r.map_index, map_count=r.map_count)
+             for r in rows if r.id is not None]
     return Picked(tasks=tasks, more=bool(rows[0].more) if rows else False)
 
 
@@ -235,7 +247,8 @@ _QUEUE_PICKED = f"""
     -- tries). The statement's snapshot still shows each task instance's old row, and run_pk,
     -- task_id and max_tries are not what the update changes: one primary-key probe per try.
     SELECT q.id, q.queued_try_id AS task_try_id, q.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,
-           r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date, r.body_state, r.body_reason
+           r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date, r.body_state, r.body_reason,
+           ti.map_index
     FROM q JOIN task_instances ti ON ti.id = q.id JOIN dag_runs r ON r.id = ti.run_pk
 """
 #: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every

@@ -79,6 +79,10 @@ class ReadyTask(TaskInstanceRow):
 
     #: False: the row has no pool yet (an empty task, or written by an older release).
     classified: bool = True
+    #: Which instance of a mapped task (-1: unmapped, or not expanded yet) and how many it has
+    #: (None: not expanded yet) — ADR 0014, decision 3.
+    map_index: int = -1
+    map_count: int | None = None
 
 
 @dataclass(slots=True)
@@ -86,6 +90,7 @@ class LiveTaskInstance(TaskInstanceRow):
     """A task instance locked for a status change."""
 
     started_at: datetime | None = None
+    map_index: int = -1
 
 
 @dataclass(slots=True)
@@ -137,13 +142,15 @@ async def ready_task_instances(conn: AsyncConnection, limit: int) -> list[ReadyT
         SELECT * FROM (
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
                     r.dag_id, r.run_id, r.dag_version_id AS version_id, ti.upstream_successes,
-                    ti.upstream_failures, ti.upstream_skips, ti.pool IS NOT NULL AS classified
+                    ti.upstream_failures, ti.upstream_skips, ti.pool IS NOT NULL AS classified,
+                    ti.map_index, ti.map_count
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
              WHERE ti.state = 'pending' AND ti.pending_upstreams = 0
              ORDER BY ti.id LIMIT :limit)
             UNION ALL
             (SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries,
-                    r.dag_id, r.run_id, r.dag_version_id AS version_id, 0, 0, 0, ti.pool IS NOT NULL
+                    r.dag_id, r.run_id, r.dag_version_id AS version_id, 0, 0, 0, ti.pool IS NOT NULL,
+                    ti.map_index, ti.map_count
              FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
              WHERE ti.state = 'up_for_retry' AND ti.next_try_at <= now()
              ORDER BY ti.id LIMIT :limit)
@@ -170,21 +177,23 @@ async def _task_instances_by_key(conn: AsyncConnection, keys: Sequence[TryKey], 
         return []
     rows = await conn.execute(text("""
         SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.started_at,
-               r.dag_id, r.run_id, r.dag_version_id AS version_id
-        FROM (SELECT DISTINCT * FROM unnest(CAST(:dags AS text[]), CAST(:runs AS text[]), CAST(:tasks AS text[]))
-              AS k(dag_id, run_id, task_id)) AS k
+               r.dag_id, r.run_id, r.dag_version_id AS version_id, ti.map_index
+        FROM (SELECT DISTINCT * FROM unnest(CAST(:dags AS text[]), CAST(:runs AS text[]), CAST(:tasks AS text[]),
+                                            CAST(:maps AS int[]))
+              AS k(dag_id, run_id, task_id, map_index)) AS k
         JOIN dag_runs r ON r.dag_id = k.dag_id AND r.run_id = k.run_id
-        JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = k.task_id
+        JOIN task_instances ti ON ti.run_pk = r.id AND ti.task_id = k.task_id AND ti.map_index = k.map_index
         ORDER BY ti.id
     """ + ("FOR UPDATE OF ti" if lock else "")),
-        {"dags": [k.dag_id for k in keys], "runs": [k.run_id for k in keys], "tasks": [k.task_id for k in keys]})
+        {"dags": [k.dag_id for k in keys], "runs": [k.run_id for k in keys], "tasks": [k.task_id for k in keys],
+         "maps": [k.map_index for k in keys]})
     return [LiveTaskInstance(**r._mapping) for r in rows]
 
 
 async def lock_task_instances_by_id(conn: AsyncConnection, ids: Sequence[int]) -> list[LiveTaskInstance]:
     rows = await conn.execute(text("""
         SELECT ti.id, ti.run_pk, ti.task_id, ti.state, ti.try_number, ti.max_tries, ti.started_at,
-               r.dag_id, r.run_id, r.dag_version_id AS version_id
+               r.dag_id, r.run_id, r.dag_version_id AS version_id, ti.map_index
         FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
         WHERE ti.id = ANY(CAST(:ids AS bigint[]))
         ORDER BY ti.id
