@@ -116,7 +116,10 @@ def _apply_document(api: Api, document: Document, several: bool) -> tuple[str, d
                             location=document.start) from None
     dag = answer.json()
     verb = "applied" if answer.status_code == 201 else "unchanged"
-    return f"{dag['dag_id']}: {verb} (version {dag['version']})", dag
+    # A re-apply that picked up a newer cluster template says so: ``cluster/etl 4 → 5``.
+    moved = "".join(f", {c['template']} {c['from'] or 'new'} → {c['to'] or 'unused'}"
+                    for c in dag.get("template_changes") or ())
+    return f"{dag['dag_id']}: {verb} (version {dag['version']}{moved})", dag
 
 
 def dags_apply(args: argparse.Namespace, client: ClientSettings) -> int:

@@ -434,6 +434,26 @@ class ClusterEvent(Base):
 
 # --------------------------------------------------------------------------- day-2 operations
 
+class TaskTemplate(Base):
+    """One version of a cluster template (``/api/v2/templates``, leoflow.model.spec.reuse).
+
+    A DAG apply reads the versions it names and inlines them into its tasks; the scheduler never
+    reads this table, so a deleted or newer version changes no stored DAG version. Versions of a
+    name count from 1 and are never reused: a delete marks every version ``deleted`` (kept for the
+    audit trail), and a later ``PUT`` of the name continues after the highest.
+    """
+
+    __tablename__ = "task_templates"
+
+    name: Mapped[str] = mapped_column(String(50), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    spec: Mapped[dict[str, Any]]
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    deleted: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+
+
 class Pool(Base):
     """A named pool of task slots (leoflow.model.spec.fairness); the ``default`` pool is not stored."""
 

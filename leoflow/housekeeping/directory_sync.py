@@ -33,14 +33,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from leoflow.db.stores import cluster_events, dags
+from leoflow.db.stores import cluster_events, dags, task_templates
 from leoflow.errors import DagOwnershipConflict, DatabaseError, FencedOut
 from leoflow.housekeeping.dag_directory import DagDirectoryError, DirectorySnapshot, read_dag_directory
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.housekeeping import DAG_DIRECTORY_PROBLEMS, DAG_DIRECTORY_SYNCS
 from leoflow.model.files import dag_sync
-from leoflow.model.files.dag_files import parse_dag_files
+from leoflow.model.files.dag_files import cluster_templates_named, parse_dag_files
 from leoflow.model.files.documents import describe
+from leoflow.model.spec.reuse import ClusterTemplates
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,12 @@ class DagDirectorySync:
         return snapshot.fingerprint
 
     async def _sync(self, ctx: LeaderContext, snapshot: DirectorySnapshot) -> None:
-        dag_set = await asyncio.to_thread(parse_dag_files, snapshot.files,
+        refs = cluster_templates_named(snapshot.files)
+        catalog: ClusterTemplates = {}
+        if refs:  # uses: cluster/NAME[@V]: read before parsing (the files are parsed off the event loop)
+            async with ctx.db.connect() as conn:
+                catalog = await task_templates.find_templates(conn, refs)
+        dag_set = await asyncio.to_thread(parse_dag_files, snapshot.files, cluster_templates=catalog,
                                           pod_policy=ctx.settings.executor.kubernetes.pod_policy())
         problems = [p.to_json() for p in (*snapshot.problems, *dag_set.errors)]
         if problems:

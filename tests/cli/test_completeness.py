@@ -117,6 +117,8 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("notifications list", []), ("notifications retry", ["1"]), ("audit list", []),
     ("pools create", ["gpu", "--slots", "2"]), ("pools list", []), ("pools show", ["gpu"]),
     ("pools resize", ["gpu", "--slots", "3"]), ("pools delete", ["gpu"]),
+    ("templates apply", ["{template}"]), ("templates list", []), ("templates get", ["etl"]),
+    ("templates delete", ["etl"]),
     ("dags delete", ["etl"]),
 ]
 
@@ -166,13 +168,15 @@ def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, mon
                     "tasks:\n  - {id: extract, image: busybox, command: ['true']}\n")
     (tmp_path / "dags").mkdir()
     (tmp_path / "dags" / "etl.yaml").write_text(spec.read_text())
+    template = tmp_path / "template.yaml"
+    template.write_text("name: etl\nimage: busybox\ncommand: ['true']\n")
     recorder = SeenOperations(create_app(api_settings(database_url)))
     with serve(recorder) as url:  # type: ignore[arg-type]
         monkeypatch.setenv("LEOFLOW_URL", url)
         monkeypatch.setenv("LEOFLOW_TOKEN", ADMIN_TOKEN)
         seen_by: dict[str, set[str]] = {}
         for name, args in INVOCATIONS:
-            files = {"{spec}": str(spec), "{dir}": str(tmp_path / "dags")}
+            files = {"{spec}": str(spec), "{dir}": str(tmp_path / "dags"), "{template}": str(template)}
             argv = [*name.split(), *(files.get(a, a) for a in args)]
             if argv == ["runs", "trigger", "etl", "--run-id", "r2"]:
                 _seed(database_url)

@@ -71,7 +71,11 @@ SCHEMAS: dict[str, Any] = {
                                         "last; null: it never ran)"},
                 "last_run_state": {"type": ["string", "null"], "enum": [*RUN_STATES, None],
                                              "description": "Its state"}}),
-    "DagDetail": obj({**_DAG, "spec": nullable("object"), "env_values_hidden": ENV_VALUES_HIDDEN}),
+    "DagDetail": obj({**_DAG, "spec": nullable("object"), "env_values_hidden": ENV_VALUES_HIDDEN,
+                      "template_changes": {"type": "array", "description": "Applying only: the cluster templates "
+                                           "whose version this apply changed (from: null when newly used)",
+                                           "items": obj({"template": STR, "from": nullable("integer"),
+                                                         "to": nullable("integer")})}}),
     "DagPage": page("Dag"),
     "DagSpec": {
         "type": "object", "description": "A DAG specification (the same schema as the YAML files); the limits "
@@ -124,7 +128,15 @@ SCHEMAS: dict[str, Any] = {
                                                 "uniqueItems": True,
                                                 "items": {"type": "integer", "minimum": 0, "maximum": 255},
                                                 "description": "Exit codes that end a try as skipped, not failed"},
+                          "uses": {"type": "string", "description": "A template: NAME (the DAG's templates:), "
+                                   "cluster/NAME or cluster/NAME@VERSION; its fields are inlined at apply"},
+                          "inputs": {"type": "object", "maxProperties": limits.TEMPLATE_INPUTS.maximum,
+                                     "description": "Values of the template's inputs ({{ inputs.NAME }})"},
                           **_POD_FIELDS}}},
+            "templates": {"type": "array", "maxItems": limits.TEMPLATES.maximum,
+                          "description": "Task shapes the tasks use (uses: NAME); see docs/dag-spec.md",
+                          "items": {"type": "object", "required": ["name"], "properties": {
+                              "name": name(limits.TEMPLATE_NAME), "inputs": {"type": "object"}}}},
             "defaults": {"type": "object", "description": "Pod fields every container task inherits (see "
                          "docs/task-pods.md).", "properties": {"env": _ENV, **_POD_FIELDS}},
         },

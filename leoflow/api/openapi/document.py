@@ -22,12 +22,14 @@ from leoflow.api.openapi import (
     pools,
     runs,
     system,
+    templates,
     versions,
 )
 from leoflow.api.routes.table import OPERATIONS
 
 #: The resources in the order the document lists their schemas.
-_SCHEMAS_ORDER = (components, dags, runs, cluster, system, versions, backfills, notifications, audit, pools)
+_SCHEMAS_ORDER = (components, dags, runs, cluster, system, versions, backfills, notifications, audit, pools,
+                  templates)
 
 
 def schemas() -> dict[str, Any]:

@@ -33,11 +33,12 @@ from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.operations import Operations
+from leoflow.api.routes.dags import cluster_templates
 from leoflow.clock import SystemClock
 from leoflow.db.stores import dags
 from leoflow.errors import DagFilesInvalid
 from leoflow.model.files import dag_sync
-from leoflow.model.files.dag_files import MAX_FILE_NAME, MAX_FILES, DagFile, parse_dag_files
+from leoflow.model.files.dag_files import MAX_FILE_NAME, MAX_FILES, DagFile, cluster_templates_named, parse_dag_files
 from leoflow.model.files.yaml_loader import YamlBudget
 from leoflow.model.limits import DOCUMENT
 from leoflow.model.source_labels import source_label
@@ -115,9 +116,10 @@ async def sync_dags(request: Request) -> Response:
     state = api_state(request)
     budget = YamlBudget(DOCUMENT.max_values, state.settings.api.max_body_bytes,
                         deadline=time.monotonic() + state.request_timeout, subject="the files of this sync")
+    catalog = await cluster_templates(request, cluster_templates_named(files))
     dag_set = await asyncio.to_thread(parse_dag_files, files, budget,
                                       pod_policy=state.settings.executor.kubernetes.pod_policy(),
-                                      executor=state.settings.executor.kind)
+                                      executor=state.settings.executor.kind, cluster_templates=catalog)
     if not dag_set.ok:
         bad_files = len({e.file for e in dag_set.errors})
         raise DagFilesInvalid(f"{len(dag_set.errors)} problem(s) in {bad_files} file(s); nothing was applied",

@@ -44,12 +44,14 @@ from leoflow.api.url_params import (
 )
 from leoflow.clock import SystemClock
 from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores import task_templates as template_store
 from leoflow.model.k8s.pod import hide_env_values
 from leoflow.model.limits import DAG_ID
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.spec.entrypoint import check_entrypoints
 from leoflow.model.spec.notify import hide_webhook_urls
 from leoflow.model.spec.pod_policy import check_dag_pods
+from leoflow.model.spec.reuse import ClusterTemplates, cluster_uses, template_changes
 from leoflow.model.states import DAG_LAST_RUN_STATES, DAG_STATES
 
 
@@ -106,17 +108,32 @@ def _last_run_filter(request: Request) -> str | None:
 
 async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]:
     clock = SystemClock()
+    catalog = await cluster_templates(request, cluster_uses(document))
     # A spec of thousands of tasks takes a while to check: off the event loop, like its body.
-    spec = await run_in_threadpool(partial(parse_dag_spec, document, now=clock.now()))
+    spec = await run_in_threadpool(partial(parse_dag_spec, document, now=clock.now(), cluster_templates=catalog))
     check_dag_pods(spec, api_state(request).settings.executor.kubernetes.pod_policy())  # 422 naming the field
     check_entrypoints(spec, api_state(request).settings.executor.kind)
     async with audited_transaction(request, dag_id=spec.dag_id) as write:
+        before = await dag_store.get_dag(write.conn, spec.dag_id) if catalog else None
         result = await dag_store.apply_dag(write.conn, spec, clock=clock)
         dag = await dag_store.get_dag(write.conn, result.dag_id)
         write.status = 201 if result.changed else 200
         write.details.update(version=result.version, changed=result.changed)
+        if catalog:  # cluster/etl 4 → 5: what a re-apply picked up (audited, and shown by dags apply)
+            moved = template_changes(before.get("spec") if before else None, spec.to_canonical())
+            write.details.update(template_changes=moved)
     assert dag is not None
+    if catalog:
+        dag["template_changes"] = moved
     return _detail(dag, read_only=False), result.changed
+
+
+async def cluster_templates(request: Request, refs: set[tuple[str, int | None]]) -> ClusterTemplates:
+    """The cluster templates a spec names (``uses: cluster/NAME[@V]``), read before it is parsed."""
+    if not refs:
+        return {}
+    async with api_state(request).db.connect() as conn:
+        return await template_store.find_templates(conn, refs)
 
 
 @OPERATIONS("POST", "/api/v2/dags", "Apply DAG", dag_schemas.APPLY_ANSWERS, body="DagSpec", auth="admin",

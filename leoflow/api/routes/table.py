@@ -21,10 +21,11 @@ from leoflow.api.routes import (
     pools,
     runs,
     system,
+    templates,
     versions,
 )
 
 OPERATIONS: tuple[Operation, ...] = tuple(
     operation for module in (runs, logs, outputs, commands, system, cluster, dags, dag_sync, versions, backfills,
-                             notifications, audit, pools)
+                             notifications, audit, pools, templates)
     for operation in module.OPERATIONS)

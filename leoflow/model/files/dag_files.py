@@ -24,6 +24,7 @@ from leoflow.model.files.yaml_loader import YamlBudget
 from leoflow.model.spec.dag import DagSpec, parse_dag_spec
 from leoflow.model.spec.entrypoint import check_entrypoints
 from leoflow.model.spec.pod_policy import PodPolicy, check_dag_pods
+from leoflow.model.spec.reuse import ClusterTemplates, cluster_refs
 
 #: Which files of a directory are DAG files (compared case-insensitively).
 DAG_FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -70,17 +71,24 @@ class DagSet:
         return not self.errors
 
 
+def cluster_templates_named(files: Sequence[DagFile]) -> set[tuple[str, int | None]]:
+    """The cluster templates the files may use: every ``cluster/NAME[@V]`` in their text (a superset)."""
+    return {ref for file in files for ref in cluster_refs(file.text)}
+
+
 def is_dag_file(name: str) -> bool:
     return name.lower().endswith(DAG_FILE_SUFFIXES)
 
 
 def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None, *,
-                    pod_policy: PodPolicy | None = None, executor: str | None = None) -> DagSet:
+                    pod_policy: PodPolicy | None = None, executor: str | None = None,
+                    cluster_templates: ClusterTemplates | None = None) -> DagSet:
     """Every DAG of ``files`` and every problem in them (see the module docstring).
 
     With a ``pod_policy`` (the cluster's, :mod:`leoflow.model.spec.pod_policy`), a pod field it refuses
     is a problem of its document like any invalid field; with an ``executor`` kind, so is a task
-    that the executor cannot start (:mod:`leoflow.model.spec.entrypoint`).
+    that the executor cannot start (:mod:`leoflow.model.spec.entrypoint`). ``cluster_templates``: those
+    the files may use (``uses: cluster/NAME[@V]``; the caller reads :func:`cluster_templates_named`).
 
     With a ``budget`` (the API's ``dags:sync``), the files are held to it *together*: what their
     YAML stands for adds up, and reading stops at the first file past it or past its deadline
@@ -104,7 +112,7 @@ def parse_dag_files(files: Sequence[DagFile], budget: YamlBudget | None = None, 
                 break
             try:
                 check_string_keys(document.data, "")
-                spec = parse_dag_spec(document.data)
+                spec = parse_dag_spec(document.data, cluster_templates=cluster_templates)
                 if pod_policy is not None:
                     check_dag_pods(spec, pod_policy)
                 if executor is not None:

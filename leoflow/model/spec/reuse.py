@@ -215,6 +215,38 @@ def cluster_refs(text: str) -> set[tuple[str, int | None]]:
     return {(m.group(1), int(m.group(2)) if m.group(2) else None) for m in _CLUSTER_REF.finditer(text)}
 
 
+def cluster_uses(doc: object) -> set[tuple[str, int | None]]:
+    """The cluster templates a decoded spec's tasks name in ``uses:`` (exactly; a bad one is the parse's 422)."""
+    found: set[tuple[str, int | None]] = set()
+    for key in ("tasks", "on_exit"):
+        tasks = doc.get(key) if isinstance(doc, dict) else None
+        for task in tasks if isinstance(tasks, list) else ():
+            uses = task.get("uses") if isinstance(task, dict) else None
+            if isinstance(uses, str) and (m := _CLUSTER_REF.fullmatch(uses)):
+                found.add((m.group(1), int(m.group(2)) if m.group(2) else None))
+    return found
+
+
+def template_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The cluster templates whose version differs between two canonical specs (``cluster/etl 4 → 5``)."""
+    def versions(spec: Mapping[str, Any] | None) -> dict[str, set[int]]:
+        used: dict[str, set[int]] = {}
+        for key in ("tasks", "on_exit"):
+            for task in (spec or {}).get(key) or ():
+                record = task.get("uses") if isinstance(task, dict) else None
+                if isinstance(record, dict) and isinstance(record.get("version"), int):
+                    used.setdefault(str(record.get("template")), set()).add(record["version"])
+        return used
+
+    old, new = versions(before), versions(after)
+    changes = []
+    for name in sorted(set(old) | set(new)):
+        if old.get(name) != new.get(name):
+            changes.append({"template": name, "from": max(old[name]) if name in old else None,
+                            "to": max(new[name]) if name in new else None})
+    return changes
+
+
 def _parse_uses(value: str, path: str) -> tuple[str, bool, int | None]:
     """``NAME`` → (NAME, False, None), a DAG's; ``cluster/NAME[@V]`` → (NAME, True, V or None), the cluster's."""
     if not value.startswith(CLUSTER):
