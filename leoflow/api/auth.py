@@ -61,7 +61,7 @@ def looks_like_jwt(token: str) -> bool:
 
 def ensure_auth_configured(settings: Settings) -> None:
     """Refuse to serve with auth enabled but no tokens configured."""
-    if settings.api.auth_enabled and not settings.api.tokens:
+    if settings.api.auth_enabled and not settings.api.tokens and not settings.oidc.enabled:
         raise SettingsError("LEOFLOW_API_TOKENS", "no API tokens configured; set LEOFLOW_API_TOKENS or "
                             "LEOFLOW_API_TOKENS_FILE (name:scope:token), or LEOFLOW_AUTH=disabled to "
                             "serve without authentication")

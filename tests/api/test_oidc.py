@@ -256,3 +256,15 @@ def test_oidc_settings_are_refused_clearly() -> None:
     with pytest.raises(SettingsError, match="LEOFLOW_OIDC_GROUPS_CLAIM"):
         load_settings({"LEOFLOW_OIDC_GROUPS_CLAIM": "realm_access..roles"})
     assert load_settings({}).oidc.enabled is False
+
+
+def test_a_server_with_single_sign_on_needs_no_static_token(database_url: str, provider: OidcProvider) -> None:
+    from leoflow.settings import load_settings
+
+    settings = load_settings({"LEOFLOW_DATABASE_URL": database_url, "LEOFLOW_LOG_FORMAT": "text",
+                              "LEOFLOW_DB_POOL_SIZE": "4", **oidc_env(provider)})
+    assert settings.api.tokens == ()
+    with client_for(create_app(settings)) as api:
+        alice = provider.device_login("alice")["id_token"]
+        assert api.post("/api/v2/dags", json=spec("sso-only"), headers=bearer(alice)).status_code == 201
+        assert api.get("/api/v2/dags", headers=ADMIN).status_code == 401
