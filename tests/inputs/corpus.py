@@ -73,6 +73,10 @@ def task(task_id: str = "a", **fields: Any) -> dict[str, Any]:
     return {"id": task_id, "image": "busybox", "command": ["true"], **fields}
 
 
+#: A template's task shape (no id: a template is not a task).
+SHAPE = {"image": "busybox", "command": ["true"]}
+
+
 def spec(dag_id: str = "poison", **fields: Any) -> dict[str, Any]:
     return {"dag_id": dag_id, "schedule": None, "tasks": [task()], **fields}
 
@@ -251,6 +255,54 @@ def corpus() -> list[Poison]:
              "tasks[0].retry_policy.when"),
         _dag("retry exit code 256", spec(tasks=[task(retry_policy={"on_exit_codes": [256]})]), 422,
              "tasks[0].retry_policy.on_exit_codes[0]"),
+        # Reusable templates (templates:, uses:, inputs:) and cluster templates.
+        _dag("201 templates", spec(templates=[{"name": f"t{i}", **SHAPE} for i in range(201)]), 422,
+             "templates"),
+        _dag("templates as a mapping", spec(templates={"name": "t"}), 422, "templates"),
+        _dag("a template with depends_on", spec(templates=[{"name": "t", **SHAPE, "depends_on": ["a"]}]), 422,
+             "templates[0].depends_on"),
+        _dag("a template using another", spec(templates=[{"name": "t", **SHAPE, "uses": "u"}]), 422,
+             "templates[0].uses"),
+        _dag("a template with an unknown field", spec(templates=[{"name": "t", **SHAPE, "colour": 1}]), 422,
+             "templates[0].colour"),
+        _dag("an undeclared input in a template", spec(templates=[{"name": "t", **SHAPE,
+                                                                   "args": ["{{ inputs.nope }}"]}]), 422,
+             "templates[0].args[0]"),
+        _dag("65 inputs", spec(templates=[{"name": "t", **SHAPE, "inputs": {f"i{n}": {} for n in range(65)}}]),
+             422, "templates[0].inputs"),
+        _dag("uses an unknown template", spec(tasks=[{"id": "a", "uses": "ghost"}]), 422, "tasks[0].uses"),
+        _dag("uses a missing cluster template", spec(tasks=[{"id": "a", "uses": "cluster/ghost@3"}]), 422,
+             "tasks[0].uses"),
+        _dag("uses cluster/../x", spec(tasks=[{"id": "a", "uses": "cluster/../x"}]), 422, "tasks[0].uses"),
+        _dag("uses a number", spec(tasks=[{"id": "a", "uses": 7}]), 422, "tasks[0].uses"),
+        _dag("a missing required input", spec(templates=[{"name": "t", **SHAPE, "inputs": {"p": {}}}],
+                                              tasks=[{"id": "a", "uses": "t"}]), 422, "tasks[0].uses"),
+        _dag("an unknown input", spec(templates=[{"name": "t", **SHAPE}],
+                                      tasks=[{"id": "a", "uses": "t", "inputs": {"zz": 1}}]), 422,
+             "tasks[0].inputs.zz"),
+        _dag("an input of the wrong type", spec(templates=[{"name": "t", **SHAPE, "inputs": {"n": {
+            "type": "integer"}}}], tasks=[{"id": "a", "uses": "t", "inputs": {"n": "1e400"}}]), 422,
+             "tasks[0].inputs.n"),
+        _dag("an input naming an input", spec(templates=[{"name": "t", **SHAPE, "inputs": {"p": {}},
+                                                          "args": ["{{ inputs.p }}"]}],
+                                              tasks=[{"id": "a", "uses": "t", "inputs": {"p": "{{ inputs.p }}"}}]),
+             422, "tasks[0].inputs.p"),
+        _dag("an input 64 times over 60 KB", spec(templates=[{"name": "t", **SHAPE, "inputs": {"p": {}},
+                                                              "args": ["{{ inputs.p }}" * 64]}],
+                                                  tasks=[{"id": "a", "uses": "t", "inputs": {"p": "x" * 60_000}}]),
+             422, "tasks[0].args[0]"),
+        _dag("inputs without uses", spec(tasks=[task(inputs={"p": 1})]), 422, "tasks[0].inputs"),
+        Poison("cluster template with depends_on", "PUT", "/api/v2/templates/poison", {**SHAPE, "depends_on": []},
+               JSON, 422, "depends_on"),
+        Poison("cluster template named in the body otherwise", "PUT", "/api/v2/templates/poison",
+               {**SHAPE, "name": "other"}, JSON, 422, "name"),
+        Poison("cluster template of 300 KB", "PUT", "/api/v2/templates/poison", {**SHAPE, "args": ["a" * 300_000]},
+               JSON, 422, "args[0]"),
+        Poison("cluster template nested 200,000 deep", "PUT", "/api/v2/templates/poison",
+               b"[" * 200_000 + b"]" * 200_000, JSON, 400, "body"),
+        Poison("cluster template as a list", "PUT", "/api/v2/templates/poison", [1], JSON, 422, "body"),
+        Poison("cluster template version 0", "GET", "/api/v2/templates/poison?version=0", None, JSON, 400,
+               "version"),
         _dag("YAML nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body", YAML),
         _dag("JSON nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body"),
         _dag("YAML with a recursive alias", b"dag_id: &a [1, *a]\n", 400, "body", YAML),

@@ -20,9 +20,10 @@ key, ``env`` by name, ``volumes`` by name, ``volume_mounts`` by mount path, ``po
 strategic-merged; every other field is replaced as a whole), and ``defaults:`` still applies
 below both. The canonical task holds the result plus a ``uses`` record (``{template: etl}``,
 ``{template: cluster/etl, version: 4}``), so the scheduler never reads a template and a DAG
-version keeps its copy whatever happens to the template afterwards (Argo resolves a
-``templateRef`` when a workflow *runs*, so editing a WorkflowTemplate changes running and retried
-workflows: argo-workflows#7046, #9533).
+version keeps its copy whatever happens to the template afterwards. (Argo resolves a
+``templateRef`` while a workflow runs: a template edited or deleted meanwhile changed a running
+workflow's meaning, failed its retry with "not found" or left it stuck — argo-workflows#1525,
+#1744, #13850 — and a deleted-and-recreated one was still served stale, #14607.)
 
 **Inputs compose on parsed strings, never on text.** Each template string of ``command``,
 ``args``, ``env`` and the pod template's containers' ``args``/``env`` is parsed with the template
@@ -34,8 +35,8 @@ turns into a reference, however the pieces meet. An input's value is written exa
 uses the template and are checked there like its own (declared parameter, upstream task, declared
 output); a non-string value becomes its compact JSON text, always literal. Substitution happens
 once, at apply; a rendered value is never parsed again (:mod:`.rendering`). Argo substitutes
-``{{inputs.parameters.x}}`` as text, so a value holding ``{{`` is re-expanded or breaks the
-template (argo-workflows#6260, #10630); here it cannot.
+``{{inputs.parameters.x}}`` as text in more than one pass, so a value holding ``{{ }}`` is expanded
+again and users resort to ``{`` tricks to escape it (argo-workflows#1765, #12634); here it cannot.
 
 No template uses another, or carries ``depends_on``, ``trigger_rule``, ``when``, ``map_over`` or
 ``max_parallel``: those place a task in its graph, which is the using task's business.
