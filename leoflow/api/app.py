@@ -109,6 +109,7 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         # Not waiting for the first connection: the API starts (and is live) while the
         # database is down; requests answer 503 until it is back.
         await db.open()
+        auth.tokens.attach(db)
         app.state.api = ApiState(settings=settings, db=db, auth=auth,
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK,
                                  election_health=election_health, live_logs=live_logs)

@@ -65,7 +65,9 @@ def _entry(request: Request, status: int, *, dag_id: str | None = None, run_id: 
         route=getattr(route, "path", None) or request.url.path, path=request.url.path, status=status,
         remote_addr=request.client.host if request.client else None,
         forwarded_for=request.headers.get("x-forwarded-for"), user_agent=request.headers.get("user-agent"),
-        dag_id=dag_id or params.get("dag_id"), run_id=run_id or params.get("run_id"), details=details or {})
+        dag_id=dag_id or params.get("dag_id"), run_id=run_id or params.get("run_id"), details=details or {},
+        actor_kind=principal.kind, actor_subject=principal.subject or principal.name,
+        team=getattr(request.state, "team", None) or principal.team)
 
 
 @dataclass

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leoflow.api.errors import ApiError
+from leoflow.api.token_cache import CachedToken, TokenCache
 from leoflow.errors import SettingsError
+from leoflow.model.access.roles import Role
+from leoflow.model.access.tokens import is_runtime_secret
 from leoflow.settings import ApiSettings, Settings
 
 Scope = Literal["read", "admin", "open"]
@@ -46,6 +49,10 @@ class Principal:
     subject: str = ""
     #: The identity provider's groups, which the teams file's rules map to team roles.
     groups: tuple[str, ...] = ()
+    #: A runtime token's role and team (None for other kinds: their role follows from ``scope``
+    #: and, with teams configured, from ``groups``).
+    role: Role | None = None
+    team: str | None = None
 
 
 ANONYMOUS_ADMIN = Principal(name="anonymous", scope="admin", kind="anonymous", subject="anonymous")
@@ -67,6 +74,12 @@ def ensure_auth_configured(settings: Settings) -> None:
                             "serve without authentication")
 
 
+def token_principal(token: CachedToken) -> Principal:
+    """The principal a runtime token stands for (its id is the audit's stable subject)."""
+    return Principal(name=token.name, scope="admin" if token.role == "admin" else "read", kind="token",
+                     subject=token.id, role=token.role, team=token.team)
+
+
 class Authenticator:
     """Checks ``Authorization: Bearer <token>`` headers against the configured tokens."""
 
@@ -76,6 +89,8 @@ class Authenticator:
                         for t in api.tokens]
         #: The OpenID Connect hook: a bearer value shaped like a JWT goes here (when set).
         self.jwt_verifier = jwt_verifier
+        #: Runtime tokens (``/api/v2/tokens``); the app attaches its database at start.
+        self.tokens = TokenCache()
 
     def identify(self, authorization: str | None) -> Principal | None:
         """The principal for a header value, or None when it names no configured token."""
@@ -87,6 +102,10 @@ class Authenticator:
         presented = presented.strip()
         if self.jwt_verifier is not None and looks_like_jwt(presented):
             return self.jwt_verifier(presented)
+        if is_runtime_secret(presented):
+            token = self.tokens.lookup(presented)
+            if token is not None:
+                return token_principal(token)
         candidate = presented.encode("utf-8", "surrogateescape")
         found: Principal | None = None
         for secret, principal in self._tokens:
@@ -94,6 +113,13 @@ class Authenticator:
             if hmac.compare_digest(candidate, secret) and found is None:
                 found = principal
         return found
+
+    async def authenticate(self, authorization: str | None, needed: Scope) -> Principal:
+        """:meth:`require`, after bringing the runtime tokens up to date when one is presented."""
+        if self.enabled and needed != "open" and self.tokens.attached and authorization \
+                and is_runtime_secret(authorization.partition(" ")[2].strip()):
+            await self.tokens.refresh_if_stale()
+        return self.require(authorization, needed)
 
     def require(self, authorization: str | None, needed: Scope) -> Principal:
         """The caller's principal if allowed ``needed``; raises 401/403 otherwise."""

@@ -114,8 +114,9 @@ class Endpoint:
         needed = self.needed
         try:
             state = api_state(request)
-            request.state.principal = state.auth.require(request.headers.get("authorization"), needed)
             async with asyncio.timeout(state.request_timeout):
+                request.state.principal = await state.auth.authenticate(request.headers.get("authorization"),
+                                                                        needed)
                 response = await self._run(request)
         except Exception as exc:  # the one boundary where every failure becomes an answer
             response = error_response(translate(exc))

@@ -324,6 +324,18 @@ CLUSTER_TEMPLATE_NAMES = Count("cluster templates (names not deleted)", 0, 1_000
                                "task shapes, far from a table scan's cost")
 
 
+# --------------------------------------------------------------------------- access control
+
+TOKEN_NAME = Name("`name` (token request)", NAME_RE, 50, NAME_RULE,
+                  "shown in token lists, logs and the audit log, like a pool's name")
+TEAM_NAME = Name("`team` (token request, DAG spec, teams file)", NAME_RE, 50, NAME_RULE,
+                 "the same rule as DAG ids: team names appear in URLs, labels and namespaces")
+TOKEN_EXPIRY = Range("`expires_in_days` (token request)", 1, 3_650, "every token expires; the cluster's "
+                     "LEOFLOW_API_TOKEN_MAX_DAYS (default 90) caps it further", integer=True)
+TOKENS = Count("runtime API tokens (not revoked, not expired)", 0, 10_000, "tokens",
+               "every replica keeps them in memory to check a request in microseconds (about 1 MB at the "
+               "limit); a creation past it is refused (409)")
+
 # --------------------------------------------------------------------------- run requests
 
 CONF = Size("`conf` (trigger request)", 64 * 1024, 32, 10_000,
@@ -365,4 +377,5 @@ LIMITS: tuple[Limit, ...] = (
     RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES,
     BEARER_JWT, OIDC_GROUPS,
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
+    TOKEN_NAME, TEAM_NAME, TOKEN_EXPIRY, TOKENS,
 )

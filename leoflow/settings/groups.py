@@ -57,6 +57,8 @@ class ApiSettings:
     public_url: str | None = v.API_URL.default
     auth_enabled: bool = v.AUTH.default == "enabled"
     tokens: tuple[ApiToken, ...] = ()
+    #: Longest lifetime of a runtime API token (LEOFLOW_API_TOKEN_MAX_DAYS).
+    token_max_days: int = v.API_TOKEN_MAX_DAYS.default
     metrics_auth: bool = v.METRICS_AUTH.default
     max_body_bytes: int = v.MAX_BODY_BYTES.default
 

@@ -34,8 +34,8 @@ ROUTES = [r for r in api_routes(SETTINGS) if r.path.startswith("/api/")]
 #: Path values that reach each route's real work; deletes aim at things that do not exist, so
 #: the DAG and run every other route needs stay.
 VALID = {"dag_id": HEALTHY, "run_id": "r1", "task_id": "a", "version": "1", "backfill_id": "1",
-         "notification_id": "1", "pool": "default"}
-VALID_FOR_DELETE = {"dag_id": "absent", "pool": "absent"}
+         "notification_id": "1", "pool": "default", "token_id": "0123456789abcdef"}
+VALID_FOR_DELETE = {"dag_id": "absent", "pool": "absent", "token_id": "0123456789abcdef"}
 _TEMPLATE = re.compile(r"\{(\w+)\}")
 
 

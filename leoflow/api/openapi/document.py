@@ -23,13 +23,14 @@ from leoflow.api.openapi import (
     runs,
     system,
     templates,
+    tokens,
     versions,
 )
 from leoflow.api.routes.table import OPERATIONS
 
 #: The resources in the order the document lists their schemas.
 _SCHEMAS_ORDER = (components, dags, runs, cluster, system, versions, backfills, notifications, audit, pools,
-                  templates)
+                  tokens, templates)
 
 
 def schemas() -> dict[str, Any]:

@@ -22,10 +22,11 @@ from leoflow.api.routes import (
     runs,
     system,
     templates,
+    tokens,
     versions,
 )
 
 OPERATIONS: tuple[Operation, ...] = tuple(
     operation for module in (runs, logs, outputs, commands, system, cluster, dags, dag_sync, versions, backfills,
-                             notifications, audit, pools, templates)
+                             notifications, audit, pools, tokens, templates)
     for operation in module.OPERATIONS)

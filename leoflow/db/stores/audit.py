@@ -38,6 +38,11 @@ class AuditRecord:
     dag_id: str | None = None
     run_id: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: How the writer proved who it is (static, token, oidc, anonymous), a stable id for it (a
+    #: token's id, an OIDC ``sub``) and the team the write concerned.
+    actor_kind: str | None = None
+    actor_subject: str | None = None
+    team: str | None = None
 
 
 #: Seconds of refusals one counted row holds: an hour keeps a year of a token hammering a write
@@ -54,15 +59,17 @@ def _values(entry: AuditRecord) -> dict[str, Any]:
             "route": entry.route[:200], "path": entry.path[:1000], "status": entry.status,
             "remote_addr": _clip(entry.remote_addr, 100), "forwarded_for": _clip(entry.forwarded_for, 300),
             "user_agent": _clip(entry.user_agent, 300), "dag_id": _clip(entry.dag_id, 50),
-            "run_id": _clip(entry.run_id, 250), "details": json.dumps(entry.details, default=str)}
+            "run_id": _clip(entry.run_id, 250), "details": json.dumps(entry.details, default=str),
+            "actor_kind": _clip(entry.actor_kind, 10), "actor_subject": _clip(entry.actor_subject, 200),
+            "team": _clip(entry.team, 50)}
 
 
 async def record(conn: AsyncConnection, entry: AuditRecord) -> None:
     await conn.execute(text("""
         INSERT INTO audit_events (actor, scope, method, route, path, status, remote_addr, forwarded_for, user_agent,
-                                  dag_id, run_id, details)
+                                  dag_id, run_id, details, actor_kind, actor_subject, team)
         VALUES (:actor, :scope, :method, :route, :path, :status, :remote_addr, :forwarded_for, :user_agent,
-                :dag_id, :run_id, CAST(:details AS jsonb))
+                :dag_id, :run_id, CAST(:details AS jsonb), :actor_kind, :actor_subject, :team)
     """), _values(entry))
 
 
@@ -71,9 +78,9 @@ async def record(conn: AsyncConnection, entry: AuditRecord) -> None:
 _DENIAL = text("""
     WITH now AS (SELECT clock_timestamp() AS at)
     INSERT INTO audit_events (actor, scope, method, route, path, status, remote_addr, forwarded_for, user_agent,
-                              dag_id, run_id, details, ts, last_ts, denial_window)
+                              dag_id, run_id, details, actor_kind, actor_subject, team, ts, last_ts, denial_window)
     SELECT :actor, :scope, :method, :route, :path, :status, :remote_addr, :forwarded_for, :user_agent,
-           :dag_id, :run_id, CAST(:details AS jsonb), at, at,
+           :dag_id, :run_id, CAST(:details AS jsonb), :actor_kind, :actor_subject, :team, at, at,
            to_timestamp(floor(extract(epoch FROM at) / :window) * :window)
     FROM now
     ON CONFLICT (actor, method, route, status, denial_window) WHERE denial_window IS NOT NULL
@@ -91,7 +98,7 @@ async def list_events(conn: AsyncConnection, *, before_id: int | None, limit: in
     """Newest first, up to ``limit + 1`` older than ``before_id``."""
     rows = await conn.execute(text("""
         SELECT id, ts, actor, scope, method, route, path, status, remote_addr, forwarded_for, user_agent, dag_id,
-               run_id, details, count, last_ts
+               run_id, details, count, last_ts, actor_kind, actor_subject, team
         FROM audit_events
         WHERE (CAST(:before AS bigint) IS NULL OR id < :before)
           AND (CAST(:actor AS text) IS NULL OR actor = :actor)
