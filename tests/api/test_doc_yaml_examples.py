@@ -6,6 +6,8 @@ read ``on:`` as ``true`` under YAML 1.1 — issue 44, item 8) is a broken promis
 (completed with one task), or a task's fields (completed into a DAG of that task). A block that is
 none of these must say so with ``<!-- not a DAG -->`` on a line of its own just before its fence.
 ADRs (``docs/adr/``) are left out: they record designs, proposed syntax included, not examples.
+A block marked ``<!-- cluster template -->`` is a cluster template: it is stored (``PUT
+/api/v2/templates/{name}``) before any example that names ``cluster/…`` is applied.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tests.api.live import client_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_A_DAG = "<!-- not a DAG -->"
+CLUSTER_TEMPLATE = "<!-- cluster template -->"
 _FENCE = re.compile(r"^```yaml[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 
 
@@ -35,6 +38,7 @@ class Example:
     where: str
     text: str
     skipped: bool
+    cluster_template: bool = False
 
 
 def yaml_examples() -> list[Example]:
@@ -45,7 +49,8 @@ def yaml_examples() -> list[Example]:
         for match in _FENCE.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
             before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
-            found.append(Example(f"{path.relative_to(ROOT)}:{line}", match.group(1), before == NOT_A_DAG))
+            found.append(Example(f"{path.relative_to(ROOT)}:{line}", match.group(1),
+                                 before in (NOT_A_DAG, CLUSTER_TEMPLATE), before == CLUSTER_TEMPLATE))
     return found
 
 
@@ -85,6 +90,8 @@ def test_yaml_example_applies(docs_client: httpx.Client, example: Example) -> No
     api_client = docs_client
     if example.skipped:
         pytest.skip("marked as no DAG")
+    if "cluster/" in example.text:
+        _store_cluster_templates(api_client)
     dag_id = "doc-" + re.sub(r"[^a-z0-9]+", "-", example.where.lower()).strip("-")[-40:]
     document = as_dag(load_yaml(example.text), dag_id)
     # The body is the example's own text when it is a whole DAG, so the server reads what the reader wrote.
@@ -93,6 +100,20 @@ def test_yaml_example_applies(docs_client: httpx.Client, example: Example) -> No
     answer = api_client.post("/api/v2/dags", content=body.encode(),
                              headers={**ADMIN, "Content-Type": "application/yaml"})
     assert answer.status_code in (200, 201), f"{example.where}: {answer.text[:500]}"
+
+
+def _store_cluster_templates(client: httpx.Client) -> None:
+    for example in EXAMPLES:
+        if example.cluster_template:
+            template = load_yaml(example.text)
+            answer = client.put(f"/api/v2/templates/{template['name']}", content=example.text.encode(),
+                                headers={**ADMIN, "Content-Type": "application/yaml"})
+            assert answer.status_code in (200, 201), f"{example.where}: {answer.text[:500]}"
+
+
+def test_cluster_template_examples_are_stored(docs_client: httpx.Client) -> None:
+    assert any(e.cluster_template for e in EXAMPLES)
+    _store_cluster_templates(docs_client)
 
 
 def test_notify_on_is_a_key_not_true(api_client: httpx.Client) -> None:
