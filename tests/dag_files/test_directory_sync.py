@@ -189,3 +189,43 @@ def test_the_service_syncs_at_start_follows_changes_and_stops_when_fenced_out(
             await DagDirectorySync(tmp_path, "wf").sync_once(ctx, None)
 
     as_leader(settings, body)
+
+
+def test_the_leaders_sync_resolves_cluster_templates_and_pins_their_version(settings: Settings,
+                                                                            tmp_path: Path) -> None:
+    from leoflow.db.stores import task_templates
+    from leoflow.model.spec.reuse import cluster_template_hash
+
+    async def put(ctx: LeaderContext, image: str) -> None:
+        spec = {"inputs": {"part": {}}, "image": image, "command": ["etl", "{{ inputs.part }}"]}
+        async with ctx.db.transaction() as conn:
+            await task_templates.put_template(conn, "etl", spec, cluster_template_hash(spec), created_by="test",
+                                              now=SystemClock().now())
+
+    async def task_of(ctx: LeaderContext) -> dict[str, Any]:
+        [spec] = [r.spec for r in await rows(ctx.db.engine, "SELECT v.spec FROM dags d JOIN dag_versions v "
+                                                            "ON v.id = d.current_version_id")]
+        return dict(spec["tasks"][0])
+
+    async def body(ctx: LeaderContext) -> None:
+        files = ConfigMapVolume(tmp_path / "dags")
+        text = json.dumps({"dag_id": "uses", "tasks": [{"id": "t", "uses": "cluster/etl", "inputs": {"part": "p"}}]})
+        files.write({"uses.json": text})
+        service = DagDirectorySync(tmp_path / "dags", "wf")
+        last = await service.sync_once(ctx, None)
+        assert await dags(ctx) == {}  # no such template yet: the file is refused, nothing applied
+        await put(ctx, "acme/etl:1")
+        files.write({"uses.json": text + " "})  # the files changed: the sync looks again
+        last = await service.sync_once(ctx, last)
+        task = await task_of(ctx)
+        assert (task["image"], task["command"], task["uses"]) == ("acme/etl:1", ["etl", "p"],
+                                                                  {"template": "cluster/etl", "version": 1})
+        await put(ctx, "acme/etl:2")  # a new version alone changes no DAG
+        last = await service.sync_once(ctx, last)
+        assert (await task_of(ctx))["image"] == "acme/etl:1"
+        files.write({"uses.json": text + "  "})
+        await service.sync_once(ctx, last)
+        assert (await task_of(ctx))["uses"] == {"template": "cluster/etl", "version": 2}
+        assert await dags(ctx) == {"uses": (False, "wf", 2)}
+
+    as_leader(settings, body)
