@@ -34,8 +34,8 @@ ROUTES = [r for r in api_routes(SETTINGS) if r.path.startswith("/api/")]
 #: Path values that reach each route's real work; deletes aim at things that do not exist, so
 #: the DAG and run every other route needs stay.
 VALID = {"dag_id": HEALTHY, "run_id": "r1", "task_id": "a", "version": "1", "backfill_id": "1",
-         "notification_id": "1", "pool": "default", "token_id": "0123456789abcdef"}
-VALID_FOR_DELETE = {"dag_id": "absent", "pool": "absent", "token_id": "0123456789abcdef"}
+         "notification_id": "1", "pool": "default", "token_id": "0123456789abcdef", "name": "etl"}
+VALID_FOR_DELETE = {"dag_id": "absent", "pool": "absent", "token_id": "0123456789abcdef", "name": "absent"}
 _TEMPLATE = re.compile(r"\{(\w+)\}")
 
 
@@ -59,6 +59,8 @@ def api(pg_server: PostgresServer) -> Iterator[httpx.Client]:
                                   headers=ADMIN)
             assert created.status_code == 201, created.text
             assert client.post(f"/api/v2/dags/{HEALTHY}/runs", json={"run_id": "r1"}, headers=ADMIN).status_code == 201
+            template = {"image": "busybox", "command": ["true"]}
+            assert client.put("/api/v2/templates/etl", json=template, headers=ADMIN).status_code == 201
             yield client
     finally:
         pg_server.drop_database(url)
