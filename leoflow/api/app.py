@@ -34,6 +34,7 @@ from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import HotRoutes, RequestMetrics
 from leoflow.api.oidc.verifier import oidc_verifier
+from leoflow.api.oidc.web_login import SessionCookieAuth, web_login_for
 from leoflow.api.openapi.document import openapi_document
 from leoflow.api.routes import system
 from leoflow.api.routes.table import OPERATIONS
@@ -100,6 +101,8 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
     # Bearer JWTs of an OpenID Connect provider (leoflow.api.oidc), when one is configured.
     verifier = oidc_verifier(settings.oidc) if settings.oidc.enabled else None
     auth = Authenticator(settings.api, jwt_verifier=verifier)
+    # Dashboard sign-in through the provider (a session cookie becomes the bearer), when configured.
+    web_login = web_login_for(settings.oidc, verifier, settings.notify.dashboard_url)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -131,10 +134,13 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         r.path == path and method in (r.methods or ()) for method, path in HOT_ROUTES)]
     app = Starlette(
         # The web dashboard (``/``, ``/static``) is public static files; see leoflow.api.dashboard.
-        routes=routes + dashboard_routes(),
-        middleware=[Middleware(RequestMetrics), Middleware(HotRoutes, routes=hot)],
+        routes=routes + dashboard_routes() + (web_login.routes() if web_login else []),
+        middleware=[Middleware(RequestMetrics),
+                    *([Middleware(SessionCookieAuth, signer=web_login.session_cookies)] if web_login else []),
+                    Middleware(HotRoutes, routes=hot)],
         exception_handlers={HTTPException: http_exception_handler},
         lifespan=lifespan,
     )
     app.state.openapi_document = openapi_document()
+    app.state.sso_login = web_login is not None
     return app

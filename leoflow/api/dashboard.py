@@ -122,11 +122,13 @@ async def session(request: Request) -> Response:
                                        "details": None}}, status_code=503)
     body: dict[str, Any]
     if not auth.enabled:
-        body = {"authenticated": True, "auth": "disabled", "scope": "admin", "name": None}
+        body = {"authenticated": True, "auth": "disabled", "scope": "admin", "name": None, "sso": False}
     else:
         principal = auth.identify(request.headers.get("authorization"))
         body = {"authenticated": principal is not None, "auth": "enabled",
-                "scope": principal.scope if principal else None, "name": principal.name if principal else None}
+                "scope": principal.scope if principal else None, "name": principal.name if principal else None,
+                # Whether the page may offer "sign in with single sign-on" (leoflow.api.oidc.web_login).
+                "sso": bool(getattr(request.app.state, "sso_login", False))}
     return JSONResponse(body, headers={"Cache-Control": "no-store", **SECURITY_HEADERS})
 
 

@@ -229,6 +229,12 @@ def claim_path(value: str) -> str:
     return value
 
 
+def session_secret(value: str) -> str | None:
+    if len(value) < 32:
+        raise ValueError("must be at least 32 characters (random, the same on every replica)")
+    return value
+
+
 def scope_names(value: str) -> tuple[str, ...]:
     found = tuple(s for s in value.replace(",", " ").split() if s)
     if "openid" not in found:
@@ -439,6 +445,15 @@ OIDC_LEEWAY = Variable(
 OIDC_SCOPES = Variable[tuple[str, ...]](
     "LEOFLOW_OIDC_SCOPES", ("openid", "email", "profile", "offline_access"), scope_names,
     "Comma-separated scopes `leoflow login` asks for.")
+OIDC_CLIENT_SECRET = Variable[str | None](
+    "LEOFLOW_OIDC_CLIENT_SECRET", None, optional_text,
+    "The client secret, when the provider makes Leoflow's client a confidential one (the dashboard's code "
+    "exchange sends it; PKCE is used either way).", secret=True)
+OIDC_SESSION_SECRET = Variable[str | None](
+    "LEOFLOW_OIDC_SESSION_SECRET", None, session_secret,
+    "At least 32 random characters, the same on every replica: signs the dashboard's sign-in cookies. Dashboard "
+    "sign-in through the provider is offered only when it, `LEOFLOW_OIDC_ISSUER` and `LEOFLOW_OIDC_CLIENT_ID` "
+    "are set.", secret=True, shown_default="(none: no dashboard sign-in)")
 
 #: Every environment variable Leoflow reads, in documentation order.
 VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
@@ -454,6 +469,7 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     NOTIFY_ALLOWED_HOSTS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
     METRICS_MAX_TASKS, OIDC_ISSUER, OIDC_AUDIENCE, OIDC_CLIENT_ID, OIDC_ALGORITHMS, OIDC_GROUPS_CLAIM,
     OIDC_NAME_CLAIM, OIDC_ADMIN_GROUPS, OIDC_KEYS_MAX_AGE, OIDC_KEYS_MIN_INTERVAL, OIDC_LEEWAY, OIDC_SCOPES,
+    OIDC_CLIENT_SECRET, OIDC_SESSION_SECRET,
 )
 
 #: The leader-election and scheduling timings a production replica runs with (benchmarks start

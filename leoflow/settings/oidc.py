@@ -47,6 +47,19 @@ class OidcSettings(NamedTuple):
     leeway: float = v.OIDC_LEEWAY.default
     #: Scopes ``leoflow login`` asks for.
     scopes: tuple[str, ...] = v.OIDC_SCOPES.default
+    #: Sent with the dashboard's code exchange when the provider made the client confidential (a secret).
+    client_secret: str | None = v.OIDC_CLIENT_SECRET.default
+    #: Signs the dashboard's sign-in cookies (a secret; the same on every replica). None: no dashboard sign-in.
+    session_secret: str | None = v.OIDC_SESSION_SECRET.default
+
+    def __repr__(self) -> str:  # the two secrets never reach a log line
+        shown = self._replace(client_secret="***" if self.client_secret else None,
+                              session_secret="***" if self.session_secret else None)
+        return "OidcSettings(" + ", ".join(f"{k}={getattr(shown, k)!r}" for k in self._fields) + ")"
+
+    @property
+    def dashboard_sign_in(self) -> bool:
+        return self.issuer is not None and self.client_id is not None and self.session_secret is not None
 
     @property
     def enabled(self) -> bool:
@@ -66,4 +79,5 @@ def oidc_settings_from(reader: EnvironmentReader) -> OidcSettings:
         algorithms=reader.get(v.OIDC_ALGORITHMS), groups_claim=reader.get(v.OIDC_GROUPS_CLAIM),
         name_claim=reader.get(v.OIDC_NAME_CLAIM), admin_groups=reader.get(v.OIDC_ADMIN_GROUPS),
         keys_max_age=reader.get(v.OIDC_KEYS_MAX_AGE), keys_min_interval=reader.get(v.OIDC_KEYS_MIN_INTERVAL),
-        leeway=reader.get(v.OIDC_LEEWAY), scopes=reader.get(v.OIDC_SCOPES))
+        leeway=reader.get(v.OIDC_LEEWAY), scopes=reader.get(v.OIDC_SCOPES),
+        client_secret=reader.get(v.OIDC_CLIENT_SECRET), session_secret=reader.get(v.OIDC_SESSION_SECRET))

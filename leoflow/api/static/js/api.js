@@ -27,11 +27,31 @@ export function onUnauthorized(fn) {
   listeners.add(fn);
 }
 
+/** The CSRF value of a single-sign-on session (a cookie the server set beside its HttpOnly session). */
+function csrfToken() {
+  const match = document.cookie.match(/(?:^|;\s*)leoflow_csrf=([^;]+)/);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+/** Whether the server offers "sign in with single sign-on" (set by detectScope). */
+export let ssoOffered = false;
+
 function headers(extra) {
   const result = { Accept: "application/json", ...extra };
   const token = getToken();
   if (token) result.Authorization = `Bearer ${token}`;
+  else if (csrfToken()) result["X-CSRF-Token"] = csrfToken(); // the session cookie is the credential
   return result;
+}
+
+/** Ends a single-sign-on session (its cookies); a pasted token is simply forgotten by the caller. */
+export async function endSsoSession() {
+  if (!csrfToken()) return;
+  try {
+    await fetch("/auth/logout", { method: "POST", headers: { "X-CSRF-Token": csrfToken() } });
+  } catch {
+    // Unreachable: the cookie expires with the ID token anyway.
+  }
 }
 
 async function errorFrom(response) {
@@ -116,5 +136,6 @@ export async function detectScope() {
   }
   if (!response.ok) throw await errorFrom(response);
   const info = await response.json();
+  ssoOffered = Boolean(info.sso);
   return info.authenticated ? info.scope || "read" : "";
 }

@@ -1,6 +1,6 @@
 // The dashboard shell: sign-in, hash router, and the polling loop that keeps a view live.
 
-import { api, ApiError, detectScope, getToken, onUnauthorized, setToken } from "./api.js";
+import { api, ApiError, detectScope, endSsoSession, getToken, onUnauthorized, setToken, ssoOffered } from "./api.js";
 import { fill, h } from "./dom.js";
 import auditPage from "./pages/audit.js";
 import clusterPage from "./pages/cluster.js";
@@ -46,6 +46,8 @@ function showLogin(message) {
   const error = $("login-error");
   error.hidden = !message;
   error.textContent = message || "";
+  $("sso").hidden = !ssoOffered;
+  $("sso-login").href = `/auth/login?next=${encodeURIComponent(location.pathname + location.hash)}`;
   setLive("off", "signed out");
   $("token-input").focus();
 }
@@ -199,7 +201,8 @@ $("login-form").addEventListener("submit", (event) => {
   startSession();
 });
 
-$("signout").addEventListener("click", () => {
+$("signout").addEventListener("click", async () => {
+  if (!getToken()) await endSsoSession();
   setToken("");
   session.scope = null;
   showLogin("");
