@@ -19,7 +19,8 @@ from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.spec.dag import parse_cluster_template, parse_dag_spec
 from leoflow.model.spec.rendering import RunFacts, Upstream, render_task
-from leoflow.model.spec.reuse import ClusterTemplate, cluster_refs, written
+from leoflow.model.spec.reuse import ClusterTemplate, cluster_refs
+from leoflow.model.spec.template_inputs import written
 from leoflow.model.spec.templating import Reference, parse_template
 
 PARAMS = {"type": "object", "properties": {"day": {"type": "string"}}}
