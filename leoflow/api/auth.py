@@ -1,16 +1,23 @@
-"""Bearer-token authentication and the two scopes, ``read`` and ``admin``.
+"""Who is calling: bearer credentials of three kinds, turned into one :class:`Principal`.
 
-Tokens come from ``LEOFLOW_API_TOKENS`` / ``LEOFLOW_API_TOKENS_FILE`` (parsed by
-:mod:`leoflow.settings` into :class:`~leoflow.settings.ApiToken`). ``admin`` implies ``read``.
-A presented token is compared with *every* configured token using
-:func:`hmac.compare_digest` (no early exit), so response timing reveals neither which token
-matched nor how much of a guess was right. Tokens are never logged: only the token's *name*
-is attached to the request for logs and audit.
+- **Static tokens** from ``LEOFLOW_API_TOKENS`` / ``LEOFLOW_API_TOKENS_FILE`` (parsed by
+  :mod:`leoflow.settings` into :class:`~leoflow.settings.ApiToken`), scope ``read`` or ``admin``
+  (``admin`` implies ``read``): the bootstrap admin. A presented token is compared with *every*
+  configured token using :func:`hmac.compare_digest` (no early exit), so response timing reveals
+  neither which token matched nor how much of a guess was right.
+- **Runtime tokens** (``lft_…``, ``/api/v2/tokens``): looked up by the SHA-256 of the secret in
+  this replica's :class:`~leoflow.api.token_cache.TokenCache`, which :meth:`Authenticator.authenticate`
+  brings within a quarter of a second of the database first.
+- **OpenID Connect bearer JWTs**: a value shaped like a JWT goes to ``jwt_verifier`` when one is
+  configured (:mod:`leoflow.api.oidc`).
 
-Failure semantics: no/garbled/unknown token → 401 with ``WWW-Authenticate: Bearer``; a valid
-read token on a write route → 403. With ``LEOFLOW_AUTH=disabled`` every request is treated as
-an anonymous admin. :func:`ensure_auth_configured` makes a server refuse to start with auth
-enabled and no tokens, instead of starting a server nobody can use (or everybody can).
+Secrets are never logged: only the principal's name, kind and subject reach logs and audit.
+
+Failure semantics: no/garbled/unknown/revoked/expired credential → 401 with
+``WWW-Authenticate: Bearer``; a valid read credential on a write route → 403. With
+``LEOFLOW_AUTH=disabled`` every request is treated as an anonymous admin.
+:func:`ensure_auth_configured` makes a server refuse to start with auth enabled and no way in,
+instead of starting a server nobody can use (or everybody can).
 """
 
 from __future__ import annotations

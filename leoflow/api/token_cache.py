@@ -86,6 +86,10 @@ class TokenCache:
     def __len__(self) -> int:
         return len(self._by_hash)
 
+    def invalidate(self) -> None:
+        """Make the next runtime-token request read the database (this replica just changed a token)."""
+        self._checked_at = float("-inf")
+
     def stale(self) -> bool:
         return self._monotonic() - self._checked_at > TTL
 

@@ -117,6 +117,8 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("notifications list", []), ("notifications retry", ["1"]), ("audit list", []),
     ("pools create", ["gpu", "--slots", "2"]), ("pools list", []), ("pools show", ["gpu"]),
     ("pools resize", ["gpu", "--slots", "3"]), ("pools delete", ["gpu"]),
+    ("tokens create", ["ci", "--role", "viewer", "--expires-in-days", "7"]), ("tokens list", []),
+    ("tokens revoke", ["{token}"]),
     ("templates apply", ["{template}"]), ("templates list", []), ("templates get", ["etl"]),
     ("templates delete", ["etl"]),
     ("dags delete", ["etl"]),
@@ -177,6 +179,9 @@ def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, mon
         seen_by: dict[str, set[str]] = {}
         for name, args in INVOCATIONS:
             files = {"{spec}": str(spec), "{dir}": str(tmp_path / "dags"), "{template}": str(template)}
+            if "{token}" in args:  # the one tokens create made
+                with psycopg.connect(database_url) as conn:
+                    files["{token}"] = conn.execute("SELECT id FROM api_tokens").fetchone()[0]  # type: ignore[index]
             argv = [*name.split(), *(files.get(a, a) for a in args)]
             if argv == ["runs", "trigger", "etl", "--run-id", "r2"]:
                 _seed(database_url)
