@@ -203,3 +203,55 @@ def test_templates_verbs_and_dags_apply_naming_the_moved_template(
     assert "deleted cluster/etl" in capsys.readouterr().out
     assert main(["templates", "get", "etl"]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- racing writers
+
+def test_racing_puts_of_one_name_store_one_version(database_url: str) -> None:
+    """The second of two concurrent puts waits for the first: the same document is its version, another a 409."""
+    import asyncio
+
+    from leoflow.clock import SystemClock
+    from leoflow.db.connection.engine import make_async_engine
+    from leoflow.db.stores import task_templates
+    from leoflow.errors import Conflict
+    from leoflow.model.spec.reuse import cluster_template_hash
+
+    async def put(conn: Any, spec: dict[str, Any]) -> tuple[int, bool]:
+        return await task_templates.put_template(conn, "etl", spec, cluster_template_hash(spec), created_by="t",
+                                                 now=SystemClock().now())
+
+    async def second(spec: dict[str, Any]) -> tuple[int, bool]:
+        async with engine.begin() as conn:
+            return await put(conn, spec)
+
+    async def race(first_spec: dict[str, Any], second_spec: dict[str, Any]) -> tuple[tuple[int, bool], Any]:
+        async with engine.connect() as first:
+            await first.begin()
+            stored = await put(first, first_spec)
+            later = asyncio.create_task(second(second_spec))
+            await asyncio.sleep(0.5)
+            assert not later.done()  # waiting on the first's uncommitted row
+            await first.commit()
+        try:
+            return stored, await later
+        except Conflict as exc:
+            return stored, exc
+
+    async def main() -> None:
+        stored, same = await race(ETL, ETL)
+        assert stored == (1, True) and same == (1, False)
+        stored, other = await race({**ETL, "args": ["a"]}, {**ETL, "args": ["b"]})
+        assert stored == (2, True) and isinstance(other, Conflict) and "version 2" in str(other)
+        async with engine.connect() as conn:
+            assert [t["version"] for t in await task_templates.list_templates(conn)] == [2]
+
+    engine = make_async_engine(api_settings(database_url).database, pool_size=4)
+
+    async def run() -> None:
+        try:
+            await main()
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())

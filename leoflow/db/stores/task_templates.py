@@ -4,8 +4,9 @@ A template name's versions count from 1 (:class:`leoflow.db.tables.TaskTemplate`
 stores a new version only when the document differs from the newest live one (same hash: the
 same version, so ``templates apply`` is idempotent); a delete marks every version of the name
 ``deleted`` and a later ``put`` continues after the highest, so ``cluster/etl@3`` never names two
-documents. Two racing puts of one name meet at the primary key: the loser raises
-:class:`~leoflow.errors.Conflict` (409), and its client retries.
+documents. Two racing puts of one name meet at the primary key: the second waits for the first
+to commit, then answers that version if it stored the same document, else raises
+:class:`~leoflow.errors.Conflict` (409) and its client applies again.
 
 :func:`find_templates` is what a DAG apply or sync reads: the versions the spec names (and the
 newest live version for ``cluster/NAME``), in one statement, into the catalogue
@@ -22,6 +23,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.errors import Conflict
 from leoflow.model.spec.reuse import ClusterTemplate, check_template_count
 
 _NEWEST = "SELECT version, spec_hash, deleted FROM task_templates WHERE name = :name ORDER BY version DESC LIMIT 1"
@@ -29,6 +31,7 @@ _LIVE_NAMES = "SELECT count(DISTINCT name) FROM task_templates WHERE NOT deleted
 _INSERT = """
     INSERT INTO task_templates (name, version, spec, spec_hash, created_by, created_at)
     VALUES (:name, :version, CAST(:spec AS jsonb), :spec_hash, :created_by, :now)
+    ON CONFLICT (name, version) DO NOTHING RETURNING version
 """
 _COLUMNS = "name, version, spec_hash, created_by, created_at"
 _LIST = f"""
@@ -70,8 +73,13 @@ async def put_template(conn: AsyncConnection, name: str, spec: dict[str, Any], s
     if newest is None or newest.deleted:  # a name that comes (back) to life counts against the limit
         check_template_count(int((await conn.execute(text(_LIVE_NAMES))).scalar_one()) + 1)
     version = 1 if newest is None else int(newest.version) + 1
-    await conn.execute(text(_INSERT), {"name": name, "version": version, "spec": _json(spec), "spec_hash": spec_hash,
-                                       "created_by": created_by[:100], "now": now})
+    inserted = await conn.execute(text(_INSERT), {"name": name, "version": version, "spec": _json(spec),
+                                                  "spec_hash": spec_hash, "created_by": created_by[:100], "now": now})
+    if inserted.first() is None:  # a concurrent put took this version first (we waited for its commit)
+        newest = (await conn.execute(text(_NEWEST), {"name": name})).first()
+        if newest is not None and not newest.deleted and newest.spec_hash == spec_hash:
+            return int(newest.version), False  # it stored this very document: the same answer as a retry
+        raise Conflict(f"template {name!r}: a concurrent write stored version {version} first; apply again")
     return version, True
 
 
