@@ -44,6 +44,7 @@ COMMAND_MODULES = (
     "leoflow.cli.notifications",
     "leoflow.cli.audit",
     "leoflow.cli.server",
+    "leoflow.cli.login",
 )
 #: The exit code of a command whose reader went away, as a shell reports death by SIGPIPE (128 + 13).
 BROKEN_PIPE = 141
@@ -155,6 +156,12 @@ def _run_client_verb(args: argparse.Namespace) -> int:
             from leoflow.standalone.discovery import with_local_token
 
             client = with_local_token(client)
+        if not client.token and getattr(args, "stored_login", True):
+            # A person's sign-in stored by `leoflow login` for exactly this URL (refreshed when due).
+            from leoflow.cli.credentials import stored_bearer
+
+            bearer = stored_bearer(client.url)
+            client = client._replace(token=bearer) if bearer else client
         token = [client.token] if client.token else []
         return int(args.handler(args, client) or 0)
     except SettingsError as exc:

@@ -241,6 +241,8 @@ def _serve(port: int, keys_file: Path, users_file: Path) -> None:  # pragma: no 
     server.register_grant(Refresh, [IdToken()])
 
     class DeviceEndpoint(DeviceAuthorizationEndpoint):
+        INTERVAL = 1  # seconds between the CLI's polls (5 by default): the tests wait less
+
         def get_verification_uri(self) -> str:
             return f"{issuer}/device"
 
