@@ -260,3 +260,20 @@ def test_written_pieces_parse_back_to_the_same_pieces(pieces: list[Any]) -> None
     literal = "".join(p if isinstance(p, str) else "\x00" for p in pieces)
     assert "".join(p if isinstance(p, str) else "\x00" for p in got) == literal
     assert [p.name for p in got if isinstance(p, Reference)] == [p.name for p in pieces if isinstance(p, Reference)]
+
+
+def test_inputs_reach_the_pod_template_and_list_form_env_and_are_checked_there() -> None:
+    side = {"name": "side", "args": ["--for={{ inputs.partition }}"],
+            "env": [{"name": "P", "value": "{{ inputs.partition }}!"}]}
+    template = {**ETL, "env": [{"name": "PART", "value": "p={{ inputs.partition }}"}],
+                "pod_template": {"spec": {"containers": [side]}}}
+    task = parse_dag_spec(dag({"id": "a", "uses": "etl", "inputs": {"partition": "{{ params.day }}"}},
+                              templates=[template])).tasks[0]
+    assert task.templates is not None
+    out = render_task(task.templates, task.command, task.args, task.env, task.pod.pod_template, facts())
+    assert out.env["PART"] == "p=2026-11-21"
+    rendered = out.pod_template["spec"]["containers"][0]
+    assert rendered["args"] == ["--for=2026-11-21"] and rendered["env"] == [{"name": "P", "value": "2026-11-21!"}]
+    side["args"] = ["{{ inputs.zz }}"]
+    assert problem(dag({"id": "a", "uses": "etl", "inputs": {"partition": "x"}}, templates=[template])) \
+        .startswith("templates[0].pod_template.spec.containers[0].args[0]: {{ inputs.zz }}: the template declares")

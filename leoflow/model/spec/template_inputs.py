@@ -130,6 +130,17 @@ def input_strings(fields: Mapping[str, Any], path: str) -> list[tuple[str, str]]
     elif isinstance(env, list):
         found += [(f"{path}.env[{j}].value", e["value"]) for j, e in enumerate(env)
                   if isinstance(e, dict) and isinstance(e.get("value"), str) and OPEN in e["value"]]
+    template = fields.get("pod_template")
+    spec = template.get("spec") if isinstance(template, dict) else None
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    for c, container in enumerate(containers if isinstance(containers, list) else ()):
+        where = f"{path}.pod_template.spec.containers[{c}]"
+        for j, arg in enumerate(container.get("args") or () if isinstance(container, dict) else ()):
+            if isinstance(arg, str) and OPEN in arg:
+                found.append((f"{where}.args[{j}]", arg))
+        for j, var in enumerate(container.get("env") or () if isinstance(container, dict) else ()):
+            if isinstance(var, dict) and isinstance(var.get("value"), str) and OPEN in var["value"]:
+                found.append((f"{where}.env[{j}].value", var["value"]))
     return found
 
 
@@ -173,7 +184,12 @@ def _substitute(text: str, where: str, values: Mapping[str, list[Piece]]) -> str
         return text
     pieces: list[Piece] = []
     for piece in template.pieces:
-        pieces += values[piece.name] if isinstance(piece, Reference) and piece.kind == "inputs" else [piece]
+        if isinstance(piece, Reference) and piece.kind == "inputs":
+            if piece.name not in values:  # parse_shape refuses it first; never a KeyError whatever the caller
+                raise ValidationFailed(where, f"{piece.text}: the template declares no input {piece.name!r}")
+            pieces += values[piece.name]
+        else:
+            pieces.append(piece)
     return written(pieces, where)
 
 
