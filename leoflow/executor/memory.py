@@ -175,9 +175,10 @@ class MemoryExecutor:
         self._emit(key, state, exit_code, reason)
 
     def _emit(self, key: TryKey, state: TryState, exit_code: int | None, reason: str | None) -> None:
+        index = "" if key.map_index < 0 else f"[{key.map_index}]"
         self._queue.put_nowait(StatusUpdate(key=key, state=state, at=self._clock.now(), exit_code=exit_code,
                                             reason=reason, executor_ref=f"memory:{key.dag_id}/{key.run_id}/"
-                                            f"{key.task_id}{'' if key.map_index < 0 else f'[{key.map_index}]'}/{key.try_number}"))
+                                            f"{key.task_id}{index}/{key.try_number}"))
 
     async def _finish_later(self, launch: TaskLaunch) -> None:
         try:

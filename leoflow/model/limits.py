@@ -305,6 +305,18 @@ RETRY_MAX_DURATION = Range("`tasks[].retry_policy.max_duration_seconds`", 1, 7 *
 RETRY_EXIT_CODES = Count("`tasks[].retry_policy.on_exit_codes`", 1, 32, "exit codes, each 0 to 255",
                          "as `skip_on_exit_code`: a few codes mean \"try again\"")
 
+# --------------------------------------------------------------------------- mapped tasks
+
+MAP_ITEMS = Count("`tasks[].map_over` (items, per task per run)", 0, 10_000, "items",
+                  "each item is a task instance with its own tries, pod and logs, all inserted in the one "
+                  "transaction that expands the task (10,000 in well under a second); past it the task fails "
+                  "naming the count, and nothing is inserted")
+MAX_PARALLEL = Range("`tasks[].max_parallel`", 1, 10_000, "how many instances of one mapped task may be queued "
+                     "or running at once, beside pools and `max_active_tasks`", integer=True)
+MAP_SOURCE = Size("`tasks[].map_over` (a literal list)", 256 * 1024, 8, 20_000,
+                  "a list written in the spec; lists known at run time come from a parameter or an "
+                  "upstream output, or `count:`")
+
 # --------------------------------------------------------------------------- reusable templates
 
 TEMPLATES = Count("`templates` (a DAG's)", 0, 200, "templates", "a DAG's task shapes, each checked once per "
@@ -374,7 +386,7 @@ LIMITS: tuple[Limit, ...] = (
     PARAMS, SPEC, OUTPUT_NAME, OUTPUT_DECLS, OUTPUTS, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS,
     POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
     WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES, ON_EXIT,
-    RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES,
+    RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES, MAP_ITEMS, MAX_PARALLEL, MAP_SOURCE,
     BEARER_JWT, OIDC_GROUPS,
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
     TOKEN_NAME, TEAM_NAME, TOKEN_EXPIRY, TOKENS,

@@ -53,7 +53,8 @@ async def apply_conditions(step: Step, runnable: list[tuple[ReadyTask, TaskSpec]
 
     ``empty_only``: judge only ``kind: empty`` tasks (the others are judged when picked for a slot).
     """
-    judged = [(r, t) for r, t in runnable if t.when is not None and r.state == "pending"
+    # A mapped task's condition was judged once, before it expanded: never again per instance.
+    judged = [(r, t) for r, t in runnable if t.when is not None and r.state == "pending" and r.map_index < 0
               and (not empty_only or t.kind == "empty")]
     if not judged:
         return runnable, 0

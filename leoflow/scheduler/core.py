@@ -466,7 +466,7 @@ class SchedulerCore:
             if task.templates is None:
                 launches.append(launch)
             else:
-                pending.append(Unrendered(launch, task.templates, item.run_pk, run))
+                pending.append(Unrendered(launch, task.templates, item.run_pk, run, task.map_over))
         rendered, refused = await render_launches(step.conn, pending, step.now)
         step.refused += refused
         return page, launches + rendered

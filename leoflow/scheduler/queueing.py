@@ -44,6 +44,7 @@ from leoflow.model.spec.trigger_rules import UpstreamCounts, decide
 from leoflow.model.tries import TaskLaunch, TryKey, try_key
 from leoflow.scheduler.conditions import apply_conditions
 from leoflow.scheduler.containment import EntityKind
+from leoflow.scheduler.mapping import expand_mapped
 from leoflow.scheduler.rendering import Unrendered
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry
@@ -168,6 +169,11 @@ class Queuer:
         # Containers are only classified here: their conditions are decided when they are picked.
         runnable, _ = await apply_conditions(step, _still_runnable(step, ready, graphs, decided), graphs,
                                              empty_only=True)
+        # Mapped tasks expand here unless a condition of theirs is still to be judged (when picked).
+        judged = [(r, t) for r, t in runnable if t.kind == "empty" or t.when is None]
+        kept, expanded = await expand_mapped(step, judged, graphs)
+        runnable = kept + [(r, t) for r, t in runnable if not (t.kind == "empty" or t.when is None)]
+        containers = expanded > 0  # instances to pick for slots
         for r, task in runnable:
             if task.kind == "empty":
                 downstream = graphs[r.version_id].downstream.get(r.task_id, ())
@@ -200,6 +206,8 @@ class Queuer:
         graphs = await step.graphs.load(step.conn, {r.version_id for r in picked.tasks})
         decided: list[tuple[int, str]] = []
         judged, ended = await apply_conditions(step, _still_runnable(step, picked.tasks, graphs, decided), graphs)
+        judged, expanded = await expand_mapped(step, judged, graphs)
+        ended += expanded
         runnable = [r for r, _ in judged]
         if decided:
             await step.decide_ready(decided, {r.id: r for r in picked.tasks})
@@ -243,7 +251,7 @@ class Queuer:
             if task.templates is None:
                 step.launches.append(launch)
             else:  # rendered before the step commits, with one read for all (leoflow.scheduler.rendering)
-                step.unrendered.append(Unrendered(launch, task.templates, q.run_pk, run))
+                step.unrendered.append(Unrendered(launch, task.templates, q.run_pk, run, task.map_over))
             step.active.add(q.run_pk)
 
 

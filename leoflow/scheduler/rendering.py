@@ -29,6 +29,7 @@ from typing import Any
 from leoflow.db.connection.database import Connection
 from leoflow.db.stores import tries as try_store
 from leoflow.model.run_context import RunContext
+from leoflow.model.spec.mapping import Instance, MapFailed, MapSource, SourceFacts, item_at
 from leoflow.model.spec.rendering import RunFacts, Upstream, render_task
 from leoflow.model.spec.templating import TaskTemplates, TemplateUnresolved
 from leoflow.model.tries import StatusUpdate, TaskLaunch
@@ -42,6 +43,8 @@ class Unrendered:
     templates: TaskTemplates
     run_pk: int
     run: RunContext
+    #: The task's ``map_over`` when the launch is a mapped instance's (its item is rendered too).
+    map_over: MapSource | None = None
 
 
 async def render_launches(conn: Connection, pending: Sequence[Unrendered],
@@ -49,17 +52,21 @@ async def render_launches(conn: Connection, pending: Sequence[Unrendered],
     """The rendered launches, and a ``failed`` report for each try whose references cannot be resolved."""
     if not pending:
         return [], []
-    wanted = sorted({(p.run_pk, task_id) for p in pending for task_id in p.templates.upstream})
+    wanted = sorted({(p.run_pk, task_id) for p in pending for task_id in p.templates.upstream}
+                    | {(p.run_pk, p.map_over.upstream) for p in pending
+                       if p.map_over is not None and p.map_over.upstream is not None})
     found = await try_store.upstream_outputs(conn, wanted)
     launches: list[TaskLaunch] = []
     refused: list[StatusUpdate] = []
     by_run: dict[int, dict[str, Upstream]] = {}
     for (run_pk, task_id), row in found.items():
-        by_run.setdefault(run_pk, {})[task_id] = Upstream(row.state, row.outputs)
+        by_run.setdefault(run_pk, {})[task_id] = Upstream(row.state, row.outputs, row.instances)
     for p in pending:
         upstream = by_run.get(p.run_pk, {})
         try:
             launches.append(render_launch(p, upstream))
+        except MapFailed as exc:
+            refused.append(StatusUpdate(key=p.launch.key, state="failed", at=now, reason=str(exc)[:2000]))
         except TemplateUnresolved as exc:
             refused.append(StatusUpdate(key=p.launch.key, state="failed", at=now, reason=str(exc)[:2000]))
         except Exception as exc:  # containment: a defect rendering one try fails that try, not the step
@@ -72,7 +79,11 @@ def render_launch(p: Unrendered, upstream: Mapping[str, Upstream]) -> TaskLaunch
     """One launch with its templates rendered (raises TemplateUnresolved)."""
     launch = p.launch
     logical_date, _ = p.run.rendered
-    facts = RunFacts(params=p.run.conf, run_id=launch.key.run_id, logical_date=logical_date, upstream=upstream)
+    index = launch.key.map_index if launch.key.map_index >= 0 else None
+    item = None if index is None or p.map_over is None else item_at(
+        p.map_over, _source_facts(p, upstream), launch.key.task_id, index)
+    facts = RunFacts(params=p.run.conf, run_id=launch.key.run_id, logical_date=logical_date, upstream=upstream,
+                     map_index=index, item=item)
     pod = launch.pod
     pod_template: Mapping[str, Any] = pod.pod_template if pod is not None else {}
     # The spec's variables: the run context's LEOFLOW_* ones are Leoflow's (specs cannot set them).
@@ -82,3 +93,15 @@ def render_launch(p: Unrendered, upstream: Mapping[str, Upstream]) -> TaskLaunch
         pod = dataclasses.replace(pod, pod_template=out.pod_template)
     return launch._replace(command=out.command, args=out.args, env={**launch.env, **out.env}, pod=pod)
 
+
+
+def _source_facts(p: Unrendered, upstream: Mapping[str, Upstream]) -> SourceFacts:
+    """What the task's ``map_over`` reads, from what the step read for its templates."""
+    assert p.map_over is not None
+    name = p.map_over.upstream
+    found = upstream.get(name) if name is not None else None
+    if found is None:
+        return SourceFacts(p.run.conf)
+    if found.instances is not None:
+        return SourceFacts(p.run.conf, instances=[Instance(s, o) for s, o in found.instances])
+    return SourceFacts(p.run.conf, upstream_state=found.state, upstream_outputs=found.outputs)

@@ -84,9 +84,7 @@ def test_valid_references(text: str, pieces: tuple[Any, ...]) -> None:
     ("{{ run.state }}", "run.state is not available yet"),
     ("{{ run.data_interval_start }}", "no data interval"),
     ("{{ run }}", "run.id and run.logical_date"),
-    ("{{ item }}", "'item' is not available yet"),
-    ("{{ item.k }}", "'item' is not available yet"),
-    ("{{ map_index }}", "'map_index' is not available yet"),
+    ("{{ map_index.k }}", "map_index is a number"),
     ("{{ inputs }}", "name an input of the template"),
     ("{{ inputs.x.y }}", "name an input of the template"),
     ("{{ conf.day }}", "unknown name 'conf'"),
@@ -141,7 +139,8 @@ def test_every_reference_problem_of_a_document_at_once_with_its_path() -> None:
     ))
     assert found == [
         "tasks[1].args[4]: \"{{ nope }}\" at character 1: unknown name 'nope'; a reference is params.NAME, run.id, "
-        "run.logical_date or tasks.TASK.outputs.NAME (then .KEY or [INDEX]); {{ \"{{\" }} writes a literal {{",
+        "run.logical_date, tasks.TASK.outputs.NAME or, in a mapped task, item and map_index (then .KEY or [INDEX]); "
+        "{{ \"{{\" }} writes a literal {{",
         "tasks[1].command[1]: {{ params.dya }}: parameter 'dya' is not declared in params.properties",
         "tasks[1].command[2]: {{ tasks.list.outputs.m }}: task 'list' declares no output 'm' (its outputs: n)",
         "tasks[1].args[0]: {{ tasks.later.outputs.n }}: task 'later' is downstream of 'use': only an upstream "

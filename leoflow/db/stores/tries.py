@@ -359,6 +359,10 @@ class UpstreamTry:
 
     state: str
     outputs: dict[str, object] | None
+    #: A mapped task: its instances in index order (state, outputs), [] when it expanded to nothing;
+    #: ``state`` is then ``success`` and ``outputs`` each output name as the list of their values
+    #: (None where an instance did not succeed), what ``{{ tasks.T.outputs.K }}`` reads downstream.
+    instances: tuple[tuple[str, dict[str, object] | None], ...] | None = None
 
 
 async def upstream_outputs(conn: AsyncConnection,
@@ -371,11 +375,32 @@ async def upstream_outputs(conn: AsyncConnection,
     if not wanted:
         return {}
     rows = await conn.execute(text("""
-        SELECT ti.run_pk, ti.task_id, ti.state, tt.outputs
+        SELECT ti.run_pk, ti.task_id, ti.state, tt.outputs, ti.map_index, ti.map_count
         FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS w(run_pk, task_id)
         JOIN task_instances ti ON ti.run_pk = w.run_pk AND ti.task_id = w.task_id
         LEFT JOIN task_tries tt ON ti.state = 'success' AND tt.task_instance_id = ti.id
                                 AND tt.try_number = ti.try_number
+        ORDER BY ti.map_index
     """), {"runs": [w[0] for w in wanted], "tasks": [w[1] for w in wanted]})
-    return {(int(r.run_pk), str(r.task_id)):
-            UpstreamTry(str(r.state), r.outputs if isinstance(r.outputs, dict) else None) for r in rows}
+    found: dict[tuple[int, str], UpstreamTry] = {}
+    mapped: dict[tuple[int, str], list[tuple[str, dict[str, object] | None]]] = {}
+    for r in rows:
+        key = (int(r.run_pk), str(r.task_id))
+        outputs = r.outputs if isinstance(r.outputs, dict) else None
+        if r.map_index >= 0 or r.map_count == 0:
+            instances = mapped.setdefault(key, [])
+            if r.map_index >= 0:
+                instances.append((str(r.state), outputs))
+        else:
+            found[key] = UpstreamTry(str(r.state), outputs)
+    for key, instances in mapped.items():
+        found[key] = mapped_upstream(instances)
+    return found
+
+
+def mapped_upstream(instances: Sequence[tuple[str, dict[str, object] | None]]) -> UpstreamTry:
+    """A mapped task as its downstream reads it: every output as the list of its instances' values."""
+    names = sorted({name for _, out in instances if out for name in out})
+    outputs: dict[str, object] = {name: [out.get(name) if out is not None and state == "success" else None
+                                         for state, out in instances] for name in names}
+    return UpstreamTry("success", outputs, tuple(instances))

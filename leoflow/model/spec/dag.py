@@ -58,6 +58,7 @@ from leoflow.model.k8s.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_
 from leoflow.model.outputs import OutputDecl, canonical_decls, parse_output_decls
 from leoflow.model.spec.expressions import Condition, compile_conditions
 from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
+from leoflow.model.spec.mapping import MapSource, check_map_sources, parse_map_over, parse_max_parallel
 from leoflow.model.spec.notify import NotifyRule, parse_notify
 from leoflow.model.spec.params import check_scheduled_defaults, parse_params
 from leoflow.model.spec.retry_policy import DEFAULT_FACTOR, RetryPolicy, parse_retry_policy
@@ -95,7 +96,8 @@ _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "star
                "max_active_tasks", "on_exit", "templates"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
-                "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy", "uses", "inputs"}
+                "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy", "uses", "inputs",
+                "map_over", "max_parallel"}
 #: What a template (``templates:``, a cluster template) may set: a task's shape, not its place in the graph.
 _TEMPLATE_FIELDS = (_TASK_FIELDS - NOT_IN_TEMPLATE) | {"name", "inputs", "description"}
 
@@ -142,6 +144,14 @@ class TaskSpec:
     #: The template the task's fields were inlined from (leoflow.model.spec.reuse): ``{template: etl}``
     #: or ``{template: cluster/etl, version: 4}``; None: written in full.
     uses: Mapping[str, Any] | None = None
+    #: ``map_over:`` (leoflow.model.spec.mapping): one instance per item; None: one task instance.
+    map_over: MapSource | None = None
+    #: At most this many of its instances queued or running at once (None: pools and DAG limits only).
+    max_parallel: int | None = None
+
+    @property
+    def mapped(self) -> bool:
+        return self.map_over is not None
 
     @property
     def has_references(self) -> bool:
@@ -189,6 +199,10 @@ class TaskSpec:
             out["retry_policy"] = self.retry_policy.to_canonical()
         if self.uses is not None:  # absent when none: existing hashes stay
             out["uses"] = dict(self.uses)
+        if self.map_over is not None:  # absent when none: existing hashes stay
+            out["map_over"] = self.map_over.canonical()
+        if self.max_parallel is not None:
+            out["max_parallel"] = self.max_parallel
         return out
 
 
@@ -371,6 +385,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
         problems.check(lambda: check_syntax_field(doc.get(SYNTAX_FIELD)), None)
         problems.check(lambda: check_references(tasks, params, outputs={t.id: t.outputs for t in tasks},
                                                 written=doc.get("tasks")), None)
+        problems.check(lambda: check_map_sources(tasks, params), None)
     tasks = problems.check(lambda: _with_conditions(tasks, params, doc.get("tasks")), tasks)
     on_exit = problems.check(lambda: _exit_tasks(doc, default_retries, defaults, params, {t.id for t in tasks},
                                                  problems, expand), no_tasks)
@@ -438,6 +453,9 @@ def _exit_tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str
             continue
         if task.id in body:
             problems.add(ValidationFailed(f"on_exit[{i}].id", f"duplicate task id {task.id!r} (also in tasks)"))
+            continue
+        if task.map_over is not None:
+            problems.add(ValidationFailed(f"on_exit[{i}].map_over", "exit tasks run once each; map in tasks instead"))
             continue
         for j, dep in enumerate(task.depends_on):
             if dep in body:
@@ -544,6 +562,10 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     uses = uses_record(doc.get("uses"), f"{path}.uses")
     skip_codes = skip_on_exit_code_field(doc.get("skip_on_exit_code"), f"{path}.skip_on_exit_code")
     retry_policy = parse_retry_policy(doc.get("retry_policy"), f"{path}.retry_policy")
+    map_over = None if doc.get("map_over") is None else parse_map_over(doc["map_over"], f"{path}.map_over")
+    max_parallel = parse_max_parallel(doc.get("max_parallel"), f"{path}.max_parallel")
+    if max_parallel is not None and map_over is None:
+        raise ValidationFailed(f"{path}.max_parallel", "bounds the instances of a mapped task: set map_over too")
     outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
     retry_delay = float(within(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
@@ -573,7 +595,8 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     retry_delay_seconds=retry_delay, max_retry_delay_seconds=max_retry_delay,
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
                     pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs,
-                    templates=templates, skip_on_exit_code=skip_codes, retry_policy=retry_policy, uses=uses)
+                    templates=templates, skip_on_exit_code=skip_codes, retry_policy=retry_policy, uses=uses,
+                    map_over=map_over, max_parallel=max_parallel)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = (),

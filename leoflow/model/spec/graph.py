@@ -61,9 +61,10 @@ class DagGraph:
         self.leaves = frozenset(k for k, v in self.downstream.items() if not v and k not in self.exit_tasks)
         #: Container tasks that run as soon as every upstream has succeeded: counting their last
         #: upstream's success may queue them in the same write (the scheduler's one-write path).
-        #: Not those with a ``when``: it is decided in Python first (leoflow.scheduler.conditions).
+        #: Not those with a ``when``: it is decided in Python first (leoflow.scheduler.conditions); nor
+        #: mapped ones: they expand first (leoflow.scheduler.mapping).
         self.queued_on_success = frozenset(t.id for t in every if t.kind != "empty" and t.when is None
-                                           and t.trigger_rule in RUN_WHEN_ALL_SUCCEED)
+                                           and t.map_over is None and t.trigger_rule in RUN_WHEN_ALL_SUCCEED)
         self._doomed: dict[str, frozenset[str]] = {}
         self._failure_rows: dict[str, int] = {}
         self._queued_by_success: dict[str, frozenset[str]] = {}

@@ -36,6 +36,9 @@ class Upstream:
 
     state: str
     outputs: Mapping[str, Any] | None = None
+    #: A mapped upstream's instances in index order, (state, outputs): ``{{ tasks.T.outputs.K }}``
+    #: is then the list of their values of K (None where one did not succeed; [] for none).
+    instances: Sequence[tuple[str, Mapping[str, Any] | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,9 @@ class RunFacts:
     #: ISO 8601 in UTC, as ``LEOFLOW_LOGICAL_DATE`` carries it.
     logical_date: str
     upstream: Mapping[str, Upstream]
+    #: A mapped instance's index and item (``{{ map_index }}``, ``{{ item }}``); None: not mapped.
+    map_index: int | None = None
+    item: Any = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,13 @@ def _value(ref: Reference, facts: RunFacts, where: str) -> Any:
 
     if ref.kind == "run":
         return facts.run_id if ref.name == "id" else facts.logical_date
-    if ref.kind == "params":
+    if ref.kind in ("item", "map_index") and facts.map_index is None:
+        raise fail("the task is not mapped (it has no map_over)")
+    if ref.kind == "map_index":
+        return facts.map_index
+    if ref.kind == "item":
+        value, label = facts.item, "item"
+    elif ref.kind == "params":
         if ref.name not in facts.params:
             raise fail(f"the run's conf has no parameter {ref.name!r}")
         value, label = facts.params[ref.name], f"params.{ref.name}"
@@ -93,12 +105,17 @@ def _value(ref: Reference, facts: RunFacts, where: str) -> Any:
         upstream = facts.upstream.get(ref.task)
         if upstream is None:
             raise fail(f"task {ref.task!r} has no task instance in this run")
-        if upstream.state != "success":
-            raise fail(f"task {ref.task!r} {_ENDED.get(upstream.state, f'is {upstream.state}, not success')}")
-        outputs = upstream.outputs or {}
-        if ref.name not in outputs:
-            raise fail(f"task {ref.task!r} has no output {ref.name!r}")
-        value, label = outputs[ref.name], f"tasks.{ref.task}.outputs.{ref.name}"
+        if upstream.instances is not None:  # mapped: the list of its instances' values, in index order
+            value = [out.get(ref.name) if out is not None and state == "success" else None
+                     for state, out in upstream.instances]
+            label = f"tasks.{ref.task}.outputs.{ref.name}"
+        else:
+            if upstream.state != "success":
+                raise fail(f"task {ref.task!r} {_ENDED.get(upstream.state, f'is {upstream.state}, not success')}")
+            outputs = upstream.outputs or {}
+            if ref.name not in outputs:
+                raise fail(f"task {ref.task!r} has no output {ref.name!r}")
+            value, label = outputs[ref.name], f"tasks.{ref.task}.outputs.{ref.name}"
     for segment in ref.path:
         if isinstance(segment, int):
             if not isinstance(value, list):

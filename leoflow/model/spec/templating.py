@@ -20,10 +20,11 @@ the last two and closes at the first ``}}``, so ``{{{ params.x }}}`` is the valu
 are letters, digits, ``_`` and ``-``; ``I`` is a list index (0 and up). There are no filters, calls,
 arithmetic or conditionals, so there is nothing to evaluate and nothing to sandbox. A ``{{`` that
 opens no valid reference is an error, never a literal: a typo is a 422 at apply, not a task that
-runs with ``{{ parmas.day }}`` in its argv. ``item``, ``map_index``, ``inputs.X`` and ``run.state``
-are names the pipeline language reserves (mapped tasks, reusable templates, exit tasks); until those
-exist they are refused as *not available yet*, so no DAG written today changes meaning when they
-arrive.
+runs with ``{{ parmas.day }}`` in its argv. In a mapped task (``map_over``,
+:mod:`leoflow.model.spec.mapping`) ``{{ item }}`` (then ``.K`` / ``[I]``) is the instance's item and
+``{{ map_index }}`` its index; anywhere else they are a 422. ``inputs.X`` belongs to templates
+(:mod:`leoflow.model.spec.reuse`, substituted at apply); ``run.state`` is a name reserved for exit
+tasks and refused as *not available yet*, so no DAG written today changes meaning when it arrives.
 
 **Checked at apply** (:func:`check_references`, from :mod:`leoflow.model.spec.dag`): each
 ``params.P`` is declared in the params schema's ``properties``; each ``tasks.T`` is an ancestor
@@ -64,17 +65,14 @@ _INDEX = re.compile(r"\[(0|[1-9][0-9]{0,8})\]")
 _QUOTED = re.compile(r'\["([^"\\\x00-\x1f]{1,253})"\]')
 _RUN_FIELDS = ("id", "logical_date")
 #: Names the pipeline language reserves for what is not built yet: refused, saying so.
-_NOT_YET = {
-    "item": "mapped tasks (map_over)",
-    "map_index": "mapped tasks (map_over)",
-}
+_NOT_YET: dict[str, str] = {}
 _RUN_NOT_YET = {"state": "exit tasks (on_exit)", "reason": "exit tasks (on_exit)",
                 "failed_tasks": "exit tasks (on_exit)", "failed_count": "exit tasks (on_exit)"}
 #: How a referenced upstream that did not succeed ended, in a try's failure reason.
 _ENDED = {"skipped": "was skipped", "failed": "failed", "upstream_failed": "did not run (upstream_failed)",
           "cancelled": "was cancelled"}
-_GRAMMAR = ("a reference is params.NAME, run.id, run.logical_date or tasks.TASK.outputs.NAME "
-            '(then .KEY or [INDEX]); {{ "{{" }} writes a literal {{')
+_GRAMMAR = ("a reference is params.NAME, run.id, run.logical_date, tasks.TASK.outputs.NAME or, in a mapped "
+            'task, item and map_index (then .KEY or [INDEX]); {{ "{{" }} writes a literal {{')
 
 Segment = str | int
 
@@ -83,7 +81,7 @@ Segment = str | int
 class Reference:
     """One ``{{ … }}`` that names a value."""
 
-    kind: Literal["params", "run", "tasks", "inputs"]
+    kind: Literal["params", "run", "tasks", "inputs", "item", "map_index"]
     #: The parameter (params), the field (run: ``id``, ``logical_date``) or the output (tasks).
     name: str
     #: Keys and list indexes below ``name``.
@@ -255,6 +253,12 @@ def _interpret(root: str, segments: Sequence[Segment], written: str,
         if not segments or not isinstance(segments[0], str):
             raise fail("name a parameter: params.NAME")
         return Reference("params", segments[0], tuple(segments[1:]), text=written)
+    if root == "item":  # a mapped instance's item (checked against map_over in check_references)
+        return Reference("item", "item", tuple(segments), text=written)
+    if root == "map_index":
+        if segments:
+            raise fail("map_index is a number: write {{ map_index }}")
+        return Reference("map_index", "map_index", text=written)
     if root == "inputs":  # a template's input (leoflow.model.spec.reuse substitutes it at apply)
         if len(segments) != 1 or not isinstance(segments[0], str):
             raise fail("name an input of the template: inputs.NAME")
@@ -373,6 +377,9 @@ class Templating(Protocol):
     @property
     def templates(self) -> TaskTemplates | None: ...
 
+    @property
+    def mapped(self) -> bool: ...
+
 
 def check_references(tasks: Sequence[Templating], params: Mapping[str, Any] | None, *,
                      outputs: Mapping[str, Collection[str]], written: object = None) -> None:
@@ -397,7 +404,7 @@ def check_references(tasks: Sequence[Templating], params: Mapping[str, Any] | No
         for s, ref in task.templates.references():
             if ref.kind == "tasks" and ref.task in unparsed:
                 continue
-            problem = _reference_problem(task.id, ref, declared, ancestors, outputs)
+            problem = _reference_problem(task.id, ref, declared, ancestors, outputs, mapped=task.mapped)
             if problem is not None:
                 problems.append(ValidationFailed(s.where, f"{ref.text}: {problem}"))
     # A string of the DAG's defaults is checked in every task that inherits it: say each problem once.
@@ -407,7 +414,12 @@ def check_references(tasks: Sequence[Templating], params: Mapping[str, Any] | No
 
 
 def _reference_problem(task_id: str, ref: Reference, declared: object, ancestors: _Ancestors | None,
-                       outputs: Mapping[str, Collection[str]]) -> str | None:
+                       outputs: Mapping[str, Collection[str]], *, mapped: bool = False) -> str | None:
+    if ref.kind in ("item", "map_index"):
+        if not mapped:
+            what = "item" if ref.kind == "item" else "index"
+            return f"{ref.kind} is only available in a mapped task (one with map_over): it is an instance's {what}"
+        return None
     if ref.kind == "params":
         if not isinstance(declared, Mapping):
             return (f"parameter {ref.name!r} is not declared: the DAG has no params schema with properties "
@@ -467,3 +479,8 @@ class _Ancestors:
 
     def is_ancestor(self, upstream: str, task_id: str) -> bool:
         return bool(self.bits.get(task_id, 0) >> self.index[upstream] & 1)
+
+
+#: For the other readers of references checked at apply (``map_over``, leoflow.model.spec.mapping).
+Ancestors = _Ancestors
+reference_problem = _reference_problem

@@ -33,14 +33,19 @@ class RunFacts:
     #: (or is absent) is in ``states`` only.
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)
+    #: The instances of each mapped upstream asked for, in index order: (state, outputs or None).
+    #: An expanded-to-nothing task has an empty list. Its ``outputs`` entry is then every output
+    #: name as the list of the instances' values (None where one did not succeed).
+    instances: dict[str, list[tuple[str, dict[str, Any] | None]]] = field(default_factory=dict)
 
 
 _READ = text("""
     SELECT r.id AS run_pk, r.run_id, r.logical_date, r.conf::text AS conf, NULL AS task_id, NULL AS state,
-           NULL::jsonb AS outputs, octet_length(r.conf::text) AS size
+           NULL::jsonb AS outputs, octet_length(r.conf::text) AS size, -1 AS map_index, NULL::int AS map_count
     FROM dag_runs r WHERE r.id = ANY(CAST(:run_ids AS bigint[]))
     UNION ALL
-    SELECT ti.run_pk, NULL, NULL, NULL, ti.task_id, ti.state, tt.outputs, coalesce(tt.outputs_bytes, 0)
+    SELECT ti.run_pk, NULL, NULL, NULL, ti.task_id, ti.state, tt.outputs, coalesce(tt.outputs_bytes, 0),
+           ti.map_index, ti.map_count
     FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS w(run_pk, task_id)
     JOIN task_instances ti ON ti.run_pk = w.run_pk AND ti.task_id = w.task_id
     LEFT JOIN task_tries tt ON ti.state = 'success' AND tt.task_instance_id = ti.id AND tt.try_number = ti.try_number
@@ -61,12 +66,25 @@ async def condition_inputs(conn: AsyncConnection, runs: Iterable[int],
     for r in rows:
         if r.task_id is None:
             facts[int(r.run_pk)] = RunFacts(r.run_id, r.logical_date, r.conf or "{}", int(r.size or 0))
-    for r in rows:
+    for r in sorted(rows, key=lambda r: r.map_index):
         run = facts.get(int(r.run_pk))
         if r.task_id is None or run is None:
             continue
-        run.states[r.task_id] = r.state
-        if isinstance(r.outputs, dict):
-            run.outputs[r.task_id] = r.outputs
+        outputs = r.outputs if isinstance(r.outputs, dict) else None
+        if outputs is not None:
             run.size += int(r.size)
+        if r.map_index >= 0 or r.map_count == 0:  # a mapped task: its instances, in index order
+            instances = run.instances.setdefault(r.task_id, [])
+            run.states[r.task_id] = "success"
+            if r.map_index >= 0:
+                instances.append((r.state, outputs))
+            continue
+        run.states[r.task_id] = r.state
+        if outputs is not None:
+            run.outputs[r.task_id] = outputs
+    for run in facts.values():
+        for task_id, instances in run.instances.items():
+            names = sorted({name for _, out in instances if out for name in out})
+            run.outputs[task_id] = {name: [out.get(name) if out and state == "success" else None
+                                           for state, out in instances] for name in names}
     return facts

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -210,6 +211,12 @@ _FIELDS = ("id", "run_pk", "task_id", "state", "try_number", "max_tries", "dag_i
 _READY_WIDTH = 1 + len(_FIELDS)
 
 
+def _picked(r: Any) -> ReadyTask:
+    task = ReadyTask(*r[1:_READY_WIDTH])
+    task.map_index, task.map_count = r.map_index, r.map_count
+    return task
+
+
 async def pick_ready(conn: AsyncConnection, *, parallelism: int, limit: int, excluded: Sequence[int] = (),
                      only: Sequence[int] | None = None) -> Picked:
     """The best ready tasks of every pool with free slots (see the module docstring); writes nothing.
@@ -223,8 +230,7 @@ async def pick_ready(conn: AsyncConnection, *, parallelism: int, limit: int, exc
         "default_pool": DEFAULT_POOL, "parallelism": parallelism, "limit": limit,
         "excluded": list(excluded), "only": None if only is None else list(only)})).all()
     # Positional: the first columns after ``more`` are _READY_COLUMNS, in ReadyTask's field order.
-    tasks = [ReadyTask(*r[1:_READY_WIDTH], map_index=r.map_index, map_count=r.map_count)
-             for r in rows if r.id is not None]
+    tasks = [_picked(r) for r in rows if r.id is not None]
     return Picked(tasks=tasks, more=bool(rows[0].more) if rows else False)
 
 
