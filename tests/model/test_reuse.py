@@ -277,3 +277,39 @@ def test_inputs_reach_the_pod_template_and_list_form_env_and_are_checked_there()
     side["args"] = ["{{ inputs.zz }}"]
     assert problem(dag({"id": "a", "uses": "etl", "inputs": {"partition": "x"}}, templates=[template])) \
         .startswith("templates[0].pod_template.spec.containers[0].args[0]: {{ inputs.zz }}: the template declares")
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text("{} ain.pux", max_size=20),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+                         ["name", "inputs", "type", "default", "required", "image", "args", "env", "uses", "p",
+                          "value", "pod_template", "spec", "containers", "kind", "template", "version"]), inner,
+                         max_size=4), max_leaves=12)
+_STRINGS = st.sampled_from(["{{ inputs.p }}", "a{{ inputs.x }}b", "{{ params.day }}", '{{ "{{" }}', "{{", "plain",
+                            "{{ inputs }}", "{{{ inputs.p }}}"])
+_TEMPLATE = st.fixed_dictionaries({"name": st.sampled_from(["t", "u", "T"]), "image": st.just("busybox")}, optional={
+    "inputs": st.dictionaries(st.sampled_from(["p", "x", "1"]), _JSON | st.fixed_dictionaries({}, optional={
+        "type": st.sampled_from(["string", "integer", "any", "array", "bogus"]), "default": _JSON,
+        "required": _JSON})),
+    "args": st.lists(_STRINGS | _JSON, max_size=3), "command": st.lists(_STRINGS, max_size=2),
+    "env": st.dictionaries(st.sampled_from(["A", "B"]), _STRINGS | _JSON)
+    | st.lists(st.fixed_dictionaries({"name": st.just("E"), "value": _STRINGS})),
+    "pod_template": _JSON, "kind": st.sampled_from(["container", "empty", 3])})
+_TASK = st.fixed_dictionaries({"id": st.just("a")}, optional={
+    "uses": st.sampled_from(["t", "u", "cluster/etl", "cluster/etl@1", "cluster/etl@0", 5]) | _JSON,
+    "inputs": st.dictionaries(st.sampled_from(["p", "x"]), _STRINGS | _JSON) | _JSON,
+    "image": st.just("busybox"), "args": st.lists(_STRINGS, max_size=2), "env": _JSON})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEMPLATE | _JSON, max_size=3), st.lists(_TASK, min_size=1, max_size=2), _JSON)
+def test_any_templates_and_uses_are_a_422_or_a_spec_whose_stored_form_means_the_same(
+        templates: list[Any], tasks: list[Any], stored: Any) -> None:
+    catalog = {key: ClusterTemplate("etl", 1, stored if isinstance(stored, dict) else {}) for key in
+               (("etl", 1), ("etl", None))}
+    try:
+        spec = parse_dag_spec({"dag_id": "d", "params": PARAMS, "templates": templates, "tasks": tasks},
+                              cluster_templates=catalog)
+    except ValidationFailed:
+        return
+    assert parse_dag_spec(spec.to_canonical(), stored=True).spec_hash() == spec.spec_hash()
+    assert parse_dag_spec(spec.to_canonical()).spec_hash() == spec.spec_hash()
