@@ -35,16 +35,19 @@ from leoflow.scheduler.step import Step
 
 
 def needs_expansion(row: ReadyTask, task: TaskSpec) -> bool:
-    return task.map_over is not None and row.map_count is None and row.map_index < 0 and row.state == "pending"
+    """A ready row of a mapped task never expanded, or cleared since (``map_count`` NULL)."""
+    return task.map_over is not None and row.map_count is None and row.state == "pending"
 
 
 async def expand_mapped(step: Step, runnable: list[tuple[ReadyTask, TaskSpec]],
                         graphs: Mapping[int, DagGraph]) -> tuple[list[tuple[ReadyTask, TaskSpec]], int]:
     """The rows of ``runnable`` that run as they are; mapped ones are expanded (their instances become
     candidates) or ended. Returns them and how many rows were expanded or ended."""
-    judged = [(r, t) for r, t in runnable if needs_expansion(r, t)]
-    if not judged:
+    waiting = [(r, t) for r, t in runnable if needs_expansion(r, t)]
+    if not waiting:
         return runnable, 0
+    # One expansion per task: the rows of a cleared mapped task may all be ready at once.
+    judged = list({(r.run_pk, r.task_id): (r, t) for r, t in reversed(waiting)}.values())
     upstream = [(r.run_pk, t.map_over.upstream) for r, t in judged
                 if t.map_over is not None and t.map_over.upstream is not None]
     facts = await condition_inputs(step.conn, {r.run_pk for r, _ in judged}, upstream)
@@ -56,22 +59,24 @@ async def expand_mapped(step: Step, runnable: list[tuple[ReadyTask, TaskSpec]],
         rows[r.id] = r
         try:
             items = _items(task, facts.get(r.run_pk))
-        except MapFailed as exc:
-            decisions.append((r.id, "failed"))
-            reasons[r.id] = str(exc)[:500]
-            continue
-        except Exception as exc:  # boundary: anything a stored conf or output makes resolving raise
-            decisions.append((r.id, "failed"))
-            reasons[r.id] = f"map_over failed: {type(exc).__name__}: {exc}"[:500]
-            continue
-        if not items.values:
-            decisions.append((r.id, "skipped"))
-            reasons[r.id] = EMPTY
-            empty.append(r.id)
+        except Exception as exc:  # MapFailed, or anything a stored conf or output makes resolving raise
+            reason = str(exc) if isinstance(exc, MapFailed) else f"map_over failed: {type(exc).__name__}: {exc}"
+            for same, _ in waiting:  # every row of the task (a cleared one has several)
+                if (same.run_pk, same.task_id) == (r.run_pk, r.task_id):
+                    rows[same.id] = same
+                    decisions.append((same.id, "failed"))
+                    reasons[same.id] = reason[:500]
             continue
         downstream = graphs[r.version_id].downstream.get(r.task_id, ())
-        instances = await map_store.expand(step.conn, r.id, len(items.values), task.max_parallel, downstream,
-                                           step.now, step.term)
+        instances = await map_store.expand(step.conn, r.run_pk, r.task_id, len(items.values), task.max_parallel,
+                                           downstream, step.now, step.term)
+        if not items.values:
+            for inst in instances:  # the one row left
+                rows[inst.id] = inst
+                decisions.append((inst.id, "skipped"))
+                reasons[inst.id] = EMPTY
+                empty.append(inst.id)
+            continue
         ready: list[ReadyTask] = []
         for inst in instances:
             rows[inst.id] = inst
@@ -85,7 +90,7 @@ async def expand_mapped(step: Step, runnable: list[tuple[ReadyTask, TaskSpec]],
     if decisions:
         await step.decide_ready(decisions, rows, reasons=reasons)
     await map_store.mark_expanded_empty(step.conn, empty)
-    return [(r, t) for r, t in runnable if not needs_expansion(r, t)], len(judged)
+    return [(r, t) for r, t in runnable if not needs_expansion(r, t)], len(waiting)
 
 
 def _items(task: TaskSpec, facts: RunFacts | None) -> Items:

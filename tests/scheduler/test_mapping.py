@@ -12,6 +12,9 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import text
+
+from leoflow.db.stores import commands
 from leoflow.executor.naming import try_name
 from leoflow.model.tries import StatusUpdate, TryKey
 from leoflow.settings import Settings
@@ -183,5 +186,47 @@ def test_expansion_is_once_even_when_the_step_is_replayed(settings: Settings) ->
             await st2.tick(periodic=True)
             await st2.settle()
             assert [(i, c) for i, _, c in await instances(st2, run)] == [(0, 4), (1, 4), (2, 4), (3, 4)]
+
+    asyncio.run(main())
+
+
+def test_a_cleared_mapped_task_expands_again_from_the_current_source(settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings) as st:
+            run = await started(st, pipeline("map-x"))
+            succeed(st, st.key("map-x", run, "list"), {"parts": ["a", "b", "c"]})
+            await st.settle()
+            first = mapped_launches(st, run)
+            for la in first.values():
+                succeed(st, la.key, {"uri": la.args[1]})
+            await st.settle()
+            [combine] = mapped_launches(st, run, "combine").values()
+            succeed(st, combine.key)
+            await st.settle()
+            # Clear list and everything downstream: list now says two parts, then four.
+            for parts in (["x", "y"], ["p", "q", "r", "s"]):
+                async with st.engine.begin() as conn:
+                    found = await conn.execute(text("SELECT id FROM dag_runs WHERE run_id = :r"), {"r": run})
+                    run_pk = found.scalar()
+                    await commands.create_command(conn, run_pk=run_pk, dag_id="map-x", kind="clear",
+                                                  body={"tasks": ["list"], "downstream": True}, requested_by="t")
+                await st.tick(periodic=True)
+                await st.settle()
+                assert [s for _, s, c in await instances(st, run)] == ["pending"] * len(await instances(st, run))
+                succeed(st, st.key("map-x", run, "list"), {"parts": parts})
+                await st.settle()
+                now = await instances(st, run)
+                assert [(i, c) for i, _, c in now] == [(i, len(parts)) for i in range(len(parts))]
+                for i, p in enumerate(parts):
+                    latest = max((la for la in st.executor.launched if la.key.run_id == run
+                                  and la.key.task_id == "process" and la.key.map_index == i),
+                                 key=lambda la: (la.key.instance, la.key.try_number))
+                    assert latest.args[1] == p
+                    succeed(st, latest.key, {"uri": p})
+                await st.settle()
+                combines = [la for la in st.executor.launched if la.key.run_id == run and la.key.task_id == "combine"]
+                assert combines[-1].args == (json.dumps(parts, separators=(",", ":")),)
+                succeed(st, st.key("map-x", run, "combine"))
+                await st.settle()
 
     asyncio.run(main())

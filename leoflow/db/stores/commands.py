@@ -140,7 +140,9 @@ WAITING_REASON = "waiting for the previous try to stop"
 async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Sequence[tuple[str, int]], reason: str,
                                now: datetime, term: int) -> list[str]:
     """Task instances (task id, retries) → ``pending`` with a fresh retry budget (try numbers keep
-    counting); their live tries are flagged ``cancelling``. Returns the task ids reset.
+    counting); their live tries are flagged ``cancelling``. Returns the task ids reset. Every
+    instance of a mapped task is reset, and the task expands again when it is next ready
+    (:mod:`leoflow.db.stores.task_instances.mapping`).
 
     One with a live try becomes ``cancelling`` instead, not ``pending``: it is not queued until
     the executor has confirmed that try gone (:func:`release_task_instances`), so a cleared task
@@ -157,11 +159,12 @@ async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Seque
                 max_tries = ti.try_number + c.retries + 1, pending_upstreams = 0,
                 upstream_successes = 0, upstream_failures = 0, upstream_skips = 0, queued_at = NULL,
                 started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL, retry_deadline_at = NULL,
-                reason = CASE WHEN {_HAS_LIVE_TRY} THEN :waiting END, updated_at = :now, term = :term
+                reason = CASE WHEN {_HAS_LIVE_TRY} THEN :waiting END, updated_at = :now, term = :term,
+                map_count = NULL  -- a mapped task expands again from its source's current value
             FROM c WHERE ti.run_pk = :run AND ti.task_id = c.task_id
             RETURNING ti.id, ti.task_id
         ), {_KILL_LIVE_TRIES}
-        SELECT task_id FROM changed ORDER BY task_id
+        SELECT DISTINCT task_id FROM changed ORDER BY task_id
     """), {"run": run_pk, "tasks": [r[0] for r in resets], "retries": [r[1] for r in resets], "now": now,
            "term": term, "reason": reason, "waiting": WAITING_REASON})
     return [r.task_id for r in rows]
@@ -232,7 +235,7 @@ async def mark_run(conn: AsyncConnection, run_pk: int, state: str, reason: str, 
                    reason = CASE WHEN :state = 'failed' THEN :reason END
             WHERE id = :run
         )
-        SELECT task_id FROM changed ORDER BY task_id
+        SELECT DISTINCT task_id FROM changed ORDER BY task_id
     """), {"run": run_pk, "state": state, "reason": reason, "now": now, "term": term})
     return [r.task_id for r in rows]
 
