@@ -152,6 +152,9 @@ def test_bad_uses_are_422s_naming_the_path(task: dict[str, Any], words: str) -> 
     ({"inputs": {"a": {"typo": 1}}}, "templates[0].inputs.a.typo: unknown field"),
     ({"inputs": {f"i{n}": {} for n in range(65)}}, "templates[0].inputs: has 65 inputs; 0 to 64 inputs"),
     ({"name": "Bad"}, "templates[0].name: 'Bad' is not a valid name"),
+    ({"description": 5}, "templates[0].description: must be a string"),
+    ({"description": "d" * 2_001}, "templates[0].description: must be at most 2,000 characters"),
+    ({"inputs": {"a": {"description": 5}}}, "templates[0].inputs.a.description: must be a string"),
 ])
 def test_bad_templates_are_422s_naming_the_path(template: dict[str, Any], words: str) -> None:
     body = {**ETL, **template}

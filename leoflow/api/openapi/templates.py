@@ -6,8 +6,10 @@ from typing import Any
 
 from leoflow.api.openapi.components import INT, STAMP, STR, name, obj, param, ref
 from leoflow.model import limits
+from leoflow.model.spec.template_inputs import INPUT_TYPES
 
 _NAME = name(limits.TEMPLATE_NAME)
+_DESCRIPTION = {"type": "string", "maxLength": limits.DESCRIPTION.maximum}
 _SUMMARY = {"name": _NAME, "version": {**INT, "description": "Counts from 1 per name; never reused"},
             "spec_hash": {**STR, "description": "SHA-256 of the document: the same document is the same version"},
             "created_by": STR, "created_at": STAMP}
@@ -15,11 +17,12 @@ _SUMMARY = {"name": _NAME, "version": {**INT, "description": "Counts from 1 per 
 SCHEMAS: dict[str, Any] = {
     "TaskTemplateSpec": obj({
         "name": {**_NAME, "description": "Optional; must equal the path's name"},
-        "description": STR,
+        "description": _DESCRIPTION,
         "inputs": {"type": "object", "description": "Typed inputs: {NAME: {type, default, required}}",
                    "maxProperties": limits.TEMPLATE_INPUTS.maximum,
-                   "additionalProperties": obj({"type": STR, "default": {}, "required": {"type": "boolean"},
-                                                "description": STR})},
+                   "additionalProperties": obj({"type": {"type": "string", "enum": list(INPUT_TYPES)}, "default": {},
+                                                "required": {"type": "boolean"}, "description": _DESCRIPTION},
+                                               required=[])},
     }, required=[], extra=True),
     "TaskTemplate": obj({**_SUMMARY, "spec": {"type": "object", "description": "The template as stored"}}),
     "TaskTemplateSummary": obj({**_SUMMARY, "versions": {**INT, "description": "Live versions of the name"}}),
@@ -27,4 +30,5 @@ SCHEMAS: dict[str, Any] = {
 }
 
 TEMPLATE = {**param("name", "path", {"type": "string"}, "Template name"), "example": "etl"}
-VERSION = param("version", "query", {"type": "integer", "minimum": 1}, "A version (default: the newest)")
+VERSION = param("version", "query", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+                "A version (default: the newest)")

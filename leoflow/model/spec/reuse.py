@@ -57,7 +57,14 @@ from leoflow.model.bounds import check_count, check_name, check_size, shown, typ
 from leoflow.model.fields import as_mapping, no_unknown
 from leoflow.model.k8s.pod import DEFAULTS_FIELDS, parse_own
 from leoflow.model.k8s.strategic_merge import merge_pods
-from leoflow.model.spec.template_inputs import InputDecl, input_decls, input_strings, input_values, substituted
+from leoflow.model.spec.template_inputs import (
+    InputDecl,
+    description_field,
+    input_decls,
+    input_strings,
+    input_values,
+    substituted,
+)
 from leoflow.model.spec.templating import parse_template
 
 CLUSTER = "cluster/"
@@ -116,6 +123,8 @@ def parse_shape(raw: object, path: str, check_task: TaskCheck, *, name: str | No
             raise ValidationFailed(f"{path}.{key}", "is not allowed in a template: depends_on, trigger_rule, when, "
                                    "map_over and max_parallel belong to the task that says uses:, and a template "
                                    "cannot use another")
+    if "description" in doc:
+        description_field(doc["description"], f"{path}.description")
     inputs = input_decls(doc.get("inputs"), f"{path}.inputs")
     fields = {k: v for k, v in doc.items() if k not in ("name", "inputs", "description")}
     check_task({**fields, "id": "template"}, path)

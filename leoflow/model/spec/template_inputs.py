@@ -52,6 +52,8 @@ def input_decls(raw: object, path: str) -> dict[str, InputDecl]:
         if not isinstance(spec, dict):
             raise ValidationFailed(where, f"must be a mapping {{type, default, required}}, got {type_name(spec)}")
         no_unknown(spec, {"type", "default", "required", "description"}, where)
+        if "description" in spec:
+            description_field(spec["description"], f"{where}.description")
         kind = spec.get("type", "string")
         if kind not in INPUT_TYPES:
             raise ValidationFailed(f"{where}.type", f"must be one of {', '.join(INPUT_TYPES)}, got {shown(str(kind))}")
@@ -63,6 +65,15 @@ def input_decls(raw: object, path: str) -> dict[str, InputDecl]:
             raise ValidationFailed(f"{where}.required", "an input with a default is not required")
         decls[key] = InputDecl(key, kind, default, required)
     return decls
+
+
+def description_field(value: object, path: str) -> str:
+    """A template's or an input's ``description``: text for people, at most ``limits.DESCRIPTION``."""
+    if not isinstance(value, str):
+        raise ValidationFailed(path, f"must be a string, got {type_name(value)}")
+    if len(value) > limits.DESCRIPTION.maximum:
+        raise ValidationFailed(path, f"must be at most {limits.DESCRIPTION.maximum:,} characters, got {len(value):,}")
+    return value
 
 
 def check_type(value: object, kind: str, path: str) -> None:
