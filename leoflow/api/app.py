@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
+from leoflow.api.access import AccessControl, TeamsSource, action_for
 from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
 from leoflow.api.dashboard import dashboard_routes
 from leoflow.api.endpoint import ApiState, Handler, endpoint
@@ -43,6 +44,7 @@ from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.db.connection.budget import ConnectionBudget
 from leoflow.election.health import ElectionHealth
 from leoflow.logging_setup import redact_url
+from leoflow.model.access.roles import Action
 from leoflow.model.live_logs import LiveLogs
 from leoflow.settings import Settings
 
@@ -59,14 +61,17 @@ class ApiRoute:
     path: str
     handler: Handler
     scope: Scope
+    #: What the caller must be allowed (leoflow.api.access); None for open routes.
+    action: Action | None = None
 
 
 def api_routes(settings: Settings) -> tuple[ApiRoute, ...]:
     """The routing table: every declared operation (:mod:`leoflow.api.routes.table`), its scope
     resolved under ``settings``."""
     metrics_auth = settings.api.metrics_auth
-    return tuple(ApiRoute(operation.method, operation.path, operation.handler,
-                          operation.scope(metrics_auth=metrics_auth)) for operation in OPERATIONS)
+    return tuple(ApiRoute(operation.method, operation.path, operation.handler, scope,
+                          action_for(operation.method, operation.path, scope))
+                 for operation in OPERATIONS for scope in (operation.scope(metrics_auth=metrics_auth),))
 
 
 #: Served past Starlette's exception middleware and router (:class:`~leoflow.api.middleware.HotRoutes`):
@@ -83,7 +88,7 @@ def _starlette_routes(settings: Settings) -> list[BaseRoute]:
         # One Route per (path, method): each carries its own scope; Starlette answers 405 with
         # an Allow header when a path matches but no method does.
         for entry in entries:
-            routes.append(Route(path, endpoint(entry.handler, entry.scope), methods=[entry.method],
+            routes.append(Route(path, endpoint(entry.handler, entry.scope, entry.action), methods=[entry.method],
                                 name=f"{entry.method} {path}"))
     return routes
 
@@ -98,6 +103,8 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
     """
     ensure_auth_configured(settings)
     url = settings.require_database_url()
+    # Read now: a bad teams file stops the server with one line rather than serving without roles.
+    access = AccessControl(TeamsSource(settings.api.teams_file))
     # Bearer JWTs of an OpenID Connect provider (leoflow.api.oidc), when one is configured.
     verifier = oidc_verifier(settings.oidc) if settings.oidc.enabled else None
     auth = Authenticator(settings.api, jwt_verifier=verifier)
@@ -115,7 +122,7 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         auth.tokens.attach(db)
         app.state.api = ApiState(settings=settings, db=db, auth=auth,
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK,
-                                 election_health=election_health, live_logs=live_logs)
+                                 election_health=election_health, live_logs=live_logs, access=access)
         app.state.work_gauges = system.WorkGauges()
         app.state.run_waiters = Waiters()
         logger.info("API serving", extra={"database": redact_url(url), "auth": settings.api.auth_enabled,

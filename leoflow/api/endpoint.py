@@ -40,12 +40,14 @@ from starlette.responses import Response
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from leoflow.api.access import AccessControl
 from leoflow.api.audit import record_outcome
 from leoflow.api.auth import Authenticator, Scope
 from leoflow.api.errors import ApiError, bad_field, error_response, translate
 from leoflow.db.connection.api_pool import PooledDatabase
 from leoflow.election.health import ElectionHealth
 from leoflow.errors import ValidationFailed, WriteConflict
+from leoflow.model.access.roles import Action
 from leoflow.model.bounds import check_document_shape, check_string_keys
 from leoflow.model.files.yaml_loader import YamlRejected, load_yaml
 from leoflow.model.limits import DOCUMENT, PAGE_LIMIT
@@ -85,6 +87,8 @@ class ApiState:
     election_health: ElectionHealth | None = None
     #: Reads running pods' logs (None when the executor stores output as it grows).
     live_logs: LiveLogs | None = None
+    #: Who may do what (teams and roles); None only in apps built without it (every caller admin).
+    access: AccessControl | None = None
 
 
 def api_state(request: Request) -> ApiState:
@@ -101,9 +105,11 @@ class Endpoint:
     (every ``Exception`` of a handler becomes an answer here). ``bench/api.py``, issue 21.
     """
 
-    def __init__(self, handler: Handler, needed: Scope) -> None:
+    def __init__(self, handler: Handler, needed: Scope, action: Action | None = None) -> None:
         self.handler = handler
         self.needed = needed
+        #: What the caller must be allowed (leoflow.api.access), decided before the handler runs.
+        self.action = action
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         response = await self.answer(Request(scope, receive, send))
@@ -115,8 +121,12 @@ class Endpoint:
         try:
             state = api_state(request)
             async with asyncio.timeout(state.request_timeout):
-                request.state.principal = await state.auth.authenticate(request.headers.get("authorization"),
-                                                                        needed)
+                # Authentication here (401); authorization by role and team below (403/404).
+                principal = await state.auth.authenticate(request.headers.get("authorization"),
+                                                          "read" if needed == "admin" else needed)
+                request.state.principal = principal
+                if self.action is not None and needed != "open" and state.access is not None:
+                    state.access.check(request, principal, self.action)
                 response = await self._run(request)
         except Exception as exc:  # the one boundary where every failure becomes an answer
             response = error_response(translate(exc))
@@ -136,9 +146,9 @@ class Endpoint:
         return await self.handler(request)  # the last attempt: what it raises is the answer
 
 
-def endpoint(handler: Handler, needed: Scope) -> Endpoint:
-    """``handler`` with auth for scope ``needed`` and the error boundary, as an ASGI app."""
-    return Endpoint(handler, needed)
+def endpoint(handler: Handler, needed: Scope, action: Action | None = None) -> Endpoint:
+    """``handler`` with auth for scope ``needed``, authorization for ``action`` and the error boundary."""
+    return Endpoint(handler, needed, action)
 
 
 # --------------------------------------------------------------------------- bodies

@@ -284,6 +284,10 @@ API_TOKENS_FILE = Variable[str | None](
     "LEOFLOW_API_TOKENS_FILE", None, optional_text, "File with one `name:scope:token` entry per line.")
 API_TOKEN_MAX_DAYS = Variable("LEOFLOW_API_TOKEN_MAX_DAYS", 90, integer(minimum=1, maximum=3650),
                               "Longest lifetime, in days, of a token created through `POST /api/v2/tokens`.")
+TEAMS_FILE = Variable[str | None](
+    "LEOFLOW_TEAMS_FILE", None, optional_text,
+    "YAML file of teams (DAG-id prefixes, group rules) and admin groups; reloaded when it changes. "
+    "Unset: one implicit team.")
 METRICS_AUTH = Variable("LEOFLOW_METRICS_AUTH", False, boolean, "Require a token on /metrics.")
 MAX_BODY_BYTES = Variable("LEOFLOW_MAX_BODY_BYTES", 1024 * 1024, integer(),
                           "Largest accepted request body (413 above it).")
@@ -458,8 +462,8 @@ OIDC_SESSION_SECRET = Variable[str | None](
 #: Every environment variable Leoflow reads, in documentation order.
 VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     DATABASE_URL, DB_POOL_SIZE, DB_STATEMENT_TIMEOUT, CLUSTER, NODE_ID, HOST, PORT, API_URL, URL, TOKEN, AUTH,
-    API_TOKENS, API_TOKENS_FILE, API_TOKEN_MAX_DAYS, METRICS_AUTH, MAX_BODY_BYTES, EXECUTOR, HOME, LOG_FORMAT,
-    LOG_LEVEL,
+    API_TOKENS, API_TOKENS_FILE, API_TOKEN_MAX_DAYS, TEAMS_FILE, METRICS_AUTH, MAX_BODY_BYTES, EXECUTOR, HOME,
+    LOG_FORMAT, LOG_LEVEL,
     ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
     TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, KILL_GRACE, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,

@@ -59,6 +59,8 @@ class ApiSettings:
     tokens: tuple[ApiToken, ...] = ()
     #: Longest lifetime of a runtime API token (LEOFLOW_API_TOKEN_MAX_DAYS).
     token_max_days: int = v.API_TOKEN_MAX_DAYS.default
+    #: The teams file (LEOFLOW_TEAMS_FILE); None: one implicit team.
+    teams_file: str | None = v.TEAMS_FILE.default
     metrics_auth: bool = v.METRICS_AUTH.default
     max_body_bytes: int = v.MAX_BODY_BYTES.default
 

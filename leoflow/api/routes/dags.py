@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from leoflow.api.access import readable, require_dag
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError, bad_field
@@ -85,6 +86,7 @@ async def list_dags(request: Request) -> Response:
     async with api_state(request).db.connect() as conn:
         found = await dag_store.list_dags(conn, after=after, limit=limit, where=where)
     answer = page(found.rows, limit, lambda r: r["dag_id"], "dags")
+    answer["items"] = readable(request, answer["items"])  # other teams' DAGs: unseen (the page may be short)
     if found.scanned_to is not None:
         answer["next_cursor"] = encode_cursor("dags", found.scanned_to)
     return JsonResponse(answer)
@@ -140,6 +142,8 @@ async def cluster_templates(request: Request, refs: set[tuple[str, int | None]])
             errors="409")
 async def create_dag(request: Request) -> Response:
     document = require_object(await read_document(request))
+    if isinstance(document.get("dag_id"), str):  # a DAG of a team the caller does not edit: 403
+        require_dag(request, document["dag_id"], "edit")
     dag, changed = await _apply(request, document)
     return JsonResponse(dag, status_code=201 if changed else 200)
 

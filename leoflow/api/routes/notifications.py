@@ -20,6 +20,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from leoflow.api.access import readable
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state
 from leoflow.api.jsonresp import JsonResponse
@@ -54,8 +55,9 @@ async def list_notifications(request: Request) -> Response:
         rows = await notification_store.list_notifications(conn, dag_id=dag_id, run_id=run_id, state=state,
                                                            before_id=before, limit=limit)
     read_only = request.state.principal.scope != "admin"
-    rows = [shown(row, read_only=read_only) for row in rows]
-    return JsonResponse(page(rows, limit, lambda r: r["id"], "notifications"))
+    answer = page([shown(row, read_only=read_only) for row in rows], limit, lambda r: r["id"], "notifications")
+    answer["items"] = readable(request, answer["items"])  # other teams' notifications: unseen
+    return JsonResponse(answer)
 
 
 @OPERATIONS("POST", "/api/v2/notifications/{notification_id}/retry", "Retry notification",

@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
-from leoflow.api.errors import ApiError
+from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import tokens as token_schemas
@@ -54,6 +54,10 @@ async def create_token(request: Request) -> Response:
     state = api_state(request)
     wanted = parse_token_request(require_object(await read_document(request)),
                                  max_days=state.settings.api.token_max_days)
+    teams = state.access.teams() if state.access is not None else None
+    if wanted.team is not None and teams is not None and wanted.team not in teams.names:
+        known = ", ".join(sorted(teams.names)[:20]) or "none: set LEOFLOW_TEAMS_FILE"
+        raise bad_field("team", f"no team {wanted.team!r} is configured (teams: {known})", status=422)
     secret = new_secret()
     token = token_store.NewToken(
         id=new_token_id(), name=wanted.name, team=wanted.team, role=wanted.role, secret_hash=secret_hash(secret),
@@ -62,6 +66,7 @@ async def create_token(request: Request) -> Response:
     async with audited_transaction(request, status=201) as write:
         write.details.update(token_id=token.id, name=token.name, role=token.role, team=token.team)
         document = await token_store.create_token(write.conn, token)
+    state.auth.tokens.invalidate()  # usable on this replica at once, on the others within a second
     return JsonResponse({**document, "secret": secret}, status_code=201, headers={"Cache-Control": "no-store"})
 
 

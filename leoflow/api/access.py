@@ -1,0 +1,220 @@
+"""Authorization: which action each operation needs, what a caller holds, and the one decision.
+
+Every operation needs one :data:`~leoflow.model.access.roles.Action` (:func:`action_for`):
+``read`` for GETs, ``operate`` to trigger, cancel, clear, mark, pause and backfill, ``edit`` to
+apply, replace, sync and delete DAGs, ``admin`` for the cluster (pools, tokens, cluster templates,
+the audit log, notification retries). :class:`~leoflow.api.endpoint.Endpoint` decides once, before
+the handler runs (:meth:`AccessControl.check`):
+
+- a route naming a DAG (``{dag_id}``) is decided on the DAG's team: a caller who may not even
+  read it gets the same 404 as for a DAG that does not exist (no enumeration of other teams' DAG
+  ids), one who may read but not act gets 403;
+- a route naming no DAG needs ``admin`` for cluster actions and some role for reads; list routes
+  then show only what the caller may read (:func:`readable`), and writes whose DAG is in the
+  body (apply, sync) check it in the handler (:func:`require_dag`).
+
+The teams file (``LEOFLOW_TEAMS_FILE``, :mod:`leoflow.model.access.teams`) is read at start (a bad
+file stops the server with one line naming the place) and again when its modification time
+changes, checked at most once per :data:`RELOAD_INTERVAL`; a bad edit keeps the last good teams
+and logs the problem once, so a typo never locks everyone out of a running cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from starlette.requests import Request
+
+from leoflow.api.auth import Principal
+from leoflow.api.errors import ApiError
+from leoflow.errors import LeoflowError, SettingsError, ValidationFailed
+from leoflow.model.access.roles import Action
+from leoflow.model.access.teams import MAX_FILE_BYTES, NO_TEAMS, Grant, Teams, parse_teams
+from leoflow.model.files.yaml_loader import load_yaml
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two looks at the teams file's modification time (a stat, ~2 µs, not per request).
+RELOAD_INTERVAL = 1.0
+
+#: Operations whose action is not what their ``auth`` implies (``read`` → read, ``admin`` → admin).
+_ACTIONS: dict[tuple[str, str], Action] = {
+    ("POST", "/api/v2/dags/{dag_id}/runs"): "operate",
+    ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/cancel"): "operate",
+    ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/clear"): "operate",
+    ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark"): "operate",
+    ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/mark"): "operate",
+    ("POST", "/api/v2/dags/{dag_id}/backfill"): "operate",
+    ("POST", "/api/v2/dags/{dag_id}/backfills/{backfill_id}/cancel"): "operate",
+    ("PATCH", "/api/v2/dags/{dag_id}"): "operate",
+    ("POST", "/api/v2/dags"): "edit",
+    ("PUT", "/api/v2/dags/{dag_id}"): "edit",
+    ("DELETE", "/api/v2/dags/{dag_id}"): "edit",
+    ("POST", "/api/v2/dags:sync"): "edit",
+}
+
+
+def action_for(method: str, path: str, auth: str) -> Action | None:
+    """The action an operation needs; None for open routes (probes, the document)."""
+    if auth == "open":
+        return None
+    found = _ACTIONS.get((method, path))
+    if found is not None:
+        return found
+    return "admin" if auth == "admin" else "read"
+
+
+def _read_teams(path: str) -> Teams:
+    """The teams file at ``path``, parsed; SettingsError with one line naming the place."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: {size} bytes, at most {MAX_FILE_BYTES}")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(MAX_FILE_BYTES + 1)
+        return parse_teams(load_yaml(text, max_bytes=MAX_FILE_BYTES))
+    except ValidationFailed as exc:
+        where = f"{exc.path}: " if exc.path else ""
+        raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: {where}{exc.problem}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: cannot be read ({exc.__class__.__name__}: "
+                            f"{str(exc)[:200]})") from None
+    except LeoflowError as exc:  # the YAML reader's YamlRejected: syntax or budget, with line and column
+        raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: {str(exc)[:300]}") from None
+
+
+class TeamsSource:
+    """The current teams: read at start, reloaded when the file changes (see the module docstring)."""
+
+    def __init__(self, path: str | None, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._teams = NO_TEAMS
+        self._mtime: float | None = None
+        self._checked_at = float("-inf")
+        if path is not None:
+            self._mtime = os.stat(path).st_mtime if os.path.exists(path) else None
+            if self._mtime is None:
+                raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: no such file")
+            self._teams = _read_teams(path)
+
+    def current(self) -> Teams:
+        if self.path is None:
+            return self._teams
+        now = self._monotonic()
+        if now - self._checked_at < RELOAD_INTERVAL:
+            return self._teams
+        with self._lock:
+            if now - self._checked_at >= RELOAD_INTERVAL:
+                self._checked_at = now
+                self._reload_if_changed(self.path)
+        return self._teams
+
+    def _reload_if_changed(self, path: str) -> None:
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError as exc:
+            log.error("teams file unreadable; keeping the last good teams",
+                      extra={"path": path, "error": str(exc)[:200]})
+            return
+        if mtime == self._mtime:
+            return
+        self._mtime = mtime
+        try:
+            self._teams = _read_teams(path)
+        except SettingsError as exc:
+            log.error("teams file rejected; keeping the last good teams", extra={"problem": exc.problem})
+            return
+        log.info("teams file reloaded", extra={"path": path, "teams": len(self._teams.teams)})
+
+
+def grant_for(principal: Principal, teams: Teams) -> Grant:
+    """What ``principal`` may do under ``teams`` (see :mod:`leoflow.model.access.teams`)."""
+    if principal.kind == "anonymous":  # LEOFLOW_AUTH=disabled
+        return Grant(admin=True)
+    if principal.kind == "token" and principal.role is not None:
+        if principal.role == "admin":
+            return Grant(admin=True)
+        if principal.team is None or not teams.configured:
+            return Grant(everywhere=principal.role)
+        return Grant(teams={principal.team: principal.role})
+    if principal.kind == "oidc":
+        if principal.scope == "admin" or teams.admin_groups.intersection(principal.groups):
+            return Grant(admin=True)
+        if not teams.configured:
+            return Grant(everywhere="viewer")
+        return Grant(teams=teams.group_roles(principal.groups))
+    # A static token: the bootstrap admin, or a reader of everything (as before teams existed).
+    return Grant(admin=True) if principal.scope == "admin" else Grant(everywhere="viewer")
+
+
+def _dag_not_found(dag_id: str) -> ApiError:
+    return ApiError(404, f"DAG {dag_id[:60]!r} not found")  # word for word the routes' own 404
+
+
+class AccessControl:
+    """The decision every route takes once (:meth:`check`) and the helpers handlers use."""
+
+    def __init__(self, source: TeamsSource) -> None:
+        self.source = source
+
+    def teams(self) -> Teams:
+        return self.source.current()
+
+    def check(self, request: Request, principal: Principal, action: Action) -> None:
+        teams = self.teams()
+        grant = grant_for(principal, teams)
+        request.state.grant = grant
+        request.state.teams = teams
+        dag_id = request.path_params.get("dag_id")
+        if isinstance(dag_id, str):
+            team = teams.team_of(dag_id)
+            request.state.team = team
+            if not grant.may("read", team):
+                raise _dag_not_found(dag_id)
+            if not grant.may(action, team):
+                raise ApiError(403, f"{principal.name!r} may not {action} DAG {dag_id[:60]!r} "
+                               f"(role: {grant.role_for(team) or 'none'})")
+            return
+        if action == "admin":
+            if not grant.admin:
+                raise ApiError(403, f"{principal.name!r} is not an admin; this request needs admin")
+        elif not grant.could(action):
+            raise ApiError(403, f"{principal.name!r} may not {action} any DAG" if grant.anything
+                           else f"{principal.name!r} holds no role in any team")
+
+
+def _state(request: Request) -> tuple[Grant, Teams]:
+    grant: Grant = getattr(request.state, "grant", None) or Grant(admin=True)
+    teams: Teams = getattr(request.state, "teams", None) or NO_TEAMS
+    return grant, teams
+
+
+def require_dag(request: Request, dag_id: str, action: Action) -> None:
+    """For writes whose DAG is in the body: 403 unless the caller may ``action`` that DAG."""
+    grant, teams = _state(request)
+    team = teams.team_of(dag_id)
+    if not grant.may(action, team):
+        owner = f"team {team!r}" if team else "no team (admins only)"
+        raise ApiError(403, f"DAG {dag_id[:60]!r} belongs to {owner}; you may not {action} it",
+                       details={"field": "dag_id"})
+    request.state.team = team
+
+
+def may_dag(request: Request, dag_id: str, action: Action = "read") -> bool:
+    grant, teams = _state(request)
+    return grant.may(action, teams.team_of(dag_id))
+
+
+def readable(request: Request, items: Iterable[dict[str, Any]], key: str = "dag_id") -> list[dict[str, Any]]:
+    """The items whose DAG the caller may read (everything for a caller who reads every DAG)."""
+    grant, teams = _state(request)
+    if grant.readable_teams() is None:
+        return list(items)
+    return [item for item in items if grant.may("read", teams.team_of(str(item.get(key, ""))))]

@@ -1,0 +1,181 @@
+"""Teams and roles on real PostgreSQL: a DAG of another team is 404, lists show only your team's,
+each role may do exactly its actions, the teams file reloads without a restart and a bad one is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from leoflow.api.app import create_app
+from leoflow.errors import SettingsError
+from tests.api.conftest import ADMIN, READ, api_settings, spec
+from tests.api.live import client_for
+
+TEAMS = """
+teams:
+  - name: data
+    dag_id_prefixes: [data-]
+    rules:
+      - {group: data-eng, role: editor}
+  - name: ml
+    dag_id_prefixes: [ml-]
+admin_groups: [platform-admins]
+"""
+
+
+def _token(client: httpx.Client, role: str, team: str | None) -> dict[str, str]:
+    body: dict[str, Any] = {"name": f"{role}-{team or 'all'}", "role": role, "expires_in_days": 1}
+    if team is not None:
+        body["team"] = team
+    answer = client.post("/api/v2/tokens", json=body, headers=ADMIN)
+    assert answer.status_code == 201, answer.text
+    return {"Authorization": f"Bearer {answer.json()['secret']}"}
+
+
+@pytest.fixture
+def teams_file(tmp_path: Path) -> Path:
+    path = tmp_path / "teams.yaml"
+    path.write_text(TEAMS)
+    return path
+
+
+@pytest.fixture
+def cluster(database_url: str, teams_file: Path) -> Any:
+    with client_for(create_app(api_settings(database_url, LEOFLOW_TEAMS_FILE=str(teams_file)))) as client:
+        for dag_id in ("data-etl", "ml-train", "orphan"):
+            assert client.post("/api/v2/dags", json=spec(dag_id), headers=ADMIN).status_code == 201
+        for dag_id in ("data-etl", "ml-train", "orphan"):
+            assert client.post(f"/api/v2/dags/{dag_id}/runs", json={"run_id": "r1"}, headers=ADMIN).status_code == 201
+        yield client
+
+
+def test_another_teams_dag_is_404_word_for_word_like_a_missing_one(cluster: httpx.Client) -> None:
+    viewer = _token(cluster, "viewer", "data")
+    assert cluster.get("/api/v2/dags/data-etl", headers=viewer).status_code == 200
+    hidden = cluster.get("/api/v2/dags/ml-train", headers=viewer)
+    missing = cluster.get("/api/v2/dags/ml-nothing", headers=viewer)
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.json()["error"]["message"].replace("ml-train", "X") == \
+        missing.json()["error"]["message"].replace("ml-nothing", "X")
+    for path in ("/api/v2/dags/ml-train/runs", "/api/v2/dags/ml-train/runs/r1", "/api/v2/dags/ml-train/runs/r1/tasks",
+                 "/api/v2/dags/ml-train/runs/r1/tasks/extract/logs", "/api/v2/dags/ml-train/versions",
+                 "/api/v2/dags/orphan", "/api/v2/dags/orphan/runs/r1"):
+        assert cluster.get(path, headers=viewer).status_code == 404, path
+    # Writes to another team's DAG are 404 too: a write must not confirm that the id exists.
+    assert cluster.post("/api/v2/dags/ml-train/runs", json={}, headers=viewer).status_code == 404
+    assert cluster.delete("/api/v2/dags/ml-train", headers=viewer).status_code == 404
+
+
+def test_lists_show_only_what_the_caller_may_read(cluster: httpx.Client) -> None:
+    viewer = _token(cluster, "viewer", "data")
+    assert [d["dag_id"] for d in cluster.get("/api/v2/dags", headers=viewer).json()["items"]] == ["data-etl"]
+    assert {r["dag_id"] for r in cluster.get("/api/v2/runs", headers=viewer).json()["items"]} == {"data-etl"}
+    every = {d["dag_id"] for d in cluster.get("/api/v2/dags", headers=ADMIN).json()["items"]}
+    assert every == {"data-etl", "ml-train", "orphan"}
+    # A static read token reads every DAG (as before teams), the teamless one included.
+    assert {d["dag_id"] for d in cluster.get("/api/v2/dags", headers=READ).json()["items"]} == every
+
+
+def test_each_role_may_do_exactly_its_actions(cluster: httpx.Client) -> None:
+    viewer, operator, editor = (_token(cluster, role, "data") for role in ("viewer", "operator", "editor"))
+    trigger = "/api/v2/dags/data-etl/runs"
+    assert cluster.post(trigger, json={"run_id": "v"}, headers=viewer).status_code == 403
+    assert cluster.post(trigger, json={"run_id": "o"}, headers=operator).status_code == 201
+    assert cluster.post(trigger, json={"run_id": "e"}, headers=editor).status_code == 201
+    assert cluster.post("/api/v2/dags/data-etl/runs/o/cancel", headers=operator).status_code in (200, 202)
+    assert cluster.patch("/api/v2/dags/data-etl", json={"paused": True}, headers=operator).status_code == 200
+    # Apply: editors, and only DAGs of their team.
+    assert cluster.post("/api/v2/dags", json=spec("data-new"), headers=operator).status_code == 403
+    assert cluster.post("/api/v2/dags", json=spec("data-new"), headers=editor).status_code == 201
+    refused = cluster.post("/api/v2/dags", json=spec("ml-new"), headers=editor)
+    assert refused.status_code == 403 and refused.json()["error"]["details"]["field"] == "dag_id"
+    assert cluster.post("/api/v2/dags", json=spec("orphan-2"), headers=editor).status_code == 403
+    assert cluster.delete("/api/v2/dags/data-new", headers=operator).status_code == 403
+    assert cluster.delete("/api/v2/dags/data-new", headers=editor).status_code in (200, 204)
+    # Cluster actions are the admins'.
+    for headers in (viewer, operator, editor):
+        assert cluster.post("/api/v2/pools", json={"name": "p", "slots": 1}, headers=headers).status_code == 403
+        assert cluster.get("/api/v2/tokens", headers=headers).status_code == 403
+        assert cluster.get("/api/v2/audit", headers=headers).status_code == 403
+    assert cluster.get("/api/v2/dags", headers=_token(cluster, "admin", None)).status_code == 200
+
+
+def test_sync_edits_only_the_callers_team(cluster: httpx.Client) -> None:
+    editor = _token(cluster, "editor", "data")
+    files = [{"name": "a.yaml", "content": "dag_id: data-synced\ntasks:\n  - {id: a, image: busybox}\n"}]
+    assert cluster.post("/api/v2/dags:sync", json={"source": "data", "files": files}, headers=editor).status_code == 200
+    other = [*files, {"name": "b.yaml", "content": "dag_id: ml-synced\ntasks:\n  - {id: a, image: busybox}\n"}]
+    answer = cluster.post("/api/v2/dags:sync", json={"source": "data", "files": other}, headers=editor)
+    assert answer.status_code == 403 and "ml-synced" in answer.json()["error"]["message"]
+    assert cluster.get("/api/v2/dags/ml-synced", headers=ADMIN).status_code == 404  # nothing applied
+
+
+def test_audit_records_identity_and_team(cluster: httpx.Client, database_url: str) -> None:
+    operator = _token(cluster, "operator", "data")
+    assert cluster.post("/api/v2/dags/data-etl/runs", json={"run_id": "audited"}, headers=operator).status_code == 201
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT actor, actor_kind, team FROM audit_events WHERE run_id = 'audited'").fetchone()
+    assert row == ("operator-data", "token", "data")
+
+
+def test_a_token_names_a_configured_team(cluster: httpx.Client) -> None:
+    answer = cluster.post("/api/v2/tokens", json={"name": "x", "role": "viewer", "team": "nope",
+                                                  "expires_in_days": 1}, headers=ADMIN)
+    assert answer.status_code == 422 and answer.json()["error"]["details"]["field"] == "team"
+
+
+def test_the_teams_file_reloads_without_a_restart(cluster: httpx.Client, teams_file: Path) -> None:
+    viewer = _token(cluster, "viewer", "ml")
+    assert cluster.get("/api/v2/dags/orphan", headers=viewer).status_code == 404
+    teams_file.write_text(TEAMS.replace("[ml-]", "[ml-, orphan]"))
+    os.utime(teams_file, (time.time() + 5, time.time() + 5))  # a new mtime even within the same second
+    deadline = time.monotonic() + 5
+    while cluster.get("/api/v2/dags/orphan", headers=viewer).status_code != 200:
+        assert time.monotonic() < deadline, "the teams file was not reloaded"
+        time.sleep(0.1)
+    # A bad edit keeps the last good teams (a typo must not lock everyone out).
+    teams_file.write_text("teams: [{name: ml, dag_id_prefixes: oops}]\n")
+    os.utime(teams_file, (time.time() + 10, time.time() + 10))
+    time.sleep(1.3)
+    assert cluster.get("/api/v2/dags/orphan", headers=viewer).status_code == 200
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("teams: [{name: Data}]", "teams[0].name"),
+    ("teams: [{name: a, dag_id_prefixes: x}]", "teams[0].dag_id_prefixes: must be a list"),
+    ("teams: [{name: a, rules: [{group: g, role: root}]}]", "teams[0].rules[0].role"),
+    ("teams: [{name: a, rules: [{group: g, role: admin}]}]", "admin_groups"),
+    ("teams: [{name: a, rules: [{role: viewer}]}]", "teams[0].rules[0].group"),
+    ("teams: [{name: a}, {name: a}]", "declared twice"),
+    ("teams: [{name: a, dag_id_prefixes: [x-]}, {name: b, dag_id_prefixes: [x-]}]", "already belongs"),
+    ("teams: [{name: a, colour: red}]", "teams[0].colour"),
+    ("[1, 2]", "a mapping"),
+    ("teams: {name: a}", "teams: must be a list"),
+    ("teams: [{name: a, dag_id_prefixes: [" + ", ".join(f"p{i}-" for i in range(101)) + "]}]", "at most 100"),
+    ("teams: [" + ", ".join(f"{{name: t{i}}}" for i in range(1001)) + "]", "at most 1000"),
+    ("a: &a [1]\nb: [*a, *a, *a", "LEOFLOW_TEAMS_FILE"),
+])
+def test_a_bad_teams_file_stops_the_server_with_one_line(database_url: str, tmp_path: Path, content: str,
+                                                          problem: str) -> None:
+    path = tmp_path / "teams.yaml"
+    path.write_text(content)
+    with pytest.raises(SettingsError) as raised:
+        create_app(api_settings(database_url, LEOFLOW_TEAMS_FILE=str(path)))
+    message = str(raised.value)
+    assert message.startswith("LEOFLOW_TEAMS_FILE: ") and problem in message and "\n" not in message, message
+
+
+def test_no_teams_file_is_todays_behaviour(database_url: str) -> None:
+    with client_for(create_app(api_settings(database_url))) as client:
+        assert client.post("/api/v2/dags", json=spec("anything"), headers=ADMIN).status_code == 201
+        operator = _token(client, "operator", None)
+        assert client.post("/api/v2/dags/anything/runs", json={}, headers=operator).status_code == 201
+        assert client.get("/api/v2/dags", headers=READ).json()["items"][0]["dag_id"] == "anything"
+        assert json.loads(client.get("/api/v2/dags/anything", headers=operator).text)["dag_id"] == "anything"
