@@ -259,7 +259,7 @@ def _serve(port: int, keys_file: Path, users_file: Path) -> None:  # pragma: no 
         return None
 
     login_form = """<!doctype html><title>Sign in</title><h1>Sign in to the test provider</h1>
-<form method="post">{hidden}<label>User <input name="username" id="username"></label>
+<form method="post" action="{action}">{hidden}<label>User <input name="username" id="username"></label>
 <label>Password <input name="password" id="password" type="password"></label>
 <button type="submit" id="sign-in">Sign in</button></form><p>{error}</p>"""
 
@@ -288,10 +288,10 @@ def _serve(port: int, keys_file: Path, users_file: Path) -> None:  # pragma: no 
                 return f"invalid request: {exc}", 400
             hidden = "".join(f'<input type="hidden" name="{k}" value="{escape(v)}">'
                              for k, v in flask.request.args.items())
-            return login_form.format(hidden=hidden, error="")
+            return login_form.format(action="/authorize", hidden=hidden, error="")
         user = authenticated()
         if user is None:
-            return login_form.format(hidden="", error="wrong user or password"), 401
+            return login_form.format(action="/authorize", hidden="", error="wrong user or password"), 401
         return server.create_authorization_response(grant_user=user)
 
     @app.post("/token")
@@ -306,13 +306,18 @@ def _serve(port: int, keys_file: Path, users_file: Path) -> None:  # pragma: no 
     def device() -> Any:
         if flask.request.method == "GET":
             code = escape(flask.request.args.get("user_code", ""))
-            return login_form.format(hidden=f'<input name="user_code" id="user_code" value="{code}">', error="")
+            return login_form.format(action="/device", error="",
+                                     hidden=f'<input name="user_code" id="user_code" value="{code}">')
         user = authenticated()
         code = flask.request.form.get("user_code", "")
         if user is None or not any(d["user_code"] == code for d in devices.values()):
-            return login_form.format(hidden="", error="wrong user, password or code"), 401
+            return login_form.format(action="/device", hidden="", error="wrong user, password or code"), 401
         user_grants[code] = (user, True)
         return "device approved; return to your terminal"
+
+    @app.get("/favicon.ico")
+    def favicon() -> Any:
+        return "", 204  # a browser asks for it on the sign-in page; a 404 would be a console error
 
     @app.post("/_test/reload")
     def reload() -> Any:

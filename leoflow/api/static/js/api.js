@@ -33,6 +33,11 @@ function csrfToken() {
   return match ? decodeURIComponent(match[1]) : "";
 }
 
+/** Whether this browser holds a single-sign-on session (its CSRF cookie is readable; the session is not). */
+export function hasSsoSession() {
+  return Boolean(csrfToken());
+}
+
 /** Whether the server offers "sign in with single sign-on" (set by detectScope). */
 export let ssoOffered = false;
 

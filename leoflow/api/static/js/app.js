@@ -1,6 +1,8 @@
 // The dashboard shell: sign-in, hash router, and the polling loop that keeps a view live.
 
-import { api, ApiError, detectScope, endSsoSession, getToken, onUnauthorized, setToken, ssoOffered } from "./api.js";
+import {
+  api, ApiError, detectScope, endSsoSession, getToken, hasSsoSession, onUnauthorized, setToken, ssoOffered,
+} from "./api.js";
 import { fill, h } from "./dom.js";
 import auditPage from "./pages/audit.js";
 import clusterPage from "./pages/cluster.js";
@@ -72,7 +74,7 @@ async function startSession() {
   document.body.classList.toggle("read-only", !session.canWrite);
   $("login").hidden = true;
   $("view").hidden = false;
-  $("signout").hidden = !getToken();
+  $("signout").hidden = !getToken() && !hasSsoSession();
   const scopeEl = $("scope");
   scopeEl.hidden = false;
   scopeEl.textContent = session.canWrite ? "admin" : "read-only";
