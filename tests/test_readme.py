@@ -21,7 +21,9 @@ def test_the_readme_is_a_front_door_not_the_manual() -> None:
 
 
 def test_settings_and_limits_tables_match_code() -> None:
-    assert set(PAGES) == {"docs/configuration.md", "docs/limits.md"}
+    assert set(PAGES) == {"docs/configuration.md", "docs/limits.md", "docs/access-control.md"}
+    roles = (ROOT / "docs" / "access-control.md").read_text()
+    assert render_readme(roles) == roles, "run: python -m leoflow.cli.docs"
     for text, markers in ((CONFIGURATION, (START, END)), (LIMITS_PAGE, (LIMITS_START, LIMITS_END))):
         for marker in markers:
             assert text.count(marker) == 1, marker

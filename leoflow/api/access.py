@@ -33,7 +33,7 @@ from starlette.requests import Request
 from leoflow.api.auth import Principal
 from leoflow.api.errors import ApiError
 from leoflow.errors import LeoflowError, SettingsError, ValidationFailed
-from leoflow.model.access.roles import Action
+from leoflow.model.access.roles import LOWEST_ROLE, ROLES, Action, allows
 from leoflow.model.access.teams import MAX_FILE_BYTES, NO_TEAMS, Grant, Teams, parse_teams
 from leoflow.model.files.yaml_loader import load_yaml
 
@@ -67,6 +67,20 @@ def action_for(method: str, path: str, auth: str) -> Action | None:
     if found is not None:
         return found
     return "admin" if auth == "admin" else "read"
+
+
+def role_table(operations: Iterable[tuple[str, str, str]]) -> str:
+    """The role table of ``docs/access-control.md`` for ``(method, path, auth)`` operations (generated:
+    ``python -m leoflow.cli.docs``; ``tests/api/test_role_table.py`` calls every route as every role)."""
+    rows = ["| Operation | Action | " + " | ".join(ROLES) + " |", "| --- | --- |" + " :---: |" * len(ROLES)]
+    for method, path, auth in operations:
+        action = action_for(method, path, "open" if auth == "metrics" else auth)
+        cells = ["open"] * len(ROLES) if action is None else ["yes" if allows(r, action) else "—" for r in ROLES]
+        needs = "none" if action is None else f"{action} (from {LOWEST_ROLE[action]})"
+        if auth == "metrics":
+            needs = "none (read with LEOFLOW_METRICS_AUTH=true)"
+        rows.append(f"| `{method} {path}` | {needs} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def _read_teams(path: str) -> Teams:

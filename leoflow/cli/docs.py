@@ -1,6 +1,7 @@
 """Renders the documentation's generated tables: configuration (:data:`leoflow.settings.VARIABLES`,
-in ``docs/configuration.md``) and input limits (:data:`leoflow.model.limits.LIMITS`, in
-``docs/limits.md``).
+in ``docs/configuration.md``), input limits (:data:`leoflow.model.limits.LIMITS`, in
+``docs/limits.md``) and what each role may call (:func:`leoflow.api.access.role_table`, in
+``docs/access-control.md``).
 
 The pages are checked against this output by a test, so neither table can drift from the code.
 ``python -m leoflow.cli.docs`` rewrites both blocks in place.
@@ -15,6 +16,8 @@ START = "<!-- settings-table:start -->"
 END = "<!-- settings-table:end -->"
 LIMITS_START = "<!-- limits-table:start -->"
 LIMITS_END = "<!-- limits-table:end -->"
+ROLES_START = "<!-- roles-table:start -->"
+ROLES_END = "<!-- roles-table:end -->"
 
 
 def settings_table() -> str:
@@ -29,6 +32,14 @@ def limits_table() -> str:
     return "\n".join(rows)
 
 
+def roles_table() -> str:
+    """What each role may call (:func:`leoflow.api.access.role_table` over every operation)."""
+    from leoflow.api.access import role_table  # the API only for this table, not for the others
+    from leoflow.api.routes.table import OPERATIONS
+
+    return role_table((op.method, op.path, op.auth) for op in OPERATIONS)
+
+
 def _replace_block(text: str, start: str, end: str, table: str) -> str:
     head, _, rest = text.partition(start)
     _, _, tail = rest.partition(end)
@@ -36,7 +47,8 @@ def _replace_block(text: str, start: str, end: str, table: str) -> str:
 
 
 #: The page that holds each generated table, relative to the repository.
-PAGES = {"docs/configuration.md": (START, END), "docs/limits.md": (LIMITS_START, LIMITS_END)}
+PAGES = {"docs/configuration.md": (START, END), "docs/limits.md": (LIMITS_START, LIMITS_END),
+         "docs/access-control.md": (ROLES_START, ROLES_END)}
 
 
 def render_readme(text: str) -> str:
@@ -45,6 +57,8 @@ def render_readme(text: str) -> str:
         text = _replace_block(text, START, END, settings_table())
     if LIMITS_START in text:
         text = _replace_block(text, LIMITS_START, LIMITS_END, limits_table())
+    if ROLES_START in text:
+        text = _replace_block(text, ROLES_START, ROLES_END, roles_table())
     return text
 
 
