@@ -121,7 +121,9 @@ def _task_line(task: dict[str, Any]) -> list[str]:
     else:
         command = " ".join([*(task.get("command") or []), *(task.get("args") or [])])
         what = f"{task.get('image', '')}  {command}"
-    extras = [f"retries={task['retries']}" if task.get("retries") else "",
+    uses = task.get("uses") if isinstance(task.get("uses"), dict) else {}
+    extras = [f"uses={uses.get('template')}" + (f"@{uses['version']}" if "version" in uses else "") if uses else "",
+              f"retries={task['retries']}" if task.get("retries") else "",
               f"pool={task['pool']}" if task.get("pool") else "",
               f"trigger_rule={task['trigger_rule']}" if task.get("trigger_rule") not in (None, "all_success") else ""]
     return [task["id"], ", ".join(task.get("depends_on") or []) or "-", " ".join(e for e in extras if e),

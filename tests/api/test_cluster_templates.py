@@ -186,6 +186,8 @@ def test_templates_verbs_and_dags_apply_naming_the_moved_template(
     assert capsys.readouterr().out == "cluster/etl: stored (version 2)\n"
     assert main(["dags", "apply", str(dag_file)]) == 0
     assert capsys.readouterr().out == "d: applied (version 2, cluster/etl 1 → 2)\n"
+    assert main(["dags", "show", "d"]) == 0
+    assert any(line.split()[:3] == ["a", "-", "uses=cluster/etl@2"] for line in capsys.readouterr().out.splitlines())
     assert main(["templates", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["TEMPLATE", "NEWEST", "VERSIONS", "CREATED", "BY"]
