@@ -3,6 +3,7 @@ use them — inlined at apply, pinned to the version they were applied with, mov
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from typing import Any
 
@@ -170,7 +171,7 @@ command: [etl, "{{ inputs.partition }}"]
 
 
 def test_templates_verbs_and_dags_apply_naming_the_moved_template(
-        api_url: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+        api_url: str, tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "etl.yaml"
     path.write_text(TEMPLATE_YAML)
     assert main(["templates", "apply", str(path)]) == 0
@@ -201,6 +202,10 @@ def test_templates_verbs_and_dags_apply_naming_the_moved_template(
     assert main(["templates", "apply", str(path)]) == 1
     err = capsys.readouterr().err
     assert "etl.yaml:5:1: depends_on: is not allowed in a template" in err
+    several = TEMPLATE_YAML.replace("etl:5.1", "etl:5.2") + "---\n" + TEMPLATE_YAML.replace("name: etl", "name: load")
+    monkeypatch.setattr("sys.stdin", io.StringIO(several))
+    assert main(["templates", "apply", "-"]) == 0
+    assert capsys.readouterr().out == "cluster/etl: unchanged (version 2)\ncluster/load: stored (version 1)\n"
     assert main(["templates", "delete", "etl"]) == 0
     assert "deleted cluster/etl" in capsys.readouterr().out
     assert main(["templates", "get", "etl"]) == 1
