@@ -61,8 +61,8 @@ def _realistic(body: dict[str, Any]) -> dict[str, Any]:
             task.pop("resources", None)
         tasks.append(task)
     spec["tasks"] = tasks
-    # Validated deeper than their schema says (pod fields, webhooks, JSON Schema): left out here.
-    for key in ("defaults", "notify", "params"):
+    # Validated deeper than their schema says (pod fields, webhooks, JSON Schema, task shapes): left out here.
+    for key in ("defaults", "notify", "params", "templates"):
         spec.pop(key, None)
     if isinstance(spec.get("description"), str):
         spec["description"] = spec["description"].replace("\x00", "")
