@@ -45,6 +45,8 @@ MAX_GROUP_LENGTH = 256
 MAX_PREFIX_LENGTH = 50
 #: Bytes of a teams file: 1,000 teams with a few prefixes and rules each fit in far less.
 MAX_FILE_BYTES = 1024 * 1024
+#: DAG ids whose owner :meth:`Teams.team_of` remembers (about 10 MB at the most).
+OWNER_CACHE_SIZE = 100_000
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,9 @@ class Teams:
     #: (prefix, team), longest prefix first: the first match is the owner.
     _prefixes: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     _by_group: Mapping[str, tuple[tuple[str, Role], ...]] = field(default_factory=dict, compare=False, repr=False)
+    #: team_of's answers (a scan of every prefix costs ~10 µs at 300 prefixes; a lookup ~0.1 µs),
+    #: emptied when it holds :data:`OWNER_CACHE_SIZE` DAG ids.
+    _owners: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def configured(self) -> bool:
@@ -81,10 +86,15 @@ class Teams:
 
     def team_of(self, dag_id: str) -> str | None:
         """The team owning ``dag_id`` (its longest matching prefix), None: the admins'."""
-        for prefix, team in self._prefixes:
-            if dag_id.startswith(prefix):
-                return team
-        return None
+        try:
+            return self._owners[dag_id]
+        except KeyError:
+            pass
+        owner = next((team for prefix, team in self._prefixes if dag_id.startswith(prefix)), None)
+        if len(self._owners) >= OWNER_CACHE_SIZE:
+            self._owners.clear()
+        self._owners[dag_id] = owner
+        return owner
 
     def group_roles(self, groups: tuple[str, ...]) -> dict[str, Role]:
         """The role per team that the rules give these groups (the highest when several match)."""
