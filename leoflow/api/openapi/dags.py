@@ -128,8 +128,11 @@ SCHEMAS: dict[str, Any] = {
                                                 "uniqueItems": True,
                                                 "items": {"type": "integer", "minimum": 0, "maximum": 255},
                                                 "description": "Exit codes that end a try as skipped, not failed"},
-                          "uses": {"type": "string", "description": "A template: NAME (the DAG's templates:), "
-                                   "cluster/NAME or cluster/NAME@VERSION; its fields are inlined at apply"},
+                          "uses": {"description": "A template: NAME (the DAG's templates:), cluster/NAME or "
+                                   "cluster/NAME@VERSION, whose fields are inlined at apply; the stored form "
+                                   "records it as {template, version}",
+                                   "anyOf": [STR, obj({"template": STR, "version": {"type": "integer", "minimum": 1}},
+                                                      required=["template"])]},
                           "inputs": {"type": "object", "maxProperties": limits.TEMPLATE_INPUTS.maximum,
                                      "description": "Values of the template's inputs ({{ inputs.NAME }})"},
                           **_POD_FIELDS}}},
