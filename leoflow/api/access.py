@@ -56,6 +56,10 @@ _ACTIONS: dict[tuple[str, str], Action] = {
     ("PUT", "/api/v2/dags/{dag_id}"): "edit",
     ("DELETE", "/api/v2/dags/{dag_id}"): "edit",
     ("POST", "/api/v2/dags:sync"): "edit",
+    # Team editors manage their own team's tokens (the handlers narrow it: leoflow.api.routes.tokens).
+    ("GET", "/api/v2/tokens"): "edit",
+    ("POST", "/api/v2/tokens"): "edit",
+    ("DELETE", "/api/v2/tokens/{token_id}"): "edit",
 }
 
 
@@ -219,6 +223,15 @@ def require_dag(request: Request, dag_id: str, action: Action) -> None:
         raise ApiError(403, f"DAG {dag_id[:60]!r} belongs to {owner}; you may not {action} it",
                        details={"field": "dag_id"})
     request.state.team = team
+
+
+def token_teams(request: Request) -> frozenset[str] | None:
+    """The teams whose API tokens the caller manages: None for an admin (every token, teamless ones
+    too), else the configured teams the caller edits (a team editor manages its team's tokens)."""
+    grant, teams = _state(request)
+    if grant.admin:
+        return None
+    return frozenset(team for team in teams.names if grant.may("edit", team))
 
 
 def may_dag(request: Request, dag_id: str, action: Action = "read") -> bool:

@@ -102,8 +102,9 @@ def test_each_role_may_do_exactly_its_actions(cluster: httpx.Client) -> None:
     # Cluster actions are the admins'.
     for headers in (viewer, operator, editor):
         assert cluster.post("/api/v2/pools", json={"name": "p", "slots": 1}, headers=headers).status_code == 403
-        assert cluster.get("/api/v2/tokens", headers=headers).status_code == 403
         assert cluster.get("/api/v2/audit", headers=headers).status_code == 403
+    for headers in (viewer, operator):
+        assert cluster.get("/api/v2/tokens", headers=headers).status_code == 403
     assert cluster.get("/api/v2/dags", headers=_token(cluster, "admin", None)).status_code == 200
 
 
@@ -115,6 +116,24 @@ def test_sync_edits_only_the_callers_team(cluster: httpx.Client) -> None:
     answer = cluster.post("/api/v2/dags:sync", json={"source": "data", "files": other}, headers=editor)
     assert answer.status_code == 403 and "ml-synced" in answer.json()["error"]["message"]
     assert cluster.get("/api/v2/dags/ml-synced", headers=ADMIN).status_code == 404  # nothing applied
+
+
+def test_team_editors_manage_their_teams_tokens(cluster: httpx.Client) -> None:
+    editor = _token(cluster, "editor", "data")
+    ml_viewer = cluster.post("/api/v2/tokens", json={"name": "ml-bot", "role": "viewer", "team": "ml",
+                                                     "expires_in_days": 1}, headers=ADMIN).json()
+    mine = cluster.post("/api/v2/tokens", json={"name": "ci", "role": "operator", "team": "data",
+                                                "expires_in_days": 1}, headers=editor)
+    assert mine.status_code == 201, mine.text
+    listed = cluster.get("/api/v2/tokens", headers=editor).json()["items"]
+    assert {t["team"] for t in listed} == {"data"} and "ml-bot" not in {t["name"] for t in listed}
+    for body in ({"name": "x", "role": "viewer", "team": "ml", "expires_in_days": 1},
+                 {"name": "x", "role": "viewer", "expires_in_days": 1},
+                 {"name": "x", "role": "admin", "expires_in_days": 1}):
+        assert cluster.post("/api/v2/tokens", json=body, headers=editor).status_code == 403, body
+    assert cluster.delete(f"/api/v2/tokens/{ml_viewer['id']}", headers=editor).status_code == 404  # not confirmed
+    assert cluster.delete(f"/api/v2/tokens/{mine.json()['id']}", headers=editor).status_code == 204
+    assert len(cluster.get("/api/v2/tokens", headers=ADMIN).json()["items"]) == 2  # the editor's and ml-bot
 
 
 def test_audit_records_identity_and_team(cluster: httpx.Client, database_url: str) -> None:

@@ -123,14 +123,19 @@ def test_secrets_are_never_logged(database_url: str, caplog: pytest.LogCaptureFi
         assert token["secret"] not in str(conn.execute("SELECT * FROM audit_events").fetchall())
 
 
-def test_only_admins_manage_tokens(database_url: str) -> None:
+def test_without_teams_only_admins_manage_tokens(database_url: str) -> None:
     with client_for(create_app(api_settings(database_url))) as client:
-        token = _create(client, role="editor")
+        token = _create(client, role="editor")  # an editor of every DAG, but of no team: no team's tokens
+        editor = _bearer(token["secret"])
         for method, path in (("GET", TOKENS), ("POST", TOKENS), ("DELETE", f"{TOKENS}/{token['id']}")):
-            body = {"name": "x", "role": "admin", "expires_in_days": 1} if method == "POST" else None
+            body = {"name": "x", "role": "viewer", "expires_in_days": 1} if method == "POST" else None
             assert client.request(method, path, json=body, headers=READ).status_code == 403
-            assert client.request(method, path, json=body, headers=_bearer(token["secret"])).status_code == 403
             assert client.request(method, path, json=body).status_code == 401
+        assert client.get(TOKENS, headers=editor).json()["items"] == []
+        assert client.post(TOKENS, json={"name": "x", "role": "viewer", "expires_in_days": 1},
+                           headers=editor).status_code == 403
+        assert client.delete(f"{TOKENS}/{token['id']}", headers=editor).status_code == 404
+        assert len(client.get(TOKENS, headers=ADMIN).json()["items"]) == 1
 
 
 @pytest.mark.parametrize(("body", "field"), [

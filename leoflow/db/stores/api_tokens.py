@@ -90,14 +90,14 @@ async def create_token(conn: AsyncConnection, token: NewToken) -> dict[str, Any]
     return token_document(row)
 
 
-async def list_tokens(conn: AsyncConnection, *, team: str | None = None) -> list[dict[str, Any]]:
-    """Usable tokens (neither revoked nor expired), newest first; only ``team``'s when given."""
+async def list_tokens(conn: AsyncConnection, *, teams: frozenset[str] | None = None) -> list[dict[str, Any]]:
+    """Usable tokens (neither revoked nor expired), newest first; only those of ``teams`` when given."""
     rows = await conn.execute(text(f"""
         SELECT {_COLUMNS} FROM api_tokens
         WHERE revoked_at IS NULL AND expires_at > now()
-          AND (CAST(:team AS text) IS NULL OR team = CAST(:team AS text))
+          AND (CAST(:every AS boolean) OR team = ANY(CAST(:teams AS text[])))
         ORDER BY created_at DESC, id
-    """), {"team": team})
+    """), {"every": teams is None, "teams": sorted(teams or ())})
     return [token_document(r) for r in rows]
 
 
