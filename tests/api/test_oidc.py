@@ -268,3 +268,40 @@ def test_a_server_with_single_sign_on_needs_no_static_token(database_url: str, p
         alice = provider.device_login("alice")["id_token"]
         assert api.post("/api/v2/dags", json=spec("sso-only"), headers=bearer(alice)).status_code == 201
         assert api.get("/api/v2/dags", headers=ADMIN).status_code == 401
+
+
+def test_a_verified_token_is_remembered_until_it_expires_or_the_keys_change(
+        provider: OidcProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    from leoflow.api.oidc import verifier as module
+    from leoflow.settings import load_settings
+
+    now = [time.time()]
+    settings = load_settings(oidc_env(provider, LEOFLOW_OIDC_KEYS_MIN_INTERVAL="0")).oidc
+    checks: list[str] = []
+    real_decode = module.jwt.decode
+
+    def counting_decode(token: str, *args: Any, **kwargs: Any) -> Any:
+        checks.append(token)
+        return real_decode(token, *args, **kwargs)
+
+    monkeypatch.setattr(module.jwt, "decode", counting_decode)
+    keys = module.ProviderKeys(settings.issuer or "", max_age=3600, min_interval=0)
+    verifier = module.OidcVerifier(settings, keys, wall=lambda: now[0])
+    try:
+        token = provider.device_login("alice")["id_token"]
+        for _ in range(5):
+            assert verifier.verify(token).subject == "alice"
+        assert len(checks) == 1  # one signature check, then the remembered principal
+        now[0] += module.CACHE_SECONDS + 1
+        verifier.verify(token)
+        assert len(checks) == 2  # remembered for CACHE_SECONDS at most
+        provider.rotate(keep_old=True)
+        verifier.verify(provider.device_login("alice")["id_token"])  # a new kid: the keys are fetched again
+        verifier.verify(token)
+        assert len(checks) == 4  # the key set changed: the old token is checked again
+        with pytest.raises(module.TokenRefused):
+            verifier.verify(signed(provider, aud="another-app"))
+        with pytest.raises(module.TokenRefused):
+            verifier.verify(signed(provider, aud="another-app"))  # refusals are never remembered
+    finally:
+        keys.close()

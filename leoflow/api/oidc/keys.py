@@ -123,6 +123,8 @@ class ProviderKeys:
         self._jwks_uri: str | None = None
         #: Called after each fetch with whether it worked (metrics, tests).
         self._on_fetch = on_fetch
+        #: Grows whenever a fetch changes the set of key ids: what was verified before may no longer be.
+        self.generation = 0
 
     @property
     def discovery_url(self) -> str:
@@ -138,6 +140,12 @@ class ProviderKeys:
         if stale or kid not in self._keys:
             self._refresh(now)
         return self._keys.get(kid)
+
+    def refresh_if_old(self) -> None:
+        """Fetch the keys if they are older than ``max_age`` (rate-limited, as :meth:`find`)."""
+        now = self._clock.monotonic()
+        if self._fetched_at is None or now - self._fetched_at >= self.max_age:
+            self._refresh(now)
 
     def candidates(self, key_type: str) -> list[SigningKey]:
         """Every held key of ``key_type`` (for a token without a ``kid``, as go-oidc tries them all)."""
@@ -160,6 +168,8 @@ class ProviderKeys:
                 if self._on_fetch:
                     self._on_fetch(False)
                 return
+            if keys.keys() != self._keys.keys():
+                self.generation += 1
             self._keys = keys
             self._fetched_at = now
             log.info("fetched the OpenID Connect provider's keys",

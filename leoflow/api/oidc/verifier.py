@@ -17,6 +17,12 @@ with ``WWW-Authenticate: Bearer`` and no detail, so nothing about keys or claims
    :data:`~leoflow.model.limits.OIDC_GROUPS` strings (anything else refuses the token — a
    mistyped claim must not silently grant or drop access).
 
+A verified token is remembered (by its SHA-256) until it expires, at most :data:`CACHE_SECONDS`,
+and only while the provider's key set is the one that verified it: a signature check costs about
+0.15 ms of CPU, a repeated bearer (every request of a CLI or a dashboard) then costs a hash and a
+lookup. Refusals are never remembered. At most :data:`CACHE_SIZE` tokens are kept (the oldest go
+first), so a flood of valid tokens cannot grow the replica's memory.
+
 Scope, until teams and roles map groups: ``admin`` for a member of ``LEOFLOW_OIDC_ADMIN_GROUPS``,
 ``read`` for every other verified person.
 
@@ -27,9 +33,11 @@ token holds; the provider being down only matters for keys not yet held.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jwt
@@ -43,6 +51,11 @@ log = logging.getLogger(__name__)
 
 #: Longest group name kept (a longer one refuses the token, as a mistyped claim does).
 MAX_GROUP_LENGTH = 256
+#: Seconds a verified token is remembered at most (it is also forgotten when it expires, and when
+#: the provider's key set changes): bounds how long a withdrawn key's tokens outlive it.
+CACHE_SECONDS = 60.0
+#: Verified tokens remembered at most (about 200 bytes each).
+CACHE_SIZE = 4096
 
 
 class TokenRefused(Exception):
@@ -87,12 +100,15 @@ def groups_of(claims: Mapping[str, Any], path: str) -> tuple[str, ...]:
 class OidcVerifier:
     """Callable as the Authenticator's ``jwt_verifier``: a token in, a principal or None out."""
 
-    def __init__(self, settings: OidcSettings, keys: ProviderKeys) -> None:
+    def __init__(self, settings: OidcSettings, keys: ProviderKeys, *, wall: Callable[[], float] = time.time) -> None:
         if settings.issuer is None:
             raise ValueError("OpenID Connect is not configured")
         self.settings = settings
         self.keys = keys
         self._admin_groups = frozenset(settings.admin_groups)
+        self._wall = wall
+        #: SHA-256 of a verified token → (principal, forget at, key generation).
+        self._verified: dict[bytes, tuple[Principal, float, int]] = {}
 
     def __call__(self, token: str) -> Principal | None:
         try:
@@ -105,12 +121,26 @@ class OidcVerifier:
         """The principal of a valid token; raises :class:`TokenRefused` saying why not."""
         if len(token) > BEARER_JWT.maximum:  # characters: a str longer than the limit is at least as many bytes
             raise TokenRefused(f"longer than {BEARER_JWT.maximum} bytes")
+        digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        now = self._wall()
+        self.keys.refresh_if_old()  # a withdrawn key must also end what it verified
+        known = self._verified.get(digest)
+        if known is not None and known[1] > now and known[2] == self.keys.generation:
+            return known[0]
         header = _header(token)
         alg = header.get("alg")
         if not isinstance(alg, str) or alg not in self.settings.algorithms:
             raise TokenRefused(f"algorithm {str(alg)[:20]!r} is not one of {', '.join(self.settings.algorithms)}")
         claims = self._verified_claims(token, alg, header.get("kid"))
-        return self._principal(claims)
+        principal = self._principal(claims)
+        self._remember(digest, principal, min(float(claims["exp"]), now + CACHE_SECONDS))
+        return principal
+
+    def _remember(self, digest: bytes, principal: Principal, until: float) -> None:
+        if len(self._verified) >= CACHE_SIZE:
+            for old in list(self._verified)[: CACHE_SIZE // 4]:  # the oldest quarter, in insertion order
+                del self._verified[old]
+        self._verified[digest] = (principal, until, self.keys.generation)
 
     def _keys_for(self, alg: str, kid: object) -> list[SigningKey]:
         key_type = key_type_for(alg)
