@@ -35,7 +35,7 @@ from leoflow.api.endpoint import ApiState, Handler, endpoint
 from leoflow.api.errors import http_exception_handler
 from leoflow.api.middleware import HotRoutes, RequestMetrics
 from leoflow.api.oidc.verifier import oidc_verifier
-from leoflow.api.oidc.web_login import SessionCookieAuth, web_login_for
+from leoflow.api.oidc.web_login import SessionCookieAuth, login_config_routes, web_login_for
 from leoflow.api.openapi.document import openapi_document
 from leoflow.api.routes import system
 from leoflow.api.routes.table import OPERATIONS
@@ -141,7 +141,8 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         r.path == path and method in (r.methods or ()) for method, path in HOT_ROUTES)]
     app = Starlette(
         # The web dashboard (``/``, ``/static``) is public static files; see leoflow.api.dashboard.
-        routes=routes + dashboard_routes() + (web_login.routes() if web_login else []),
+        routes=routes + dashboard_routes() + (web_login.routes() if web_login else [])
+        + login_config_routes(settings.oidc),
         middleware=[Middleware(RequestMetrics),
                     *([Middleware(SessionCookieAuth, signer=web_login.session_cookies)] if web_login else []),
                     Middleware(HotRoutes, routes=hot)],

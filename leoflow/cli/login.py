@@ -6,8 +6,9 @@ falling back to the browser on this machine (authorization code + PKCE, redirect
 tokens are stored for ``LEOFLOW_URL`` (:mod:`.credentials`, mode 0600) and sent by every client
 verb from then on, refreshed when they are about to expire. ``--logout`` forgets them.
 
-The provider and client id come from ``--issuer``/``--client-id`` or ``LEOFLOW_OIDC_ISSUER`` /
-``LEOFLOW_OIDC_CLIENT_ID`` (the server's settings, which a person can set in their shell too).
+The provider and client id come from ``--issuer``/``--client-id``, else ``LEOFLOW_OIDC_ISSUER`` /
+``LEOFLOW_OIDC_CLIENT_ID``, else the server itself (``GET /auth/oidc``): usually ``LEOFLOW_URL`` is
+all a person sets.
 """
 
 from __future__ import annotations
@@ -37,18 +38,28 @@ def register(sub: Any) -> None:
     parser.add_argument("--logout", action="store_true", help="forget the stored sign-in for LEOFLOW_URL")
 
 
-def _configured(args: argparse.Namespace) -> tuple[str, str, tuple[str, ...]]:
+def _configured(args: argparse.Namespace, server_url: str) -> tuple[str, str, tuple[str, ...]]:
+    """The provider, client id and scopes: flags, else the environment, else what the server publishes."""
+    from leoflow.client.oidc import server_config
     from leoflow.settings import declared as v
     from leoflow.settings.environment import EnvironmentReader
 
     reader = EnvironmentReader(os.environ)
     issuer = args.issuer or reader.get(v.OIDC_ISSUER)
     client_id = args.client_id or reader.get(v.OIDC_CLIENT_ID)
+    scopes = reader.get(v.OIDC_SCOPES)
+    if not (issuer and client_id):
+        published = server_config(server_url)
+        if published is not None:
+            issuer, client_id = issuer or published["issuer"], client_id or published["client_id"]
+            if reader.raw(v.OIDC_SCOPES) is None and isinstance(published.get("scopes"), list):  # type: ignore[arg-type]
+                scopes = tuple(str(s) for s in published["scopes"])
     if not issuer:
-        raise SettingsError(v.OIDC_ISSUER.name, "is not set; pass --issuer or set it to the provider's issuer URL")
+        raise SettingsError(v.OIDC_ISSUER.name, f"is not set and {server_url} publishes no single sign-on; pass "
+                            "--issuer or set it to the provider's issuer URL")
     if not client_id:
         raise SettingsError(v.OIDC_CLIENT_ID.name, "is not set; pass --client-id or set it to Leoflow's client id")
-    return issuer, client_id, reader.get(v.OIDC_SCOPES)
+    return issuer, client_id, scopes
 
 
 def _open_browser(no_open: bool) -> Any:
@@ -72,7 +83,7 @@ def login(args: argparse.Namespace, client: ClientSettings) -> int:
         forgotten = credentials.forget(client.url)
         print(f"Signed out of {client.url}." if forgotten else f"No stored sign-in for {client.url}.")
         return 0
-    issuer, client_id, scopes = _configured(args)
+    issuer, client_id, scopes = _configured(args, client.url)
     provider = oidc.discover(issuer)
 
     def show(text: str) -> None:

@@ -92,7 +92,8 @@ class Api:
         message, details = error_message(answer)
         status = answer.status_code
         if status == 401:
-            raise ClientError(f"unauthorized: {message} (set LEOFLOW_TOKEN to a valid API token)", status=status)
+            raise ClientError(f"unauthorized: {message} (set LEOFLOW_TOKEN to a valid API token, or run "
+                              "`leoflow login` if the server has single sign-on)", status=status)
         if status == 403:
             raise ClientError(f"forbidden: {message}", status=status)
         if status == 503:

@@ -105,6 +105,17 @@ def _call(method: str, url: str, form: dict[str, str] | None = None) -> tuple[in
     return answer.status_code, doc
 
 
+def server_config(server_url: str) -> dict[str, Any] | None:
+    """What a Leoflow server says about its provider (``GET /auth/oidc``), or None when it has none."""
+    try:
+        status, doc = _call("GET", server_url.rstrip("/") + "/auth/oidc")
+    except LoginFailed:  # unreachable, or an older server's 404: the caller asks for the settings
+        return None
+    if status != 200 or not isinstance(doc.get("issuer"), str) or not isinstance(doc.get("client_id"), str):
+        return None
+    return doc
+
+
 def discover(issuer: str) -> dict[str, Any]:
     """The provider's discovery document (its issuer checked: OpenID Connect Discovery section 4.3)."""
     status, doc = _call("GET", issuer.rstrip("/") + "/.well-known/openid-configuration")

@@ -104,6 +104,15 @@ def test_device_login_stores_a_0600_token_the_client_verbs_send(tmp_path: Path, 
     assert "unauthorized" in leoflow(env, "dags", "list").stderr
 
 
+def test_login_needs_only_the_server_url(tmp_path: Path, api_url: str, provider: OidcProvider) -> None:
+    env = {k: v for k, v in cli_env(tmp_path, api_url, provider).items() if not k.startswith("LEOFLOW_OIDC_")}
+    published = httpx.get(f"{api_url}/auth/oidc").json()
+    assert published["issuer"] == provider.issuer and published["client_id"] == CLIENT_ID
+    done = device_login_as(env, provider, "alice")
+    assert done.returncode == 0, done.stderr
+    assert leoflow(env, "dags", "list").returncode == 0
+
+
 def test_a_reader_signed_in_is_refused_writes(tmp_path: Path, api_url: str, provider: OidcProvider) -> None:
     env = cli_env(tmp_path, api_url, provider)
     assert device_login_as(env, provider, "bob").returncode == 0
@@ -177,8 +186,9 @@ def test_an_expiring_stored_token_is_refreshed_before_use(tmp_path: Path, provid
 def test_login_without_a_provider_says_what_to_set(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
     env["XDG_CONFIG_HOME"] = str(tmp_path)
+    env["LEOFLOW_URL"] = "http://127.0.0.1:9"  # nothing listens: no server to ask either
     out = leoflow(env, "login")
-    assert out.returncode == 2 and "LEOFLOW_OIDC_ISSUER" in out.stderr
+    assert out.returncode == 2 and "LEOFLOW_OIDC_ISSUER" in out.stderr and "publishes no single sign-on" in out.stderr
     out = leoflow({**env, "LEOFLOW_OIDC_ISSUER": "http://127.0.0.1:9"}, "login", "--client-id", "x")
     assert out.returncode == 1 and "cannot reach the identity provider" in out.stderr
     assert "Traceback" not in out.stderr

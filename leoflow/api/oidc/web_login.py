@@ -20,6 +20,9 @@ The browser flow, end to end:
 Why the ID token in the cookie rather than a server-side session: every replica can check it
 alone (no session table, no sticky load balancing), and the session ends when the token does.
 
+``GET /auth/oidc`` (whenever an issuer and client id are configured, dashboard sign-in or not)
+tells ``leoflow login`` which provider and client to use, so a person needs only ``LEOFLOW_URL``.
+
 Failure semantics: the provider unreachable at sign-in is a 503 page saying so (never a 500);
 a bad or stale ``state``, a refused code, or a token that does not verify is a 400 page with
 the reason and a link to try again; ``next`` is honoured only as a path on this site (``/...``,
@@ -267,3 +270,18 @@ def web_login_for(settings: OidcSettings, verifier: OidcVerifier | None, public_
         return None
     return WebLogin(settings, verifier, session_secret=settings.session_secret, client_secret=settings.client_secret,
                     public_url=public_url)
+
+
+def login_config_routes(settings: OidcSettings) -> list[BaseRoute]:
+    """``GET /auth/oidc``: the issuer, client id and scopes, so that ``leoflow login`` needs only ``LEOFLOW_URL``.
+
+    Public on purpose, as the provider's own discovery document is: it names nothing secret.
+    """
+    if settings.issuer is None or settings.client_id is None:
+        return []
+    body = {"issuer": settings.issuer, "client_id": settings.client_id, "scopes": list(settings.scopes)}
+
+    async def login_config(request: Request) -> Response:
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    return [Route("/auth/oidc", login_config, methods=["GET"], name="sso-config")]
