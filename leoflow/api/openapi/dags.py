@@ -75,7 +75,8 @@ SCHEMAS: dict[str, Any] = {
                       "template_changes": {"type": "array", "description": "Applying only: the cluster templates "
                                            "whose version this apply changed (from: null when newly used)",
                                            "items": obj({"template": STR, "from": nullable("integer"),
-                                                         "to": nullable("integer")})}}),
+                                                         "to": nullable("integer")})}},
+                     required=[*_DAG, "spec", "env_values_hidden"]),
     "DagPage": page("Dag"),
     "DagSpec": {
         "type": "object", "description": "A DAG specification (the same schema as the YAML files); the limits "
@@ -99,6 +100,8 @@ SCHEMAS: dict[str, Any] = {
                                     "its start; then it fails with the reason 'run deadline exceeded'."},
             "max_active_tasks": {**number_range(limits.MAX_ACTIVE_TASKS), "description": "Most task instances of the "
                                  "DAG queued or running at once, all runs together (default: no limit)"},
+            "team": {**name(limits.TEAM_NAME), "description": "The team owning the DAG (docs/access-control.md); "
+                     "default: the team whose DAG-id prefix it has"},
             "template_syntax": {"type": "integer", "enum": [1], "description": "Set by Leoflow in the stored form "
                                 "of a DAG whose command/args/env hold {{ … }} templates (docs/dag-spec.md); may be "
                                 "left out"},
