@@ -129,7 +129,7 @@ def parse_shape(raw: object, path: str, check_task: TaskCheck, *, name: str | No
     fields = {k: v for k, v in doc.items() if k not in ("name", "inputs", "description")}
     check_task({**fields, "id": "template"}, path)
     for where, text in input_strings(fields, path):
-        template = parse_template(text, where)  # check_task parsed it too: no syntax error is left
+        template = parse_template(text, where)  # a syntax error is raised here, at the template's own path
         for ref in template.references if template is not None else ():
             if ref.kind == "inputs" and ref.name not in inputs:
                 declared = ", ".join(inputs) or "none"
