@@ -29,7 +29,7 @@ from typing import Any
 from starlette.requests import Request
 
 from leoflow.api.errors import ApiError, bad_field
-from leoflow.model.limits import DEFAULT_PAGE_LIMIT, PAGE_LIMIT, Name, Range
+from leoflow.model.limits import DEFAULT_PAGE_LIMIT, MAP_ITEMS, PAGE_LIMIT, Name, Range
 
 #: An unsigned integer of ASCII digits, short enough to be below 2^63 (a PostgreSQL bigint).
 _DIGITS = re.compile(r"[0-9]{1,18}")
@@ -197,3 +197,13 @@ def page(items: list[dict[str, Any]], limit: int, next_value: Callable[[dict[str
     items = items[:limit]
     cursor = encode_cursor(kind, next_value(items[-1])) if more and items else None
     return {"items": items, "next_cursor": cursor}
+
+
+#: ``?map_index=`` on the task-instance routes: which instance of a mapped task (ADR 0014, decision 3).
+MAP_INDEX = Range("`map_index` (task-instance query parameter)", 0, MAP_ITEMS.maximum - 1,
+                  "an instance of a mapped task, 0 to one less than its items", integer=True)
+
+
+def query_map_index(request: Request) -> int | None:
+    """``?map_index=``: None when absent; 400 naming it when not an index a task could have."""
+    return query_int(request, "map_index", MAP_INDEX)

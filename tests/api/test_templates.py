@@ -39,12 +39,12 @@ def test_every_bad_reference_is_a_422_naming_its_path(api_client: httpx.Client) 
     assert answer.status_code == 422, answer.text
     error = answer.json()["error"]
     assert error["code"] == "validation_failed"
-    assert error["details"]["field"] == "tasks[1].args[3]"
+    assert error["details"]["field"] == "tasks[1].env.X"  # syntax first, then every name
     found = {e["field"]: e["message"] for e in error["details"]["errors"]}
     assert set(found) == {"tasks[1].args[1]", "tasks[1].args[2]", "tasks[1].args[3]", "tasks[1].env.X"}
     assert "parameter 'dya' is not declared" in found["tasks[1].args[1]"]
     assert "task 'after' is downstream of 'use'" in found["tasks[1].args[2]"]
-    assert "'item' is not available yet" in found["tasks[1].args[3]"]
+    assert "item is only available in a mapped task" in found["tasks[1].args[3]"]
     assert "no filters, calls, operators" in found["tasks[1].env.X"]
     assert api_client.get("/api/v2/dags/tpl", headers=ADMIN).status_code == 404  # nothing stored
 

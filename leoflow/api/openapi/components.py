@@ -86,6 +86,8 @@ def param(name: str, where: str, schema: dict[str, Any], description: str = "") 
 DAG_ID = {**param("dag_id", "path", {"type": "string"}, "DAG id"), "example": "etl-daily"}
 RUN_ID = {**param("run_id", "path", {"type": "string"}, "Run id"), "example": "manual-1"}
 TASK_ID = {**param("task_id", "path", {"type": "string"}, "Task id"), "example": "extract"}
+MAP_INDEX = param("map_index", "query", {"type": "integer", "minimum": 0, "maximum": 9_999},
+                  "Which instance of a mapped task (map_over); without it a mapped task answers its summary")
 RUN_PATH = [DAG_ID, RUN_ID]
 LIMIT = param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 100},
               "Page size")

@@ -29,7 +29,17 @@ _TASK_INSTANCE = {
     "task_id": STR, "state": {"type": "string", "enum": list(TASK_STATES)}, "try_number": INT,
     "max_tries": INT, "queued_at": TIME, "started_at": TIME, "ended_at": TIME, "next_try_at": TIME,
     "reason": nullable("string"),
+    "map_count": {**nullable("integer"), "description": (
+        "A mapped task (map_over): how many instances it expanded into; null for a task that is not mapped, "
+        "or not expanded yet. Its row then sums up its instances (state: the most active of them, then "
+        "failed, cancelled, upstream_failed, all skipped, else success); ?map_index= names one.")},
+    "map_states": {**nullable("object"), "additionalProperties": {"type": "integer"},
+                   "description": "A mapped task's instances counted by state; null otherwise."},
 }
+#: One instance of a mapped task (or an unmapped task: -1), in the task-instance document.
+_MAP_INDEX = {"map_index": {"type": "integer", "minimum": -1, "description": (
+    "Which instance of a mapped task this is (0 and up); -1 for an unmapped task and for a mapped "
+    "task's summary.")}}
 #: A task instance's current outputs (ADR 0014, decision 1), in its document and from the outputs route.
 _OUTPUTS = nullable("object", description=(
     "What the task published (one JSON object, at most 4,095 bytes): the outputs of try try_number while "
@@ -80,14 +90,15 @@ SCHEMAS: dict[str, Any] = {
         "run": ref("RunDetail")}),
     "CommandPending": obj({"command": obj({"id": INT, "state": {"type": "string", "enum": ["pending"]}})}),
     "TaskInstancePage": page("TaskInstance"),
-    "TaskInstanceAnywhere": obj({**_TASK_INSTANCE, "dag_id": STR, "run_id": STR}),
+    "TaskInstanceAnywhere": obj({**_TASK_INSTANCE, **_MAP_INDEX, "dag_id": STR, "run_id": STR}),
     "TaskInstanceAnywherePage": page("TaskInstanceAnywhere"),
     "TaskTry": obj({
         "try_number": INT, "state": STR, "executor_ref": nullable("string"), "term": INT,
         "queued_at": {"type": "string", "format": "date-time"}, "started_at": TIME, "ended_at": TIME,
         "exit_code": nullable("integer"), "reason": nullable("string"), "logs_shipped_at": TIME,
         "logs_unavailable": nullable("string"), "has_logs": {"type": "boolean"}}),
-    "TaskDetail": obj({**_TASK_INSTANCE, "outputs": _OUTPUTS, "tries": {"type": "array", "items": ref("TaskTry")}}),
+    "TaskDetail": obj({**_TASK_INSTANCE, **_MAP_INDEX, "outputs": _OUTPUTS,
+                       "tries": {"type": "array", "items": ref("TaskTry")}}),
     "TaskOutputs": obj({
         "try_number": {**INT, "description": "The try whose outputs these are: the task instance's current one"},
         "state": {"type": "string", "enum": list(TASK_STATES), "description": "The task instance's state"},

@@ -60,7 +60,7 @@ OPERATIONS = Operations()
 
 
 @OPERATIONS("GET", TASK + "/logs", "Get task log", run_schemas.LOG_ANSWER, errors="400 404", params=[
-    *oas.RUN_PATH, oas.TASK_ID,
+    *oas.RUN_PATH, oas.TASK_ID, oas.MAP_INDEX,
     oas.param("try", "query", {"type": "integer", "minimum": 1}, "Try number (default: latest)"),
     oas.param("since", "query", {"type": "string", "maxLength": 64},
               "Follow mode: only output after this cursor (empty to start); no notes")])
@@ -72,6 +72,9 @@ async def get_task_logs(request: Request) -> Response:
     state = api_state(request)
     async with state.db.connect() as conn:
         ti = await task_or_404(request, conn)
+        if ti.get("map_states") is not None:
+            raise bad_field("map_index", f"task {ti['task_id']!r} is mapped ({ti['map_count']} instances): "
+                            "name one with ?map_index=")
         entry = await log_store.get_task_log(conn, ti, try_number)
     if entry is None:
         if try_number is None:

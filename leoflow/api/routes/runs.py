@@ -21,7 +21,7 @@ from leoflow.api.openapi import runs as run_schemas
 from leoflow.api.operations import Operations
 from leoflow.api.routes.dags import DAG, not_found, path_dag_id
 from leoflow.api.run_waits import Waiters, etag_of, parse_wait, pause
-from leoflow.api.url_params import page, query_cursor, query_limit, query_state
+from leoflow.api.url_params import page, query_cursor, query_limit, query_map_index, query_state
 from leoflow.clock import SystemClock
 from leoflow.db.stores import dag_versions
 from leoflow.db.stores import dags as dag_store
@@ -265,14 +265,17 @@ async def list_tasks_of_every_run(request: Request) -> Response:
 async def task_or_404(request: Request, conn: Any) -> dict[str, Any]:
     run = await _run_or_404(request, conn, with_tasks=False)
     task_id: str = request.path_params["task_id"]
-    ti = await ti_reads.get_task_instance(conn, run["id"], task_id) if TASK_ID.matches(task_id) else None
+    map_index = query_map_index(request)
+    ti = await ti_reads.get_task_instance(conn, run["id"], task_id, map_index) if TASK_ID.matches(task_id) else None
+    if ti is None and map_index is not None and TASK_ID.matches(task_id):
+        raise ApiError(404, f"task {task_id[:60]!r} of run {run['run_id']!r} has no instance {map_index}")
     if ti is None:
         raise ApiError(404, f"task {task_id[:60]!r} not found in run {run['run_id']!r}")
     return ti
 
 
-@OPERATIONS("GET", TASK, "Get task instance", oas.json_answer("200", "TaskDetail"), errors="404",
-            params=[*oas.RUN_PATH, oas.TASK_ID])
+@OPERATIONS("GET", TASK, "Get task instance", oas.json_answer("200", "TaskDetail"), errors="400 404",
+            params=[*oas.RUN_PATH, oas.TASK_ID, oas.MAP_INDEX])
 async def get_task(request: Request) -> Response:
     async with api_state(request).db.connect() as conn:
         ti = await task_or_404(request, conn)

@@ -43,7 +43,7 @@ from leoflow.clock import Clock
 from leoflow.db import arrays
 from leoflow.db.connection.api_pool import reading_cursor
 from leoflow.db.connection.wakeup import notify_wakeup
-from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL, run_deadline_sql
+from leoflow.db.fragments import ACTIVE_RUNS_SQL, ACTIVE_TASKS_SQL, run_deadline_sql, task_summary_json_sql
 from leoflow.db.queued_tries import cancel_implicit_sql
 from leoflow.db.stores.task_instances.transitions import ReadyTask
 from leoflow.errors import Conflict, NotFound
@@ -126,19 +126,15 @@ async def cancel_runs(conn: AsyncConnection, run_pks: list[int], *, reason: str 
     """), {"ids": run_pks, "reason": reason})
 
 
-_RUN_WITH_TASKS = """
+_RUN_WITH_TASKS = f"""
 SELECT json_build_object(
          'dag_id', r.dag_id, 'run_id', r.run_id, 'run_type', r.run_type, 'state', r.state,
          'logical_date', r.logical_date, 'conf', r.conf, 'created_at', r.created_at,
          'started_at', r.started_at, 'ended_at', r.ended_at, 'updated_at', r.updated_at,
          'dag_version', v.version, 'reason', r.reason, 'backfill_id', r.backfill_id,
          'deadline_at', r.deadline_at, 'body_state', r.body_state,
-         'tasks', (SELECT coalesce(json_agg(json_build_object(
-                      'task_id', ti.task_id, 'state', ti.state, 'try_number', ti.try_number,
-                      'max_tries', ti.max_tries, 'queued_at', ti.queued_at, 'started_at', ti.started_at,
-                      'ended_at', ti.ended_at, 'next_try_at', ti.next_try_at, 'reason', ti.reason)
-                      ORDER BY ti.task_id), '[]'::json)
-                     FROM task_instances ti WHERE ti.run_pk = r.id))::text
+         'tasks', (SELECT coalesce(json_agg({task_summary_json_sql("ti")} ORDER BY ti.task_id), '[]'::json)
+                     FROM task_instances ti WHERE ti.run_pk = r.id AND ti.map_index <= 0))::text
   FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id
  WHERE r.dag_id = %s AND r.run_id = %s
 """

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Row, and_, func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db.fragments import task_summary_json_sql
 from leoflow.db.tables import DagRun, DagVersion
 from leoflow.model.states import ACTIVE_RUN_STATES
 
@@ -68,16 +69,12 @@ async def list_runs_of_every_dag(conn: AsyncConnection, *, before_id: int | None
 # One round trip for a run and all its task instances, as Python values: the answers of the
 # write routes (trigger, cancel) inside their transaction. The hot GET of the same run has
 # PostgreSQL render the JSON instead (leoflow.db.stores.runs.run_document); a test keeps the two equal.
-_RUN_WITH_TASKS = text("""
+_RUN_WITH_TASKS = text(f"""
 SELECT r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.conf, r.created_at,
        r.started_at, r.ended_at, r.updated_at, v.version AS dag_version, r.reason, r.backfill_id, r.deadline_at,
        r.body_state,
-       (SELECT coalesce(json_agg(json_build_object(
-                   'task_id', ti.task_id, 'state', ti.state, 'try_number', ti.try_number,
-                   'max_tries', ti.max_tries, 'queued_at', ti.queued_at, 'started_at', ti.started_at,
-                   'ended_at', ti.ended_at, 'next_try_at', ti.next_try_at, 'reason', ti.reason)
-                   ORDER BY ti.task_id), '[]'::json)
-          FROM task_instances ti WHERE ti.run_pk = r.id) AS tasks
+       (SELECT coalesce(json_agg({task_summary_json_sql("ti")} ORDER BY ti.task_id), '[]'::json)
+          FROM task_instances ti WHERE ti.run_pk = r.id AND ti.map_index <= 0) AS tasks
   FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id
  WHERE r.dag_id = :dag_id AND r.run_id = :run_id
 """)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, case, func, select
+from sqlalchemy import Row, case, func, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db.fragments import map_states_sql, task_state_sql
 from leoflow.db.tables import DagRun, TaskInstance, TaskLog, TaskTry
 from leoflow.model.states import ACTIVE_TASK_STATES
 
@@ -27,13 +28,20 @@ def _row(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
 
 
 _TI_COLUMNS = (tis.c.id, tis.c.task_id, tis.c.state, tis.c.try_number, tis.c.max_tries, tis.c.queued_at,
-               tis.c.started_at, tis.c.ended_at, tis.c.next_try_at, tis.c.reason)
+               tis.c.started_at, tis.c.ended_at, tis.c.next_try_at, tis.c.reason, tis.c.map_index, tis.c.map_count)
+#: A task's one row in a run's list: a mapped task's state sums up its instances, which it counts by state.
+_SUMMARY_COLUMNS: tuple[Any, ...] = (
+    tis.c.id, tis.c.task_id, literal_column(task_state_sql("task_instances")).label("state"), tis.c.try_number,
+    tis.c.max_tries, tis.c.queued_at, tis.c.started_at, tis.c.ended_at, tis.c.next_try_at, tis.c.reason,
+    tis.c.map_count, literal_column(map_states_sql("task_instances")).label("map_states"))
 
 
 async def list_task_instances(conn: AsyncConnection, run_pk: int, *, after: str | None, limit: int,
                               state: str | None) -> list[dict[str, Any]]:
-    """A run's task instances ordered by task id, up to ``limit + 1`` rows after ``after``."""
-    query = select(*_TI_COLUMNS).where(tis.c.run_pk == run_pk).order_by(tis.c.task_id).limit(limit + 1)
+    """A run's tasks ordered by task id, one row each (a mapped task's sums up its instances), up to
+    ``limit + 1`` rows after ``after``."""
+    query = (select(*_SUMMARY_COLUMNS).where(tis.c.run_pk == run_pk, tis.c.map_index <= 0)
+             .order_by(tis.c.task_id).limit(limit + 1))
     if after is not None:
         query = query.where(tis.c.task_id > after)
     if state is not None:
@@ -57,7 +65,7 @@ async def list_task_instances_of_every_run(conn: AsyncConnection, *, before_id: 
         query = query.where(runs.c.created_at >= since)
     if dag_id is not None:
         query = query.where(runs.c.dag_id == dag_id)
-    return [_row(r) for r in await conn.execute(query)]
+    return [{**_row(r), "map_states": None} for r in await conn.execute(query)]
 
 
 #: The task instance's *current* outputs (ADR 0014, decision 1): those its try ``try_number`` stored,
@@ -72,13 +80,29 @@ _CURRENT_OUTPUTS = case(
     else_=None).label("outputs")
 
 
-async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) -> dict[str, Any] | None:
-    """One task instance with its current ``outputs`` and all its tries (oldest first)."""
-    row = (await conn.execute(select(*_TI_COLUMNS, _CURRENT_OUTPUTS, tis.c.term)
-                              .where(tis.c.run_pk == run_pk, tis.c.task_id == task_id))).first()
+async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str,
+                            map_index: int | None = None) -> dict[str, Any] | None:
+    """One task instance with its current ``outputs`` and all its tries (oldest first).
+
+    A mapped task has one per instance: ``map_index`` names it. Without one, a mapped task answers
+    its summary: the state summing up its instances, their count by state, and no tries.
+    """
+    query = select(*_TI_COLUMNS, _CURRENT_OUTPUTS, tis.c.term,
+                   literal_column(task_state_sql("task_instances")).label("summary_state"),
+                   literal_column(map_states_sql("task_instances")).label("map_states"))
+    query = query.where(tis.c.run_pk == run_pk, tis.c.task_id == task_id)
+    query = query.where(tis.c.map_index <= 0) if map_index is None else query.where(tis.c.map_index == map_index)
+    row = (await conn.execute(query)).first()
     if row is None:
         return None
     ti = _row(row)
+    summary_state, map_states, outputs = ti.pop("summary_state"), ti.pop("map_states"), ti.pop("outputs")
+    if map_index is None and ti["map_count"] is not None:  # a mapped task: its instances, summed up
+        ti.pop("term")
+        # No one try's outputs and no tries: the outputs route lists every instance's values.
+        return {**ti, "state": summary_state, "map_index": -1, "map_states": map_states, "outputs": None,
+                "tries": []}
+    ti.update(map_states=None, outputs=outputs)  # outputs, then tries: the last fields
     term = ti.pop("term")  # not a field of the task instance's answer; an implicit try's term
     query = (select(tries.c.try_number, tries.c.state, tries.c.executor_ref, tries.c.term, tries.c.queued_at,
                     tries.c.started_at, tries.c.ended_at, tries.c.exit_code, tries.c.reason,
@@ -96,14 +120,30 @@ async def get_task_instance(conn: AsyncConnection, run_pk: int, task_id: str) ->
     return ti
 
 
-async def get_task_outputs(conn: AsyncConnection, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
+async def get_task_outputs(conn: AsyncConnection, dag_id: str, run_id: str, task_id: str,
+                           map_index: int | None = None) -> dict[str, Any] | None:
     """A task instance's try number, state and current outputs (``None`` for those of one not
-    ``success``), in one statement; ``None`` when the DAG, the run or the task does not exist."""
-    query = (select(tis.c.try_number, tis.c.state, _CURRENT_OUTPUTS)
+    ``success``), in one statement; ``None`` when the DAG, the run or the task does not exist.
+
+    A mapped task without ``map_index``: what its downstream reads, each output as the list of its
+    instances' values in index order (``None`` where one did not succeed); ``try_number`` 0.
+    """
+    query = (select(tis.c.try_number, tis.c.state, _CURRENT_OUTPUTS, tis.c.map_index, tis.c.map_count,
+                    literal_column(task_state_sql("task_instances")).label("summary_state"))
              .select_from(tis.join(runs, runs.c.id == tis.c.run_pk))
-             .where(runs.c.dag_id == dag_id, runs.c.run_id == run_id, tis.c.task_id == task_id))
-    row = (await conn.execute(query)).first()
-    return None if row is None else _row(row)
+             .where(runs.c.dag_id == dag_id, runs.c.run_id == run_id, tis.c.task_id == task_id)
+             .order_by(tis.c.map_index))
+    if map_index is not None:
+        query = query.where(tis.c.map_index == map_index)
+    found = [_row(r) for r in await conn.execute(query)]
+    if not found:
+        return None
+    first = found[0]
+    if map_index is not None or first["map_count"] is None:
+        return {"try_number": first["try_number"], "state": first["state"], "outputs": first["outputs"]}
+    names = sorted({name for r in found if r["outputs"] for name in r["outputs"]})
+    outputs = {name: [(r["outputs"] or {}).get(name) for r in found if r["map_index"] >= 0] for name in names}
+    return {"try_number": 0, "state": first["summary_state"], "outputs": outputs}
 
 
 #: The columns of a try as :func:`get_task_instance` returns them, and as :func:`get_task_log` does.
