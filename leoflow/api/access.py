@@ -32,6 +32,8 @@ from starlette.requests import Request
 
 from leoflow.api.auth import Principal
 from leoflow.api.errors import ApiError
+from leoflow.db.connection.database import Database
+from leoflow.db.stores import dag_owners
 from leoflow.errors import LeoflowError, SettingsError, ValidationFailed
 from leoflow.model.access.roles import LOWEST_ROLE, ROLES, Action, allows
 from leoflow.model.access.teams import MAX_FILE_BYTES, NO_TEAMS, Grant, Teams, parse_teams
@@ -41,6 +43,11 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two looks at the teams file's modification time (a stat, ~2 µs, not per request).
 RELOAD_INTERVAL = 1.0
+#: Seconds a DAG's ``team:`` field, as read from the database, is trusted: a DAG moved to another
+#: team by an apply is decided by its new team within this, on every replica.
+OWNER_TTL = 1.0
+#: DAGs whose ``team:`` field a replica remembers (emptied when full).
+OWNER_CACHE_SIZE = 100_000
 
 #: Operations whose action is not what their ``auth`` implies (``read`` → read, ``admin`` → admin).
 _ACTIONS: dict[tuple[str, str], Action] = {
@@ -176,23 +183,63 @@ def _dag_not_found(dag_id: str) -> ApiError:
     return ApiError(404, f"DAG {dag_id[:60]!r} not found")  # word for word the routes' own 404
 
 
+class DagOwners:
+    """The teams DAGs' ``team:`` fields name, read from the database and kept :data:`OWNER_TTL`."""
+
+    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._db: Database | None = None
+        self._seen: dict[str, tuple[str | None, float]] = {}
+
+    def attach(self, db: Database) -> None:
+        self._db = db
+
+    def forget(self, dag_ids: Iterable[str]) -> None:
+        """This replica just wrote these DAGs: their next request reads the team they name now."""
+        for dag_id in dag_ids:
+            self._seen.pop(dag_id, None)
+
+    async def named(self, dag_ids: Iterable[str]) -> dict[str, str | None]:
+        wanted = list(dict.fromkeys(dag_ids))
+        now = self._monotonic()
+        stale = [d for d in wanted if d not in self._seen or now - self._seen[d][1] > OWNER_TTL]
+        if stale and self._db is not None:
+            async with self._db.connect() as conn:
+                found = await dag_owners.named_teams(conn, stale)
+            if len(self._seen) + len(stale) > OWNER_CACHE_SIZE:
+                self._seen.clear()
+            for dag_id in stale:
+                self._seen[dag_id] = (found.get(dag_id), now)
+        return {d: self._seen[d][0] if d in self._seen else None for d in wanted}
+
+
 class AccessControl:
     """The decision every route takes once (:meth:`check`) and the helpers handlers use."""
 
     def __init__(self, source: TeamsSource) -> None:
         self.source = source
+        self.owners = DagOwners()
 
     def teams(self) -> Teams:
         return self.source.current()
 
-    def check(self, request: Request, principal: Principal, action: Action) -> None:
+    async def owners_of(self, teams: Teams, dag_ids: Iterable[str]) -> dict[str, str | None]:
+        """Each DAG's team: its ``team:`` field, else its prefix (no lookup without a teams file)."""
+        ids = list(dag_ids)
+        if not teams.configured:
+            return dict.fromkeys(ids)
+        named = await self.owners.named(ids)
+        return {d: named.get(d) or teams.team_of(d) for d in ids}
+
+    async def check(self, request: Request, principal: Principal, action: Action) -> None:
         teams = self.teams()
         grant = grant_for(principal, teams)
         request.state.grant = grant
         request.state.teams = teams
+        request.state.access = self
         dag_id = request.path_params.get("dag_id")
         if isinstance(dag_id, str):
-            team = teams.team_of(dag_id)
+            team = (await self.owners_of(teams, [dag_id]))[dag_id]
             request.state.team = team
             if not grant.may("read", team):
                 raise _dag_not_found(dag_id)
@@ -214,15 +261,20 @@ def _state(request: Request) -> tuple[Grant, Teams]:
     return grant, teams
 
 
-def require_dag(request: Request, dag_id: str, action: Action) -> None:
-    """For writes whose DAG is in the body: 403 unless the caller may ``action`` that DAG."""
+async def require_dag(request: Request, dag_id: str, action: Action, *, new_team: str | None = None) -> None:
+    """For writes whose DAG is in the body: 403 unless the caller may ``action`` the DAG as it is
+    owned now and, when the new spec names a team (``new_team``), as it will be owned."""
     grant, teams = _state(request)
-    team = teams.team_of(dag_id)
-    if not grant.may(action, team):
-        owner = f"team {team!r}" if team else "no team (admins only)"
-        raise ApiError(403, f"DAG {dag_id[:60]!r} belongs to {owner}; you may not {action} it",
-                       details={"field": "dag_id"})
-    request.state.team = team
+    access: AccessControl | None = getattr(request.state, "access", None)
+    team = (await access.owners_of(teams, [dag_id]))[dag_id] if access is not None else teams.team_of(dag_id)
+    request.state.team = new_team or team
+    if grant.admin:
+        return
+    for owner, field in ((team, "dag_id"), (new_team, "team")):
+        if (owner is not None or field == "dag_id") and not grant.may(action, owner):
+            shown = f"team {owner!r}" if owner else "no team (admins only)"
+            raise ApiError(403, f"DAG {dag_id[:60]!r} {'belongs' if field == 'dag_id' else 'would belong'} to "
+                           f"{shown}; you may not {action} it", details={"field": field})
 
 
 def token_teams(request: Request) -> frozenset[str] | None:
@@ -234,14 +286,21 @@ def token_teams(request: Request) -> frozenset[str] | None:
     return frozenset(team for team in teams.names if grant.may("edit", team))
 
 
-def may_dag(request: Request, dag_id: str, action: Action = "read") -> bool:
-    grant, teams = _state(request)
-    return grant.may(action, teams.team_of(dag_id))
+def forget_owners(request: Request, dag_ids: Iterable[str]) -> None:
+    """After an apply or a sync: the DAGs' ``team:`` fields are read again on this replica's next request
+    (the other replicas read them within :data:`OWNER_TTL`)."""
+    access: AccessControl | None = getattr(request.state, "access", None)
+    if access is not None:
+        access.owners.forget(dag_ids)
 
 
-def readable(request: Request, items: Iterable[dict[str, Any]], key: str = "dag_id") -> list[dict[str, Any]]:
+async def readable(request: Request, items: Iterable[dict[str, Any]], key: str = "dag_id") -> list[dict[str, Any]]:
     """The items whose DAG the caller may read (everything for a caller who reads every DAG)."""
     grant, teams = _state(request)
+    rows = list(items)
     if grant.readable_teams() is None:
-        return list(items)
-    return [item for item in items if grant.may("read", teams.team_of(str(item.get(key, ""))))]
+        return rows
+    access: AccessControl | None = getattr(request.state, "access", None)
+    ids = [str(item.get(key, "")) for item in rows]
+    owners = await access.owners_of(teams, ids) if access is not None else {d: teams.team_of(d) for d in ids}
+    return [item for item, dag_id in zip(rows, ids, strict=True) if grant.may("read", owners[dag_id])]

@@ -120,6 +120,7 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         # database is down; requests answer 503 until it is back.
         await db.open()
         auth.tokens.attach(db)
+        access.owners.attach(db)
         app.state.api = ApiState(settings=settings, db=db, auth=auth,
                                  request_timeout=settings.database.statement_timeout + REQUEST_TIMEOUT_SLACK,
                                  election_health=election_health, live_logs=live_logs, access=access)

@@ -126,7 +126,7 @@ class Endpoint:
                                                           "read" if needed == "admin" else needed)
                 request.state.principal = principal
                 if self.action is not None and needed != "open" and state.access is not None:
-                    state.access.check(request, principal, self.action)
+                    await state.access.check(request, principal, self.action)
                 response = await self._run(request)
         except Exception as exc:  # the one boundary where every failure becomes an answer
             response = error_response(translate(exc))

@@ -136,6 +136,35 @@ def test_team_editors_manage_their_teams_tokens(cluster: httpx.Client) -> None:
     assert len(cluster.get("/api/v2/tokens", headers=ADMIN).json()["items"]) == 2  # the editor's and ml-bot
 
 
+def test_a_team_field_owns_the_dag_over_its_prefix(cluster: httpx.Client) -> None:
+    data_viewer, ml_viewer, data_editor = (_token(cluster, r, t) for r, t in
+                                           (("viewer", "data"), ("viewer", "ml"), ("editor", "data")))
+    assert cluster.post("/api/v2/dags", json=spec("shared-report", team="data"), headers=ADMIN).status_code == 201
+    assert cluster.get("/api/v2/dags/shared-report", headers=data_viewer).status_code == 200
+    assert cluster.get("/api/v2/dags/shared-report", headers=ml_viewer).status_code == 404
+    assert "shared-report" in {d["dag_id"] for d in cluster.get("/api/v2/dags", headers=data_viewer).json()["items"]}
+    # An editor may not hand a DAG to another team, nor take one by naming itself.
+    moved = cluster.post("/api/v2/dags", json=spec("data-etl", team="ml"), headers=data_editor)
+    assert moved.status_code == 403 and moved.json()["error"]["details"]["field"] == "team"
+    taken = cluster.post("/api/v2/dags", json=spec("ml-train", team="data"), headers=data_editor)
+    assert taken.status_code == 403 and taken.json()["error"]["details"]["field"] == "dag_id"
+    assert cluster.get("/api/v2/dags/data-etl", headers=data_viewer).status_code == 200
+    # An admin moves a DAG: every replica decides by its new team within a second.
+    assert cluster.post("/api/v2/dags", json=spec("data-etl", team="ml"), headers=ADMIN).status_code == 201
+    deadline = time.monotonic() + 2
+    while cluster.get("/api/v2/dags/data-etl", headers=data_viewer).status_code != 404:
+        assert time.monotonic() < deadline, "the DAG's new team was not applied"
+        time.sleep(0.1)
+    assert cluster.get("/api/v2/dags/data-etl", headers=ml_viewer).status_code == 200
+
+
+def test_a_bad_team_field_is_a_422_naming_it(cluster: httpx.Client) -> None:
+    for team in ("Data", 7, "x" * 51, ""):
+        answer = cluster.post("/api/v2/dags", json=spec("data-bad", team=team), headers=ADMIN)
+        assert answer.status_code == 422, answer.text
+        assert "team" in json.dumps(answer.json()["error"]), answer.text
+
+
 def test_audit_records_identity_and_team(cluster: httpx.Client, database_url: str) -> None:
     operator = _token(cluster, "operator", "data")
     assert cluster.post("/api/v2/dags/data-etl/runs", json={"run_id": "audited"}, headers=operator).status_code == 201

@@ -28,7 +28,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leoflow.api.access import require_dag
+from leoflow.api.access import forget_owners, require_dag
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
@@ -126,10 +126,11 @@ async def sync_dags(request: Request) -> Response:
         raise DagFilesInvalid(f"{len(dag_set.errors)} problem(s) in {bad_files} file(s); nothing was applied",
                               [e.to_json() for e in dag_set.errors])
     for located in dag_set.dags:  # every DAG of the files must be the caller's to edit: 403 naming it
-        require_dag(request, located.spec.dag_id, "edit")
+        await require_dag(request, located.spec.dag_id, "edit", new_team=located.spec.team)
     async with state.db.transaction() as conn:
         plan = await dags.sync_dags(conn, dag_set.dags, options, clock=SystemClock())
         for change in plan.changes:  # a prune reaching another team's DAG: 403, nothing applied (rolled back)
             if change.action == "deleted":
-                require_dag(request, change.dag_id, "edit")
+                await require_dag(request, change.dag_id, "edit")
+    forget_owners(request, [c.dag_id for c in plan.changes])
     return JsonResponse(plan_document(plan))

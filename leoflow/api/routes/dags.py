@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leoflow.api.access import readable, require_dag
+from leoflow.api.access import forget_owners, readable, require_dag
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError, bad_field
@@ -86,7 +86,7 @@ async def list_dags(request: Request) -> Response:
     async with api_state(request).db.connect() as conn:
         found = await dag_store.list_dags(conn, after=after, limit=limit, where=where)
     answer = page(found.rows, limit, lambda r: r["dag_id"], "dags")
-    answer["items"] = readable(request, answer["items"])  # other teams' DAGs: unseen (the page may be short)
+    answer["items"] = await readable(request, answer["items"])  # other teams' DAGs: unseen (the page may be short)
     if found.scanned_to is not None:
         answer["next_cursor"] = encode_cursor("dags", found.scanned_to)
     return JsonResponse(answer)
@@ -113,6 +113,7 @@ async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]
     catalog = await cluster_templates(request, cluster_uses(document))
     # A spec of thousands of tasks takes a while to check: off the event loop, like its body.
     spec = await run_in_threadpool(partial(parse_dag_spec, document, now=clock.now(), cluster_templates=catalog))
+    await require_dag(request, spec.dag_id, "edit", new_team=spec.team)  # the team it names must be the caller's
     check_dag_pods(spec, api_state(request).settings.executor.kubernetes.pod_policy())  # 422 naming the field
     check_entrypoints(spec, api_state(request).settings.executor.kind)
     async with audited_transaction(request, dag_id=spec.dag_id) as write:
@@ -125,6 +126,7 @@ async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]
             moved = template_changes(before.get("spec") if before else None, spec.to_canonical())
             write.details.update(template_changes=moved)
     assert dag is not None
+    forget_owners(request, [spec.dag_id])  # its team: field, as applied, decides its next request here
     if catalog:
         dag["template_changes"] = moved
     return _detail(dag, read_only=False), result.changed
@@ -143,7 +145,7 @@ async def cluster_templates(request: Request, refs: set[tuple[str, int | None]])
 async def create_dag(request: Request) -> Response:
     document = require_object(await read_document(request))
     if isinstance(document.get("dag_id"), str):  # a DAG of a team the caller does not edit: 403
-        require_dag(request, document["dag_id"], "edit")
+        await require_dag(request, document["dag_id"], "edit")
     dag, changed = await _apply(request, document)
     return JsonResponse(dag, status_code=201 if changed else 200)
 

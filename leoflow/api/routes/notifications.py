@@ -56,7 +56,7 @@ async def list_notifications(request: Request) -> Response:
                                                            before_id=before, limit=limit)
     read_only = request.state.principal.scope != "admin"
     answer = page([shown(row, read_only=read_only) for row in rows], limit, lambda r: r["id"], "notifications")
-    answer["items"] = readable(request, answer["items"])  # other teams' notifications: unseen
+    answer["items"] = await readable(request, answer["items"])  # other teams' notifications: unseen
     return JsonResponse(answer)
 
 

@@ -144,7 +144,7 @@ async def list_runs_of_every_dag(request: Request) -> Response:
         rows = await run_reads.list_runs_of_every_dag(conn, before_id=before, limit=limit, state=state, since=since,
                                                         dag_id=dag_id)
     result = page(rows, limit, lambda r: r["id"], "runs")
-    result["items"] = [_run(r) for r in readable(request, result["items"])]  # other teams' runs: unseen
+    result["items"] = [_run(r) for r in await readable(request, result["items"])]  # other teams' runs: unseen
     return JsonResponse(result)
 
 
@@ -258,7 +258,7 @@ async def list_tasks_of_every_run(request: Request) -> Response:
         rows = await ti_reads.list_task_instances_of_every_run(conn, before_id=before, limit=limit, state=state,
                                                                   since=since, dag_id=dag_id)
     result = page(rows, limit, lambda r: r["id"], "task-instances")
-    result["items"] = [_ti(r) for r in readable(request, result["items"])]  # other teams' tasks: unseen
+    result["items"] = [_ti(r) for r in await readable(request, result["items"])]  # other teams' tasks: unseen
     return JsonResponse(result)
 
 

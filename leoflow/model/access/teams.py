@@ -1,7 +1,9 @@
 """Teams and who holds which role where: the teams file's language and the one decision.
 
-A team owns DAGs by DAG-id prefix (``dag_id_prefixes``; the longest matching prefix wins, so
-``data-`` and ``data-science-`` can be two teams). A DAG no team owns belongs to the admins.
+A team owns the DAGs whose spec names it (``team: data``, looked up by the API:
+:mod:`leoflow.api.access`), else those with one of its DAG-id prefixes (``dag_id_prefixes``; the
+longest matching prefix wins, so ``data-`` and ``data-science-`` can be two teams). A DAG no team
+owns belongs to the admins.
 Rules give identity-provider groups a role in the team (``{group: data-eng, role: editor}``);
 ``admin_groups`` makes a group's members cluster admins. The groups are the ones the OpenID Connect
 verifier read from ``LEOFLOW_OIDC_GROUPS_CLAIM``, so any claim holding a list of strings

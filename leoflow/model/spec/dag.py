@@ -93,7 +93,7 @@ TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
                "paused", "default_retries", "defaults", "tasks", "notify", "params", "run_timeout_seconds",
-               "max_active_tasks", "on_exit", "templates"}
+               "max_active_tasks", "on_exit", "templates", "team"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
                 "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy", "uses", "inputs",
@@ -234,6 +234,8 @@ class DagSpec:
     #: depend on each other only, and can turn the run's success into a failure, never the reverse
     #: (ADR 0014, decision 7).
     on_exit: tuple[TaskSpec, ...] = ()
+    #: The team owning the DAG (leoflow.model.access.teams), over its DAG-id prefix; None: the prefix decides.
+    team: str | None = None
 
     @property
     def tz(self) -> tzinfo:
@@ -271,6 +273,8 @@ class DagSpec:
             out["max_active_tasks"] = self.max_active_tasks
         if self.on_exit:  # absent when none: existing hashes stay
             out["on_exit"] = [t.to_canonical() for t in self.on_exit]
+        if self.team is not None:  # absent when none: existing hashes stay
+            out["team"] = self.team
         return out
 
     def spec_hash(self) -> str:
@@ -348,6 +352,8 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
     dag_id = problems.check(lambda: name_field(required(doc, "dag_id", ""), "dag_id"), "")
     description = problems.check(
         lambda: opt_str(doc.get("description"), "description", max_len=limits.DESCRIPTION.maximum), None)
+    team = problems.check(lambda: None if doc.get("team") is None else check_name(doc["team"], "team",
+                                                                                  limits.TEAM_NAME), None)
     timezone = problems.check(lambda: timezone_field(doc.get("timezone", "UTC"), "timezone"), "UTC")
     schedule = problems.check(lambda: schedule_field(doc.get("schedule"), "schedule"), None)
     catchup = problems.check(lambda: bool_field(doc.get("catchup", False), "catchup"), False)
@@ -396,7 +402,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
                    default_retries=default_retries, description=description, notify=notify, params=params,
                    defaults=defaults, run_timeout_seconds=run_timeout,
-                   max_active_tasks=max_active_tasks, on_exit=on_exit)
+                   max_active_tasks=max_active_tasks, on_exit=on_exit, team=team)
 
 
 def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any],
