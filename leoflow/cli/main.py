@@ -44,7 +44,7 @@ COMMAND_MODULES = (
     "leoflow.cli.notifications",
     "leoflow.cli.audit",
     "leoflow.cli.server",
-    "leoflow.cli.login",
+    "leoflow.cli.access.login",
 )
 #: The exit code of a command whose reader went away, as a shell reports death by SIGPIPE (128 + 13).
 BROKEN_PIPE = 141
@@ -158,7 +158,7 @@ def _run_client_verb(args: argparse.Namespace) -> int:
             client = with_local_token(client)
         if not client.token and getattr(args, "stored_login", True):
             # A person's sign-in stored by `leoflow login` for exactly this URL (refreshed when due).
-            from leoflow.cli.credentials import stored_bearer
+            from leoflow.client.credentials import stored_bearer
 
             bearer = stored_bearer(client.url)
             client = client._replace(token=bearer) if bearer else client

@@ -22,8 +22,7 @@ import httpx
 import pytest
 
 from leoflow.api.app import create_app
-from leoflow.cli import credentials
-from leoflow.client import oidc
+from leoflow.client import credentials, oidc
 from tests.api.conftest import api_settings
 from tests.api.live import serve
 from tests.harness.oidc_provider import CLIENT_ID, PASSWORD, OidcProvider

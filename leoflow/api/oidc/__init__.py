@@ -8,6 +8,6 @@
   hands it every bearer value shaped like a JWT.
 
 Configured by ``LEOFLOW_OIDC_*`` (:mod:`leoflow.settings.oidc`); nothing here runs when
-``LEOFLOW_OIDC_ISSUER`` is unset. ``leoflow login`` (:mod:`leoflow.cli.login`) is the other end:
+``LEOFLOW_OIDC_ISSUER`` is unset. ``leoflow login`` (:mod:`leoflow.cli.access.login`) is the other end:
 it obtains such a token from the provider for a person at a terminal.
 """

@@ -3,7 +3,7 @@
 The device authorization grant first (a URL and a code to enter on any device: works over SSH),
 falling back to the browser on this machine (authorization code + PKCE, redirected to a
 ``127.0.0.1`` port) when the provider offers no device flow or ``--browser`` asks for it. The
-tokens are stored for ``LEOFLOW_URL`` (:mod:`.credentials`, mode 0600) and sent by every client
+tokens are stored for ``LEOFLOW_URL`` (:mod:`leoflow.client.credentials`, mode 0600) and sent by every client
 verb from then on, refreshed when they are about to expire. ``--logout`` forgets them.
 
 The provider and client id come from ``--issuer``/``--client-id``, else ``LEOFLOW_OIDC_ISSUER`` /
@@ -76,8 +76,7 @@ def _open_browser(no_open: bool) -> Any:
 
 
 def login(args: argparse.Namespace, client: ClientSettings) -> int:
-    from leoflow.cli import credentials
-    from leoflow.client import oidc
+    from leoflow.client import credentials, oidc
 
     if args.logout:
         forgotten = credentials.forget(client.url)

@@ -1,5 +1,7 @@
 """Where ``leoflow login`` keeps a person's tokens, and how a client verb finds them again.
 
+Part of the client (it imports nothing of the server, only :mod:`.oidc` to refresh).
+
 One file, ``$XDG_CONFIG_HOME/leoflow/credentials.json`` (``~/.config/leoflow/...``), mode 0600 in a
 0700 directory, holding one entry per server URL (``LEOFLOW_URL``): the tokens, and the issuer,
 client id and token endpoint needed to refresh them. Keyed by server, as the standalone's token
