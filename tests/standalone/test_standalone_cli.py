@@ -217,3 +217,30 @@ def test_a_named_example_runs_its_branch_on_the_local_executor(home: StandaloneH
     finally:
         proc.signal(signal.SIGTERM)
         proc.wait(timeout=90)
+
+
+def test_the_fan_out_example_maps_over_a_listed_output_and_combines_the_list(home: StandaloneHome) -> None:
+    """``--example fan_out``: list → map → combine on the standalone's local executor. ``list`` writes
+    three partitions, ``process`` runs once per partition (its item in argv), ``combine`` reads the
+    instances' ``uri`` outputs as one list in index order; the API shows ``process`` as one row with
+    its instances counted, and each instance by ``?map_index=``."""
+    proc = Standalone(home.root, args=("--example", "fan_out"))
+    try:
+        banner = proc.wait_banner()
+        assert banner.example_run, proc.stdout_lines
+        assert "leoflow runs list fan-out" in "\n".join(proc.stdout_lines)
+        with proc.client(banner.token) as api:
+            run = wait_for_run(api, "fan-out", banner.example_run)
+            assert run["state"] == "success", run
+            base = f"/api/v2/dags/fan-out/runs/{quote(banner.example_run, safe='')}/tasks"
+            listed = {t["task_id"]: t for t in api.get(base).json()["items"]}
+            assert listed["process"]["map_count"] == 3 and listed["process"]["map_states"] == {"success": 3}
+            uris = [f"s3://bucket/out/2026-0{m}.parquet" for m in (1, 2, 3)]
+            assert api.get(f"{base}/combine/outputs").json()["outputs"] == {"manifest": uris}
+            second = api.get(f"{base}/process/outputs", params={"map_index": 1}).json()
+            assert second["outputs"] == {"uri": uris[1], "rows": 200}, second
+            log = api.get(f"{base}/process/logs", params={"map_index": 2})
+            assert "processing partition 2026-03 (instance 2)" in log.text, log.text
+    finally:
+        proc.signal(signal.SIGTERM)
+        proc.wait(timeout=90)
