@@ -766,3 +766,26 @@ def test_a_tasks_outputs_show_on_its_panel_as_text(server: LiveServer, open_page
     page.goto(f"{server.url}/#/dags/dash-outputs/runs/outputs-1/tasks/later")
     expect(page.get_by_test_id("log")).to_contain_text("ok")
     expect(page.get_by_test_id("task-outputs")).to_be_hidden()
+
+
+def test_a_mapped_task_shows_its_instances_and_each_opens(server: LiveServer,
+                                                          open_page: Callable[..., Browse]) -> None:
+    """ADR 0014, decision 3: a mapped task is one row with its instances counted by state; its task
+    page lists the instances, and each opens on its own tries and log (``?map_index=``)."""
+    with server.client() as client:
+        spec = {"dag_id": "dash-map", "schedule": None, "tasks": [
+            {"id": "each", "image": "busybox:1.36", "command": ["echo", "part {{ item }} at {{ map_index }}"],
+             "map_over": ["a", "b", "c"]}]}
+        assert client.post("/api/v2/dags", json=spec).status_code in (200, 201)
+        assert client.post("/api/v2/dags/dash-map/runs", json={"run_id": "map-1"}).status_code == 201
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, token=READ_TOKEN, fragment="#/dags/dash-map/runs/map-1")
+    expect(page.get_by_test_id("run-state").locator(".badge")).to_have_attribute(
+        "data-state", "success", timeout=RUN_TIMEOUT_MS)
+    expect(page.get_by_test_id("map-each")).to_contain_text("×3: 3 success")
+    page.get_by_test_id("task-link-each").click()
+    expect(page.get_by_test_id("task-instances")).to_contain_text("Mapped over 3 items: 3 success.")
+    page.get_by_test_id("instance-1").click()
+    expect(page.get_by_test_id("log")).to_have_text("part b at 1\n", timeout=RUN_TIMEOUT_MS)
+    expect(page.get_by_test_id("try-tab-1")).to_be_visible()

@@ -41,6 +41,22 @@ function outputsList(outputs, expanded, redraw) {
   }));
 }
 
+// A mapped task (map_over) is many task instances: the page shows one, chosen by ?map_index=, and
+// a mapped task without one lists its instances (state counts, then a link to each).
+const INSTANCE_LINKS = 500;
+
+function instancesOf(ti, dagId, runId, taskId) {
+  const counts = Object.keys(ti.map_states || {}).sort().map((s) => `${ti.map_states[s]} ${s}`).join(", ");
+  const links = [];
+  for (let i = 0; i < Math.min(ti.map_count, INSTANCE_LINKS); i += 1) {
+    links.push(h("a", { href: `${href("dags", dagId, "runs", runId, "tasks", taskId)}?map_index=${i}`,
+      class: "mono instance-link", "data-testid": `instance-${i}` }, `[${i}]`), " ");
+  }
+  return h("div", { "data-testid": "map-instances" },
+    h("p", {}, `Mapped over ${ti.map_count} items: ${counts}.`),
+    h("p", {}, links, ti.map_count > INSTANCE_LINKS ? `… (${ti.map_count - INSTANCE_LINKS} more: use ?map_index=N)` : ""));
+}
+
 function triesOf(ti) {
   const list = ti.tries || ti.task_tries || [];
   return [...list].sort((a, b) => a.try_number - b.try_number);
@@ -54,6 +70,8 @@ export default {
     const meta = h("div", { class: "facts-row", "data-testid": "try-facts" });
     const outputs = section("Outputs", { testid: "task-outputs" });
     outputs.el.hidden = true;
+    const instances = section("Instances", { testid: "task-instances" });
+    instances.el.hidden = true;
     const expanded = new Set(); // the long values opened, kept across polls
     let shownOutputs = null;
     const drawOutputs = () => {
@@ -68,8 +86,10 @@ export default {
       crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], [runId, href("dags", dagId, "runs", runId)], taskId),
       h("div", { class: "page-head" }, h("h1", { class: "mono" }, taskId),
         h("div", { class: "page-actions" }, h("label", { class: "inline" }, follow, " follow"))),
-      errors.el, tabs, meta, outputs.el, status, pre);
+      errors.el, tabs, meta, instances.el, outputs.el, status, pre);
 
+    const mapIndex = /^[0-9]{1,4}$/.test(ctx.query.get("map_index") || "") ? ctx.query.get("map_index") : null;
+    const instanceQuery = mapIndex === null ? {} : { map_index: mapIndex };
     const wanted = Number.parseInt(ctx.query.get("try") || "", 10);
     let selected = Number.isFinite(wanted) ? wanted : null;
     let live = true;
@@ -88,14 +108,27 @@ export default {
     const select = (n) => {
       selected = n;
       lastText = null;
-      history.replaceState(null, "", href("dags", dagId, "runs", runId, "tasks", taskId) + `?try=${n}`);
+      const index = mapIndex === null ? "" : `&map_index=${mapIndex}`;
+      history.replaceState(null, "", href("dags", dagId, "runs", runId, "tasks", taskId) + `?try=${n}${index}`);
       ctx.refresh();
     };
 
     return {
       async refresh() {
         const base = `/dags/${enc(dagId)}/runs/${enc(runId)}/tasks/${enc(taskId)}`;
-        const ti = await api(base);
+        const ti = await api(base, { query: instanceQuery });
+        if (ti.map_count !== null && ti.map_count !== undefined && mapIndex === null) {
+          if (!ctx.isCurrent()) return;
+          settled = TERMINAL_TASK_STATES.has(ti.state);
+          live = !settled;
+          fill(tabs, null);
+          fill(meta, fact("Task state", h("span", { "data-testid": "task-state" }, badge(ti.state))));
+          status.textContent = "";
+          pre.textContent = "";
+          fill(instances.body, instancesOf(ti, dagId, runId, taskId));
+          instances.el.hidden = false;
+          return;
+        }
         const tries = triesOf(ti);
         if (selected === null || !tries.some((t) => t.try_number === selected)) {
           selected = tries.length ? tries[tries.length - 1].try_number : null;
@@ -107,7 +140,7 @@ export default {
         let source = null; // X-Leoflow-Log-Source: "pod" (live from the running pod) or "stored"
         if (current) {
           try {
-            const resp = await api(`${base}/logs`, { query: { try: selected }, text: true, withHeaders: true });
+            const resp = await api(`${base}/logs`, { query: { try: selected, ...instanceQuery }, text: true, withHeaders: true });
             text = resp.body;
             const header = resp.headers.get("X-Leoflow-Log-Complete");
             complete = header === null ? null : header === "true";

@@ -150,8 +150,10 @@ export default {
         const rows = ids.map((id) => instances.get(id));
         if (!confirmOpen(tasks.body)) fill(tasks.body, table([
           { title: "Task", cell: (ti) => h("a", { href: href("dags", dagId, "runs", runId, "tasks", ti.task_id), class: "mono", "data-testid": `task-link-${ti.task_id}` }, ti.task_id) },
-          { title: "State", cell: (ti) => badge(ti.state) },
-          { title: "Tries", cell: (ti) => `${ti.try_number ?? 0}/${ti.max_tries ?? "?"}` },
+          { title: "State", cell: (ti) => (ti.map_states ? h("span", { "data-testid": `map-${ti.task_id}` }, badge(ti.state),
+            h("span", { class: "muted small" }, ` ×${ti.map_count}: ` + Object.keys(ti.map_states).sort()
+              .map((s) => `${ti.map_states[s]} ${s}`).join(", "))) : badge(ti.state)) },
+          { title: "Tries", cell: (ti) => (ti.map_states ? "—" : `${ti.try_number ?? 0}/${ti.max_tries ?? "?"}`) },
           { title: "Started", class: "opt", cell: (ti) => timeEl(ti.started_at) },
           { title: "Duration", cell: (ti) => (ti.started_at ? fmtDuration(secondsBetween(ti.started_at, ti.ended_at)) : "—") },
           { title: "Reason", class: "opt", cell: (ti) => ti.reason ? h("span", { class: "reason" }, ti.reason) : "" },
