@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from bench.chaos import audit
-from bench.chaos.workload import FLAKY_MARKER, Workload
+from bench.chaos.workload import FLAKY_MARKER, MAP_DAG, MAP_ITEMS, Workload
 
 TERMINAL = ("success", "failed", "upstream_failed", "cancelled")
 
@@ -130,11 +130,33 @@ def check_database(verdict: Verdict, conn: psycopg.Connection[Any], workload: Wo
                 {"flaky_succeeded": len(flaky_success), "succeeded_on_first_try": first_try[:20]})
 
     check_failures(verdict, conn)
+    check_mapped(verdict, conn)
 
     stale = audit.stale_writes(conn)
     verdict.add("no_write_from_stale_term", not stale,
                 {"audited_writes": audit.audited_writes(conn), "written_under_a_later_term": audit.later_writers(conn),
                  "stale": stale[:20]})
+
+
+def check_mapped(verdict: Verdict, conn: psycopg.Connection[Any]) -> None:
+    """The map workload: in every run that succeeded, the mapped task expanded once into exactly
+    MAP_ITEMS instances, each succeeded, and each stored output is what its try wrote ({run}-{index})."""
+    rows = conn.execute("""
+        SELECT r.run_id, ti.map_index, ti.map_count, ti.state, tt.outputs
+        FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk
+        LEFT JOIN task_tries tt ON tt.task_instance_id = ti.id AND tt.try_number = ti.try_number
+        WHERE r.dag_id = %s AND ti.task_id = 'process' AND r.state = 'success'
+        ORDER BY r.run_id, ti.map_index""", (MAP_DAG,)).fetchall()
+    by_run: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_run.setdefault(row[0], []).append(row)
+    wrong = []
+    for run_id, instances in by_run.items():
+        expected = [(run_id, i, MAP_ITEMS, "success", {"v": f"{run_id}-{i}"}) for i in range(MAP_ITEMS)]
+        if [tuple(r) for r in instances] != expected:
+            wrong.append({"run_id": run_id, "instances": [list(r[1:]) for r in instances][:10]})
+    verdict.add("mapped_instances_exactly_once", bool(by_run) and not wrong,
+                {"successful_map_runs": len(by_run), "wrong": wrong[:5]})
 
 
 def check_failures(verdict: Verdict, conn: psycopg.Connection[Any]) -> None:

@@ -56,6 +56,31 @@ def dag_spec(dag_id: str, tasks: int, rng: random.Random, *, flaky: int = 3) -> 
             "max_active_runs": 1000, "tasks": specs}
 
 
+#: The list → map → combine DAG of the workload, and how many items its list publishes.
+MAP_DAG = "chaos-map"
+MAP_ITEMS = 6
+
+
+def map_dag_spec(dag_id: str = MAP_DAG, items: int = MAP_ITEMS) -> dict[str, Any]:
+    """list → process (mapped over the list's output) → combine: each instance publishes an output
+    that is a function of its run and index, which the soak's audit checks (one success per instance,
+    every stored output what its try wrote) across leader kills."""
+    parts = ",".join(str(i) for i in range(items))
+    publish = "printf '{\"v\":\"{{ run.id }}-{{ item }}\"}' > $LEOFLOW_OUTPUTS"
+    return {"dag_id": dag_id, "description": "chaos soak map workload", "schedule": None, "max_active_runs": 1000,
+            "tasks": [
+                {"id": "list", "image": "busybox:1.36", "outputs": {"parts": {"type": "array"}},
+                 "command": ["sh", "-c", f"echo listing; printf '{{\"parts\":[{parts}]}}' > $LEOFLOW_OUTPUTS"],
+                 "retries": 3, "retry_delay_seconds": 1},
+                {"id": "process", "image": "busybox:1.36", "depends_on": ["list"], "max_parallel": 4,
+                 "map_over": "{{ tasks.list.outputs.parts }}", "outputs": {"v": {"type": "string"}},
+                 "command": ["sh", "-c", f"echo item {{{{ item }}}}; sleep 0.3; {publish}"],
+                 "retries": 3, "retry_delay_seconds": 1},
+                {"id": "combine", "image": "busybox:1.36", "depends_on": ["process"],
+                 "command": ["sh", "-c", "echo {{ tasks.process.outputs.v }}"], "retries": 3,
+                 "retry_delay_seconds": 1}]}
+
+
 class Api:
     """Requests to whichever replica answers; retries until ``deadline`` seconds pass."""
 
@@ -115,7 +140,8 @@ class Workload:
     def plan(cls, *, runs: int, tasks: int, spread: float, seed: int, cancellations: int | None = None,
              dag_count: int = 2) -> Workload:
         rng = random.Random(seed)
-        dags = [dag_spec(f"chaos-{chr(ord('a') + i)}", tasks, rng) for i in range(dag_count)]
+        dags = [dag_spec(f"chaos-{chr(ord('a') + i)}", tasks, rng) for i in range(dag_count)] + [map_dag_spec()]
+        dag_count += 1
         cancel_count = cancellations if cancellations is not None else max(1, runs // 16)
         cancelled = set(rng.sample(range(runs), min(cancel_count, runs)))
         planned = []
