@@ -145,7 +145,8 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         routes=routes + dashboard_routes() + (web_login.routes() if web_login else [])
         + login_config_routes(settings.oidc),
         middleware=[Middleware(RequestMetrics),
-                    *([Middleware(SessionCookieAuth, signer=web_login.session_cookies)] if web_login else []),
+                    *([Middleware(SessionCookieAuth, signer=web_login.session_cookies, login=web_login)]
+                      if web_login else []),
                     Middleware(HotRoutes, routes=hot)],
         exception_handlers={HTTPException: http_exception_handler},
         lifespan=lifespan,

@@ -153,3 +153,31 @@ def test_without_a_session_secret_there_is_no_dashboard_sign_in(database_url: st
     with client_for(create_app(api_settings(database_url, **env))) as site:
         assert site.get("/auth/login").status_code == 404
         assert site.get("/dashboard/session").json()["sso"] is False
+
+
+def test_a_session_near_its_id_tokens_expiry_is_renewed_with_the_refresh_token(database_url: str,
+                                                                             tmp_path: Path) -> None:
+    idp = OidcProvider(tmp_path, USERS, id_token_lifetime=45)  # within a minute of expiry from the start
+    idp.start()
+    try:
+        with client_for(create_app(api_settings(database_url, **sso_env(idp)))) as site:
+            answer, cookies = sign_in(site, "alice")
+            session_header = next(h for h in answer.headers.get_list("set-cookie") if h.startswith("leoflow_session="))
+            max_age = int(re.search(r"max-age=(\d+)", session_header.lower()).group(1))  # type: ignore[union-attr]
+            assert max_age > 43_000  # refreshable: a working day, not the ID token's minute
+            old = {"leoflow_session": cookies["leoflow_session"]}
+            first = site.get("/api/v2/dags", headers=with_cookies(old))
+            assert first.status_code == 200
+            renewed = cookies_of(first).get("leoflow_session")
+            assert renewed and renewed != old["leoflow_session"]
+            assert site.get("/dashboard/session", headers=with_cookies({"leoflow_session": renewed})).json()[
+                "name"] == "alice@example.com"
+            # The provider rotated the refresh token: the old cookie cannot renew again, but its ID token
+            # still verifies until it expires (no renewal, no error).
+            again = site.get("/api/v2/dags", headers=with_cookies(old))
+            assert again.status_code == 200 and "leoflow_session" not in cookies_of(again)
+            # A write through a renewing request keeps needing the CSRF header.
+            assert site.post("/api/v2/dags", json=spec("x"), headers=with_cookies(
+                {"leoflow_session": renewed})).status_code == 403
+    finally:
+        idp.stop()

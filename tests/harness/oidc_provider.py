@@ -41,7 +41,8 @@ PASSWORD = "correct horse"
 TOKEN_LIFETIME = 300
 
 
-def _serve(port: int, keys_file: Path, users_file: Path) -> None:  # pragma: no cover - runs in the subprocess
+def _serve(port: int, keys_file: Path, users_file: Path,  # pragma: no cover - runs in the subprocess
+           id_token_lifetime: int) -> None:
     import flask
     from authlib.integrations.flask_oauth2 import AuthorizationServer
     from authlib.oauth2.rfc6749 import grants
@@ -144,7 +145,7 @@ def _serve(port: int, keys_file: Path, users_file: Path) -> None:  # pragma: no 
             return state["signing"]
 
         def get_client_claims(self, client: Client) -> dict[str, Any]:
-            return {"iss": issuer, "aud": [CLIENT_ID], "exp": int(time.time()) + TOKEN_LIFETIME}
+            return {"iss": issuer, "aud": [CLIENT_ID], "exp": int(time.time()) + id_token_lifetime}
 
         def get_encode_header(self, client: Client) -> dict[str, Any]:
             return {"alg": "RS256", "kid": state["signing"].keys[0].kid}
@@ -357,7 +358,9 @@ def new_key(kid: str | None = None, kty: str = "RSA") -> dict[str, Any]:
 class OidcProvider:
     """The provider process for one test: its URL, its key file, and the controls above."""
 
-    def __init__(self, directory: Path, users: dict[str, dict[str, Any]], port: int | None = None) -> None:
+    def __init__(self, directory: Path, users: dict[str, dict[str, Any]], port: int | None = None, *,
+                 id_token_lifetime: int = TOKEN_LIFETIME) -> None:
+        self.id_token_lifetime = id_token_lifetime
         self.directory = directory
         self.port = port or free_port()
         self.issuer = f"http://127.0.0.1:{self.port}"
@@ -378,7 +381,8 @@ class OidcProvider:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.harness.oidc_provider", "--port", str(self.port), "--keys",
-             str(self.keys_file), "--users", str(self.users_file)],
+             str(self.keys_file), "--users", str(self.users_file), "--id-token-lifetime",
+             str(self.id_token_lifetime)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=Path(__file__).parents[2])
         assert self.process.stdout is not None
         ready = threading.Event()
@@ -447,5 +451,6 @@ if __name__ == "__main__":  # pragma: no cover
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--keys", type=Path, required=True)
     parser.add_argument("--users", type=Path, required=True)
+    parser.add_argument("--id-token-lifetime", type=int, default=TOKEN_LIFETIME)
     args = parser.parse_args()
-    _serve(args.port, args.keys, args.users)
+    _serve(args.port, args.keys, args.users, args.id_token_lifetime)

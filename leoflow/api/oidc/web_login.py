@@ -17,6 +17,12 @@ The browser flow, end to end:
    ``X-CSRF-Token`` header does not equal the session's CSRF value: a cross-site form can make
    the browser send the cookie, never that header.
 
+When the provider also gave a refresh token, it rides in the same signed cookie, the cookie lives
+:data:`SESSION_MAX_SECONDS`, and a request that finds the ID token within :data:`REFRESH_AHEAD` of
+its expiry first trades the refresh token for a new one (the answer sets the renewed cookie): a
+provider's 5-minute ID tokens do not end a person's session every 5 minutes. A refresh the
+provider refuses ends the session when the ID token expires.
+
 Why the ID token in the cookie rather than a server-side session: every replica can check it
 alone (no session table, no sticky load balancing), and the session ends when the token does.
 
@@ -48,7 +54,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from leoflow.api.oidc.verifier import OidcVerifier, TokenRefused
 from leoflow.settings.oidc import OidcSettings
@@ -66,6 +72,10 @@ PROVIDER_TIMEOUT = 5.0
 #: Browsers drop cookies over 4,096 bytes; an ID token larger than this cannot be a session.
 MAX_SESSION_COOKIE = 4000
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Seconds before the ID token's expiry at which a request renews it with the refresh token.
+REFRESH_AHEAD = 60.0
+#: Longest a refreshable dashboard session lasts (a working day); the provider may end it sooner.
+SESSION_MAX_SECONDS = 12 * 3600
 
 
 class CookieSigner:
@@ -199,13 +209,12 @@ class WebLogin:
             return _page(400, "Sign-in failed", "The identity provider's ID token was not accepted.")
         if claims.get("nonce") != pending["n"]:
             return _page(400, "Sign-in failed", "The ID token was not issued for this sign-in (nonce).")
-        expires_at = float(claims["exp"])
-        session = self.session_cookies.sign({"t": id_token, "c": secrets.token_urlsafe(24)}, expires_at)
+        refresh_token = tokens.get("refresh_token") if isinstance(tokens.get("refresh_token"), str) else None
+        csrf = secrets.token_urlsafe(24)
+        session, max_age = self.session_cookie(id_token, float(claims["exp"]), csrf, refresh_token)
         if len(session) > MAX_SESSION_COOKIE:
             return _page(400, "Sign-in failed", "The ID token is too large for a browser session (too many "
                          "groups?); ask for a smaller token, or use `leoflow login`.")
-        csrf = str(self.session_cookies.unsign(session, time.time())["c"])  # type: ignore[index]
-        max_age = max(1, int(expires_at - time.time()))
         response = RedirectResponse(str(pending["next"]), status_code=303)
         response.set_cookie(SESSION_COOKIE, session, max_age=max_age, path="/", httponly=True, secure=True,
                             samesite="lax")
@@ -214,6 +223,51 @@ class WebLogin:
         response.delete_cookie(LOGIN_COOKIE, path="/auth")
         log.info("dashboard sign-in", extra={"subject": principal.subject, "name": principal.name})
         return response
+
+    def session_cookie(self, id_token: str, expires_at: float, csrf: str, refresh_token: str | None,
+                       ) -> tuple[str, int]:
+        """The signed session and its max-age: the ID token's life, or a working day when it can be refreshed."""
+        until = time.time() + SESSION_MAX_SECONDS if refresh_token else expires_at
+        payload: dict[str, Any] = {"t": id_token, "c": csrf, **({"r": refresh_token} if refresh_token else {})}
+        return self.session_cookies.sign(payload, until), max(1, int(until - time.time()))
+
+    async def refresh(self, session: dict[str, Any]) -> tuple[dict[str, Any], str, int] | None:
+        """A renewed session (payload, cookie, max-age) for one whose ID token is about to expire, or None."""
+        try:  # the cookie is ours (signed): its token's claims were verified when it was set
+            old = json.loads(base64.urlsafe_b64decode(session["t"].split(".")[1] + "=="))
+            exp = float(old["exp"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None
+        if exp - time.time() > REFRESH_AHEAD or not isinstance(session.get("r"), str):
+            return None
+        form = {"grant_type": "refresh_token", "refresh_token": session["r"],
+                "client_id": self.settings.client_id or ""}
+        if self.client_secret:
+            form["client_secret"] = self.client_secret
+        try:
+            provider = await self._discovery()
+            async with httpx.AsyncClient(timeout=PROVIDER_TIMEOUT) as http:
+                answer = await http.post(str(provider["token_endpoint"]), data=form)
+            tokens = answer.json()
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            log.info("dashboard session: refresh failed", extra={"error": str(exc)[:300]})
+            return None
+        id_token = tokens.get("id_token") if isinstance(tokens, dict) and answer.status_code == 200 else None
+        if not isinstance(id_token, str):
+            log.info("dashboard session: the provider refused the refresh token", extra={"status": answer.status_code})
+            return None
+        try:
+            principal = self.verifier.verify(id_token)
+            new_exp = float(json.loads(base64.urlsafe_b64decode(id_token.split(".")[1] + "=="))["exp"])
+        except (TokenRefused, ValueError, KeyError) as exc:
+            log.info("dashboard session: the refreshed ID token was refused: %s", exc)
+            return None
+        if principal.subject != old.get("sub"):
+            log.warning("dashboard session: the refreshed ID token names another subject; not renewed")
+            return None  # never another person's token in this person's session
+        rotated = tokens.get("refresh_token") if isinstance(tokens.get("refresh_token"), str) else session["r"]
+        cookie, max_age = self.session_cookie(id_token, new_exp, str(session["c"]), rotated)
+        return {"t": id_token, "c": session["c"], "r": rotated}, cookie, max_age
 
     async def logout(self, request: Request) -> Response:
         response = RedirectResponse("/", status_code=303)
@@ -236,9 +290,11 @@ def _cookie(scope: Scope, name: str) -> str | None:
 class SessionCookieAuth:
     """ASGI middleware: a valid dashboard session becomes the request's bearer; a write needs its CSRF header."""
 
-    def __init__(self, app: ASGIApp, signer: CookieSigner) -> None:
+    def __init__(self, app: ASGIApp, signer: CookieSigner, login: WebLogin | None = None) -> None:
         self.app = app
         self.signer = signer
+        #: Renews a session whose ID token is about to expire (None: sessions end with their ID token).
+        self.login = login
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(("/api/", "/dashboard/")):
@@ -260,8 +316,22 @@ class SessionCookieAuth:
                                        status_code=403)
                 await refused(scope, receive, send)
                 return
+        renewed = await self.login.refresh(session) if self.login is not None else None
+        if renewed is not None:
+            session, cookie, max_age = renewed
+            send = _adding_cookie(send, f"{SESSION_COOKIE}={cookie}; Max-Age={max_age}; Path=/; HttpOnly; Secure; "
+                                  "SameSite=Lax")
         scope = {**scope, "headers": [*headers, (b"authorization", f"Bearer {session['t']}".encode())]}
         await self.app(scope, receive, send)
+
+
+def _adding_cookie(send: Send, cookie: str) -> Send:
+    """``send`` with one more ``Set-Cookie`` on the response's start."""
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]}
+        await send(message)
+    return sending
 
 
 def web_login_for(settings: OidcSettings, verifier: OidcVerifier | None, public_url: str | None) -> WebLogin | None:
