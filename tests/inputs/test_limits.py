@@ -14,6 +14,7 @@ import pytest
 
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
+from leoflow.model.access.tokens import check_token_capacity, parse_token_request
 from leoflow.model.bounds import check_document_shape, check_size
 from leoflow.model.outputs import OutputDecl, OutputsRejected, check_outputs
 from leoflow.model.run_commands import parse_clear
@@ -141,6 +142,30 @@ def pool_request(**fields: Any) -> object:
 
 def _cron(length: int) -> str:
     return "0 0 * *" + " " * (length - 8) + "*"
+
+
+def _token_request(max_days: int = 90, **fields: Any) -> object:
+    return parse_token_request({"name": "ci", "role": "viewer", "expires_in_days": 7, **fields}, max_days=max_days)
+
+
+def _access_cases() -> list[Case]:
+    """Runtime API tokens and teams (docs/access-control.md)."""
+    return [
+        Case(limits.TOKEN_NAME, "token name 50", lambda: _token_request(name="t" * 50), None),
+        Case(limits.TOKEN_NAME, "token name 51", lambda: _token_request(name="t" * 51), "name"),
+        Case(limits.TEAM_NAME, "token team 50", lambda: _token_request(team="t" * 50), None),
+        Case(limits.TEAM_NAME, "token team 51", lambda: _token_request(team="t" * 51), "team"),
+        spec_case(limits.TEAM_NAME, "DAG team 51", dag(team="t" * 51), "team"),
+        Case(limits.TOKEN_EXPIRY, "1 day", lambda: _token_request(expires_in_days=1), None),
+        Case(limits.TOKEN_EXPIRY, "0 days", lambda: _token_request(expires_in_days=0), "expires_in_days"),
+        Case(limits.TOKEN_EXPIRY, "3,650 days", lambda: _token_request(3_650, expires_in_days=3_650), None),
+        Case(limits.TOKEN_EXPIRY, "3,651 days", lambda: _token_request(3_650, expires_in_days=3_651),
+             "expires_in_days"),
+        Case(limits.TOKEN_EXPIRY, "91 days over the default cap", lambda: _token_request(expires_in_days=91),
+             "expires_in_days", words="LEOFLOW_API_TOKEN_MAX_DAYS"),
+        Case(limits.TOKENS, "the 10,000th token", lambda: check_token_capacity(9_999), None),
+        Case(limits.TOKENS, "the 10,001st token", lambda: check_token_capacity(10_000), "tokens", words="10,000"),
+    ]
 
 
 CASES: list[Case] = [
@@ -383,6 +408,7 @@ CASES: list[Case] = [
     Case(limits.CLUSTER_TEMPLATE_NAMES, "1,000 cluster templates", lambda: check_template_count(1_000), None),
     Case(limits.CLUSTER_TEMPLATE_NAMES, "1,001 cluster templates", lambda: check_template_count(1_001), "name",
          words="1,001"),
+    *_access_cases(),
 ]
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from leoflow.errors import Conflict
-from leoflow.model.limits import TOKENS
+from leoflow.errors import Conflict, ValidationFailed
+from leoflow.model.access.tokens import check_token_capacity
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,10 @@ async def create_token(conn: AsyncConnection, token: NewToken) -> dict[str, Any]
     await _bump(conn)  # first: its row lock serialises creators, so the count below holds
     count = int((await conn.execute(text(
         "SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL AND expires_at > now()"))).scalar_one())
-    if count >= TOKENS.maximum:
-        raise Conflict(f"there are already {count} usable API tokens; at most {TOKENS.maximum} may exist "
-                       "(revoke unused ones)")
+    try:
+        check_token_capacity(count)
+    except ValidationFailed as exc:
+        raise Conflict(exc.problem) from None
     row = (await conn.execute(text(f"""
         INSERT INTO api_tokens (id, name, team, role, secret_hash, prefix, expires_at, created_by)
         VALUES (:id, :name, :team, :role, :secret_hash, :prefix, :expires_at, :created_by)

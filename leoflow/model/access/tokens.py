@@ -59,6 +59,13 @@ def is_runtime_secret(presented: str) -> bool:
     return len(presented) == SECRET_LENGTH and presented.startswith(TOKEN_PREFIX)
 
 
+def check_token_capacity(usable: int) -> None:
+    """Whether one more token may be created while ``usable`` exist (:data:`~leoflow.model.limits.TOKENS`)."""
+    if usable >= limits.TOKENS.maximum:
+        raise ValidationFailed("tokens", f"{usable:,} usable API tokens exist; at most "
+                               f"{limits.TOKENS.maximum:,} may (revoke unused ones)")
+
+
 @dataclass(frozen=True)
 class TokenRequest:
     """A validated ``POST /api/v2/tokens`` body."""

@@ -11,6 +11,7 @@ import dagsPage from "./pages/dags.js";
 import logsPage from "./pages/logs.js";
 import poolsPage from "./pages/pools.js";
 import runPage from "./pages/run.js";
+import tokensPage from "./pages/tokens.js";
 
 const POLL_MS = 2000;
 const MAX_BACKOFF_MS = 15000;
@@ -22,6 +23,7 @@ const ROUTES = [
   [/^\/dags$/, dagsPage, "dags"],
   [/^\/audit$/, auditPage, "audit"],
   [/^\/pools$/, poolsPage, "pools"],
+  [/^\/tokens$/, tokensPage, "tokens"],
   [/^\/dags\/([^/]+)$/, dagPage, "dags", ["dagId"]],
   [/^\/dags\/([^/]+)\/runs\/([^/]+)$/, runPage, "dags", ["dagId", "runId"]],
   [/^\/dags\/([^/]+)\/runs\/([^/]+)\/tasks\/([^/]+)$/, logsPage, "dags", ["dagId", "runId", "taskId"]],
