@@ -81,7 +81,7 @@ from leoflow.db import migrations  # noqa: E402
 from leoflow.settings import declared  # noqa: E402
 from tests.election.cluster import Cluster  # noqa: E402
 from tests.harness.postgres import private_server  # noqa: E402
-from tests.inputs.corpus import HEALTHY, corpus, pattern_dag, spec, task  # noqa: E402
+from tests.inputs.corpus import HEALTHY, HEALTHY_RUN, corpus, pattern_dag, spec, task  # noqa: E402
 
 PRODUCTION_TIMINGS = {**{v.name: v.default_text for v in declared.PRODUCTION_TIMINGS}, "LEOFLOW_LOG_LEVEL": "warning",
                       "LEOFLOW_DB_POOL_SIZE": "10"}
@@ -167,6 +167,20 @@ class Poisoner:
         params = {"type": "object", "properties": {"day": {}}}  # untyped: only run time can judge it
         self.client.post("/api/v2/dags", json=spec(dag_id, params=params, tasks=[task(when=when)])).raise_for_status()
         answer = self.client.post(f"/api/v2/dags/{dag_id}/runs", json={"conf": {"day": "x"}})
+        if answer.status_code == 201:
+            self.runs.setdefault(name, []).append((dag_id, answer.json()["run_id"]))
+        return str(answer.status_code)
+
+    def bad_map(self, name: str, source: Any, conf: dict[str, Any]) -> str:
+        """A ``map_over`` valid at apply whose run-time value is not a usable list (a string, a count
+        past the limit): the task fails naming why, nothing is inserted, the scheduler carries on
+        (ADR 0014 decision 3)."""
+        self.count += 1
+        dag_id = f"map-{self.count}"
+        params = {"type": "object", "properties": {"days": {}, "n": {}}}  # untyped: only run time can judge it
+        self.client.post("/api/v2/dags", json=spec(dag_id, params=params, tasks=[task(
+            map_over=source, args=["{{ item }}"])])).raise_for_status()
+        answer = self.client.post(f"/api/v2/dags/{dag_id}/runs", json={"conf": conf})
         if answer.status_code == 201:
             self.runs.setdefault(name, []).append((dag_id, answer.json()["run_id"]))
         return str(answer.status_code)
@@ -387,6 +401,12 @@ def attack(client: httpx.Client, poisoner: Poisoner, until: float, outcomes: dic
             "when that is a string, not a boolean", "params.day"),
         "when adding a string to an int": lambda: poisoner.bad_condition(
             "when adding a string to an int", "params.day + 1 == 2"),
+        "map_over a param that is a string": lambda: poisoner.bad_map(
+            "map_over a param that is a string", "{{ params.days }}", {"days": "2026-01,2026-02"}),
+        "map_over count of 10,001 from a param": lambda: poisoner.bad_map(
+            "map_over count of 10,001 from a param", {"count": "{{ params.n }}"}, {"n": 10_001}),
+        "map_over count of -1 from a param": lambda: poisoner.bad_map(
+            "map_over count of -1 from a param", {"count": "{{ params.n }}"}, {"n": -1}),
     }
     rounds = 0
     while time.monotonic() < until:
@@ -504,6 +524,8 @@ def main() -> int:
             client.post("/api/v2/dags", json=spec(HEALTHY, max_active_runs=50, tasks=[
                 task("a"), task("b", depends_on=["a"]), task("c", depends_on=["b"])])).raise_for_status()
             client.post("/api/v2/dags", json=pattern_dag()).raise_for_status()  # a corpus trigger aims at it
+            # The corpus's ?map_index= poisons aim at this run's tasks.
+            client.post(f"/api/v2/dags/{HEALTHY}/runs", json={"run_id": HEALTHY_RUN}).raise_for_status()
             hooks = HostileWebhooks(httpx.Client(base_url=urls[0], timeout=120))
             terms_before = leadership(url)
             work = Workload(urls, args.interval)

@@ -81,6 +81,10 @@ def spec(dag_id: str = "poison", **fields: Any) -> dict[str, Any]:
     return {"dag_id": dag_id, "schedule": None, "tasks": [task()], **fields}
 
 
+#: A run of :data:`HEALTHY` that the task-instance route poisons (``?map_index=``) aim at, so their
+#: query is judged past the run's lookup. Whoever throws the corpus triggers it first, with this run id.
+HEALTHY_RUN = "poison-run"
+
 #: A DAG whose ``params`` hold issue 44's backtracking pattern (``^(a+)+$``: seconds of Python's
 #: re for 28 ``a`` and a ``!``, microseconds of RE2). Whoever throws the corpus applies it first
 #: (:func:`pattern_dag`), like :data:`HEALTHY`; its trigger poison must be judged at once.
@@ -303,6 +307,66 @@ def corpus() -> list[Poison]:
         Poison("cluster template as a list", "PUT", "/api/v2/templates/poison", [1], JSON, 422, "body"),
         Poison("cluster template version 0", "GET", "/api/v2/templates/poison?version=0", None, JSON, 400,
                "version"),
+        # Mapped tasks (ADR 0014 decision 3): the source's shape and size are checked at apply.
+        _dag("map_over a string", spec(tasks=[task(map_over="a,b,c")]), 422, "tasks[0].map_over"),
+        _dag("map_over an object", spec(tasks=[task(map_over={"a": 1})]), 422, "tasks[0].map_over"),
+        _dag("map_over a number", spec(tasks=[task(map_over=3)]), 422, "tasks[0].map_over"),
+        _dag("map_over 10,001 items", spec(tasks=[task(map_over=list(range(limits.MAP_ITEMS.maximum + 1)))]), 422,
+             "tasks[0].map_over"),
+        _dag("map_over 64 strings of 4 KiB", spec(tasks=[task(map_over=["x" * 4096] * 64)]), 422,
+             "tasks[0].map_over"),
+        _dag("map_over count -1", spec(tasks=[task(map_over={"count": -1})]), 422, "tasks[0].map_over.count"),
+        _dag("map_over count 10,001", spec(tasks=[task(map_over={"count": limits.MAP_ITEMS.maximum + 1})]), 422,
+             "tasks[0].map_over.count"),
+        _dag("map_over count 1.5", spec(tasks=[task(map_over={"count": 1.5})]), 422, "tasks[0].map_over.count"),
+        _dag("map_over count beside another key", spec(tasks=[task(map_over={"count": 2, "start": 1})]), 422,
+             "tasks[0].map_over"),
+        _dag("map_over text around a reference", spec(tasks=[task(map_over="parts: {{ params.days }}")], params={
+            "type": "object", "properties": {"days": {"type": "array"}}}), 422, "tasks[0].map_over"),
+        _dag("map_over two references", spec(tasks=[task(map_over="{{ params.days }}{{ params.days }}")], params={
+            "type": "object", "properties": {"days": {"type": "array"}}}), 422, "tasks[0].map_over"),
+        _dag("map_over an undeclared param", spec(tasks=[task(map_over="{{ params.days }}")]), 422,
+             "tasks[0].map_over"),
+        _dag("map_over run.id", spec(tasks=[task(map_over="{{ run.id }}")]), 422, "tasks[0].map_over"),
+        _dag("map_over a downstream task's output", spec(tasks=[
+            task("a", map_over="{{ tasks.b.outputs.parts }}"),
+            task("b", depends_on=["a"], outputs={"parts": {"type": "array"}})]), 422, "tasks[0].map_over"),
+        _dag("map_over an undeclared output", spec(tasks=[task("a"), task(
+            "b", depends_on=["a"], map_over="{{ tasks.a.outputs.parts }}")]), 422, "tasks[1].map_over"),
+        _dag("map_over with a template syntax error", spec(tasks=[task(map_over="{{ params.days")]), 422,
+             "tasks[0].map_over"),
+        _dag("max_parallel 0", spec(tasks=[task(map_over=[1, 2], max_parallel=0)]), 422, "tasks[0].max_parallel"),
+        _dag("max_parallel 10^12", spec(tasks=[task(map_over=[1, 2], max_parallel=10**12)]), 422,
+             "tasks[0].max_parallel"),
+        _dag("max_parallel without map_over", spec(tasks=[task(max_parallel=4)]), 422, "tasks[0].max_parallel"),
+        _dag("map_over on an exit task", spec(on_exit=[task("e", map_over=[1, 2])]), 422, "on_exit[0].map_over"),
+        _dag("template {{ map_index }} outside a map", spec(tasks=[task(env={"I": "{{ map_index }}"})]), 422,
+             "tasks[0].env.I"),
+        _dag("template {{ item.k }} outside a map", spec(tasks=[task(command=["echo", "{{ item.k }}"])]), 422,
+             "tasks[0].command[1]"),
+        Poison("task map_index -1", "GET", f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a?map_index=-1", None,
+               JSON, 400, "map_index"),
+        Poison("task map_index x", "GET", f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a?map_index=x", None,
+               JSON, 400, "map_index"),
+        Poison("task map_index 10,000", "GET",
+               f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a?map_index={limits.MAP_ITEMS.maximum}", None,
+               JSON, 400, "map_index"),
+        Poison("outputs map_index -1", "GET", f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a/outputs?map_index=-1",
+               None, JSON, 400, "map_index"),
+        Poison("outputs map_index x", "GET", f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a/outputs?map_index=x",
+               None, JSON, 400, "map_index"),
+        Poison("outputs map_index 10,000", "GET",
+               f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a/outputs?map_index={limits.MAP_ITEMS.maximum}",
+               None, JSON, 400, "map_index"),
+        Poison("logs map_index -1", "GET", f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a/logs?map_index=-1",
+               None, JSON, 400, "map_index"),
+        Poison("logs map_index x", "GET", f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a/logs?map_index=x",
+               None, JSON, 400, "map_index"),
+        Poison("logs map_index 10,000", "GET",
+               f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a/logs?map_index={limits.MAP_ITEMS.maximum}",
+               None, JSON, 400, "map_index"),
+        Poison("logs map_index 1e3", "GET", f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a/logs?map_index=1e3",
+               None, JSON, 400, "map_index"),
         _dag("YAML nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body", YAML),
         _dag("JSON nested 200,000 deep", b"[" * 200_000 + b"]" * 200_000, 400, "body"),
         _dag("YAML with a recursive alias", b"dag_id: &a [1, *a]\n", 400, "body", YAML),
@@ -348,6 +412,14 @@ def corpus() -> list[Poison]:
         _run("conf of exactly 64 KiB", {"conf": conf_at_limit}, 201, ""),
         _run("conf nested exactly 32 deep", {"conf": nested(limits.CONF.max_depth)}, 201, ""),
         _run("run_id of exactly 250 characters", {"run_id": "r" * 250}, 201, ""),
+        _dag("map_over exactly 10,000 items", spec("at-map-items", tasks=[task(
+            map_over=list(range(limits.MAP_ITEMS.maximum)), max_parallel=limits.MAX_PARALLEL.maximum)]), 201, ""),
+        _dag("map_over count exactly 10,000", spec("at-map-count", tasks=[task(
+            map_over={"count": limits.MAP_ITEMS.maximum}, max_parallel=1, args=["{{ item }}", "{{ map_index }}"])]),
+             201, ""),
+        Poison("map_index exactly 9,999 (no such instance)", "GET",
+               f"/api/v2/dags/{HEALTHY}/runs/{HEALTHY_RUN}/tasks/a?map_index={limits.MAP_ITEMS.maximum - 1}", None,
+               JSON, 404, None),
         Poison("limit exactly 500", "GET", "/api/v2/dags?limit=500", None, JSON, 200, ""),
         Poison("limit exactly 1", "GET", "/api/v2/dags?limit=1", None, JSON, 200, ""),
         # A valid try number: validation passes, the run simply does not exist.
