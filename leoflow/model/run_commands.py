@@ -60,9 +60,14 @@ class ClearRequest:
 class MarkRequest:
     task_id: str
     state: MarkState
+    #: One instance of a mapped task (``?map_index=``); None: the task (every instance of a mapped one).
+    map_index: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "state": self.state}
+        out: dict[str, Any] = {"task_id": self.task_id, "state": self.state}
+        if self.map_index is not None:
+            out["map_index"] = self.map_index
+        return out
 
 
 def _flag(body: Mapping[str, Any], name: str) -> bool:

@@ -113,13 +113,15 @@ async def _apply(step: Step, command: Command) -> dict[str, object]:
         outcome: dict[str, object] = {"tasks": changed}
     elif command.kind == "mark":
         mark = parse_mark(str(command.body.get("task_id", "")), {"state": command.body.get("state")})
+        index = command.body.get("map_index")
+        map_index = index if isinstance(index, int) and not isinstance(index, bool) else None
         if run.state == "cancelled":
             raise CommandRefused(f"run {run.run_id!r} was cancelled: clear its tasks to run them again")
         if mark.task_id not in states:
             raise CommandRefused(f"run {run.run_id!r} has no task {mark.task_id!r}")
         changed = []
         if await command_store.set_task_state(step.conn, run.run_pk, mark.task_id, mark.state,
-                                              f"marked {mark.state} by {who}", step.now, step.term):
+                                              f"marked {mark.state} by {who}", step.now, step.term, map_index):
             changed = [mark.task_id]
             states[mark.task_id] = mark.state
             redecide = decided_downstream(mark.task_id, states, graph)
@@ -128,6 +130,8 @@ async def _apply(step: Step, command: Command) -> dict[str, object]:
                 f"marked {mark.state} upstream", step.now, step.term)
             step.transitions[mark.state] += 1
         outcome = {"tasks": changed, "marked": mark.state}
+        if map_index is not None:
+            outcome["map_index"] = map_index
     elif command.kind == "mark_run":
         state = parse_mark_run({"state": command.body.get("state")})
         changed = await command_store.mark_run(step.conn, run.run_pk, state, f"run marked {state} by {who}",

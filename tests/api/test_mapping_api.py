@@ -73,3 +73,44 @@ def test_a_mapped_task_is_one_row_with_counts_and_each_instance_is_addressable(
                 "try_number": 0, "state": "failed", "outputs": {"uri": ["u0", "u1", None]}}
 
     asyncio.run(main())
+
+
+def test_one_instance_is_marked_and_its_downstream_decided_again(api_client: httpx.Client,
+                                                                  settings: Settings) -> None:
+    """``POST …/tasks/{t}/mark?map_index=i`` marks that instance only; the leader applies it (the
+    command waits for it) and redecides what its failure had ended downstream."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            spec = {**SPEC, "dag_id": "fan-mark", "tasks": [*SPEC["tasks"][:2], container("after", "process")]}
+            run = await started(st, spec)
+            base = f"/api/v2/dags/fan-mark/runs/{run}"
+            succeed(st, st.key("fan-mark", run, "list"), {"parts": ["a", "b"]})
+            await st.settle()
+            launched = mapped_launches(st, run)
+            succeed(st, launched[0].key, {"uri": "u0"})
+            fail(st, launched[1].key)
+            await st.settle()
+            assert (await st.tasks(run))["after"][0] == "upstream_failed"
+
+            loop = asyncio.get_running_loop()
+            missing = await loop.run_in_executor(None, lambda: api_client.post(
+                f"{base}/tasks/process/mark", params={"map_index": 5}, json={"state": "success"}, headers=ADMIN))
+            assert missing.status_code == 404 and "no instance 5" in missing.text
+            marking = loop.run_in_executor(None, lambda: api_client.post(
+                f"{base}/tasks/process/mark", params={"map_index": 1}, json={"state": "success"}, headers=ADMIN))
+            for _ in range(50):  # the leader applies the command in its next steps
+                await st.tick(periodic=True)
+                if marking.done():
+                    break
+                await asyncio.sleep(0.1)
+            answer = await marking
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["command"]["map_index"] == 1
+            await st.settle()
+            states = {t["map_index"]: t["state"] for t in (
+                api_client.get(f"{base}/tasks/process", params={"map_index": i}, headers=READ).json()
+                for i in (0, 1))}
+            assert states == {0: "success", 1: "success"}
+            assert (await st.tasks(run))["after"][0] == "queued"  # decided again: both instances succeeded
+
+    asyncio.run(main())

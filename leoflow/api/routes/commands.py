@@ -14,6 +14,7 @@ the DAG was deleted meanwhile), or ``202`` with the command id if no leader appl
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from starlette.requests import Request
@@ -28,9 +29,11 @@ from leoflow.api.openapi import runs as run_schemas
 from leoflow.api.operations import Operations
 from leoflow.api.routes.dags import not_found, path_dag_id
 from leoflow.api.routes.runs import PUBLIC_RUN, RUN, TASK, path_run_id
+from leoflow.api.url_params import query_map_index
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.runs import reads as run_reads
+from leoflow.db.stores.task_instances import reads as ti_reads
 from leoflow.model.limits import TASK_ID
 from leoflow.model.run_commands import MarkRequest, parse_clear, parse_mark, parse_mark_run, unknown_tasks
 
@@ -83,7 +86,7 @@ async def clear_run(request: Request) -> Response:
 
 @OPERATIONS("POST", TASK + "/mark", "Mark a task instance success or failed (the leader applies it)",
             run_schemas.COMMAND_ANSWERS, body="MarkRequest", auth="admin", errors="404 409",
-            params=[*oas.RUN_PATH, oas.TASK_ID])
+            params=[*oas.RUN_PATH, oas.TASK_ID, oas.MAP_INDEX])
 async def mark_task(request: Request) -> Response:
     """``POST …/runs/{run_id}/tasks/{task_id}/mark {state: success | failed}``."""
     dag_id = path_dag_id(request)
@@ -91,12 +94,18 @@ async def mark_task(request: Request) -> Response:
     task_id: str = request.path_params["task_id"]
     document = await read_document(request)
     mark: MarkRequest = parse_mark(task_id, require_object({} if document is None else document))
+    map_index = query_map_index(request)
+    mark = dataclasses.replace(mark, map_index=map_index)
     async with audited_transaction(request) as write:
         run = await _run(request, write.conn, dag_id, run_id)
         if run["state"] == "cancelled":
             raise ApiError(409, f"run {run_id!r} of DAG {dag_id!r} was cancelled: clear its tasks to run them again")
         if not TASK_ID.matches(task_id) or task_id not in {t["task_id"] for t in run["tasks"]}:
             raise ApiError(404, f"task {task_id[:60]!r} not found in run {run_id!r} of DAG {dag_id!r}")
+        instance = None if map_index is None else await ti_reads.get_task_instance(write.conn, run["id"], task_id,
+                                                                                   map_index)
+        if map_index is not None and instance is None:
+            raise ApiError(404, f"task {task_id[:60]!r} of run {run_id!r} has no instance {map_index}")
         command_id = await command_store.create_command(
             write.conn, run_pk=run["id"], dag_id=dag_id, kind="mark", body=mark.to_json(),
             requested_by=_principal_name(request))

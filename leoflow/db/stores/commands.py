@@ -115,11 +115,20 @@ async def lock_run(conn: AsyncConnection, run_pk: int) -> CommandRun | None:
 
 
 async def lock_task_states(conn: AsyncConnection, run_pk: int) -> dict[str, str]:
-    """The run's task instances (task id → state), row-locked in id order."""
+    """The run's task instances (task id → state), row-locked in id order. A mapped task's state is
+    that of an instance that did not succeed (failed, upstream_failed, cancelled) if any, so a clear
+    of failed tasks takes it, else of its last instance."""
     rows = await conn.execute(text("""
         SELECT task_id, state FROM task_instances WHERE run_pk = :run ORDER BY id FOR UPDATE
     """), {"run": run_pk})
-    return {r.task_id: r.state for r in rows}
+    states: dict[str, str] = {}
+    for r in rows:
+        if states.get(r.task_id) not in _UNSUCCESSFUL:
+            states[r.task_id] = r.state
+    return states
+
+
+_UNSUCCESSFUL = frozenset({"failed", "upstream_failed", "cancelled"})
 
 
 #: The live tries of the task instances ``changed``, flagged ``cancelling`` — rows, and queued tries
@@ -202,18 +211,21 @@ async def release_task_instances(conn: AsyncConnection, ids: Sequence[int], now:
 
 
 async def set_task_state(conn: AsyncConnection, run_pk: int, task_id: str, state: str, reason: str,
-                         now: datetime, term: int) -> bool:
-    """Mark a task instance ``state`` (success/failed) as if it had ended so; a live try is killed."""
+                         now: datetime, term: int, map_index: int | None = None) -> bool:
+    """Mark a task instance ``state`` (success/failed) as if it had ended so; a live try is killed.
+    ``map_index``: only that instance of a mapped task (None: every instance of the task)."""
     rows = await conn.execute(text(f"""
         WITH changed AS (
             UPDATE task_instances ti
             SET state = :state, reason = :reason, ended_at = :now, started_at = coalesce(ti.started_at, :now),
                 timeout_at = NULL, next_try_at = NULL, updated_at = :now, term = :term
             WHERE ti.run_pk = :run AND ti.task_id = :task AND ti.state <> :state
+              AND (CAST(:map_index AS int) IS NULL OR ti.map_index = :map_index)
             RETURNING ti.id
         ), {_KILL_LIVE_TRIES}
         SELECT id FROM changed
-    """), {"run": run_pk, "task": task_id, "state": state, "reason": reason, "now": now, "term": term})
+    """), {"run": run_pk, "task": task_id, "state": state, "reason": reason, "now": now, "term": term,
+           "map_index": map_index})
     return rows.first() is not None
 
 
