@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from leoflow.api.oidc.verifier import TokenRefused, check_bearer_size, groups_of
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.access.tokens import check_token_capacity, parse_token_request
@@ -165,6 +166,33 @@ def _access_cases() -> list[Case]:
              "expires_in_days", words="LEOFLOW_API_TOKEN_MAX_DAYS"),
         Case(limits.TOKENS, "the 10,000th token", lambda: check_token_capacity(9_999), None),
         Case(limits.TOKENS, "the 10,001st token", lambda: check_token_capacity(10_000), "tokens", words="10,000"),
+    ]
+
+
+def _refused_as(path: str, check: Callable[[], object]) -> Callable[[], object]:
+    """An OpenID Connect check, its TokenRefused (a 401 at the API) read as a refusal naming ``path``."""
+    def run() -> object:
+        try:
+            return check()
+        except TokenRefused as exc:
+            raise ValidationFailed(path, str(exc)) from None
+    return run
+
+
+def _oidc_cases() -> list[Case]:
+    """OpenID Connect bearer tokens (leoflow.api.oidc.verifier; each refusal a 401)."""
+    def groups(count: int) -> Callable[[], object]:
+        return _refused_as("groups", lambda: groups_of({"groups": [f"g{i}" for i in range(count)]}, "groups"))
+
+    return [
+        Case(limits.BEARER_JWT, "a 16,384-byte token", _refused_as("Authorization", lambda: check_bearer_size(
+            "x" * 16_384)), None),
+        Case(limits.BEARER_JWT, "a 16,385-byte token", _refused_as("Authorization", lambda: check_bearer_size(
+            "x" * 16_385)), "Authorization", words="16384"),
+        Case(limits.OIDC_GROUPS, "1,000 groups", groups(1_000), None),
+        Case(limits.OIDC_GROUPS, "1,001 groups", groups(1_001), "groups", words="1001"),
+        Case(limits.OIDC_GROUPS, "a group of 257 characters", _refused_as("groups", lambda: groups_of(
+            {"groups": ["g" * 257]}, "groups")), "groups", words="256"),
     ]
 
 
@@ -409,6 +437,7 @@ CASES: list[Case] = [
     Case(limits.CLUSTER_TEMPLATE_NAMES, "1,001 cluster templates", lambda: check_template_count(1_001), "name",
          words="1,001"),
     *_access_cases(),
+    *_oidc_cases(),
 ]
 
 

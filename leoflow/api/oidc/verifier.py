@@ -97,6 +97,13 @@ def groups_of(claims: Mapping[str, Any], path: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def check_bearer_size(token: str) -> None:
+    """Refuse a token over :data:`~leoflow.model.limits.BEARER_JWT` before anything reads it."""
+    # Characters: a str longer than the limit is at least as many bytes.
+    if len(token) > BEARER_JWT.maximum:
+        raise TokenRefused(f"longer than {BEARER_JWT.maximum} bytes")
+
+
 class OidcVerifier:
     """Callable as the Authenticator's ``jwt_verifier``: a token in, a principal or None out."""
 
@@ -119,8 +126,7 @@ class OidcVerifier:
 
     def verify(self, token: str) -> Principal:
         """The principal of a valid token; raises :class:`TokenRefused` saying why not."""
-        if len(token) > BEARER_JWT.maximum:  # characters: a str longer than the limit is at least as many bytes
-            raise TokenRefused(f"longer than {BEARER_JWT.maximum} bytes")
+        check_bearer_size(token)
         digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         now = self._wall()
         self.keys.refresh_if_old()  # a withdrawn key must also end what it verified
