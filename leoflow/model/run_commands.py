@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from leoflow.errors import ValidationFailed
 from leoflow.model.bounds import type_name
-from leoflow.model.limits import CLEAR_TASKS
+from leoflow.model.limits import CLEAR_TASKS, MAP_ITEMS
 from leoflow.model.spec.graph import DagGraph
 
 CommandKind = Literal["clear", "mark", "mark_run"]
@@ -50,10 +50,16 @@ class ClearRequest:
     tasks: tuple[str, ...] | None = None
     failed_only: bool = False
     downstream: bool = False
+    #: One instance of the one mapped task named in ``tasks``: it runs again, the task does not
+    #: expand again (None: the tasks whole; a mapped one expands again from its source).
+    map_index: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"tasks": None if self.tasks is None else list(self.tasks), "failed_only": self.failed_only,
-                "downstream": self.downstream}
+        out: dict[str, Any] = {"tasks": None if self.tasks is None else list(self.tasks),
+                               "failed_only": self.failed_only, "downstream": self.downstream}
+        if self.map_index is not None:
+            out["map_index"] = self.map_index
+        return out
 
 
 @dataclass(frozen=True)
@@ -78,10 +84,11 @@ def _flag(body: Mapping[str, Any], name: str) -> bool:
 
 
 def parse_clear(body: Mapping[str, Any]) -> ClearRequest:
-    """``{tasks?: [ids], failed_only?: bool, downstream?: bool}``; at least one of tasks / failed_only."""
-    unknown = sorted(set(body) - {"tasks", "failed_only", "downstream"})
+    """``{tasks?: [ids], failed_only?: bool, downstream?: bool, map_index?: N}``; at least one of tasks /
+    failed_only; ``map_index`` with exactly one task (an instance of a mapped task)."""
+    unknown = sorted(set(body) - {"tasks", "failed_only", "downstream", "map_index"})
     if unknown:
-        raise ValidationFailed(unknown[0], "unknown field (expected tasks, failed_only, downstream)")
+        raise ValidationFailed(unknown[0], "unknown field (expected tasks, failed_only, downstream, map_index)")
     failed_only = _flag(body, "failed_only")
     downstream = _flag(body, "downstream")
     raw = body.get("tasks")
@@ -99,7 +106,13 @@ def parse_clear(body: Mapping[str, Any]) -> ClearRequest:
         tasks = tuple(dict.fromkeys(raw))
     if tasks is None and not failed_only:
         raise ValidationFailed("tasks", "name the tasks to clear, or set failed_only: true")
-    return ClearRequest(tasks=tasks, failed_only=failed_only, downstream=downstream)
+    map_index = body.get("map_index")
+    if map_index is not None:
+        if isinstance(map_index, bool) or not isinstance(map_index, int) or not 0 <= map_index < MAP_ITEMS.maximum:
+            raise ValidationFailed("map_index", f"must be an instance index, 0 to {MAP_ITEMS.maximum - 1:,}")
+        if tasks is None or len(tasks) != 1:
+            raise ValidationFailed("map_index", "clears one instance of one mapped task: name exactly one task")
+    return ClearRequest(tasks=tasks, failed_only=failed_only, downstream=downstream, map_index=map_index)
 
 
 def parse_mark(task_id: str, body: Mapping[str, Any]) -> MarkRequest:

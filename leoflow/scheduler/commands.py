@@ -108,13 +108,21 @@ async def _apply(step: Step, command: Command) -> dict[str, object]:
             raise CommandRefused(f"tasks[{index}]: run {run.run_id!r} has no task {task_id!r}")
         chosen = tasks_to_clear(request, states, graph)
         resets = [(t, graph.tasks[t].retries) for t in chosen if t in graph.tasks]
-        changed = await command_store.reset_task_instances(step.conn, run.run_pk, resets, f"cleared by {who}",
-                                                           step.now, step.term)
-        outcome: dict[str, object] = {"tasks": changed}
+        changed: list[str] = []
+        if request.map_index is not None and request.tasks:  # that instance; its downstream whole
+            one = [r for r in resets if r[0] == request.tasks[0]]
+            resets = [r for r in resets if r[0] != request.tasks[0]]
+            changed += await command_store.reset_task_instances(step.conn, run.run_pk, one, f"cleared by {who}",
+                                                                step.now, step.term, request.map_index)
+        changed += await command_store.reset_task_instances(step.conn, run.run_pk, resets, f"cleared by {who}",
+                                                            step.now, step.term)
+        outcome: dict[str, object] = {"tasks": sorted(set(changed))}
+        if request.map_index is not None:
+            outcome["map_index"] = request.map_index
     elif command.kind == "mark":
         mark = parse_mark(str(command.body.get("task_id", "")), {"state": command.body.get("state")})
-        index = command.body.get("map_index")
-        map_index = index if isinstance(index, int) and not isinstance(index, bool) else None
+        raw_index = command.body.get("map_index")
+        map_index = raw_index if isinstance(raw_index, int) and not isinstance(raw_index, bool) else None
         if run.state == "cancelled":
             raise CommandRefused(f"run {run.run_id!r} was cancelled: clear its tasks to run them again")
         if mark.task_id not in states:

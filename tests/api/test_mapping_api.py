@@ -15,7 +15,7 @@ from leoflow.settings import Settings
 from tests.api.conftest import ADMIN, READ
 from tests.scheduler.stepper import container, stepper
 from tests.scheduler.test_conditions import started
-from tests.scheduler.test_mapping import fail, mapped_launches, succeed
+from tests.scheduler.test_mapping import fail, instances, mapped_launches, succeed
 
 SPEC: dict[str, Any] = {"dag_id": "fan", "tasks": [
     container("list", outputs={"parts": {"type": "array"}}),
@@ -112,5 +112,49 @@ def test_one_instance_is_marked_and_its_downstream_decided_again(api_client: htt
                 for i in (0, 1))}
             assert states == {0: "success", 1: "success"}
             assert (await st.tasks(run))["after"][0] == "queued"  # decided again: both instances succeeded
+
+    asyncio.run(main())
+
+
+def test_one_instance_is_cleared_and_runs_again_without_a_new_expansion(api_client: httpx.Client,
+                                                                        settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings) as st:
+            spec = {**SPEC, "dag_id": "fan-clear"}
+            run = await started(st, spec)
+            base = f"/api/v2/dags/fan-clear/runs/{run}"
+            succeed(st, st.key("fan-clear", run, "list"), {"parts": ["a", "b", "c"]})
+            await st.settle()
+            launched = mapped_launches(st, run)
+            for i in range(3):
+                (succeed(st, launched[i].key, {"uri": f"u{i}"}) if i != 1 else fail(st, launched[i].key))
+            await st.settle()
+            for bad, words in (({"tasks": ["process", "list"], "map_index": 1}, "exactly one task"),
+                               ({"tasks": ["process"], "map_index": -1}, "instance index"),
+                               ({"tasks": ["process"], "map_index": True}, "instance index")):
+                answer = api_client.post(f"{base}/clear", json=bad, headers=ADMIN)
+                assert answer.status_code == 422 and words in answer.text, answer.text
+            loop = asyncio.get_running_loop()
+            clearing = loop.run_in_executor(None, lambda: api_client.post(
+                f"{base}/clear", json={"tasks": ["process"], "map_index": 1, "downstream": True}, headers=ADMIN))
+            for _ in range(50):
+                await st.tick(periodic=True)
+                if clearing.done():
+                    break
+                await asyncio.sleep(0.1)
+            answer = await clearing
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["command"]["tasks"] == ["combine", "process"]
+            await st.settle()
+            # That instance runs again; the task does not expand again.
+            assert await instances(st, run) == [(0, "success", 3), (1, "queued", 3), (2, "success", 3)]
+            again = [la for la in st.executor.launched if la.key.run_id == run and la.key.map_index == 1]
+            assert [la.key.try_number for la in again] == [1, 2] and again[1].args == ("b",)
+            succeed(st, again[1].key, {"uri": "u1"})
+            await st.settle()
+            listed = {t["task_id"]: t for t in api_client.get(f"{base}/tasks", headers=READ).json()["items"]}
+            assert (listed["process"]["state"], listed["process"]["map_states"]) == ("success", {"success": 3})
+            assert api_client.get(f"{base}/tasks/process/outputs", headers=READ).json()["outputs"] == {
+                "uri": ["u0", "u1", "u2"]}
 
     asyncio.run(main())

@@ -16,8 +16,6 @@ def test_a_count_from_a_param_that_is_not_usable_fails_naming_why(conf: dict[str
         resolve(source, SourceFacts(conf), "process")
 
 
-@pytest.mark.xfail(strict=True, reason="_shown() names only the type of a number: 'got an integer' for -1; "
-                   "proposed: show a number itself (f'got {value}') in _shown for int/float")
 def test_a_negative_count_names_the_number() -> None:
     source = parse_map_over({"count": "{{ params.n }}"}, "tasks[0].map_over")
     with pytest.raises(MapFailed, match="got -1"):

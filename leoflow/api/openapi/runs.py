@@ -78,6 +78,9 @@ SCHEMAS: dict[str, Any] = {
         "failed_only": {"type": "boolean", "default": False,
                         "description": "Only task instances failed, upstream_failed or cancelled"},
         "downstream": {"type": "boolean", "default": False, "description": "Also every task downstream of them"},
+        "map_index": {"type": "integer", "minimum": 0, "maximum": limits.MAP_ITEMS.maximum - 1, "description": (
+            "Only this instance of the one mapped task named in tasks (it runs again; the task does not "
+            "expand again). Without it a cleared mapped task expands again from its source's current value.")},
     }, required=[]),
     "MarkRequest": obj({"state": {"type": "string", "enum": list(MARK_STATES)}}),
     "CommandResult": obj({

@@ -147,11 +147,12 @@ WAITING_REASON = "waiting for the previous try to stop"
 
 
 async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Sequence[tuple[str, int]], reason: str,
-                               now: datetime, term: int) -> list[str]:
+                               now: datetime, term: int, map_index: int | None = None) -> list[str]:
     """Task instances (task id, retries) → ``pending`` with a fresh retry budget (try numbers keep
     counting); their live tries are flagged ``cancelling``. Returns the task ids reset. Every
     instance of a mapped task is reset, and the task expands again when it is next ready
-    (:mod:`leoflow.db.stores.task_instances.mapping`).
+    (:mod:`leoflow.db.stores.task_instances.mapping`). ``map_index``: that instance only, and the task
+    keeps its expansion.
 
     One with a live try becomes ``cancelling`` instead, not ``pending``: it is not queued until
     the executor has confirmed that try gone (:func:`release_task_instances`), so a cleared task
@@ -169,13 +170,15 @@ async def reset_task_instances(conn: AsyncConnection, run_pk: int, resets: Seque
                 upstream_successes = 0, upstream_failures = 0, upstream_skips = 0, queued_at = NULL,
                 started_at = NULL, ended_at = NULL, timeout_at = NULL, next_try_at = NULL, retry_deadline_at = NULL,
                 reason = CASE WHEN {_HAS_LIVE_TRY} THEN :waiting END, updated_at = :now, term = :term,
-                map_count = NULL  -- a mapped task expands again from its source's current value
+                -- a mapped task expands again from its source's current value; one instance does not
+                map_count = CASE WHEN CAST(:map_index AS int) IS NULL THEN NULL ELSE ti.map_count END
             FROM c WHERE ti.run_pk = :run AND ti.task_id = c.task_id
+              AND (CAST(:map_index AS int) IS NULL OR ti.map_index = :map_index)
             RETURNING ti.id, ti.task_id
         ), {_KILL_LIVE_TRIES}
         SELECT DISTINCT task_id FROM changed ORDER BY task_id
     """), {"run": run_pk, "tasks": [r[0] for r in resets], "retries": [r[1] for r in resets], "now": now,
-           "term": term, "reason": reason, "waiting": WAITING_REASON})
+           "term": term, "reason": reason, "waiting": WAITING_REASON, "map_index": map_index})
     return [r.task_id for r in rows]
 
 

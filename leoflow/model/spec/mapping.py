@@ -221,6 +221,8 @@ def _shown(value: Any) -> str:
         return "object"
     if isinstance(value, str):
         return "string"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
     return "null" if value is None else type_name(value)
 
 
