@@ -227,3 +227,25 @@ def test_no_teams_file_is_todays_behaviour(database_url: str) -> None:
         assert client.post("/api/v2/dags/anything/runs", json={}, headers=operator).status_code == 201
         assert client.get("/api/v2/dags", headers=READ).json()["items"][0]["dag_id"] == "anything"
         assert json.loads(client.get("/api/v2/dags/anything", headers=operator).text)["dag_id"] == "anything"
+
+
+def test_a_configmap_swap_is_picked_up(tmp_path: Path) -> None:
+    """Kubernetes updates a mounted ConfigMap by swapping a ..data symlink to a new directory."""
+    from leoflow.api.access import RELOAD_INTERVAL, TeamsSource
+
+    first, second = tmp_path / "..2026_11_29_1", tmp_path / "..2026_11_29_2"
+    first.mkdir()
+    second.mkdir()
+    (first / "teams.yaml").write_text("teams: [{name: a, dag_id_prefixes: [a-]}]\n")
+    (second / "teams.yaml").write_text("teams: [{name: b, dag_id_prefixes: [a-]}]\n")
+    os.utime(second / "teams.yaml", (time.time() + 60, time.time() + 60))
+    (tmp_path / "..data").symlink_to(first.name)
+    (tmp_path / "teams.yaml").symlink_to("..data/teams.yaml")
+    now = [0.0]
+    source = TeamsSource(str(tmp_path / "teams.yaml"), monotonic=lambda: now[0])
+    assert source.current().team_of("a-x") == "a"
+    (tmp_path / "..data_tmp").symlink_to(second.name)
+    os.replace(tmp_path / "..data_tmp", tmp_path / "..data")  # the kubelet's atomic swap
+    assert source.current().team_of("a-x") == "a"  # not looked at again within the interval
+    now[0] += RELOAD_INTERVAL
+    assert source.current().team_of("a-x") == "b"
