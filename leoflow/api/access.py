@@ -247,6 +247,11 @@ class AccessControl:
                 raise ApiError(403, f"{principal.name!r} may not {action} DAG {dag_id[:60]!r} "
                                f"(role: {grant.role_for(team) or 'none'})")
             return
+        if request.url.path == "/metrics" and grant.readable_teams() is not None:
+            # Its series carry every team's DAG ids: a cluster-wide reader (a static read token, a
+            # token without a team, an admin) may scrape it, a team's caller may not.
+            raise ApiError(403, f"{principal.name!r} reads only some teams' DAGs; /metrics carries every DAG's "
+                           "series (scrape it with a cluster-wide token)")
         if action == "admin":
             if not grant.admin:
                 raise ApiError(403, f"{principal.name!r} is not an admin; this request needs admin")

@@ -173,6 +173,15 @@ def test_audit_records_identity_and_team(cluster: httpx.Client, database_url: st
     assert row == ("operator-data", "token", "data")
 
 
+def test_metrics_with_auth_need_a_cluster_wide_reader(database_url: str, teams_file: Path) -> None:
+    settings = api_settings(database_url, LEOFLOW_TEAMS_FILE=str(teams_file), LEOFLOW_METRICS_AUTH="true")
+    with client_for(create_app(settings)) as client:
+        assert client.get("/metrics", headers=READ).status_code == 200
+        assert client.get("/metrics", headers=_token(client, "viewer", None)).status_code == 200
+        refused = client.get("/metrics", headers=_token(client, "editor", "data"))
+        assert refused.status_code == 403 and "cluster-wide" in refused.json()["error"]["message"]
+
+
 def test_a_token_names_a_configured_team(cluster: httpx.Client) -> None:
     answer = cluster.post("/api/v2/tokens", json={"name": "x", "role": "viewer", "team": "nope",
                                                   "expires_in_days": 1}, headers=ADMIN)
