@@ -106,6 +106,7 @@ could otherwise mount them by name.
 {{- $names := list (include "leoflow.databaseSecretName" .) }}
 {{- with (include "leoflow.authSecretName" .) }}{{ $names = append $names . }}{{ end }}
 {{- with .Values.notify.webhook.existingSecret }}{{ $names = append $names . }}{{ end }}
+{{- with .Values.oidc.existingSecret }}{{ $names = append $names . }}{{ end }}
 {{- with .Values.metrics.serviceMonitor.tokenSecret }}{{ $names = append $names . }}{{ end }}
 {{- range .Values.tasks.protectedSecrets }}{{ $names = append $names . }}{{ end }}
 {{- $names | uniq | join "," }}
@@ -285,6 +286,41 @@ code lands later are listed in that test as pending).
 {{- else if .Values.notify.webhook.url }}
 - name: LEOFLOW_NOTIFY_WEBHOOK
   value: {{ .Values.notify.webhook.url | quote }}
+{{- end }}
+{{- if .Values.oidc.issuer }}
+{{- if not (or .Values.oidc.clientId .Values.oidc.audiences) }}
+{{- fail "\n\nleoflow: oidc.issuer needs oidc.clientId (or oidc.audiences): the audience tokens must carry." }}
+{{- end }}
+- name: LEOFLOW_OIDC_ISSUER
+  value: {{ .Values.oidc.issuer | quote }}
+{{- with .Values.oidc.clientId }}
+- name: LEOFLOW_OIDC_CLIENT_ID
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.oidc.audiences }}
+- name: LEOFLOW_OIDC_AUDIENCE
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.oidc.adminGroups }}
+- name: LEOFLOW_OIDC_ADMIN_GROUPS
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: LEOFLOW_OIDC_GROUPS_CLAIM
+  value: {{ .Values.oidc.groupsClaim | quote }}
+{{- with .Values.oidc.existingSecret }}
+- name: LEOFLOW_OIDC_SESSION_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: sessionSecret
+      optional: true
+- name: LEOFLOW_OIDC_CLIENT_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: clientSecret
+      optional: true
+{{- end }}
 {{- end }}
 {{- end }}
 
