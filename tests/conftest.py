@@ -25,7 +25,8 @@ hypothesis_settings.load_profile("default")
 #: Test files that change the host's network (namespaces, veth pairs, iptables) and the browser
 #: tests, whose Chromium aborts page loads with ERR_NETWORK_CHANGED when an interface appears:
 #: they share one xdist worker, so they never run at the same time.
-NETWORK_SENSITIVE = ("tests/chaos/test_netns.py", "tests/chaos/test_chaos_short.py", "tests/dashboard/test_browser.py")
+NETWORK_SENSITIVE = ("tests/chaos/test_netns.py", "tests/chaos/test_chaos_short.py", "tests/dashboard/test_browser.py",
+                     "tests/dashboard/test_sso_browser.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
