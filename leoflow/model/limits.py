@@ -336,6 +336,18 @@ CLUSTER_TEMPLATE_NAMES = Count("cluster templates (names not deleted)", 0, 1_000
                                "task shapes, far from a table scan's cost")
 
 
+# --------------------------------------------------------------------------- datasets
+
+DATASET_URI = Length("a dataset URI (`tasks[].produces[]`, `schedule.datasets.all[]`/`any[]`, `uri` of a dataset "
+                     "event)", 1_000, "an identifier Leoflow never reads, only compares: far above any bucket, "
+                     "table or path name; no control characters, not empty")
+PRODUCES = Count("`tasks[].produces`", 0, 100, "URIs", "each success of the task records one event per URI "
+                 "in the transaction of the success")
+DATASET_CONDITION = Count("`schedule.datasets.all` / `schedule.datasets.any`", 1, 100, "URIs",
+                          "a DAG's queue keeps one coalesced row per URI it waits on, so this also bounds it")
+DATASET_EXTRA = Size("`extra` (dataset event request)", 16 * 1024, 8, 1_000,
+                     "stored with the event and shown to the runs it triggers (LEOFLOW_TRIGGERING_EVENTS)")
+
 # --------------------------------------------------------------------------- access control
 
 TOKEN_NAME = Name("`name` (token request)", NAME_RE, 50, NAME_RULE,
@@ -390,4 +402,5 @@ LIMITS: tuple[Limit, ...] = (
     BEARER_JWT, OIDC_GROUPS,
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
     TOKEN_NAME, TEAM_NAME, TOKEN_EXPIRY, TOKENS,
+    DATASET_URI, PRODUCES, DATASET_CONDITION, DATASET_EXTRA,
 )

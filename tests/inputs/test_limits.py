@@ -17,6 +17,7 @@ from leoflow.errors import ValidationFailed
 from leoflow.model import limits
 from leoflow.model.access.tokens import check_token_capacity, parse_token_request
 from leoflow.model.bounds import check_document_shape, check_size
+from leoflow.model.dataset_events import parse_event_request
 from leoflow.model.outputs import OutputDecl, OutputsRejected, check_outputs
 from leoflow.model.run_commands import parse_clear
 from leoflow.model.run_request import parse_run_request
@@ -193,6 +194,35 @@ def _oidc_cases() -> list[Case]:
         Case(limits.OIDC_GROUPS, "1,001 groups", groups(1_001), "groups", words="1001"),
         Case(limits.OIDC_GROUPS, "a group of 257 characters", _refused_as("groups", lambda: groups_of(
             {"groups": ["g" * 257]}, "groups")), "groups", words="256"),
+    ]
+
+
+def _dataset_cases() -> list[Case]:
+    longest = "s3://" + "u" * (limits.DATASET_URI.maximum - 5)
+    on = "schedule.datasets.all"
+    return [
+        spec_case(limits.DATASET_URI, "URI of 1,000", with_task(produces=[longest]), None),
+        spec_case(limits.DATASET_URI, "URI of 1,001", with_task(produces=[longest + "x"]), "tasks[0].produces[0]",
+                  words="1,001"),
+        spec_case(limits.DATASET_URI, "empty URI", dag(schedule={"datasets": {"any": [""]}}),
+                  "schedule.datasets.any[0]", words="empty"),
+        spec_case(limits.DATASET_URI, "URI with a newline", with_task(produces=["s3://a\nb"]), "tasks[0].produces[0]",
+                  words="control"),
+        spec_case(limits.DATASET_URI, "URI with a NUL", dag(schedule={"datasets": {"all": ["a\x00"]}}), on + "[0]",
+                  words="NUL"),
+        spec_case(limits.PRODUCES, "100 produced URIs", with_task(produces=[f"u{i}" for i in range(100)]), None),
+        spec_case(limits.PRODUCES, "101 produced URIs", with_task(produces=[f"u{i}" for i in range(101)]),
+                  "tasks[0].produces", words="101"),
+        spec_case(limits.DATASET_CONDITION, "100 URIs waited on",
+                  dag(schedule={"datasets": {"all": [f"u{i}" for i in range(100)]}}), None),
+        spec_case(limits.DATASET_CONDITION, "101 URIs waited on",
+                  dag(schedule={"datasets": {"all": [f"u{i}" for i in range(101)]}}), on, words="101"),
+        spec_case(limits.DATASET_CONDITION, "no URI waited on", dag(schedule={"datasets": {"any": []}}),
+                  "schedule.datasets.any"),
+        Case(limits.DATASET_EXTRA, "extra of 16 KiB", lambda: parse_event_request(
+            {"uri": "u", "extra": {"k": "v" * (16 * 1024 - 8)}}), None),
+        Case(limits.DATASET_EXTRA, "extra of 16 KiB + 1", lambda: parse_event_request(
+            {"uri": "u", "extra": {"k": "v" * (16 * 1024 - 7)}}), "extra", words="16,384"),
     ]
 
 
@@ -438,6 +468,7 @@ CASES: list[Case] = [
          words="1,001"),
     *_access_cases(),
     *_oidc_cases(),
+    *_dataset_cases(),
 ]
 
 

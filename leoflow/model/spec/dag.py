@@ -56,6 +56,7 @@ from leoflow.model.fields import (
 )
 from leoflow.model.k8s.pod import DEFAULTS_FIELDS, POD_FIELDS, PodFields, parse_own, resolve
 from leoflow.model.outputs import OutputDecl, canonical_decls, parse_output_decls
+from leoflow.model.spec.datasets import DatasetCondition, is_dataset_schedule, parse_dataset_schedule, parse_produces
 from leoflow.model.spec.expressions import Condition, compile_conditions
 from leoflow.model.spec.fairness import DEFAULT_POOL, max_active_tasks_field, pool_name, priority_field
 from leoflow.model.spec.mapping import MapSource, check_map_sources, parse_map_over, parse_max_parallel
@@ -97,7 +98,7 @@ _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "star
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
                 "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy", "uses", "inputs",
-                "map_over", "max_parallel"}
+                "map_over", "max_parallel", "produces"}
 #: What a template (``templates:``, a cluster template) may set: a task's shape, not its place in the graph.
 _TEMPLATE_FIELDS = (_TASK_FIELDS - NOT_IN_TEMPLATE) | {"name", "inputs", "description"}
 
@@ -148,6 +149,8 @@ class TaskSpec:
     map_over: MapSource | None = None
     #: At most this many of its instances queued or running at once (None: pools and DAG limits only).
     max_parallel: int | None = None
+    #: Dataset URIs each success of the task records an event for (leoflow.model.spec.datasets).
+    produces: tuple[str, ...] = ()
 
     @property
     def mapped(self) -> bool:
@@ -203,6 +206,8 @@ class TaskSpec:
             out["map_over"] = self.map_over.canonical()
         if self.max_parallel is not None:
             out["max_parallel"] = self.max_parallel
+        if self.produces:  # absent when none: existing hashes stay
+            out["produces"] = list(self.produces)
         return out
 
 
@@ -236,6 +241,8 @@ class DagSpec:
     on_exit: tuple[TaskSpec, ...] = ()
     #: The team owning the DAG (leoflow.model.access.teams), over its DAG-id prefix; None: the prefix decides.
     team: str | None = None
+    #: ``schedule: {datasets: …}`` (leoflow.model.spec.datasets); then ``schedule`` (the cron) is None.
+    dataset_schedule: DatasetCondition | None = None
 
     @property
     def tz(self) -> tzinfo:
@@ -248,7 +255,7 @@ class DagSpec:
     def to_canonical(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "dag_id": self.dag_id,
-            "schedule": self.schedule,
+            "schedule": self.dataset_schedule.canonical() if self.dataset_schedule else self.schedule,
             "timezone": self.timezone,
             "catchup": self.catchup,
             "start_date": self.start_date.astimezone(UTC).isoformat() if self.start_date else None,
@@ -355,7 +362,12 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
     team = problems.check(lambda: None if doc.get("team") is None else check_name(doc["team"], "team",
                                                                                   limits.TEAM_NAME), None)
     timezone = problems.check(lambda: timezone_field(doc.get("timezone", "UTC"), "timezone"), "UTC")
-    schedule = problems.check(lambda: schedule_field(doc.get("schedule"), "schedule"), None)
+    dataset_schedule: DatasetCondition | None = None
+    schedule: str | None = None
+    if is_dataset_schedule(doc.get("schedule")):
+        dataset_schedule = problems.check(lambda: parse_dataset_schedule(doc.get("schedule")), None)
+    else:
+        schedule = problems.check(lambda: schedule_field(doc.get("schedule"), "schedule"), None)
     catchup = problems.check(lambda: bool_field(doc.get("catchup", False), "catchup"), False)
     start_date = problems.check(lambda: start_date_field(doc.get("start_date"), "start_date", timezone), None)
     if schedule is not None:
@@ -383,7 +395,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
     tasks = problems.check(lambda: _tasks(doc, default_retries, defaults, problems, expand), no_tasks)
     notify = problems.check(lambda: parse_notify(doc.get("notify")), None)
     params = problems.check(lambda: parse_params(doc.get("params")), None)
-    if schedule is not None:
+    if schedule is not None or dataset_schedule is not None:  # neither kind of run takes a conf
         problems.check(lambda: check_scheduled_defaults(params), None)
     if stored and doc.get(SYNTAX_FIELD) is None:  # stored before templates: its {{ are text, as they ran
         tasks = tuple(replace(t, templates=None) for t in tasks)
@@ -402,7 +414,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
                    default_retries=default_retries, description=description, notify=notify, params=params,
                    defaults=defaults, run_timeout_seconds=run_timeout,
-                   max_active_tasks=max_active_tasks, on_exit=on_exit, team=team)
+                   max_active_tasks=max_active_tasks, on_exit=on_exit, team=team, dataset_schedule=dataset_schedule)
 
 
 def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any],
@@ -541,7 +553,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     templates: TaskTemplates | None = None
     if kind == "empty":
         for key in ("image", "command", "args", "env", "resources", "pool", "priority", "outputs",
-                    "skip_on_exit_code", "retry_policy", *POD_FIELDS):
+                    "skip_on_exit_code", "retry_policy", "produces", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
@@ -573,6 +585,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     if max_parallel is not None and map_over is None:
         raise ValidationFailed(f"{path}.max_parallel", "bounds the instances of a mapped task: set map_over too")
     outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
+    produces = parse_produces(doc.get("produces"), f"{path}.produces")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
     retry_delay = float(within(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
                                limits.RETRY_DELAY))
@@ -602,7 +615,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
                     pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs,
                     templates=templates, skip_on_exit_code=skip_codes, retry_policy=retry_policy, uses=uses,
-                    map_over=map_over, max_parallel=max_parallel)
+                    map_over=map_over, max_parallel=max_parallel, produces=produces)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = (),
