@@ -167,6 +167,9 @@ class DagRun(Base):
     # tasks end (ADR 0014, decision 7). None: no exit tasks, or the body has not ended.
     body_state: Mapped[str | None] = mapped_column(Text)
     body_reason: Mapped[str | None] = mapped_column(Text)
+    # A dataset-triggered run's triggering events, one entry per URI (leoflow.db.stores.datasets);
+    # None for every other run.
+    triggering_events: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
 
     __table_args__ = (
         UniqueConstraint("dag_id", "run_id"),
@@ -452,6 +455,68 @@ class TaskTemplate(Base):
     created_by: Mapped[str] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
     deleted: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+
+
+class DatasetEvent(Base):
+    """One event of a dataset (leoflow.db.stores.datasets): a producing task's success or an outside report.
+
+    Append-only history: the queue (:class:`DatasetQueueEntry`) points into it and the run documents
+    copy what they need, so pruning it (retention) never changes what a run was triggered by.
+    """
+
+    __tablename__ = "dataset_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    uri: Mapped[str] = mapped_column(String(1000))
+    source: Mapped[str] = mapped_column(String(10))  # task | api
+    dag_id: Mapped[str | None] = mapped_column(String(50))
+    run_id: Mapped[str | None] = mapped_column(String(250))
+    task_id: Mapped[str | None] = mapped_column(String(50))
+    map_index: Mapped[int | None] = mapped_column(Integer)
+    try_number: Mapped[int | None] = mapped_column(Integer)
+    outputs: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    created_by: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
+    __table_args__ = (Index("ix_dataset_events_uri_id", "uri", "id"),)
+
+
+class DatasetReference(Base):
+    """Which DAG produces (a task's ``produces:``) or consumes (``schedule: {datasets: …}``) a URI.
+
+    Written when a DAG is applied (its current version's references replace the old ones) and
+    deleted with it, so "who consumes this URI" is one index probe when an event arrives.
+    ``task_id`` is ``''`` for a consumer (part of the key).
+    """
+
+    __tablename__ = "dataset_references"
+
+    uri: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    role: Mapped[str] = mapped_column(String(10), primary_key=True)  # consumer | producer
+    dag_id: Mapped[str] = mapped_column(String(50), ForeignKey("dags.dag_id", ondelete="CASCADE"), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(50), primary_key=True)
+
+    __table_args__ = (Index("ix_dataset_references_dag_id", "dag_id"),)
+
+
+class DatasetQueueEntry(Base):
+    """Events of one URI waiting to trigger one consuming DAG, coalesced into one row.
+
+    At most one row per (DAG, URI it waits on): a burst of events moves ``last_event_id`` and
+    counts them, so the queue is bounded by the DAG's condition (100 URIs) however many arrive.
+    The leader deletes the rows a run consumed in the transaction that creates the run.
+    """
+
+    __tablename__ = "dataset_queue"
+
+    dag_id: Mapped[str] = mapped_column(String(50), ForeignKey("dags.dag_id", ondelete="CASCADE"), primary_key=True)
+    uri: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    first_event_id: Mapped[int] = mapped_column(BigInteger)
+    last_event_id: Mapped[int] = mapped_column(BigInteger)
+    events: Mapped[int] = mapped_column(BigInteger)
+    first_at: Mapped[datetime]
+    last_at: Mapped[datetime]
 
 
 class Pool(Base):
