@@ -163,7 +163,7 @@ async def expansion(url: str, repeats: int, items: int) -> dict[str, Any]:
     steps: list[float] = []
     statements: list[float] = []
     transactions: list[int] = []
-    map_store.expand = timed_expand  # type: ignore[assignment]  # the scheduler calls it through the module
+    map_store.expand = timed_expand  # the scheduler calls it through the module
     try:
         async with stepper(settings, term=10_000) as st:
             for _ in range(repeats):
@@ -188,7 +188,7 @@ async def expansion(url: str, repeats: int, items: int) -> dict[str, Any]:
                     raise SystemExit(f"bench/map.py: expanded to {count} instances, not {items}")
                 transactions.append(int(xids))
     finally:
-        map_store.expand = expand  # type: ignore[assignment]
+        map_store.expand = expand
     return {"items": items, "repeats": repeats, "step_p50_s": round(statistics.median(steps), 3),
             "statement_p50_s": round(statistics.median(statements), 3), "steps_s": [round(s, 3) for s in steps],
             "statements_s": [round(s, 3) for s in statements], "transactions_per_expansion": transactions}
