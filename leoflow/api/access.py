@@ -33,7 +33,7 @@ from starlette.requests import Request
 from leoflow.api.auth import Principal
 from leoflow.api.errors import ApiError
 from leoflow.db.connection.database import Database
-from leoflow.db.stores import dag_owners
+from leoflow.db.stores import dags as dag_store
 from leoflow.errors import LeoflowError, SettingsError, ValidationFailed
 from leoflow.model.access.roles import LOWEST_ROLE, ROLES, Action, allows
 from leoflow.model.access.teams import MAX_FILE_BYTES, NO_TEAMS, Grant, Teams, parse_teams
@@ -205,7 +205,7 @@ class DagOwners:
         stale = [d for d in wanted if d not in self._seen or now - self._seen[d][1] > OWNER_TTL]
         if stale and self._db is not None:
             async with self._db.connect() as conn:
-                found = await dag_owners.named_teams(conn, stale)
+                found = await dag_store.named_teams(conn, stale)
             if len(self._seen) + len(stale) > OWNER_CACHE_SIZE:
                 self._seen.clear()
             for dag_id in stale:

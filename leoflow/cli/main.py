@@ -38,7 +38,7 @@ COMMAND_MODULES = (
     "leoflow.cli.tasks",
     "leoflow.cli.backfills",
     "leoflow.cli.pools",
-    "leoflow.cli.tokens",
+    "leoflow.cli.access.tokens",
     "leoflow.cli.templates",
     "leoflow.cli.cluster",
     "leoflow.cli.notifications",

@@ -396,3 +396,17 @@ async def get_dag(conn: AsyncConnection, dag_id: str) -> dict[str, Any] | None:
              .where(_dags.c.dag_id == dag_id, _dags.c.deleted.is_(False)))
     row = (await conn.execute(query)).first()
     return dict(row._mapping) if row else None
+
+
+async def named_teams(conn: AsyncConnection, dag_ids: Sequence[str]) -> dict[str, str | None]:
+    """``{dag_id: team}`` for each stored DAG of ``dag_ids``: the team its current version's spec
+    names (``team:``; None: none, its DAG-id prefix decides). The API's authorization asks this for
+    a route's DAG or a list's page and caches the answers (:class:`leoflow.api.access.DagOwners`)."""
+    if not dag_ids:
+        return {}
+    rows = await conn.execute(text("""
+        SELECT d.dag_id, v.spec->>'team' AS team
+        FROM dags d JOIN dag_versions v ON v.id = d.current_version_id
+        WHERE d.dag_id = ANY(CAST(:ids AS text[]))
+    """), {"ids": list(dag_ids)})
+    return {r.dag_id: r.team for r in rows}
