@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -27,14 +27,16 @@ RECENT_LINES, MATCH_LINES = 200, 20
 
 
 def follow(api: Api, path: str, try_number: int | None, out: TextIO, *, outage_tolerance: float,
-           sleep: Callable[[float], None] = time.sleep) -> int:
+           sleep: Callable[[float], None] = time.sleep, query: Mapping[str, object] | None = None) -> int:
+    """Print the log at ``path`` as it grows until its try ends; ``query`` goes with every request
+    (a mapped instance's ``map_index``)."""
     from leoflow.client.api import ApiUnavailable, ClientError, error_message
 
     since, pinned = "", try_number
     recent: deque[str] = deque(maxlen=RECENT_LINES)
     outage_since: float | None = None
     while True:
-        params: dict[str, object] = {"since": since}
+        params: dict[str, object] = {**(query or {}), "since": since}
         if pinned is not None:
             params["try"] = pinned
         try:

@@ -6,6 +6,12 @@ the dashboard shows them), not alphabetically; without RUN it lists task instanc
 is a day-2 command applied by the leader, reported as ``runs clear|mark`` are
 (:func:`leoflow.cli.runs.report`). ``tasks outputs`` prints what a task published for the tasks
 after it, one ``name: value`` line each (``tasks show`` ends with the same lines).
+
+A mapped task (``map_over``) is one row of ``tasks list`` with its instances counted by state
+(``INSTANCES``: ``3 (success 2, failed 1)``); ``tasks show``, ``outputs`` and ``logs`` take
+``--map-index N`` for one instance. Without it ``show`` sums the task up, ``outputs`` prints each
+output as the list of its instances' values (as its downstream reads them), and ``logs`` asks for
+an index (the API's 400 says so).
 """
 
 from __future__ import annotations
@@ -44,11 +50,13 @@ def register(sub: Any) -> None:
     show.add_argument("dag_id", metavar="DAG")
     show.add_argument("run_id", metavar="RUN")
     show.add_argument("task_id", metavar="TASK")
+    _map_index_argument(show)
     logs = verb(tasks, "logs", "print a task's log (latest try unless --try)", tasks_logs,
                 f"GET {TASK}/{{task_id}}/logs")
     logs.add_argument("dag_id", metavar="DAG")
     logs.add_argument("run_id", metavar="RUN")
     logs.add_argument("task_id", metavar="TASK")
+    _map_index_argument(logs)
     logs.add_argument("--try", dest="try_number", type=int, help="try number (default: the latest)")
     logs.add_argument("-f", "--follow", action="store_true",
                       help="keep printing new output (live from the pod) until the try ends")
@@ -57,12 +65,36 @@ def register(sub: Any) -> None:
     outputs.add_argument("dag_id", metavar="DAG")
     outputs.add_argument("run_id", metavar="RUN")
     outputs.add_argument("task_id", metavar="TASK")
+    _map_index_argument(outputs)
     mark = verb(tasks, "mark", "mark a task instance success or failed; downstream follows as if it ended so",
                 tasks_mark, f"POST {TASK}/{{task_id}}/mark")
     mark.add_argument("dag_id", metavar="DAG")
     mark.add_argument("run_id", metavar="RUN")
     mark.add_argument("task_id", metavar="TASK")
     mark.add_argument("state", choices=("success", "failed"))
+
+
+def _map_index_argument(parser: Any) -> None:
+    parser.add_argument("--map-index", dest="map_index", type=int, metavar="N",
+                        help="one instance of a mapped task (0 to its instance count - 1)")
+
+
+def _map_query(args: argparse.Namespace) -> dict[str, Any]:
+    """``?map_index=`` when ``--map-index`` is given; a negative one is a usage error before any request."""
+    if args.map_index is None:
+        return {}
+    if args.map_index < 0:
+        usage("--map-index must be at least 0")
+    return {"map_index": args.map_index}
+
+
+def instances(ti: dict[str, Any]) -> str:
+    """A mapped task's instances, counted by state: ``3 (success 2, failed 1)``; "" for an unmapped task."""
+    if ti.get("map_count") is None:
+        return ""
+    states = ti.get("map_states") or {}
+    counted = ", ".join(f"{state} {states[state]}" for state in sorted(states, key=lambda st: (-states[st], st)))
+    return f"{ti['map_count']} ({counted})" if counted else str(ti["map_count"])
 
 
 def tasks_list(args: argparse.Namespace, client: ClientSettings) -> int:
@@ -76,6 +108,11 @@ def tasks_list(args: argparse.Namespace, client: ClientSettings) -> int:
         spec = api.json("GET", dag_path(args.dag_id)).get("spec")
     items = in_dag_order(items, spec)
     if emitted(args, items):
+        return 0
+    if any(t.get("map_count") is not None for t in items):  # a column only where a task is mapped
+        table([[t["task_id"], t["state"], instances(t), f"{t['try_number']}/{t['max_tries']}", short(t["started_at"]),
+                short(t["ended_at"]), t["reason"] or ""] for t in items],
+              ["TASK", "STATE", "INSTANCES", "TRIES", "STARTED", "ENDED", "REASON"])
         return 0
     table([[t["task_id"], t["state"], f"{t['try_number']}/{t['max_tries']}", short(t["started_at"]),
             short(t["ended_at"]), t["reason"] or ""] for t in items],
@@ -98,11 +135,16 @@ def _tasks_anywhere(args: argparse.Namespace, client: ClientSettings) -> int:
 
 def tasks_show(args: argparse.Namespace, client: ClientSettings) -> int:
     with Api(client) as api:
-        ti = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}")
+        ti = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}", params=_map_query(args))
     if emitted(args, ti):
         return 0
     print(f"task:     {ti['task_id']}")
     print(f"state:    {ti['state']}" + (f" ({ti['reason']})" if ti.get("reason") else ""))
+    if ti.get("map_states") is not None:  # the mapped task as a whole: its instances, no tries of its own
+        print(f"mapped:   {instances(ti)}; one of them: --map-index N")
+        return 0
+    if ti.get("map_index", -1) >= 0:
+        print(f"instance: {ti['map_index']} of {ti['map_count']}")
     print(f"tries:    {ti['try_number']} of {ti['max_tries']}")
     print()
     table([[str(t["try_number"]), t["state"], short(t["started_at"]), short(t["ended_at"]),
@@ -118,13 +160,15 @@ def tasks_show(args: argparse.Namespace, client: ClientSettings) -> int:
 
 def tasks_outputs(args: argparse.Namespace, client: ClientSettings) -> int:
     with Api(client) as api:
-        answer = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/outputs")
+        answer = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/outputs",
+                          params=_map_query(args))
     if emitted(args, answer):
         return 0
     if answer["outputs"] is None:
         # Not an error: the task exists and may still succeed; the state says why there is nothing.
         why = "it succeeded without any" if answer["state"] == "success" else f"it is {answer['state']}"
-        print(f"{args.dag_id}: run {args.run_id} task {args.task_id} has no outputs: {why}")
+        which = f"task {args.task_id}" + (f"[{args.map_index}]" if args.map_index is not None else "")
+        print(f"{args.dag_id}: run {args.run_id} {which} has no outputs: {why}")
         return 0
     for line in output_lines(answer["outputs"]):
         print(line)
@@ -152,15 +196,17 @@ def tasks_logs(args: argparse.Namespace, client: ClientSettings) -> int:
     if args.try_number is not None and args.try_number < 1:
         usage("--try must be at least 1")
     path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/logs"
+    instance = _map_query(args)
     with Api(client) as api:
         if args.follow:
             from leoflow.cli.log_follow import follow
 
             try:
-                return follow(api, path, args.try_number, sys.stdout, outage_tolerance=FOLLOW_OUTAGE_TOLERANCE)
+                return follow(api, path, args.try_number, sys.stdout, outage_tolerance=FOLLOW_OUTAGE_TOLERANCE,
+                              query=instance)
             except KeyboardInterrupt:
                 return 130
-        params = {"try": args.try_number} if args.try_number else {}
+        params = {**instance, **({"try": args.try_number} if args.try_number else {})}
         answer = api.request("GET", path, params=params)
     document = {"try_number": int(answer.headers.get("x-leoflow-try", "0")),
                 "complete": answer.headers.get("x-leoflow-log-complete") == "true", "content": answer.text}
