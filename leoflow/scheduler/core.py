@@ -58,6 +58,7 @@ from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.errors import FencedOut
 from leoflow.executor.base import Executor
 from leoflow.leadership import LeaderContext
+from leoflow.metrics import datasets as dataset_metrics
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, try_key
 from leoflow.scheduler.containment import EntityKind, contained, count, is_leader_fault, isolate
@@ -165,6 +166,9 @@ class SchedulerCore:
         """After the commit: count, log, kill, and hand the queued tries to the executor."""
         for state, n in step.transitions.items():
             metrics.TASK_TRANSITIONS.labels(state=state).inc(n)
+        if step.dataset_events or step.dataset_runs:
+            dataset_metrics.EVENTS.labels(source="task").inc(step.dataset_events)
+            dataset_metrics.TRIGGERED_RUNS.inc(step.dataset_runs)
         count(step.faults)
         for run in step.finished:
             metrics.RUNS_FINISHED.labels(state=run.state).inc()

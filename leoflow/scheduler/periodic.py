@@ -41,6 +41,7 @@ from typing import Any, Generic, TypeVar
 
 from leoflow.db.stores import commands as command_store
 from leoflow.db.stores import tries as try_store
+from leoflow.db.stores.datasets import triggers as dataset_triggers
 from leoflow.db.stores.runs import endings as run_endings
 from leoflow.db.stores.runs import exits as run_exits
 from leoflow.db.stores.runs import lifecycle as run_store
@@ -51,6 +52,7 @@ from leoflow.model.spec.notify import DEADLINE_REASON
 from leoflow.model.spec.timetable import TickPlanner
 from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
+from leoflow.scheduler.datasets import trigger_dataset_runs
 from leoflow.scheduler.fanout import failure_rows, within_budget
 from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.step import Step
@@ -93,10 +95,13 @@ class Periodic:
         self.more_due = False
         #: The last scan of due DAGs read a whole page (more may be due behind it).
         self._due_page_full = False
+        #: The last scan of DAGs waiting on datasets read a whole page.
+        self._waiting_page_full = False
 
     async def run(self, step: Step) -> None:
         self.more_due = False
         await self.create_scheduled_runs(step)
+        await self.trigger_dataset_runs(step)
         await self.apply_timeouts(step)
         await self.apply_deadlines(step)
         await self.release_cancelled(step)
@@ -106,6 +111,7 @@ class Periodic:
 
     def parts(self) -> list[Part[Any]]:
         return [Part("dag", self._due, self._create, lambda d: d.dag_id),
+                Part("dag", self._dataset_waiting, self._trigger_datasets, lambda d: d),
                 Part("task", self._timed_out, self._time_out, lambda i: i),
                 Part("run", self._past_deadline, self._expire, lambda i: i),
                 Part("task", self._cancelled, self._release, lambda i: i),
@@ -156,6 +162,21 @@ class Periodic:
                 "left": len(plans) - taken, "schedules": planner.distinct})
         if created and log.isEnabledFor(logging.DEBUG):
             log.debug("scheduled runs created for DAGs", extra={"dag_ids": sorted(d for d, n in created.items() if n)})
+
+    # ------------------------------------------------------------------ dataset-triggered runs
+
+    async def trigger_dataset_runs(self, step: Step) -> None:
+        await self._trigger_datasets(step, await self._dataset_waiting(step))
+
+    async def _dataset_waiting(self, step: Step) -> list[str]:
+        waiting = await dataset_triggers.waiting_dags(step.conn, self.due_per_step)
+        self._waiting_page_full = len(waiting) >= self.due_per_step
+        return [d for d in waiting if ("dag", d) not in self.quarantine]
+
+    async def _trigger_datasets(self, step: Step, dag_ids: Sequence[str]) -> None:
+        # A full page that started runs: more may wait behind it (DAGs that cannot start keep nothing busy).
+        created = await trigger_dataset_runs(step, dag_ids)
+        self.more_due = self.more_due or (created > 0 and self._waiting_page_full)
 
     # ------------------------------------------------------------------ timeouts
 

@@ -29,6 +29,8 @@ from typing import Protocol, TypeVar
 
 from leoflow.db.connection.database import Connection
 from leoflow.db.stores import dags as dag_store
+from leoflow.db.stores.datasets import events as dataset_events
+from leoflow.db.stores.datasets.events import Produced
 from leoflow.db.stores.runs import endings as run_endings
 from leoflow.db.stores.runs import exits as run_exits
 from leoflow.db.stores.runs.endings import FinishedRun
@@ -114,6 +116,9 @@ class Step:
     created: int = 0
     started: int = 0
     exits_started: int = 0
+    #: Dataset events recorded by producing tasks' successes; runs dataset events triggered.
+    dataset_events: int = 0
+    dataset_runs: int = 0
     #: Look for tries to kill before the commit (timeouts, failed entities, the periodic check).
     kill_check: bool = False
     #: Queues the tasks an upstream's success makes ready in the write that counts it, when
@@ -124,7 +129,7 @@ class Step:
     def busy(self) -> bool:
         """Did the step change anything (the loop then ticks again at once)?"""
         return bool(self.transitions or self.launches or self.finished or self.faults or self.created
-                    or self.started or self.due or self.refused or self.exits_started)
+                    or self.started or self.due or self.refused or self.exits_started or self.dataset_runs)
 
     # ------------------------------------------------------------------ recording
 
@@ -160,11 +165,17 @@ class Step:
 
     async def after_transitions(self, applied: Sequence[Transition], rows: Mapping[int, TaskInstanceRow],
                                 graphs: Mapping[int, DagGraph]) -> None:
-        """What applied transitions do downstream: count outcomes, retry now, and touch their runs."""
+        """What applied transitions do downstream: count outcomes, retry now, and touch their runs;
+        a success of a task with ``produces`` records its dataset events in this transaction."""
         ended: list[Ended] = []
+        produced: list[Produced] = []
         for t in applied:
             row = rows[t.ti_id]
             self.transitions[t.new_state] += 1
+            if t.new_state == "success" and row.version_id in graphs:
+                task = graphs[row.version_id].tasks.get(row.task_id)
+                if task is not None and task.produces:
+                    produced += [Produced(row.id, t.try_number, uri) for uri in task.produces]
             if t.new_state in FINAL:
                 self.touch([row.run_pk])
                 ended.append(Ended(row.run_pk, row.version_id, row.task_id, t.new_state))
@@ -176,6 +187,8 @@ class Step:
                     id=row.id, run_pk=row.run_pk, task_id=row.task_id, state="up_for_retry",
                     try_number=row.try_number, max_tries=row.max_tries, dag_id=row.dag_id, run_id=row.run_id,
                     version_id=row.version_id)
+        if produced:
+            self.dataset_events += (await dataset_events.record_task_events(self.conn, produced, self.now)).events
         await self.propagate(ended)
 
     async def propagate(self, ended: Sequence[Ended]) -> None:

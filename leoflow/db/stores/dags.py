@@ -48,6 +48,7 @@ from leoflow.clock import Clock
 from leoflow.db.connection.api_pool import reading_cursor
 from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.fragments import ACTIVE_RUNS_SQL
+from leoflow.db.stores.datasets import references as dataset_references
 from leoflow.db.stores.runs.lifecycle import cancel_runs
 from leoflow.db.tables import Dag, DagVersion
 from leoflow.errors import DagOwnershipConflict, NotFound
@@ -113,6 +114,7 @@ async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> Ap
         sets += ", paused = :paused"
         params["paused"] = spec.paused
     await conn.execute(text(f"UPDATE dags SET {sets} WHERE dag_id = :dag_id"), params)
+    await dataset_references.replace_references(conn, spec)
     await notify_wakeup(conn, spec.dag_id)
     return ApplyResult(spec.dag_id, version, changed=True)
 
@@ -143,6 +145,7 @@ async def delete_dag(conn: AsyncConnection, dag_id: str) -> None:
         f"SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN {ACTIVE_RUNS_SQL} ORDER BY id FOR UPDATE"),
         {"dag_id": dag_id})).scalars())
     await cancel_runs(conn, run_pks, reason="DAG deleted")
+    await dataset_references.drop_references(conn, dag_id)
     await notify_wakeup(conn, dag_id)
 
 

@@ -18,8 +18,9 @@ later). The canonical form keeps the mapping, so a cron DAG's hash is what it wa
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from leoflow.errors import ValidationFailed
@@ -72,7 +73,7 @@ class DatasetCondition:
     mode: DatasetMode
     uris: tuple[str, ...]
 
-    def met_by(self, queued: Mapping[str, object] | set[str] | frozenset[str]) -> bool:
+    def met_by(self, queued: Collection[str]) -> bool:
         """Is the condition met by events queued for these URIs (other URIs are ignored)?"""
         if self.mode == "all":
             return all(uri in queued for uri in self.uris)
@@ -107,3 +108,9 @@ def parse_dataset_schedule(value: object, path: str = "schedule") -> DatasetCond
         raise ValidationFailed(f"{path}.datasets", "must hold exactly one of all or any")
     mode: DatasetMode = "all" if modes[0] == "all" else "any"
     return DatasetCondition(mode, uri_list(datasets[mode], f"{path}.datasets.{mode}", limits.DATASET_CONDITION))
+
+
+def dataset_run_id(now: datetime, last_event_id: int) -> str:
+    """``dataset__<trigger time ISO>_<newest event id consumed>``: unique per DAG, because each event
+    is consumed by at most one run of it, whatever two runs' clocks say."""
+    return f"dataset__{now.astimezone(UTC).isoformat()}_{last_event_id}"

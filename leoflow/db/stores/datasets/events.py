@@ -1,0 +1,116 @@
+"""Dataset events: recorded, and queued for every consuming DAG in the same statement.
+
+Two ways in, one statement each, so an event and its queue entries commit together or not at all:
+
+- :func:`record_task_events`: a producing task's success, inside the leader's fenced step that
+  moves the task instance to ``success`` (the step calls it only for tasks with ``produces``, so
+  no other success pays anything). The event names the producing DAG, run, task, map index and try,
+  and copies the try's checked outputs (written by the same step just before).
+- :func:`record_api_event`: an outside system's report (``POST /api/v2/datasets/events``), on any
+  replica, not fenced: it only appends an event and upserts queue rows, which the leader's
+  compare-and-delete (:mod:`.triggers`) is built to meet.
+
+**Coalescing.** The queue keeps one row per (consuming DAG, URI): a new event moves
+``last_event_id``/``last_at`` and adds to ``events``. ``INSERT … ON CONFLICT DO UPDATE`` makes two
+events racing for the same row both count (Airflow's queue insert could lose one to a unique
+violation, apache/airflow#35870), and bounds the queue by what the DAGs wait on whatever the rate
+of events: 100,000 events of one URI leave one row per consumer. The event rows themselves are the
+history (append-only). A DAG only queues events recorded after its references exist, so a new DAG
+does not start from history (the surprise of apache/airflow#38826). A paused DAG keeps queueing:
+its runs start from the held events when it is unpaused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from leoflow.db import arrays
+from leoflow.db.connection.wakeup import notify_wakeup
+
+#: Queue the events of ``ev`` (id, uri, created_at) for every live consumer of their URIs.
+_QUEUE = """
+    q AS (
+        INSERT INTO dataset_queue (dag_id, uri, first_event_id, last_event_id, events, first_at, last_at)
+        SELECT c.dag_id, e.uri, min(e.id), max(e.id), count(*), min(e.created_at), max(e.created_at)
+        FROM ev e
+        JOIN dataset_references c ON c.uri = e.uri AND c.role = 'consumer'
+        JOIN dags d ON d.dag_id = c.dag_id AND NOT d.deleted
+        GROUP BY c.dag_id, e.uri
+        ON CONFLICT (dag_id, uri) DO UPDATE SET
+            last_event_id = greatest(dataset_queue.last_event_id, excluded.last_event_id),
+            last_at = greatest(dataset_queue.last_at, excluded.last_at),
+            events = dataset_queue.events + excluded.events
+        RETURNING dag_id
+    )
+    SELECT (SELECT count(*) FROM ev) AS events, (SELECT min(dag_id) FROM q) AS consumer,
+           (SELECT count(*) FROM q) AS queued
+"""
+
+_TASK_EVENTS = text("""
+    WITH p AS (
+        SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:tries AS int[]), CAST(:uris AS text[]))
+            WITH ORDINALITY AS p(ti_id, try_number, uri, n)
+    ), ev AS (
+        INSERT INTO dataset_events (uri, source, dag_id, run_id, task_id, map_index, try_number, outputs, created_at)
+        SELECT p.uri, 'task', r.dag_id, r.run_id, ti.task_id, ti.map_index, p.try_number, tt.outputs, :now
+        FROM p
+        JOIN task_instances ti ON ti.id = p.ti_id
+        JOIN dag_runs r ON r.id = ti.run_pk
+        LEFT JOIN task_tries tt ON tt.task_instance_id = p.ti_id AND tt.try_number = p.try_number
+        ORDER BY p.n
+        RETURNING id, uri, created_at
+    ),""" + _QUEUE)
+
+_API_EVENT = text("""
+    WITH ev AS (
+        INSERT INTO dataset_events (uri, source, extra, created_by, created_at)
+        VALUES (:uri, 'api', CAST(:extra AS jsonb), :created_by, :now)
+        RETURNING id, uri, created_at
+    ),""" + _QUEUE)
+
+
+@dataclass(frozen=True)
+class Produced:
+    """A success to record: the task instance, its successful try and one URI it produces."""
+
+    ti_id: int
+    try_number: int
+    uri: str
+
+
+@dataclass(frozen=True)
+class Recorded:
+    events: int
+    #: Consuming DAGs whose queue took an event.
+    queued: int
+
+
+async def record_task_events(conn: AsyncConnection, produced: Sequence[Produced], now: datetime) -> Recorded:
+    """Record the successes' events and queue them for their consumers (the caller's fenced
+    transaction); the leader's own LISTEN wakes it for the consumers' runs once it commits."""
+    if not produced:
+        return Recorded(0, 0)
+    row = (await conn.execute(_TASK_EVENTS, {
+        "ti_ids": arrays.ints(p.ti_id for p in produced), "tries": arrays.ints(p.try_number for p in produced),
+        "uris": arrays.texts(p.uri for p in produced), "now": now})).one()
+    if row.queued:
+        await notify_wakeup(conn, str(row.consumer))
+    return Recorded(int(row.events), int(row.queued))
+
+
+async def record_api_event(conn: AsyncConnection, uri: str, extra: Mapping[str, Any], *, created_by: str | None,
+                           now: datetime) -> Recorded:
+    """Record an outside event of ``uri`` (already validated) and queue it; wakes the leader if queued."""
+    row = (await conn.execute(_API_EVENT, {"uri": uri, "extra": json.dumps(dict(extra)),
+                                           "created_by": None if created_by is None else created_by[:100],
+                                           "now": now})).one()
+    if row.queued:
+        await notify_wakeup(conn, str(row.consumer))
+    return Recorded(int(row.events), int(row.queued))
