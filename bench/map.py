@@ -148,7 +148,8 @@ async def expansion(url: str, repeats: int, items: int) -> dict[str, Any]:
     spec = {"dag_id": "map-expand", "tasks": [
         {"id": "list", "image": "local", "command": ["true"], "outputs": {"n": {"type": "integer"}}},
         {"id": "process", "depends_on": ["list"], "image": "local", "command": ["true", "{{ item }}"],
-         "map_over": {"count": "{{ tasks.list.outputs.n }}"}},
+         # One instance launched at a time: a run's instances never take the slots the next run's list needs.
+         "map_over": {"count": "{{ tasks.list.outputs.n }}"}, "max_parallel": 1},
         {"id": "combine", "depends_on": ["process"], "kind": "empty"}]}
     expand = map_store.expand
     timings: list[float] = []

@@ -4,6 +4,7 @@ Usage::
 
     python bench/vs_airflow.py [--rounds 2] [--runs 20] [--workdir bench/.work/vs_airflow]
     python bench/vs_airflow.py --chain [--rounds 2] [--repeats 3] [--true-repeats 1]   # ~6 min
+    python bench/vs_airflow.py --map [--rounds 1] [--repeats 3] [--true-repeats 1]
 
 What it does (every figure is measured here, nothing is quoted from elsewhere):
 
@@ -33,6 +34,13 @@ time, trigger -> run success polled every 10 ms; one warm-up run per chain and s
 idle loop sleep lowered to 0.05 s; see bench/airflow_chains.py, which also says what each
 system's figure includes). Reported per chain: p50 over every repeat, per-step ms, the database's
 own duration, and the ratio Airflow/Leoflow of the p50s.
+
+With ``--map`` (mapped tasks) the workloads are bench/map.py's 1,000-item pipelines, ``list →
+process (1,000 instances) → combine``, with ``kind: empty`` instances and with ``true`` instances
+at most 32 at once, through Leoflow's ``map_over`` and Airflow's ``.partial().expand()``
+(bench/airflow_maps.py says how each is written and what differs); timed as ``--chain`` times its
+chains (``--repeats`` empty, ``--true-repeats`` ``true`` runs per system per round, after one
+warm-up run each).
 """
 
 from __future__ import annotations
@@ -61,9 +69,10 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import airflow_chains  # noqa: E402
+from bench import airflow_chains, airflow_maps  # noqa: E402
 from bench.chain import POLL, refuse_below_one, timed_chain  # noqa: E402
 from bench.chain import Client as ChainClient  # noqa: E402
+from bench.map import ITEMS as MAP_ITEMS  # noqa: E402
 from leoflow.standalone.embedded import EmbeddedPostgres, free_port  # noqa: E402
 
 AIRFLOW_VERSION = "2.10.5"
@@ -467,6 +476,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=20, help="bench_fan runs triggered at once")
     parser.add_argument("--chain", action="store_true",
                         help="instead of the fan workloads: bench/chain.py's two chains, trigger -> run success")
+    parser.add_argument("--map", action="store_true",
+                        help="instead of the fan workloads: bench/map.py's 1,000-item maps, .expand() in Airflow")
     parser.add_argument("--empty-steps", type=int, default=100, help="--chain: steps of the empty chain")
     parser.add_argument("--true-steps", type=int, default=40, help="--chain: steps of the `true` chain")
     parser.add_argument("--repeats", type=int, default=3, help="--chain: empty-chain runs per system per round")
@@ -477,8 +488,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="PNG path (default bench/results/vs_airflow.png, with --chain vs_airflow_chain.png)")
     args = parser.parse_args(argv)
     refuse_below_one(parser, args, ("rounds", "runs", "empty_steps", "true_steps", "repeats", "true_repeats"))
+    if args.chain and args.map:
+        parser.error("--chain and --map are two different comparisons: choose one")
     if args.plot is None:
-        args.plot = ROOT / "bench" / "results" / ("vs_airflow_chain.png" if args.chain else "vs_airflow.png")
+        args.plot = ROOT / "bench" / "results" / ("vs_airflow_chain.png" if args.chain else
+                                                  "vs_airflow_map.png" if args.map else "vs_airflow.png")
     return args
 
 
@@ -525,6 +539,31 @@ def chain_rounds(airflow: Airflow, leoflow: Leoflow, args: argparse.Namespace) -
     return {"airflow_settings": airflow_chains.AIRFLOW_LATENCY_SETTINGS, "poll_s": POLL, **table}
 
 
+def map_rounds(airflow: Airflow, leoflow: Leoflow, args: argparse.Namespace) -> dict[str, Any]:
+    """bench/map.py's 1,000-item pipelines in both systems, alternating per round after a warm-up each."""
+    specs = airflow_maps.map_specs()
+    airflow.start(airflow_maps.airflow_dag_file(), [spec["dag_id"] for spec in specs])
+    leoflow.start(specs)
+    plan = ((airflow_maps.EMPTY_MAP, args.repeats), (airflow_maps.TRUE_MAP, args.true_repeats))
+    stamp = datetime.now(UTC).strftime("%H%M%S")
+    systems: dict[str, Airflow | Leoflow] = {"airflow": airflow, "leoflow": leoflow}
+    for name, system in systems.items():
+        system.run_chain(airflow_maps.EMPTY_MAP, 1, f"warmup_{stamp}")
+        print(f"vs_airflow --map: warmed up {name}", file=sys.stderr)
+    timed: dict[str, dict[str, tuple[list[float], list[float]]]] = {
+        dag_id: {name: ([], []) for name in systems} for dag_id, _ in plan}
+    for rnd in range(args.rounds):
+        for name in airflow_chains.SYSTEMS if rnd % 2 == 0 else airflow_chains.SYSTEMS[::-1]:
+            for dag_id, repeats in plan:
+                walls, dbs = systems[name].run_chain(dag_id, repeats, f"r{rnd}_{stamp}")
+                timed[dag_id][name][0].extend(walls)
+                timed[dag_id][name][1].extend(dbs)
+                print(json.dumps({"round": rnd, "system": name, "map": dag_id, "walls_s": walls}), file=sys.stderr)
+    table = airflow_chains.side_by_side(timed, {dag_id: MAP_ITEMS for dag_id, _ in plan})
+    airflow_maps.plot(table, args.plot)
+    return {"airflow_settings": airflow_chains.AIRFLOW_LATENCY_SETTINGS, "poll_s": POLL, **table}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # SIGTERM unwinds through the finally blocks, so no scheduler or PostgreSQL is left behind.
@@ -537,19 +576,20 @@ def main(argv: list[str] | None = None) -> int:
         pg.start()
         pg.wait_ready()
         airflow = Airflow(args.workdir, pg.create_database("airflow"),
-                          airflow_chains.AIRFLOW_LATENCY_SETTINGS if args.chain else None)
+                          airflow_chains.AIRFLOW_LATENCY_SETTINGS if args.chain or args.map else None)
         leoflow = Leoflow(args.workdir, pg.create_database("leoflow"))
         try:
             print("installing Airflow (cached after the first run)...", file=sys.stderr)
             airflow.install()
-            table = (chain_rounds if args.chain else fan_rounds)(airflow, leoflow, args)
+            table = (chain_rounds if args.chain else map_rounds if args.map else fan_rounds)(airflow, leoflow, args)
         finally:
             airflow.stop()
             leoflow.stop()
             pg.stop()
     machine = {"cpus": os.cpu_count(), "python": sys.version.split()[0], "airflow": AIRFLOW_VERSION,
                "date": datetime.now(UTC).isoformat(timespec="seconds"), "load_1m": round(os.getloadavg()[0], 2)}
-    mode = {"benchmark": "vs_airflow_chain"} if args.chain else {}
+    mode = ({"benchmark": "vs_airflow_chain"} if args.chain else {"benchmark": "vs_airflow_map"} if args.map
+            else {})
     print(json.dumps({**mode, "machine": machine, "rounds": args.rounds, "results": table, "plot": str(args.plot)}))
     return 0
 
