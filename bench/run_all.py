@@ -1,6 +1,6 @@
 """Run the benchmarks, keep their figures, and write ``docs/benchmarks.md`` from them.
 
-    python bench/run_all.py                         # failover, scheduler, executor, api, chaos, retention, chain, cli
+    python bench/run_all.py                         # every benchmark of BENCHMARKS, one after another
     python bench/run_all.py --only chaos --chaos-duration 600
     python bench/run_all.py --render-only           # rewrite the page from today's results
 
@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
-BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos", "retention", "chain", "cli", "run_starts")
+BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos", "retention", "chain", "cli", "run_starts", "map")
 #: Page titles name what a benchmark measures (the page is for users, not for the tracker).
 TITLES = {"failover": "Leader failover: handover and resumption after crashes and SIGTERMs",
           "scheduler": "Scheduler throughput, dependency latency and leader memory",
@@ -44,10 +44,12 @@ TITLES = {"failover": "Leader failover: handover and resumption after crashes an
           "chain": "Chains and run completion: step latency, last task ends to run terminal",
           "cli": "CLI: `leoflow --help`, a client verb's own overhead, `runs trigger --wait`",
           "run_starts": "Starting runs behind a backlog of queued runs",
+          "map": "Mapped tasks: fan-out over 1,000 and 10,000 instances, and their expansion",
           "vs_airflow": "Leoflow vs Airflow",
-          "vs_airflow_chain": "Leoflow vs Airflow: chains, trigger to run success"}
+          "vs_airflow_chain": "Leoflow vs Airflow: chains, trigger to run success",
+          "vs_airflow_map": "Leoflow vs Airflow: a 1,000-item map (.expand()), trigger to run success"}
 #: Entries that run a benchmark script in another of its modes: name -> (script name, its arguments).
-VARIANTS = {"vs_airflow_chain": ("vs_airflow", ["--chain"])}
+VARIANTS = {"vs_airflow_chain": ("vs_airflow", ["--chain"]), "vs_airflow_map": ("vs_airflow", ["--map"])}
 
 
 # --------------------------------------------------------------------------- the machine
