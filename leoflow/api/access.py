@@ -63,6 +63,8 @@ _ACTIONS: dict[tuple[str, str], Action] = {
     ("PUT", "/api/v2/dags/{dag_id}"): "edit",
     ("DELETE", "/api/v2/dags/{dag_id}"): "edit",
     ("POST", "/api/v2/dags:sync"): "edit",
+    # An outside dataset event starts the runs of the DAGs waiting on it, as a trigger would.
+    ("POST", "/api/v2/datasets/events"): "operate",
     # Team editors manage their own team's tokens (the handlers narrow it: leoflow.api.routes.tokens).
     ("GET", "/api/v2/tokens"): "edit",
     ("POST", "/api/v2/tokens"): "edit",

@@ -18,6 +18,7 @@ from leoflow.api.openapi import (
     cluster,
     components,
     dags,
+    datasets,
     notifications,
     pools,
     runs,
@@ -30,7 +31,7 @@ from leoflow.api.routes.table import OPERATIONS
 
 #: The resources in the order the document lists their schemas.
 _SCHEMAS_ORDER = (components, dags, runs, cluster, system, versions, backfills, notifications, audit, pools,
-                  tokens, templates)
+                  tokens, templates, datasets)
 
 
 def schemas() -> dict[str, Any]:

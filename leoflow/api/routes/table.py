@@ -15,6 +15,7 @@ from leoflow.api.routes import (
     commands,
     dag_sync,
     dags,
+    datasets,
     logs,
     notifications,
     outputs,
@@ -28,5 +29,5 @@ from leoflow.api.routes import (
 
 OPERATIONS: tuple[Operation, ...] = tuple(
     operation for module in (runs, logs, outputs, commands, system, cluster, dags, dag_sync, versions, backfills,
-                             notifications, audit, pools, tokens, templates)
+                             notifications, audit, pools, tokens, templates, datasets)
     for operation in module.OPERATIONS)

@@ -1,0 +1,37 @@
+"""The OpenAPI schemas of datasets (operations: :mod:`leoflow.api.routes.datasets`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leoflow.api.openapi.components import INT, STR, TIME, nullable, obj, param, ref
+from leoflow.model import limits
+
+_URI = {"type": "string", "minLength": 1, "maxLength": limits.DATASET_URI.maximum,
+        "description": "Any string without control characters; compared as written, never read"}
+
+SCHEMAS: dict[str, Any] = {
+    "DatasetEventRequest": obj({
+        "uri": _URI,
+        "extra": {"type": "object", "description": f"Stored with the event; {limits.DATASET_EXTRA.rule}"},
+    }, required=["uri"]),
+    "DatasetEvent": obj({
+        "id": INT, "uri": STR, "source": {"type": "string", "enum": ["task", "api"]},
+        "queued_for": {"type": "integer", "description": "Consuming DAGs whose queue took the event"},
+    }),
+    "Dataset": obj({
+        "uri": STR,
+        "producers": {"type": "array", "items": obj({"dag_id": STR, "task_id": STR})},
+        "consumers": {"type": "array", "items": STR, "description": "DAGs whose schedule waits on the URI"},
+        "no_producer": {"type": "boolean", "description": "No task of a live DAG produces it (outside events only)"},
+        "last_event": {**nullable("object"), "properties": {
+            "id": INT, "source": STR, "dag_id": nullable("string"), "run_id": nullable("string"),
+            "task_id": nullable("string"), "created_at": TIME}},
+        "queued": {"type": "array", "items": obj({"dag_id": STR, "events": INT, "first_at": TIME, "last_at": TIME}),
+                   "description": "Events waiting for each consumer, coalesced (one entry per DAG)"},
+    }),
+    "DatasetList": obj({"items": {"type": "array", "items": ref("Dataset")}, "next_cursor": nullable("string")}),
+}
+
+URI = param("uri", "query", {"type": "string", "maxLength": limits.DATASET_URI.maximum},
+            "Only this URI (also one known from its events alone)")

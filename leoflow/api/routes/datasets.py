@@ -1,0 +1,56 @@
+"""Dataset routes: record an outside event, list datasets.
+
+``POST /api/v2/datasets/events`` (``{uri, extra}``, write scope, the ``operate`` action, audited)
+records an event as a producing task's success does and queues it for every consuming DAG in the
+same transaction (:mod:`leoflow.db.stores.datasets.events`); the leader starts their runs on its
+next tick, woken at once. It is how Argo Events' webhook or an upstream team's loader says "the
+file landed". ``GET /api/v2/datasets`` lists URIs with producers, consumers, last event and queue.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leoflow.api.audit import audited_transaction
+from leoflow.api.endpoint import api_state, read_document
+from leoflow.api.jsonresp import JsonResponse
+from leoflow.api.openapi import components as oas
+from leoflow.api.openapi import datasets as dataset_schemas
+from leoflow.api.operations import Operations
+from leoflow.api.url_params import page, query_cursor, query_limit, query_text
+from leoflow.clock import SystemClock
+from leoflow.db.stores.datasets import events, reads
+from leoflow.metrics import datasets as metrics
+from leoflow.model import limits
+from leoflow.model.dataset_events import parse_event_request
+from leoflow.model.spec.datasets import dataset_uri
+
+OPERATIONS = Operations()
+
+DATASETS = "/api/v2/datasets"
+
+
+@OPERATIONS("POST", DATASETS + "/events", "Record dataset event",
+            oas.json_answer("201", "DatasetEvent", "Recorded"), body="DatasetEventRequest", auth="admin")
+async def record_event(request: Request) -> Response:
+    wanted = parse_event_request(await read_document(request))
+    async with audited_transaction(request, status=201) as write:
+        principal = getattr(request.state, "principal", None)
+        recorded = await events.record_api_event(write.conn, wanted.uri, wanted.extra,
+                                                 created_by=getattr(principal, "name", None), now=SystemClock().now())
+        write.details.update(uri=wanted.uri[:200], queued_for=recorded.queued)
+    metrics.EVENTS.labels(source="api").inc()
+    return JsonResponse({"uri": wanted.uri, "source": "api", "queued_for": recorded.queued}, status_code=201)
+
+
+@OPERATIONS("GET", DATASETS, "List datasets", oas.json_answer("200", "DatasetList"),
+            params=[oas.LIMIT, oas.CURSOR, dataset_schemas.URI])
+async def list_datasets(request: Request) -> Response:
+    limit = query_limit(request)
+    after = query_cursor(request, "dataset", str)
+    raw_uri = query_text(request, "uri", limits.DATASET_URI.maximum)
+    uri = None if raw_uri is None else dataset_uri(raw_uri, "uri")
+    async with api_state(request).db.connect() as conn:
+        found = await reads.list_datasets(conn, after=after, limit=limit + 1, uri=uri)
+    return JsonResponse(page(found, limit, lambda d: str(d["uri"]), "dataset"))
