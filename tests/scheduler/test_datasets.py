@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from leoflow.api.routes.runs import PUBLIC_RUN
 from leoflow.clock import SystemClock
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.datasets.events import record_api_event
+from leoflow.db.stores.runs import reads as run_reads
 from leoflow.errors import FencedOut
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, set_term, trigger
@@ -66,6 +68,10 @@ def test_a_producers_success_records_its_event_and_starts_the_consumer_once(sett
             assert [(e["uri"], e["events"], e["dag_id"], e["task_id"]) for e in events] == [
                 (ORDERS, 1, "ingest", "load")]
             assert await queued(st.engine, "report") == {}
+            async with st.engine.connect() as conn:  # the run document carries them
+                document = await run_reads.get_run(conn, "report", consumer_run)
+            assert document is not None and document["run_type"] == "dataset"
+            assert {k: document[k] for k in PUBLIC_RUN}["triggering_events"] == events
             await st.tick(periodic=True)
             assert len(await dataset_runs(st.engine, "report")) == 1
 

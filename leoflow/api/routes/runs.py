@@ -34,7 +34,8 @@ from leoflow.model.spec.params import validate_conf
 from leoflow.model.states import RUN_STATES, TASK_STATES, TERMINAL_RUN_STATES
 
 PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
-               "ended_at", "updated_at", "dag_version", "reason", "backfill_id", "deadline_at", "body_state")
+               "ended_at", "updated_at", "dag_version", "reason", "backfill_id", "deadline_at", "body_state",
+               "triggering_events")
 
 
 def _run(row: dict[str, Any]) -> dict[str, Any]:

@@ -132,7 +132,7 @@ SELECT json_build_object(
          'logical_date', r.logical_date, 'conf', r.conf, 'created_at', r.created_at,
          'started_at', r.started_at, 'ended_at', r.ended_at, 'updated_at', r.updated_at,
          'dag_version', v.version, 'reason', r.reason, 'backfill_id', r.backfill_id,
-         'deadline_at', r.deadline_at, 'body_state', r.body_state,
+         'deadline_at', r.deadline_at, 'body_state', r.body_state, 'triggering_events', r.triggering_events,
          'tasks', (SELECT coalesce(json_agg({task_summary_json_sql("ti")} ORDER BY ti.task_id), '[]'::json)
                      FROM task_instances ti WHERE ti.run_pk = r.id AND ti.map_index <= 0))::text
   FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id
