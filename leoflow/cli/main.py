@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "leoflow.cli.tasks",
     "leoflow.cli.backfills",
     "leoflow.cli.pools",
+    "leoflow.cli.data.datasets",
     "leoflow.cli.access.tokens",
     "leoflow.cli.templates",
     "leoflow.cli.cluster",

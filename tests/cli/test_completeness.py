@@ -117,6 +117,7 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("notifications list", []), ("notifications retry", ["1"]), ("audit list", []),
     ("pools create", ["gpu", "--slots", "2"]), ("pools list", []), ("pools show", ["gpu"]),
     ("pools resize", ["gpu", "--slots", "3"]), ("pools delete", ["gpu"]),
+    ("datasets event", ["s3://lake/orders", "--extra", '{"rows": 1}']), ("datasets list", []),
     ("tokens create", ["ci", "--role", "viewer", "--expires-in-days", "7"]), ("tokens list", []),
     ("tokens revoke", ["{token}"]),
     ("templates apply", ["{template}"]), ("templates list", []), ("templates get", ["etl"]),
