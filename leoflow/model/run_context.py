@@ -18,6 +18,10 @@ spec's ``env``:
                               ``success`` or ``failed``
 ``LEOFLOW_RUN_REASON``        exit tasks only: why, when ``failed`` (the failed task and its
                               reason, or ``run deadline exceeded``); empty on a success
+``LEOFLOW_TRIGGERING_EVENTS`` dataset-triggered runs only: the run document's
+                              ``triggering_events`` as JSON (per URI: events coalesced, first and
+                              last event id and time, the last event's source); past 64 KiB,
+                              ``{"truncated": true}`` (read the run document instead)
 ============================  ==============================================================
 
 The names are a contract with task authors. DAG specs may not define ``LEOFLOW_*`` variables
@@ -36,6 +40,9 @@ from typing import Any
 
 from leoflow.model.tries import TryKey
 
+#: The most LEOFLOW_TRIGGERING_EVENTS carries; a longer list is replaced by ``{"truncated":true}``.
+TRIGGERING_ENV_BYTES = 64 * 1024
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -48,6 +55,8 @@ class RunContext:
     #: exit tasks is final: only exit tasks run then, and only they get LEOFLOW_RUN_STATE/REASON.
     state: str | None = None
     reason: str | None = None
+    #: ``dag_runs.triggering_events`` as stored JSON text; None for runs datasets did not trigger.
+    triggering_events: str | None = None
 
     @cached_property
     def rendered(self) -> tuple[str, str]:
@@ -56,6 +65,17 @@ class RunContext:
         leader's CPU under ``bench/scheduler.py``)."""
         logical = self.logical_date.astimezone(UTC).isoformat() if self.logical_date else ""
         return logical, json.dumps(self.conf, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+    @cached_property
+    def triggering_env(self) -> str:
+        """LEOFLOW_TRIGGERING_EVENTS: compact, and within :data:`TRIGGERING_ENV_BYTES` (the kernel takes
+        128 KiB per variable; 100 URIs of 1,000 characters would not fit)."""
+        text = self.triggering_events or "null"
+        try:
+            text = json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
+        except ValueError:
+            return '{"truncated":true}'
+        return text if len(text.encode()) <= TRIGGERING_ENV_BYTES else '{"truncated":true}'
 
 
 def task_environment(key: TryKey, run: RunContext, spec_env: Mapping[str, str]) -> dict[str, str]:
@@ -75,4 +95,6 @@ def task_environment(key: TryKey, run: RunContext, spec_env: Mapping[str, str]) 
     if run.state is not None:
         env["LEOFLOW_RUN_STATE"] = run.state
         env["LEOFLOW_RUN_REASON"] = run.reason or ""
+    if run.triggering_events is not None:
+        env["LEOFLOW_TRIGGERING_EVENTS"] = run.triggering_env
     return env

@@ -72,14 +72,14 @@ def build_launch(task: TaskSpec, key: TryKey, task_try_id: int, term: int, run: 
 
 
 def run_context(conf_json: str, logical_date: object, body_state: str | None = None,
-                body_reason: str | None = None) -> RunContext:
+                body_reason: str | None = None, triggering_events: str | None = None) -> RunContext:
     """A run's context from its stored ``conf`` text (raises if it cannot be decoded: the run's fault)
     and, while its exit tasks run, what its body decided."""
     conf = json.loads(conf_json) if conf_json else {}
     if not isinstance(conf, dict):
         raise ValueError(f"conf is a JSON {type(conf).__name__}, not an object")
     return RunContext(conf=conf, logical_date=logical_date,  # type: ignore[arg-type]
-                      state=body_state, reason=body_reason)
+                      state=body_state, reason=body_reason, triggering_events=triggering_events)
 
 
 def _still_runnable(step: Step, ready: Sequence[ReadyTask], graphs: dict[int, DagGraph],
@@ -230,7 +230,8 @@ class Queuer:
         for q in queued:
             if q.run_pk not in runs:
                 try:
-                    runs[q.run_pk] = run_context(q.conf_json, q.logical_date, q.body_state, q.body_reason)
+                    runs[q.run_pk] = run_context(q.conf_json, q.logical_date, q.body_state, q.body_reason,
+                                                 q.triggering_events)
                 except (ValueError, RecursionError) as exc:  # this run's stored conf: not JSON, or too deep
                     runs[q.run_pk] = None
                     step.fail("run", q.run_pk, exc)

@@ -195,3 +195,13 @@ def test_a_poisoned_stored_schedule_stops_that_dag_and_the_leader_carries_on(set
             await st.tick(periodic=True)  # still alive, nothing more to do
 
     asyncio.run(main())
+
+
+def test_a_triggering_list_too_long_for_an_environment_variable_is_replaced_by_a_note() -> None:
+    from leoflow.model.run_context import TRIGGERING_ENV_BYTES, RunContext
+
+    short = RunContext(conf={}, logical_date=None, triggering_events='[{"uri": "a", "events": 2}]')
+    assert short.triggering_env == '[{"uri":"a","events":2}]'
+    long = json.dumps([{"uri": "u" * 1_000, "events": 1} for _ in range(100)])
+    assert len(long) > TRIGGERING_ENV_BYTES
+    assert RunContext(conf={}, logical_date=None, triggering_events=long).triggering_env == '{"truncated":true}'

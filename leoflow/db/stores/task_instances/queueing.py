@@ -108,6 +108,8 @@ class QueuedTask:
     body_reason: str | None = None
     #: The instance of a mapped task (-1: unmapped): part of its try's key and its item.
     map_index: int = -1
+    #: A dataset-triggered run's ``triggering_events`` as JSON text (LEOFLOW_TRIGGERING_EVENTS); None otherwise.
+    triggering_events: str | None = None
 
 
 @dataclass(frozen=True)
@@ -254,7 +256,7 @@ _QUEUE_PICKED = f"""
     -- task_id and max_tries are not what the update changes: one primary-key probe per try.
     SELECT q.id, q.queued_try_id AS task_try_id, q.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,
            r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date, r.body_state, r.body_reason,
-           ti.map_index
+           ti.map_index, r.triggering_events::text
     FROM q JOIN task_instances ti ON ti.id = q.id JOIN dag_runs r ON r.id = ti.run_pk
 """
 #: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
@@ -377,11 +379,12 @@ _COUNT_AND_QUEUE = f"""
     -- What the launches need of a run comes once per run (a row without a task instance id), not
     -- with each of its hundreds of tasks: half the columns to send and parse.
     SELECT id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
-           upstream_failures, upstream_skips, try_id, NULL, NULL, NULL::bigint, NULL, NULL::timestamptz, NULL, NULL
+           upstream_failures, upstream_skips, try_id, NULL, NULL, NULL::bigint, NULL, NULL::timestamptz, NULL, NULL,
+           NULL
     FROM u
     UNION ALL
     SELECT NULL, r.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, r.dag_id, r.run_id, r.dag_version_id,
-           r.conf::text, r.logical_date, r.body_state, r.body_reason
+           r.conf::text, r.logical_date, r.body_state, r.body_reason, r.triggering_events::text
     FROM dag_runs r WHERE r.id = ANY(CAST(:runs AS bigint[]))
 """
 
@@ -412,7 +415,7 @@ async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, s
     queued: list[QueuedTask] = []
     for r in tasks:
         if r[10] is not None:  # positional, in QueuedTask's field order: a step builds hundreds
-            dag_id, run_id, version_id, conf, logical_date, body_state, body_reason = runs[r[1]]
+            dag_id, run_id, version_id, conf, logical_date, body_state, body_reason, triggering = runs[r[1]]
             queued.append(QueuedTask(r[0], r[10], r[4], r[1], r[2], r[5], dag_id, run_id, version_id, conf,
-                                     logical_date, body_state, body_reason))
+                                     logical_date, body_state, body_reason, triggering_events=triggering))
     return CountedAndQueued(counted, queued)
