@@ -6,7 +6,7 @@ import psycopg
 
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.settings import Settings
-from leoflow.standalone.example import apply_example, example_spec_data
+from leoflow.standalone.example import apply_example, example_documents, example_spec_data
 
 
 def test_packaged_example_is_a_valid_fan_out_fan_in() -> None:
@@ -39,7 +39,8 @@ def test_every_packaged_example_is_offered_by_name_and_valid_for_the_local_execu
     shipped = sorted(p.stem for p in (Path(leoflow.__file__).parent / "examples").glob("*.yaml"))
     assert sorted(EXAMPLES) == shipped
     for name in EXAMPLES:
-        check_entrypoints(parse_dag_spec(example_spec_data(name)), "local")  # raises for a task without command
+        for document in example_documents(name):  # raises for a task without command
+            check_entrypoints(parse_dag_spec(document), "local")
 
 
 def test_apply_example_by_name_queues_a_run_of_that_dag(settings: Settings, database_url: str) -> None:

@@ -8,6 +8,7 @@ import socket
 import stat
 import sys
 import time
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -241,6 +242,39 @@ def test_the_fan_out_example_maps_over_a_listed_output_and_combines_the_list(hom
             assert second["outputs"] == {"uri": uris[1], "rows": 200}, second
             log = api.get(f"{base}/process/logs", params={"map_index": 2})
             assert "processing partition 2026-03 (instance 2)" in log.text, log.text
+    finally:
+        proc.signal(signal.SIGTERM)
+        proc.wait(timeout=90)
+
+
+def test_the_datasets_example_starts_the_consumer_when_the_producer_succeeds(home: StandaloneHome) -> None:
+    """``--example datasets``: ``ingest-orders`` runs on the local executor, its ``load`` success
+    records an event of ``s3://lake/orders``, and ``report-orders`` gets exactly one dataset-triggered
+    run whose task sees the event in LEOFLOW_TRIGGERING_EVENTS; the list shows producer and consumer."""
+    proc = Standalone(home.root, args=("--example", "datasets"))
+    try:
+        banner = proc.wait_banner()
+        assert banner.example_run, proc.stdout_lines
+        with proc.client(banner.token) as api:
+            assert wait_for_run(api, "ingest-orders", banner.example_run)["state"] == "success"
+            deadline = time.monotonic() + 60
+            runs: list[dict[str, Any]] = []
+            while time.monotonic() < deadline and not runs:
+                runs = api.get("/api/v2/dags/report-orders/runs").json()["items"]
+                time.sleep(0.2)
+            [consumer] = runs
+            assert consumer["run_type"] == "dataset", consumer
+            done = wait_for_run(api, "report-orders", consumer["run_id"])
+            assert done["state"] == "success", done
+            [event] = done["triggering_events"]  # type: ignore[misc]
+            assert (event["uri"], event["dag_id"], event["task_id"]) == ("s3://lake/orders", "ingest-orders", "load")
+            log = api.get(f"/api/v2/dags/report-orders/runs/{quote(consumer['run_id'], safe='')}/tasks/report/logs")
+            assert "triggered by: [{" in log.text and "s3://lake/orders" in log.text, log.text
+            [dataset] = api.get("/api/v2/datasets").json()["items"]
+            assert dataset["producers"] == [{"dag_id": "ingest-orders", "task_id": "load"}]
+            assert dataset["consumers"] == ["report-orders"] and dataset["queued"] == []
+            time.sleep(1)  # no second run: the event was consumed once
+            assert len(api.get("/api/v2/dags/report-orders/runs").json()["items"]) == 1
     finally:
         proc.signal(signal.SIGTERM)
         proc.wait(timeout=90)
