@@ -118,6 +118,10 @@ def _dag(name: str, body: Any, status: int, field: str | None, ctype: str = JSON
     return Poison(name, "POST", "/api/v2/dags", body, ctype, status, field)
 
 
+def _event(name: str, body: Any, ctype: str, status: int, field: str | None) -> Poison:
+    return Poison(name, "POST", "/api/v2/datasets/events", body, ctype, status, field)
+
+
 def _run(name: str, body: Any, status: int, field: str | None, ctype: str = JSON) -> Poison:
     return Poison(name, "POST", f"/api/v2/dags/{HEALTHY}/runs", body, ctype, status, field)
 
@@ -325,6 +329,21 @@ def corpus() -> list[Poison]:
         _dag("dataset schedule with a control character", spec(schedule={"datasets": {"all": ["a\tb"]}}), 422,
              "schedule.datasets.all[0]"),
         _dag("schedule mapping with another key", spec(schedule={"cron": "@daily"}), 422, "schedule.cron"),
+        # Dataset events from outside (POST /api/v2/datasets/events) and the list's query.
+        _event("dataset event without uri", {"extra": {}}, JSON, 422, "uri"),
+        _event("dataset event with an empty uri", {"uri": ""}, JSON, 422, "uri"),
+        _event("dataset event with a 10 KB uri", {"uri": "s3://" + "a" * 10_000}, JSON, 422, "uri"),
+        _event("dataset event with a control character", {"uri": "s3://a\x1bb"}, JSON, 422, "uri"),
+        _event("dataset event with a list extra", {"uri": "s3://a", "extra": [1]}, JSON, 422,
+               "extra"),
+        _event("dataset event with 20 KB of extra", {"uri": "s3://a", "extra": {"k": "v" * 20_000}},
+               JSON, 422, "extra"),
+        _event("dataset event extra nested 9 deep", {"uri": "s3://a", "extra": nested(9)}, JSON, 422,
+               "extra"),
+        _event("dataset event as a string", "s3://a", JSON, 422, "body"),
+        _event("dataset event of 1,000 characters", {"uri": "s3://" + "a" * 995}, JSON, 201, ""),
+        Poison("datasets ?uri= with a tab", "GET", "/api/v2/datasets?uri=a%09b", None, JSON, 400, "uri"),
+        Poison("datasets ?limit=0", "GET", "/api/v2/datasets?limit=0", None, JSON, 400, "limit"),
         # Mapped tasks (ADR 0014 decision 3): the source's shape and size are checked at apply.
         _dag("map_over a string", spec(tasks=[task(map_over="a,b,c")]), 422, "tasks[0].map_over"),
         _dag("map_over an object", spec(tasks=[task(map_over={"a": 1})]), 422, "tasks[0].map_over"),
