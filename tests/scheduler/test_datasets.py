@@ -109,11 +109,13 @@ def test_events_coalesce_while_a_dataset_triggered_run_is_unfinished(settings: S
             await st.tick(periodic=True)
             [(first, _, events)] = await dataset_runs(st.engine, "loop")
             assert events[0]["events"] == 5
+            await event(st.engine, ORDERS)  # while the first run is unfinished: it waits
             await st.tick(periodic=True)
+            assert len(await dataset_runs(st.engine, "loop")) == 1
+            assert await queued(st.engine, "loop") == {ORDERS: 1}
             st.finish("loop", first, "r")  # its success produces ORDERS: an event for itself
             await st.tick()
-            assert await queued(st.engine, "loop") == {ORDERS: 1}
-            await event(st.engine, ORDERS)
+            assert await queued(st.engine, "loop") == {ORDERS: 2}
             await st.tick(periodic=True)
             runs = await dataset_runs(st.engine, "loop")
             assert len(runs) == 2 and runs[0][1] == "success"
@@ -205,3 +207,63 @@ def test_a_triggering_list_too_long_for_an_environment_variable_is_replaced_by_a
     long = json.dumps([{"uri": "u" * 1_000, "events": 1} for _ in range(100)])
     assert len(long) > TRIGGERING_ENV_BYTES
     assert RunContext(conf={}, logical_date=None, triggering_events=long).triggering_env == '{"truncated":true}'
+
+
+def test_a_cycle_of_two_dags_runs_each_once_per_finished_run(settings: Settings) -> None:
+    """A produces what B waits on and B what A waits on (allowed, as in Airflow): each success starts
+    the other, one run at a time, never two unfinished dataset-triggered runs of one DAG."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, {**consumer("a", "all", "u://b"), "tasks": [container("r", produces=["u://a"])]})
+            await apply(st.engine, {**consumer("b", "all", "u://a"), "tasks": [container("r", produces=["u://b"])]})
+            await event(st.engine, "u://a")
+            for turn in range(4):
+                await st.tick(periodic=True)
+                await st.tick(periodic=True)
+                unfinished = await rows(st.engine, "SELECT dag_id, run_id FROM dag_runs WHERE run_type = 'dataset' "
+                                        "AND state IN ('queued', 'running')")
+                assert len(unfinished) == 1, (turn, unfinished)  # the cycle carries one run at a time
+                [(dag_id, run_id)] = unfinished
+                assert dag_id == ("b" if turn % 2 == 0 else "a")
+                st.finish(dag_id, run_id, "r")
+                await st.tick()
+            assert len(await dataset_runs(st.engine, "a")) == 2 and len(await dataset_runs(st.engine, "b")) == 2
+
+    asyncio.run(main())
+
+
+def test_a_burst_of_events_keeps_one_queue_row_and_makes_one_run(settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, consumer("burst"))
+            for _ in range(1_000):
+                await event(st.engine, ORDERS)
+            assert await queued(st.engine, "burst") == {ORDERS: 1_000}
+            await st.tick(periodic=True)
+            [(_, _, events)] = await dataset_runs(st.engine, "burst")
+            assert events[0]["events"] == 1_000 and events[0]["last_event_id"] - events[0]["first_event_id"] == 999
+
+    asyncio.run(main())
+
+
+def test_a_leader_change_between_the_producers_success_and_the_consumers_run(settings: Settings) -> None:
+    """The producer's success (with its event) commits under term 1; term 1 dies before its periodic
+    part; term 2 creates the consumer's run, exactly once."""
+    async def main() -> None:
+        async with stepper(settings, term=1) as old:
+            await apply(old.engine, {"dag_id": "prod", "tasks": [container("p", produces=[ORDERS])]})
+            await apply(old.engine, consumer("cons"))
+            run_id = await trigger(old.engine, "prod")
+            await old.tick(periodic=True)
+            old.finish("prod", run_id, "p")
+            await old.core.hot_step()  # the success and its event, no periodic part
+            assert await queued(old.engine, "cons") == {ORDERS: 1}
+            assert await dataset_runs(old.engine, "cons") == []
+            async with stepper(settings, term=2, engine=old.engine) as new:
+                await new.tick(periodic=True)
+                await new.tick(periodic=True)
+            with pytest.raises(FencedOut):
+                await old.tick(periodic=True)
+            assert len(await dataset_runs(old.engine, "cons")) == 1
+
+    asyncio.run(main())
