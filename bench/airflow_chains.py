@@ -90,15 +90,16 @@ def airflow_dag_file(specs: Sequence[dict[str, Any]]) -> str:
     ''').format(specs=list(specs))
 
 
-#: Runs in Airflow's virtualenv: ``dag_id repeats tag database_url``. Triggers one run at a time
-#: and polls its state; prints ``{"runs": [[run_id, state, wall_s], ...]}`` as its last line. A
-#: run that is not terminal after 600 s ends the script with exit code 1 (the bench fails loudly).
+#: Runs in Airflow's virtualenv: ``dag_id repeats tag database_url [timeout_s]``. Triggers one run at a
+#: time and polls its state; prints ``{"runs": [[run_id, state, wall_s], ...]}`` as its last line. A
+#: run that is not terminal after ``timeout_s`` (600) ends the script with exit code 1 (the bench fails loudly).
 AIRFLOW_CHAIN_RUNNER = textwrap.dedent(f'''
     import json, sys, time
     from datetime import datetime, timedelta, timezone
     import psycopg2
     from airflow.api.common.trigger_dag import trigger_dag
     dag_id, repeats, tag, database_url = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    timeout = float(sys.argv[5]) if len(sys.argv) > 5 else 600.0
     db = psycopg2.connect(database_url)
     db.autocommit = True
     runs = []
@@ -114,8 +115,8 @@ AIRFLOW_CHAIN_RUNNER = textwrap.dedent(f'''
                 state = cur.fetchone()[0]
             if state in ("success", "failed"):
                 break
-            if time.perf_counter() - started > 600:
-                sys.exit(f"airflow run {{dag_id}}/{{run_id}} not terminal after 600 s (state {{state}})")
+            if time.perf_counter() - started > timeout:
+                sys.exit(f"airflow run {{dag_id}}/{{run_id}} not terminal after {{timeout:.0f}} s (state {{state}})")
             time.sleep({POLL})
         runs.append([run_id, state, time.perf_counter() - started])
     print(json.dumps({{"runs": runs}}))

@@ -316,10 +316,11 @@ class Airflow:
             dag_id, f"{tag}_%")[0][0]
         return summarize("airflow", dag_id, runs, first_trigger, ends, _epoch(first_task), peak)
 
-    def run_chain(self, dag_id: str, repeats: int, tag: str) -> tuple[list[float], list[float]]:
+    def run_chain(self, dag_id: str, repeats: int, tag: str, timeout: float = 600.0) -> tuple[list[float], list[float]]:
         """``repeats`` runs one after the other, trigger → success: (wall seconds, database seconds)."""
         out = subprocess.run([str(self.venv / "bin" / "python"), "-c", airflow_chains.AIRFLOW_CHAIN_RUNNER, dag_id,
-                              str(repeats), tag, self.db_url], env=self.env, capture_output=True, text=True)
+                              str(repeats), tag, self.db_url, str(timeout)], env=self.env, capture_output=True,
+                             text=True)
         if out.returncode != 0:
             raise RuntimeError(f"Airflow chain {dag_id} {tag}: {out.stderr[-2000:]}")
         walls: list[float] = []
@@ -404,9 +405,10 @@ class Leoflow:
             "WHERE r.dag_id = %s AND r.run_id LIKE %s AND ti.state = 'success'", dag_id, f"{tag}_%")[0][0]
         return summarize("leoflow", workload, runs, first_trigger, ends, _epoch(first_task), peak)
 
-    def run_chain(self, dag_id: str, repeats: int, tag: str) -> tuple[list[float], list[float]]:
+    def run_chain(self, dag_id: str, repeats: int, tag: str, timeout: float = 600.0) -> tuple[list[float], list[float]]:
         """``repeats`` runs one after the other through bench/chain.py's API client (trigger, GET
-        every 10 ms): (wall seconds, database seconds). ``tag`` is unused: Leoflow names the runs."""
+        every 10 ms): (wall seconds, database seconds). ``tag`` and ``timeout`` are unused: Leoflow
+        names the runs, and bench/chain.py bounds its wait."""
         walls: list[float] = []
         dbs: list[float] = []
         with httpx.Client(base_url=self.url, timeout=30) as http:
@@ -555,7 +557,8 @@ def map_rounds(airflow: Airflow, leoflow: Leoflow, args: argparse.Namespace) -> 
     for rnd in range(args.rounds):
         for name in airflow_chains.SYSTEMS if rnd % 2 == 0 else airflow_chains.SYSTEMS[::-1]:
             for dag_id, repeats in plan:
-                walls, dbs = systems[name].run_chain(dag_id, repeats, f"r{rnd}_{stamp}")
+                # Airflow's 1,000 `true` instances took over 600 s on the shared 2-core host (2026-11-29).
+                walls, dbs = systems[name].run_chain(dag_id, repeats, f"r{rnd}_{stamp}", timeout=2400)
                 timed[dag_id][name][0].extend(walls)
                 timed[dag_id][name][1].extend(dbs)
                 print(json.dumps({"round": rnd, "system": name, "map": dag_id, "walls_s": walls}), file=sys.stderr)
