@@ -53,6 +53,8 @@ RUN_BATCH = 20
 VERSION_BATCH = 200
 #: Audit events per batch: rows of a few hundred bytes deleted by primary key, a few ms each.
 AUDIT_BATCH = 1000
+#: Dataset events per batch: small rows deleted by primary key, like audit events.
+DATASET_EVENT_BATCH = 1000
 #: Least seconds between batches, and how many times a batch's own duration retention rests
 #: after it (2: busy at most a third of the time).
 BATCH_PAUSE = 0.05
@@ -144,7 +146,13 @@ async def purge(db: Database, policy: RetentionPolicy, *, fence: Fence | None = 
         counts = await retention_store.purge_deleted_dags(conn, policy, limit=version_batch, dry_run=dry_run)
         return counts, not dry_run and counts.dags == version_batch
 
-    return await _in_batches(db, (runs, versions, deleted_dags), fence=fence, pause=pause, on_batch=on_batch)
+    async def dataset_events(conn: Connection) -> tuple[PurgeCounts, bool]:
+        deleted = await retention_store.purge_dataset_events(conn, policy.cutoff, limit=DATASET_EVENT_BATCH,
+                                                             dry_run=dry_run)
+        return PurgeCounts(dataset_events=deleted), not dry_run and deleted == DATASET_EVENT_BATCH
+
+    return await _in_batches(db, (runs, versions, deleted_dags, dataset_events), fence=fence, pause=pause,
+                             on_batch=on_batch)
 
 
 async def purge_audit(db: Database, cutoff: datetime, *, fence: Fence | None = None, batch: int = AUDIT_BATCH,

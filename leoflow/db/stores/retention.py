@@ -14,7 +14,10 @@ What goes (:mod:`leoflow.housekeeping.retention` drives it, batch after batch):
   (a newer version of the DAG was applied before it); current versions are never deleted;
 - **deleted DAGs** with no runs left, deleted before the cutoff, with their versions;
 - **audit events** recorded before their own, longer cutoff (``LEOFLOW_AUDIT_RETENTION_DAYS``),
-  oldest first through ``ix_audit_events_ts``.
+  oldest first through ``ix_audit_events_ts``;
+- **dataset events** recorded before the runs' cutoff, oldest first by id, except those a consuming
+  DAG's queue still points at (its first or last event): the history of a URI is for people and
+  the list's "last event", and runs keep what triggered them in their own document.
 
 Every time retention compares with "now" is the database's own clock (``now()`` in SQL): the
 leader's wall clock may be days off (a broken NTP), and a cutoff computed from it would delete
@@ -71,6 +74,7 @@ class PurgeCounts:
     dag_versions: int = 0
     dags: int = 0
     audit_events: int = 0
+    dataset_events: int = 0
 
     def add(self, other: PurgeCounts) -> None:
         for f in fields(self):
@@ -238,4 +242,23 @@ async def purge_audit_events(conn: AsyncConnection, cutoff: datetime, *, limit: 
     ids = list((await conn.execute(_OLD_AUDIT_EVENTS, {"cutoff": cutoff, "limit": limit})).scalars())
     if ids:
         await conn.execute(text("DELETE FROM audit_events WHERE id = ANY(:ids)"), {"ids": ids})
+    return len(ids)
+
+
+_OLD_DATASET_EVENTS = text("""
+    SELECT e.id FROM dataset_events e
+    WHERE e.created_at < :cutoff
+      AND NOT EXISTS (SELECT 1 FROM dataset_queue q WHERE q.first_event_id = e.id OR q.last_event_id = e.id)
+    ORDER BY e.id
+    LIMIT :limit
+""")
+
+
+async def purge_dataset_events(conn: AsyncConnection, cutoff: datetime, *, limit: int, dry_run: bool = False) -> int:
+    """Delete (or count) up to ``limit`` dataset events recorded before ``cutoff`` that no queue row
+    points at, oldest first; returns how many."""
+    await _lower_lock_timeout(conn)
+    ids = list((await conn.execute(_OLD_DATASET_EVENTS, {"cutoff": cutoff, "limit": limit})).scalars())
+    if ids and not dry_run:
+        await conn.execute(text("DELETE FROM dataset_events WHERE id = ANY(:ids)"), {"ids": ids})
     return len(ids)
