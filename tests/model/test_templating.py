@@ -176,7 +176,7 @@ def test_env_and_pod_template_paths_name_where_the_string_was_written() -> None:
         "defaults.env.D: {{ params.nodef }}: parameter 'nodef' is not declared in params.properties",
         "tasks[0].env[0].value: {{ params.nope }}: parameter 'nope' is not declared in params.properties",
         "tasks[0].pod_template.spec.containers[0].args[1]: \"{{ run.nope }}\" at character 1: a run has run.id "
-        "and run.logical_date (no data interval)",
+        "and run.logical_date (no data interval), and run.triggering_events",
         "tasks[0].pod_template.spec.containers[0].env[0].value: {{ params.bad }}: parameter 'bad' is not "
         "declared in params.properties",
     ])

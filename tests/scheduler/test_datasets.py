@@ -267,3 +267,22 @@ def test_a_leader_change_between_the_producers_success_and_the_consumers_run(set
             assert len(await dataset_runs(old.engine, "cons")) == 1
 
     asyncio.run(main())
+
+
+def test_run_triggering_events_renders_as_json_in_args(settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings) as st:
+            task = container("r", args=["{{ run.triggering_events }}"])
+            await apply(st.engine, {**consumer("templated"), "tasks": [task]})
+            await event(st.engine, ORDERS)
+            await st.tick(periodic=True)
+            await st.tick(periodic=True)
+            [launch] = [la for la in st.executor.launched if la.key.dag_id == "templated"]
+            [rendered] = json.loads(launch.args[0])
+            assert rendered["uri"] == ORDERS and rendered["events"] == 1 and rendered["source"] == "api"
+            manual = await trigger(st.engine, "templated")
+            await st.tick(periodic=True)
+            [again] = [la for la in st.executor.launched if la.key.run_id == manual]
+            assert again.args == ("[]",)  # a run datasets did not trigger
+
+    asyncio.run(main())

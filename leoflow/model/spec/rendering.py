@@ -53,6 +53,9 @@ class RunFacts:
     #: A mapped instance's index and item (``{{ map_index }}``, ``{{ item }}``); None: not mapped.
     map_index: int | None = None
     item: Any = None
+    #: ``{{ run.triggering_events }}``: compact JSON, as LEOFLOW_TRIGGERING_EVENTS carries it; ``[]``
+    #: for a run datasets did not trigger.
+    triggering_events: str = "[]"
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ def _value(ref: Reference, facts: RunFacts, where: str) -> Any:
         return TemplateUnresolved(f"{where}: {ref.text}: {problem}")
 
     if ref.kind == "run":
+        if ref.name == "triggering_events":
+            return facts.triggering_events
         return facts.run_id if ref.name == "id" else facts.logical_date
     if ref.kind in ("item", "map_index") and facts.map_index is None:
         raise fail("the task is not mapped (it has no map_over)")

@@ -63,7 +63,8 @@ _WS = re.compile(r"[ \t]*")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,252}")
 _INDEX = re.compile(r"\[(0|[1-9][0-9]{0,8})\]")
 _QUOTED = re.compile(r'\["([^"\\\x00-\x1f]{1,253})"\]')
-_RUN_FIELDS = ("id", "logical_date")
+#: ``run.triggering_events``: a dataset-triggered run's events as JSON text (``[]`` for other runs).
+_RUN_FIELDS = ("id", "logical_date", "triggering_events")
 #: Names the pipeline language reserves for what is not built yet: refused, saying so.
 _NOT_YET: dict[str, str] = {}
 _RUN_NOT_YET = {"state": "exit tasks (on_exit)", "reason": "exit tasks (on_exit)",
@@ -269,7 +270,7 @@ def _interpret(root: str, segments: Sequence[Segment], written: str,
             raise fail(f"run.{name} is not available yet: it belongs to {_RUN_NOT_YET[name]}, which this "
                        "version does not support")
         if len(segments) != 1 or name not in _RUN_FIELDS:
-            raise fail("a run has run.id and run.logical_date (no data interval)")
+            raise fail("a run has run.id and run.logical_date (no data interval), and run.triggering_events")
         return Reference("run", str(name), text=written)
     if root == "tasks":
         if (len(segments) < 3 or not isinstance(segments[0], str) or segments[1] != "outputs"
