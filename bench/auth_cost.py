@@ -13,6 +13,7 @@ once per 0.25 s per replica is not per request and is not counted.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import tempfile
@@ -47,7 +48,7 @@ def _request(dag_id: str) -> Any:
     return SimpleNamespace(path_params={"dag_id": dag_id}, state=SimpleNamespace())
 
 
-def main() -> None:
+async def main() -> None:
     settings = load_settings({"LEOFLOW_DATABASE_URL": "postgresql://unused/db",
                               "LEOFLOW_API_TOKENS": f"boss:admin:{'a' * 40},reader:read:{'b' * 40}"})
     auth = Authenticator(settings.api)
@@ -66,7 +67,7 @@ def main() -> None:
             request = _request(f"t{number % TEAMS}-dag")
             started = time.perf_counter()
             principal = auth.require(header, "read")
-            access.check(request, principal, "read")
+            await access.check(request, principal, "read")
             samples.append(time.perf_counter() - started)
         samples.sort()
         results[label] = {"mean_us": round(statistics.fmean(samples) * 1e6, 2),
@@ -76,4 +77,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    asyncio.run(main())
