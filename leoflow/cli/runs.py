@@ -80,6 +80,8 @@ def register(sub: Any) -> None:
     clear.add_argument("--failed", action="store_true",
                        help="only task instances failed, upstream_failed or cancelled")
     clear.add_argument("--downstream", action="store_true", help="also every task downstream of them")
+    clear.add_argument("--map-index", dest="map_index", type=int, metavar="N",
+                       help="with one --task of a mapped task: only its instance N (the task keeps its expansion)")
     mark = verb(runs, "mark", "mark a run success or failed with its unfinished tasks (running tries killed)",
                 runs_mark, f"POST {RUN}/mark")
     mark.add_argument("dag_id", metavar="DAG")
@@ -252,6 +254,8 @@ def runs_clear(args: argparse.Namespace, client: ClientSettings) -> int:
         body["tasks"] = args.tasks
     if args.failed:
         body["failed_only"] = True
+    if args.map_index is not None:  # the API says when it needs exactly one task
+        body["map_index"] = args.map_index
     with Api(client) as api:
         answer = api.request("POST", f"{run_path(args.dag_id, args.run_id)}/clear", ok=(200, 202), json=body)
     return report(args, answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id}")

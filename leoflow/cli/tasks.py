@@ -8,10 +8,10 @@ is a day-2 command applied by the leader, reported as ``runs clear|mark`` are
 after it, one ``name: value`` line each (``tasks show`` ends with the same lines).
 
 A mapped task (``map_over``) is one row of ``tasks list`` with its instances counted by state
-(``INSTANCES``: ``3 (success 2, failed 1)``); ``tasks show``, ``outputs`` and ``logs`` take
-``--map-index N`` for one instance. Without it ``show`` sums the task up, ``outputs`` prints each
-output as the list of its instances' values (as its downstream reads them), and ``logs`` asks for
-an index (the API's 400 says so).
+(``INSTANCES``: ``3 (success 2, failed 1)``); ``tasks show``, ``outputs``, ``logs`` and ``mark``
+(and ``runs clear --task T``) take ``--map-index N`` for one instance. Without it ``show`` sums
+the task up, ``outputs`` prints each output as the list of its instances' values (as its
+downstream reads them), and ``logs`` asks for an index (the API's 400 says so).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def register(sub: Any) -> None:
     mark.add_argument("run_id", metavar="RUN")
     mark.add_argument("task_id", metavar="TASK")
     mark.add_argument("state", choices=("success", "failed"))
+    _map_index_argument(mark)
 
 
 def _map_index_argument(parser: Any) -> None:
@@ -218,5 +219,6 @@ def tasks_logs(args: argparse.Namespace, client: ClientSettings) -> int:
 def tasks_mark(args: argparse.Namespace, client: ClientSettings) -> int:
     path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/mark"
     with Api(client) as api:
-        answer = api.request("POST", path, ok=(200, 202), json={"state": args.state})
-    return report(args, answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id} task {args.task_id}")
+        answer = api.request("POST", path, ok=(200, 202), json={"state": args.state}, params=_map_query(args))
+    which = f"task {args.task_id}" + (f"[{args.map_index}]" if args.map_index is not None else "")
+    return report(args, answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id} {which}")

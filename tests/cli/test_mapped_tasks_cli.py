@@ -8,6 +8,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from leoflow.api.app import create_app
@@ -90,3 +91,16 @@ def test_logs_of_a_mapped_task_need_an_index_and_a_negative_one_is_refused_befor
     assert code != 0 and "?map_index=" in err and len(err.strip().splitlines()) == 1
     code, _, err = cli(capsys, "tasks", "logs", "fan", fan_run, "process", "--map-index", "-1")
     assert code == 2 and "--map-index must be at least 0" in err
+
+
+def test_mark_and_clear_name_one_instance(fan_run: str, database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The commands the leader will apply carry the index (no leader runs here: they wait, 202)."""
+    code, out, err = cli(capsys, "tasks", "mark", "fan", fan_run, "process", "success", "--map-index", "2")
+    assert code == 0 and f"run {fan_run} task process[2]" in out, err
+    code, _, err = cli(capsys, "runs", "clear", "fan", fan_run, "--task", "process", "--map-index", "1")
+    assert code == 0, err
+    with psycopg.connect(database_url) as conn:
+        bodies = [b for (b,) in conn.execute("SELECT body FROM run_commands ORDER BY id").fetchall()]
+    assert [b.get("map_index") for b in bodies][-2:] == [2, 1] and bodies[-1]["tasks"] == ["process"], bodies
+    code, _, err = cli(capsys, "runs", "clear", "fan", fan_run, "-t", "process", "-t", "list", "--map-index", "1")
+    assert code != 0 and "map_index" in err
