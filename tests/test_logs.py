@@ -34,3 +34,23 @@ def test_secrets_are_scrubbed() -> None:
 def test_redact_url() -> None:
     assert redact_url("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert redact_url("postgresql://h/db") == "postgresql://h/db"
+
+
+def test_no_log_call_passes_a_key_the_log_record_owns() -> None:
+    """``extra={"name": …}`` (or ``created``, ``message``, …) makes ``logging`` raise KeyError when the
+    record is made — at INFO in production, where tests at WARNING never see it: a sign-in answered
+    500 and a backfill step raised after its commit. Every ``extra=`` dict literal is read here."""
+    import ast
+    from pathlib import Path
+
+    reserved = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+    found = []
+    for path in sorted((Path(__file__).resolve().parent.parent / "leoflow").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            for keyword in node.keywords:
+                if keyword.arg == "extra" and isinstance(keyword.value, ast.Dict):
+                    keys = {k.value for k in keyword.value.keys if isinstance(k, ast.Constant)}
+                    found += [f"{path.name}:{node.lineno}: {key}" for key in sorted(keys & reserved)]
+    assert not found, found

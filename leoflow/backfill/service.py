@@ -77,7 +77,7 @@ class BackfillService:
                 await backfills.record_step(conn, b.id, next_logical_date=cursor, created=created, rerun=rerun,
                                                  skipped=skipped, completed=completed, now=now, term=ctx.term)
         if created or rerun or completed:
-            log.info("backfill advanced", extra={"backfill_id": b.id, "dag_id": b.dag_id, "created": created,
+            log.info("backfill advanced", extra={"backfill_id": b.id, "dag_id": b.dag_id, "runs_created": created,
                                                  "rerun": rerun, "skipped": skipped, "completed": completed})
 
 

@@ -50,8 +50,6 @@ def test_corpus_names_are_unique_and_cover_every_kind_of_answer() -> None:
     assert {p.status for p in POISONS} >= {201, 400, 413, 422}
 
 
-@pytest.mark.xfail(strict=True, reason="task_or_404 (api/routes/runs.py) looks the run up before it reads "
-                   "?map_index=, so a missing run answers 404 first; ?try= is judged before any lookup")
 @pytest.mark.parametrize("route", ["", "/logs"])
 def test_a_bad_map_index_is_a_400_before_any_lookup(client: httpx.Client, route: str) -> None:
     """As ``?try=0`` on a run that does not exist: the query is judged before the database is asked."""

@@ -221,7 +221,7 @@ class WebLogin:
         response.set_cookie(CSRF_COOKIE, csrf, max_age=max_age, path="/", httponly=False, secure=True,
                             samesite="strict")
         response.delete_cookie(LOGIN_COOKIE, path="/auth")
-        log.info("dashboard sign-in", extra={"subject": principal.subject, "name": principal.name})
+        log.info("dashboard sign-in", extra={"subject": principal.subject, "principal": principal.name})
         return response
 
     def session_cookie(self, id_token: str, expires_at: float, csrf: str, refresh_token: str | None,

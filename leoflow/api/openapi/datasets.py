@@ -13,10 +13,11 @@ _URI = {"type": "string", "minLength": 1, "maxLength": limits.DATASET_URI.maximu
 SCHEMAS: dict[str, Any] = {
     "DatasetEventRequest": obj({
         "uri": _URI,
-        "extra": {"type": "object", "description": f"Stored with the event; {limits.DATASET_EXTRA.rule}"},
+        "extra": {**nullable("object"), "description": f"Stored with the event (null: none); "
+                                                       f"{limits.DATASET_EXTRA.rule}"},
     }, required=["uri"]),
     "DatasetEvent": obj({
-        "id": INT, "uri": STR, "source": {"type": "string", "enum": ["task", "api"]},
+        "uri": STR, "source": {"type": "string", "enum": ["task", "api"]},
         "queued_for": {"type": "integer", "description": "Consuming DAGs whose queue took the event"},
     }),
     "Dataset": obj({

@@ -44,7 +44,7 @@ async def record_event(request: Request) -> Response:
     return JsonResponse({"uri": wanted.uri, "source": "api", "queued_for": recorded.queued}, status_code=201)
 
 
-@OPERATIONS("GET", DATASETS, "List datasets", oas.json_answer("200", "DatasetList"),
+@OPERATIONS("GET", DATASETS, "List datasets", oas.json_answer("200", "DatasetList"), errors="400",
             params=[oas.LIMIT, oas.CURSOR, dataset_schemas.URI])
 async def list_datasets(request: Request) -> Response:
     limit = query_limit(request)

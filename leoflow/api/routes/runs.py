@@ -264,9 +264,9 @@ async def list_tasks_of_every_run(request: Request) -> Response:
 
 
 async def task_or_404(request: Request, conn: Any) -> dict[str, Any]:
+    map_index = query_map_index(request)  # a bad index is a 400 whatever exists (as a bad ?try=)
     run = await _run_or_404(request, conn, with_tasks=False)
     task_id: str = request.path_params["task_id"]
-    map_index = query_map_index(request)
     ti = await ti_reads.get_task_instance(conn, run["id"], task_id, map_index) if TASK_ID.matches(task_id) else None
     if ti is None and map_index is not None and TASK_ID.matches(task_id):
         raise ApiError(404, f"task {task_id[:60]!r} of run {run['run_id']!r} has no instance {map_index}")
