@@ -84,7 +84,8 @@ def render_launch(p: Unrendered, upstream: Mapping[str, Upstream]) -> TaskLaunch
         p.map_over, _source_facts(p, upstream), launch.key.task_id, index)
     triggering = p.run.triggering_env if p.run.triggering_events is not None else "[]"
     facts = RunFacts(params=p.run.conf, run_id=launch.key.run_id, logical_date=logical_date, upstream=upstream,
-                     map_index=index, item=item, triggering_events=triggering)
+                     map_index=index, item=item, triggering_events=triggering, run_state=p.run.state,
+                     run_reason=p.run.reason)
     pod = launch.pod
     pod_template: Mapping[str, Any] = pod.pod_template if pod is not None else {}
     # The spec's variables: the run context's LEOFLOW_* ones are Leoflow's (specs cannot set them).

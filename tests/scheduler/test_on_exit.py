@@ -18,7 +18,8 @@ from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores.runs import exits as run_exits
 from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.db.stores.runs import reads as run_reads
-from leoflow.errors import FencedOut
+from leoflow.errors import FencedOut, ValidationFailed
+from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.spec.notify import DEADLINE_REASON, event_of_run
 from leoflow.settings import Settings
 from tests.scheduler.conftest import SweepRepairs
@@ -369,5 +370,22 @@ def test_an_exit_task_whose_when_is_false_is_skipped_and_changes_nothing(setting
             st.finish("exit-when", run, "always")
             await st.tick()
             assert await st.run(run) == ("failed", "task 'a' failed: exit code 1")
+
+    asyncio.run(main())
+
+
+def test_an_exit_task_reads_the_runs_state_and_reason_in_its_templates(settings: Settings) -> None:
+    """``{{ run.state }}`` / ``{{ run.reason }}``: what the other tasks decided, rendered into the exit
+    task's argv (the same facts as LEOFLOW_RUN_STATE/REASON); anywhere else they are a 422 at apply."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            notify = container("notify", args=["--state", "{{ run.state }}", "--why", "{{ run.reason }}"])
+            run = await started(st, spec("says-state", on_exit=[notify]))
+            st.finish("says-state", run, "a", "failed", reason="exit code 3")
+            await st.tick()
+            [launch] = [la for la in st.executor.launched if la.key.run_id == run and la.key.task_id == "notify"]
+            assert launch.args == ("--state", "failed", "--why", "task 'a' failed: exit code 3")
+            with pytest.raises(ValidationFailed, match="only available in exit tasks"):
+                parse_dag_spec(spec("body-state", tasks=[container("a", args=["{{ run.state }}"])]))
 
     asyncio.run(main())

@@ -483,7 +483,7 @@ def _exit_tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str
         parsed.append((i, task))
     tasks = tuple(task for _, task in parsed)
     _check_graph(tasks, [i for i, _ in parsed], unparsed, where="on_exit")
-    check_references(tasks, params, outputs={t.id: t.outputs for t in tasks}, written=raw_tasks)
+    check_references(tasks, params, outputs={t.id: t.outputs for t in tasks}, written=raw_tasks, exits=True)
     return _with_conditions(tasks, params, raw_tasks, where="on_exit")
 
 

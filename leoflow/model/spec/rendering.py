@@ -56,6 +56,9 @@ class RunFacts:
     #: ``{{ run.triggering_events }}``: compact JSON, as LEOFLOW_TRIGGERING_EVENTS carries it; ``[]``
     #: for a run datasets did not trigger.
     triggering_events: str = "[]"
+    #: What the run's other tasks decided (``success`` / ``failed``) and why: set for exit tasks only.
+    run_state: str | None = None
+    run_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,10 @@ def _value(ref: Reference, facts: RunFacts, where: str) -> Any:
     if ref.kind == "run":
         if ref.name == "triggering_events":
             return facts.triggering_events
+        if ref.name in ("state", "reason"):
+            if facts.run_state is None:
+                raise fail("the run has not decided yet: run.state and run.reason are for exit tasks (on_exit)")
+            return facts.run_state if ref.name == "state" else facts.run_reason or ""
         return facts.run_id if ref.name == "id" else facts.logical_date
     if ref.kind in ("item", "map_index") and facts.map_index is None:
         raise fail("the task is not mapped (it has no map_over)")

@@ -64,11 +64,12 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,252}")
 _INDEX = re.compile(r"\[(0|[1-9][0-9]{0,8})\]")
 _QUOTED = re.compile(r'\["([^"\\\x00-\x1f]{1,253})"\]')
 #: ``run.triggering_events``: a dataset-triggered run's events as JSON text (``[]`` for other runs).
-_RUN_FIELDS = ("id", "logical_date", "triggering_events")
+#: ``run.state`` / ``run.reason``: what the run's other tasks decided, in exit tasks (on_exit) only.
+_RUN_FIELDS = ("id", "logical_date", "triggering_events", "state", "reason")
+_EXIT_ONLY = ("state", "reason")
 #: Names the pipeline language reserves for what is not built yet: refused, saying so.
 _NOT_YET: dict[str, str] = {}
-_RUN_NOT_YET = {"state": "exit tasks (on_exit)", "reason": "exit tasks (on_exit)",
-                "failed_tasks": "exit tasks (on_exit)", "failed_count": "exit tasks (on_exit)"}
+_RUN_NOT_YET = {"failed_tasks": "exit tasks (on_exit)", "failed_count": "exit tasks (on_exit)"}
 #: How a referenced upstream that did not succeed ended, in a try's failure reason.
 _ENDED = {"skipped": "was skipped", "failed": "failed", "upstream_failed": "did not run (upstream_failed)",
           "cancelled": "was cancelled"}
@@ -270,7 +271,8 @@ def _interpret(root: str, segments: Sequence[Segment], written: str,
             raise fail(f"run.{name} is not available yet: it belongs to {_RUN_NOT_YET[name]}, which this "
                        "version does not support")
         if len(segments) != 1 or name not in _RUN_FIELDS:
-            raise fail("a run has run.id and run.logical_date (no data interval), and run.triggering_events")
+            raise fail("a run has run.id and run.logical_date (no data interval), run.triggering_events, and in "
+                       "exit tasks run.state and run.reason")
         return Reference("run", str(name), text=written)
     if root == "tasks":
         if (len(segments) < 3 or not isinstance(segments[0], str) or segments[1] != "outputs"
@@ -383,7 +385,7 @@ class Templating(Protocol):
 
 
 def check_references(tasks: Sequence[Templating], params: Mapping[str, Any] | None, *,
-                     outputs: Mapping[str, Collection[str]], written: object = None) -> None:
+                     outputs: Mapping[str, Collection[str]], written: object = None, exits: bool = False) -> None:
     """Every reference names something that exists when the task runs; raise ValidationFailed with all.
 
     ``params``: the DAG's params schema (None: it declares none); ``outputs``: each task's declared
@@ -406,6 +408,9 @@ def check_references(tasks: Sequence[Templating], params: Mapping[str, Any] | No
             if ref.kind == "tasks" and ref.task in unparsed:
                 continue
             problem = _reference_problem(task.id, ref, declared, ancestors, outputs, mapped=task.mapped)
+            if problem is None and ref.kind == "run" and ref.name in _EXIT_ONLY and not exits:
+                problem = (f"run.{ref.name} is only available in exit tasks (on_exit): the other tasks run before "
+                           "the run has decided anything")
             if problem is not None:
                 problems.append(ValidationFailed(s.where, f"{ref.text}: {problem}"))
     # A string of the DAG's defaults is checked in every task that inherits it: say each problem once.
