@@ -56,6 +56,7 @@ async def render_launches(conn: Connection, pending: Sequence[Unrendered],
                     | {(p.run_pk, p.map_over.upstream) for p in pending
                        if p.map_over is not None and p.map_over.upstream is not None})
     found = await try_store.upstream_outputs(conn, wanted)
+    failed = await try_store.failed_tasks(conn, {p.run_pk for p in pending if p.templates.reads_failed_tasks})
     launches: list[TaskLaunch] = []
     refused: list[StatusUpdate] = []
     by_run: dict[int, dict[str, Upstream]] = {}
@@ -64,7 +65,7 @@ async def render_launches(conn: Connection, pending: Sequence[Unrendered],
     for p in pending:
         upstream = by_run.get(p.run_pk, {})
         try:
-            launches.append(render_launch(p, upstream))
+            launches.append(render_launch(p, upstream, failed.get(p.run_pk, ())))
         except MapFailed as exc:
             refused.append(StatusUpdate(key=p.launch.key, state="failed", at=now, reason=str(exc)[:2000]))
         except TemplateUnresolved as exc:
@@ -75,7 +76,7 @@ async def render_launches(conn: Connection, pending: Sequence[Unrendered],
     return launches, refused
 
 
-def render_launch(p: Unrendered, upstream: Mapping[str, Upstream]) -> TaskLaunch:
+def render_launch(p: Unrendered, upstream: Mapping[str, Upstream], failed_tasks: Sequence[str] = ()) -> TaskLaunch:
     """One launch with its templates rendered (raises TemplateUnresolved)."""
     launch = p.launch
     logical_date, _ = p.run.rendered
@@ -85,7 +86,7 @@ def render_launch(p: Unrendered, upstream: Mapping[str, Upstream]) -> TaskLaunch
     triggering = p.run.triggering_env if p.run.triggering_events is not None else "[]"
     facts = RunFacts(params=p.run.conf, run_id=launch.key.run_id, logical_date=logical_date, upstream=upstream,
                      map_index=index, item=item, triggering_events=triggering, run_state=p.run.state,
-                     run_reason=p.run.reason)
+                     run_reason=p.run.reason, failed_tasks=failed_tasks)
     pod = launch.pod
     pod_template: Mapping[str, Any] = pod.pod_template if pod is not None else {}
     # The spec's variables: the run context's LEOFLOW_* ones are Leoflow's (specs cannot set them).

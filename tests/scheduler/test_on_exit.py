@@ -375,16 +375,21 @@ def test_an_exit_task_whose_when_is_false_is_skipped_and_changes_nothing(setting
 
 
 def test_an_exit_task_reads_the_runs_state_and_reason_in_its_templates(settings: Settings) -> None:
-    """``{{ run.state }}`` / ``{{ run.reason }}``: what the other tasks decided, rendered into the exit
-    task's argv (the same facts as LEOFLOW_RUN_STATE/REASON); anywhere else they are a 422 at apply."""
+    """``{{ run.state }}`` / ``{{ run.reason }}`` / ``{{ run.failed_tasks }}``: what the other tasks
+    decided, rendered into the exit task's argv (the same facts as LEOFLOW_RUN_STATE/REASON, and the
+    tasks that failed); anywhere else they are a 422 at apply."""
     async def main() -> None:
         async with stepper(settings) as st:
-            notify = container("notify", args=["--state", "{{ run.state }}", "--why", "{{ run.reason }}"])
-            run = await started(st, spec("says-state", on_exit=[notify]))
+            notify = container("notify", args=["--state", "{{ run.state }}", "--why", "{{ run.reason }}",
+                                               "--failed", "{{ run.failed_tasks }}"])
+            run = await started(st, spec("says-state", tasks=[container("a"), container("b"), container("c", "a")],
+                                         on_exit=[notify]))
             st.finish("says-state", run, "a", "failed", reason="exit code 3")
+            st.finish("says-state", run, "b", "failed", reason="exit code 4")
             await st.tick()
             [launch] = [la for la in st.executor.launched if la.key.run_id == run and la.key.task_id == "notify"]
-            assert launch.args == ("--state", "failed", "--why", "task 'a' failed: exit code 3")
+            assert launch.args[:2] == ("--state", "failed") and launch.args[3].startswith("task '")
+            assert launch.args[4:] == ("--failed", '["a","b"]')  # not c: it never ran (upstream_failed)
             with pytest.raises(ValidationFailed, match="only available in exit tasks"):
                 parse_dag_spec(spec("body-state", tasks=[container("a", args=["{{ run.state }}"])]))
 

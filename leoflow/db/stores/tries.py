@@ -19,7 +19,7 @@ Every function takes an ``AsyncConnection`` inside a transaction the caller owns
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -406,3 +406,20 @@ def mapped_upstream(instances: Sequence[tuple[str, dict[str, object] | None]]) -
     outputs: dict[str, object] = {name: [out.get(name) if out is not None and state == "success" else None
                                          for state, out in instances] for name in names}
     return UpstreamTry("success", outputs, tuple(instances))
+
+
+async def failed_tasks(conn: AsyncConnection, run_pks: Iterable[int]) -> dict[int, list[str]]:
+    """The tasks of each run that failed themselves (``failed``; a mapped task's instances as ``T[i]``),
+    by task id then index: what ``{{ run.failed_tasks }}`` renders in exit tasks. One read for all."""
+    runs = sorted(set(run_pks))
+    if not runs:
+        return {}
+    rows = await conn.execute(text("""
+        SELECT run_pk, task_id, map_index FROM task_instances
+        WHERE run_pk = ANY(CAST(:runs AS bigint[])) AND state = 'failed'
+        ORDER BY run_pk, task_id, map_index
+    """), {"runs": runs})
+    found: dict[int, list[str]] = {}
+    for r in rows:
+        found.setdefault(int(r.run_pk), []).append(r.task_id if r.map_index < 0 else f"{r.task_id}[{r.map_index}]")
+    return found

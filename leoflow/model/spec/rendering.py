@@ -59,6 +59,8 @@ class RunFacts:
     #: What the run's other tasks decided (``success`` / ``failed``) and why: set for exit tasks only.
     run_state: str | None = None
     run_reason: str | None = None
+    #: The run's failed tasks (``T[i]`` for a mapped task's instance), for exit tasks that read them.
+    failed_tasks: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -98,9 +100,11 @@ def _value(ref: Reference, facts: RunFacts, where: str) -> Any:
     if ref.kind == "run":
         if ref.name == "triggering_events":
             return facts.triggering_events
-        if ref.name in ("state", "reason"):
+        if ref.name in ("state", "reason", "failed_tasks"):
             if facts.run_state is None:
-                raise fail("the run has not decided yet: run.state and run.reason are for exit tasks (on_exit)")
+                raise fail(f"the run has not decided yet: run.{ref.name} is for exit tasks (on_exit)")
+            if ref.name == "failed_tasks":
+                return list(facts.failed_tasks)
             return facts.run_state if ref.name == "state" else facts.run_reason or ""
         return facts.run_id if ref.name == "id" else facts.logical_date
     if ref.kind in ("item", "map_index") and facts.map_index is None:

@@ -65,11 +65,12 @@ _INDEX = re.compile(r"\[(0|[1-9][0-9]{0,8})\]")
 _QUOTED = re.compile(r'\["([^"\\\x00-\x1f]{1,253})"\]')
 #: ``run.triggering_events``: a dataset-triggered run's events as JSON text (``[]`` for other runs).
 #: ``run.state`` / ``run.reason``: what the run's other tasks decided, in exit tasks (on_exit) only.
-_RUN_FIELDS = ("id", "logical_date", "triggering_events", "state", "reason")
-_EXIT_ONLY = ("state", "reason")
+#: ``run.failed_tasks``: the tasks that failed (a mapped one's instances as ``T[i]``), a JSON list, ditto.
+_RUN_FIELDS = ("id", "logical_date", "triggering_events", "state", "reason", "failed_tasks")
+_EXIT_ONLY = ("state", "reason", "failed_tasks")
 #: Names the pipeline language reserves for what is not built yet: refused, saying so.
 _NOT_YET: dict[str, str] = {}
-_RUN_NOT_YET = {"failed_tasks": "exit tasks (on_exit)", "failed_count": "exit tasks (on_exit)"}
+_RUN_NOT_YET: dict[str, str] = {}
 #: How a referenced upstream that did not succeed ended, in a try's failure reason.
 _ENDED = {"skipped": "was skipped", "failed": "failed", "upstream_failed": "did not run (upstream_failed)",
           "cancelled": "was cancelled"}
@@ -139,6 +140,11 @@ class TaskTemplates:
         for s in self.strings:
             for ref in s.template.references:
                 yield s, ref
+
+    @cached_property
+    def reads_failed_tasks(self) -> bool:
+        """Does a string read ``run.failed_tasks`` (a launch then reads the run's failed tasks)?"""
+        return any(ref.kind == "run" and ref.name == "failed_tasks" for _, ref in self.references())
 
     @cached_property
     def upstream(self) -> frozenset[str]:
@@ -272,7 +278,7 @@ def _interpret(root: str, segments: Sequence[Segment], written: str,
                        "version does not support")
         if len(segments) != 1 or name not in _RUN_FIELDS:
             raise fail("a run has run.id and run.logical_date (no data interval), run.triggering_events, and in "
-                       "exit tasks run.state and run.reason")
+                       "exit tasks run.state, run.reason and run.failed_tasks")
         return Reference("run", str(name), text=written)
     if root == "tasks":
         if (len(segments) < 3 or not isinstance(segments[0], str) or segments[1] != "outputs"
