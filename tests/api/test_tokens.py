@@ -54,8 +54,8 @@ def test_a_created_token_works_by_its_role_and_records_its_use(database_url: str
         assert client.get("/api/v2/dags/etl", headers=_bearer(viewer["secret"])).status_code == 200
         assert client.post("/api/v2/pools", json={"name": "p", "slots": 1},
                            headers=_bearer(viewer["secret"])).status_code == 403
-        listed = {t["name"]: t for t in client.get(TOKENS, headers=ADMIN).json()["items"]}
-        assert listed["admin-bot"]["last_used_at"] is None  # uses are batched, not written per request
+        # Uses are batched, not written per request (whether a refresh has written them by now depends
+        # on how long the requests above took, so nothing is asserted about this moment).
         time.sleep(0.3)  # past the cache's TTL: the next runtime-token request refreshes and writes the uses
         assert client.get("/api/v2/dags", headers=_bearer(viewer["secret"])).status_code == 200
         listed = {t["name"]: t for t in client.get(TOKENS, headers=ADMIN).json()["items"]}
