@@ -161,5 +161,7 @@ def test_schemathesis_finds_no_server_errors_or_nonconforming_answers(replicas: 
     # Not vacuous: some scenario chained past its first step (apply → trigger at least). How many
     # links get covered varies with the workers' timing: 6 in each of six runs by hand, but one run
     # in the full suite covered a single link in 11 scenarios (it demanded 3 then, and failed).
+    # Under a loaded host a run may cover none, yet have followed links into operations whose answers
+    # it could not chain further ("Reached via links"): that still proves the chains run.
     links = re.search(r"API Links:\s+(\d+) covered", output)
-    assert links is not None and int(links.group(1)) >= 1, output[-3000:]
+    assert links is not None and (int(links.group(1)) >= 1 or "Reached via links" in output), output[-3000:]

@@ -86,9 +86,12 @@ def test_clearing_a_running_task_kills_its_try_first(settings: Settings) -> None
             await st.tick()
             answer = await command(st, run, "clear", {"tasks": ["a"]})
             assert answer["tasks"] == ["a"]
-            # Not queued while try 1 may still run (issue 44): `a` waits, visibly, in `cancelling`.
-            assert await tries(st, run, "a") == [(1, "cancelling")]
-            assert (await st.tasks(run))["a"][0] == "cancelling"
+            # Not queued while try 1 may still run (issue 44): `a` waits, visibly, in `cancelling` (the
+            # kill runs beside the loop: on a fast path try 1 is already `cancelled`, and still no try 2).
+            seen = await tries(st, run, "a")
+            assert seen in ([(1, "cancelling")], [(1, "cancelled")])
+            if seen == [(1, "cancelling")]:
+                assert (await st.tasks(run))["a"][0] == "cancelling"
             for _ in range(100):  # the kill runs beside the loop, records itself, then `a` is released
                 await st.tick(periodic=True)
                 if await tries(st, run, "a") == [(1, "cancelled"), (2, "queued")]:
