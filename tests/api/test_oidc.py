@@ -41,12 +41,8 @@ USERS: dict[str, dict[str, Any]] = {
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
-    idp = OidcProvider(tmp_path_factory.mktemp("idp"), USERS)
-    idp.start()
-    try:
+    with OidcProvider(tmp_path_factory.mktemp("idp"), USERS) as idp:
         yield idp
-    finally:
-        idp.stop()
 
 
 def oidc_env(provider: OidcProvider, **extra: str) -> dict[str, str]:

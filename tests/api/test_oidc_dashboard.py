@@ -32,12 +32,8 @@ SECRET = "s" * 40
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
-    idp = OidcProvider(tmp_path_factory.mktemp("idp"), USERS)
-    idp.start()
-    try:
+    with OidcProvider(tmp_path_factory.mktemp("idp"), USERS) as idp:
         yield idp
-    finally:
-        idp.stop()
 
 
 def sso_env(provider: OidcProvider) -> dict[str, str]:

@@ -36,12 +36,8 @@ teams:
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
-    idp = OidcProvider(tmp_path_factory.mktemp("idp"), USERS)
-    idp.start()
-    try:
+    with OidcProvider(tmp_path_factory.mktemp("idp"), USERS) as idp:
         yield idp
-    finally:
-        idp.stop()
 
 
 @pytest.fixture

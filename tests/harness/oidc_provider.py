@@ -409,6 +409,13 @@ class OidcProvider:
                 self.process.stdout.close()
             self.process = None
 
+    def __enter__(self) -> OidcProvider:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
     def rotate(self, *, keep_old: bool = True) -> dict[str, Any]:
         """A new signing key, published at once (the old one kept in the JWKS, or withdrawn)."""
         key = new_key()
