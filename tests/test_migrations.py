@@ -106,13 +106,14 @@ def test_data_dropping_downgrades_follow_the_declarations(empty_database_url: st
     head = migrations.head_revision()
     assert migrations.data_dropping_downgrades(empty_database_url, head) == []
     drops = migrations.data_dropping_downgrades
-    assert drops(empty_database_url, "0018") == ["0019"]  # datasets
-    assert drops(empty_database_url, "0017") == ["0019", "0018"]  # + cluster templates
-    assert drops(empty_database_url, "0016") == ["0019", "0018", "0017"]  # + runtime API tokens
-    assert drops(empty_database_url, "0014") == ["0019", "0018", "0017", "0016", "0015"]  # + map counts
-    assert drops(empty_database_url, "0013") == ["0019", "0018", "0017", "0016", "0015", "0014"]  # + outputs
-    assert drops(empty_database_url, "0011") == ["0019", "0018", "0017", "0016", "0015", "0014", "0012"]
-    assert drops(empty_database_url, "0010") == ["0019", "0018", "0017", "0016", "0015", "0014", "0012"]
-    assert drops(empty_database_url, "0003") == ["0019", "0018", "0017", "0016", "0015", "0014", "0012", "0010",
+    assert drops(empty_database_url, "0019") == ["0020"]  # data intervals
+    assert drops(empty_database_url, "0018") == ["0020", "0019"]  # + datasets
+    assert drops(empty_database_url, "0017") == ["0020", "0019", "0018"]  # + cluster templates
+    assert drops(empty_database_url, "0016") == ["0020", "0019", "0018", "0017"]  # + runtime API tokens
+    assert drops(empty_database_url, "0014") == ["0020", "0019", "0018", "0017", "0016", "0015"]  # + map counts
+    assert drops(empty_database_url, "0013") == ["0020", "0019", "0018", "0017", "0016", "0015", "0014"]  # + outputs
+    assert drops(empty_database_url, "0011") == ["0020", "0019", "0018", "0017", "0016", "0015", "0014", "0012"]
+    assert drops(empty_database_url, "0010") == ["0020", "0019", "0018", "0017", "0016", "0015", "0014", "0012"]
+    assert drops(empty_database_url, "0003") == ["0020", "0019", "0018", "0017", "0016", "0015", "0014", "0012", "0010",
                                                  "0008", "0007", "0006", "0005", "0004"]
     assert migrations.data_dropping_downgrades(empty_database_url, "no-such-revision") == []

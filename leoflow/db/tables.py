@@ -170,6 +170,10 @@ class DagRun(Base):
     # A dataset-triggered run's triggering events, one entry per URI (leoflow.db.stores.datasets);
     # None for every other run.
     triggering_events: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    # The span of data the run is for (leoflow.model.spec.timetable): a scheduled run's previous and
+    # current fire time, a manual run's logical date twice. None on runs written before 0020.
+    data_interval_start: Mapped[datetime | None]
+    data_interval_end: Mapped[datetime | None]
 
     __table_args__ = (
         UniqueConstraint("dag_id", "run_id"),
