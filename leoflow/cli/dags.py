@@ -12,6 +12,7 @@ hundred lines for a small DAG); ``--output json|yaml`` prints that full form.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,15 @@ def register(sub: Any) -> None:
     backfills.register_dags_backfill(dags)
 
 
+def schedule_text(schedule: object) -> str:
+    """One cell for a schedule as the API shows it: the cron, ``datasets all: URI, URI`` or ``-``."""
+    if isinstance(schedule, dict) and isinstance(schedule.get("datasets"), dict):
+        return "; ".join(f"datasets {mode}: {', '.join(map(str, uris))}" for mode, uris in schedule["datasets"].items())
+    if isinstance(schedule, str) and schedule:
+        return schedule
+    return "-" if schedule is None else json.dumps(schedule, separators=(",", ":"))
+
+
 def dags_list(args: argparse.Namespace, client: ClientSettings) -> int:
     """Every page the filters give (a filtered page may be short: the server bounds each request's work)."""
     params = {"paused": args.paused, "prefix": args.prefix, "state": args.state}
@@ -63,7 +73,7 @@ def dags_list(args: argparse.Namespace, client: ClientSettings) -> int:
         dags = api.pages("/api/v2/dags", {k: v for k, v in params.items() if v is not None}, limit=limit)
     if emitted(args, dags):
         return 0
-    table([[d["dag_id"], "yes" if d["paused"] else "no", d["schedule"] or "-", str(d["version"]),
+    table([[d["dag_id"], "yes" if d["paused"] else "no", schedule_text(d["schedule"]), str(d["version"]),
             d.get("last_run_state") or "-", "stopped" if d.get("schedule_error") else short(d["next_run_at"]),
             d.get("source") or "-"]
            for d in dags],

@@ -94,3 +94,14 @@ def test_bad_list_parameters_are_400s_naming_them(api_client: httpx.Client, para
     answer = api_client.get("/api/v2/datasets", params=params, headers=READ)
     assert answer.status_code in (400, 422), answer.text
     assert answer.json()["error"]["details"]["field"] == field, answer.text
+
+
+def test_a_dataset_dag_shows_its_schedule_in_the_list_and_its_document(api_client: httpx.Client) -> None:
+    schedule = {"datasets": {"any": ["s3://o", "s3://p"]}}
+    for dag_id, body in (("report", {"schedule": schedule}), ("nightly", {"schedule": "0 3 * * *"}), ("manual", {})):
+        answer = api_client.post("/api/v2/dags", json={"dag_id": dag_id, "tasks": [task("r")], **body}, headers=ADMIN)
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["schedule"] == body.get("schedule")
+    listed = {d["dag_id"]: d["schedule"] for d in api_client.get("/api/v2/dags", headers=READ).json()["items"]}
+    assert listed == {"report": schedule, "nightly": "0 3 * * *", "manual": None}
+    assert api_client.get("/api/v2/dags/report", headers=READ).json()["schedule"] == schedule

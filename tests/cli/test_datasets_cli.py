@@ -30,6 +30,8 @@ def test_event_and_list(database_url: str, monkeypatch: pytest.MonkeyPatch, caps
         assert main(["datasets", "list"]) == 0
         out = capsys.readouterr().out
         assert "s3://lake/orders" in out and "no producer" in out and "report:2" in out
+        assert main(["dags", "list"]) == 0  # the schedule column names the datasets, not "-"
+        assert "datasets any: s3://lake/orders" in capsys.readouterr().out
         assert main(["datasets", "list", "--output", "json"]) == 0
         [listed] = json.loads(capsys.readouterr().out)
         assert listed["consumers"] == ["report"] and listed["queued"][0]["events"] == 2

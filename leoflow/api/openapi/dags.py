@@ -29,7 +29,9 @@ from leoflow.model.spec.trigger_rules import TRIGGER_RULES
 from leoflow.model.states import DAG_LAST_RUN_STATES, DAG_STATES, RUN_STATES
 
 _DAG = {
-    "dag_id": STR, "paused": {"type": "boolean"}, "schedule": nullable("string"), "version": nullable("integer"),
+    "dag_id": STR, "paused": {"type": "boolean"}, "version": nullable("integer"),
+    "schedule": {"type": ["string", "object", "null"], "description": "As the current version's spec says it: a "
+                 "cron, {datasets: {all|any: [URI…]}}, or null (manual runs only)"},
     "next_run_at": TIME, "source": {**nullable("string"), "description": "Sync source label owning the DAG "
                                      "(null: applied by hand)"},
     "schedule_error": {**nullable("string"), "description": "Why the leader stopped creating scheduled runs "

@@ -314,6 +314,19 @@ def prefix_end(prefix: str) -> str | None:
     return stem[:-1] + _ID_ORDER[_ID_ORDER.index(stem[-1]) + 1]
 
 
+#: The schedule a DAG shows: as its current version's spec says it (a cron, ``{datasets: …}``, any
+#: other form the spec takes), not the ``dags.schedule`` column, which holds only what the cron
+#: planner reads and is null for a DAG that runs on datasets.
+_SHOWN_SCHEDULE = "coalesce(v.spec->'schedule', to_jsonb(s.schedule))"
+
+
+def shown_schedule(spec: object, planned: str | None) -> object:
+    """:data:`_SHOWN_SCHEDULE` for a row read in Python: the spec's schedule, else the planned cron."""
+    if isinstance(spec, dict) and "schedule" in spec:
+        return spec["schedule"]
+    return planned
+
+
 def _list_sql(flt: DagListFilter, *, bounded: bool) -> str:
     # ``dag_id >= :prefix`` lets the scan start where the prefix's ids start: a string sorts after
     # its own prefixes under C and under the libc/ICU collations. ``dag_id < :end`` stops it where
@@ -334,7 +347,7 @@ def _list_sql(flt: DagListFilter, *, bounded: bool) -> str:
     # The window is not materialised: the page's LIMIT stops the walk as soon as enough DAGs
     # matched (a dense filter reads about ``limit`` rows, not the whole budget).
     return f"""
-        SELECT s.dag_id, s.paused, s.schedule, v.version, s.next_run_at, s.source, s.schedule_error,
+        SELECT s.dag_id, s.paused, {_SHOWN_SCHEDULE} AS schedule, v.version, s.next_run_at, s.source, s.schedule_error,
                s.created_at, s.updated_at, r.run_id AS last_run_id, r.state AS last_run_state
         FROM ({_window_sql(start)}) s
         LEFT JOIN LATERAL (SELECT run_id, state FROM dag_runs WHERE dag_runs.dag_id = s.dag_id
@@ -398,7 +411,11 @@ async def get_dag(conn: AsyncConnection, dag_id: str) -> dict[str, Any] | None:
              .select_from(_dags.outerjoin(_versions, _versions.c.id == _dags.c.current_version_id))
              .where(_dags.c.dag_id == dag_id, _dags.c.deleted.is_(False)))
     row = (await conn.execute(query)).first()
-    return dict(row._mapping) if row else None
+    if row is None:
+        return None
+    dag = dict(row._mapping)
+    dag["schedule"] = shown_schedule(dag["spec"], dag["schedule"])
+    return dag
 
 
 async def named_teams(conn: AsyncConnection, dag_ids: Sequence[str]) -> dict[str, str | None]:

@@ -71,3 +71,13 @@ export function badge(state) {
   const name = state || "none";
   return h("span", { class: `badge st-${name}`, "data-state": name }, name.replace(/_/g, " "));
 }
+
+/** A schedule as the API shows it: the cron, "datasets all: s3://a, s3://b", or null (manual). */
+export function scheduleText(schedule) {
+  if (schedule === null || schedule === undefined || schedule === "") return null;
+  if (typeof schedule === "string") return schedule;
+  if (typeof schedule.datasets === "object" && schedule.datasets !== null) {
+    return Object.entries(schedule.datasets).map(([mode, uris]) => `datasets ${mode}: ${[].concat(uris).join(", ")}`).join("; ");
+  }
+  return JSON.stringify(schedule);
+}

@@ -3,7 +3,7 @@
 
 import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
-import { badge, fmtDuration, fmtTime, secondsBetween, TASK_STATES, TERMINAL_RUN_STATES, timeEl } from "../format.js";
+import { badge, fmtDuration, fmtTime, scheduleText, secondsBetween, TASK_STATES, TERMINAL_RUN_STATES, timeEl } from "../format.js";
 import { dependsOn, preferVertical, taskGraph, taskId, topoOrder } from "../graph.js";
 import { backfillForm, backfillsTable } from "../backfill.js";
 import { paramsForm } from "../params.js";
@@ -166,9 +166,9 @@ export default {
         if (headChanged(dag)) {
           if (trigger) trigger.setSchema(dag.spec?.params);
           fill(controls, pausedControl(dag, ctx, errors.set), trigger ? trigger.button : null,
-            backfill && dag.schedule ? backfill.button : null);
+            backfill && typeof dag.schedule === "string" ? backfill.button : null);
           fill(facts,
-            fact("Schedule", dag.schedule ? h("code", {}, dag.schedule) : "manual only"),
+            fact("Schedule", scheduleText(dag.schedule) ? h("code", {}, scheduleText(dag.schedule)) : "manual only"),
             fact("Next run", dag.paused ? "paused" : timeEl(dag.next_run_at)),
             dag.schedule_error ? fact("Schedule stopped", h("span", { class: "reason", "data-testid": "schedule-error" }, dag.schedule_error)) : null,
             fact("Version", dag.version ?? dag.current_version ?? "—"),

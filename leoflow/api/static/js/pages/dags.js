@@ -3,7 +3,7 @@
 
 import { api, enc, items } from "../api.js";
 import { fill, h, href } from "../dom.js";
-import { badge, timeEl } from "../format.js";
+import { badge, scheduleText, timeEl } from "../format.js";
 import { changeGate, notice, table } from "../ui.js";
 
 const PAGE_SIZE = 50;
@@ -111,7 +111,7 @@ export default {
         const empty = prefix ? `No DAG id starts with “${prefix}”.` : "No DAGs yet. Apply one with `leoflow dags apply FILE`.";
         fill(body, table([
           { title: "DAG", cell: (d) => h("a", { href: href("dags", d.dag_id), class: "strong", "data-testid": `dag-link-${d.dag_id}` }, d.dag_id) },
-          { title: "Schedule", cell: (d) => d.schedule ? h("code", {}, d.schedule) : h("span", { class: "muted" }, "manual") },
+          { title: "Schedule", cell: (d) => scheduleText(d.schedule) ? h("code", {}, scheduleText(d.schedule)) : h("span", { class: "muted" }, "manual") },
           { title: "Active", cell: (d) => pausedControl(d, ctx, errors.set) },
           { title: "Last run", cell: (d) => d.last_run_id
             ? h("a", { href: href("dags", d.dag_id, "runs", d.last_run_id), title: d.last_run_id }, badge(d.last_run_state))
