@@ -286,3 +286,19 @@ def test_run_triggering_events_renders_as_json_in_args(settings: Settings) -> No
             assert again.args == ("[]",)  # a run datasets did not trigger
 
     asyncio.run(main())
+
+
+def test_the_last_events_extra_reaches_the_run_and_its_tasks(settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, consumer("report", "all", ORDERS, CUSTOMERS))
+            await event(st.engine, ORDERS, {"rows": 1})
+            await event(st.engine, ORDERS, {"rows": 1200, "path": "s3://lake/orders/2026-11-29"})
+            await event(st.engine, CUSTOMERS)  # no extra: none shown
+            await st.tick(periodic=True)
+            [(_, _, events)] = await dataset_runs(st.engine, "report")
+            by_uri = {e["uri"]: e for e in events}
+            assert by_uri[ORDERS]["extra"] == {"rows": 1200, "path": "s3://lake/orders/2026-11-29"}
+            assert by_uri[ORDERS]["events"] == 2 and "extra" not in by_uri[CUSTOMERS]
+
+    asyncio.run(main())

@@ -62,7 +62,8 @@ _RUN = {
     "triggering_events": {**nullable("array"), "items": {"type": "object"}, "description": (
         "A dataset-triggered run (run_type dataset): per URI, the events it consumed, coalesced (uri, events, "
         "first_event_id, last_event_id, first_at, last_at, and the last event's source: task with dag_id, "
-        "run_id, task_id, or api); null for every other run. Tasks get it as LEOFLOW_TRIGGERING_EVENTS.")},
+        "run_id, task_id, or api; and the last event's extra when it had one); null for every other run. Tasks "
+        "get it as LEOFLOW_TRIGGERING_EVENTS.")},
 }
 SCHEMAS: dict[str, Any] = {
     "RunRequest": obj({"run_id": {**name(limits.RUN_ID), "not": {"pattern": f"^{SCHEDULED_PREFIX}"},

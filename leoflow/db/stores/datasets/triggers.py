@@ -57,7 +57,8 @@ _LOCK_DAGS = text("""
 
 _LOCK_QUEUE = text("""
     SELECT q.dag_id, q.uri, q.first_event_id, q.last_event_id, q.events, q.first_at, q.last_at,
-           e.source, e.dag_id AS source_dag_id, e.run_id AS source_run_id, e.task_id AS source_task_id
+           e.source, e.dag_id AS source_dag_id, e.run_id AS source_run_id, e.task_id AS source_task_id,
+           e.extra
     FROM dataset_queue q LEFT JOIN dataset_events e ON e.id = q.last_event_id
     WHERE q.dag_id = ANY(CAST(:ids AS text[]))
     ORDER BY q.dag_id, q.uri
@@ -99,6 +100,8 @@ class QueuedUri:
     source_dag_id: str | None
     source_run_id: str | None
     source_task_id: str | None
+    #: The last event's ``extra`` (an outside report's details, at most 16 KiB); None when it had none.
+    extra: dict[str, Any] | None = None
 
     def document(self) -> dict[str, Any]:
         """The entry of a run's ``triggering_events`` (and LEOFLOW_TRIGGERING_EVENTS) for this URI."""
@@ -109,6 +112,8 @@ class QueuedUri:
             out["source"] = self.source
         if self.source == "task":
             out.update(dag_id=self.source_dag_id, run_id=self.source_run_id, task_id=self.source_task_id)
+        if self.extra:
+            out["extra"] = self.extra
         return out
 
 
@@ -148,7 +153,7 @@ async def lock_queues(conn: AsyncConnection, dag_ids: Sequence[str]) -> list[Loc
     for r in await conn.execute(_LOCK_QUEUE, {"ids": arrays.texts(dags)}):
         dags[r.dag_id].queued[r.uri] = QueuedUri(
             r.uri, int(r.first_event_id), int(r.last_event_id), int(r.events), r.first_at, r.last_at, r.source,
-            r.source_dag_id, r.source_run_id, r.source_task_id)
+            r.source_dag_id, r.source_run_id, r.source_task_id, r.extra)
     return list(dags.values())
 
 
