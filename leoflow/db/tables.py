@@ -523,6 +523,51 @@ class DatasetQueueEntry(Base):
     last_at: Mapped[datetime]
 
 
+class TaskWait(Base):
+    """One condition a ``waiting`` task instance waits for (``wait_for``, ``depends_on_past``; leoflow.scheduler.waits).
+
+    Written when the task's trigger rule first says run (the task becomes ``waiting``), one row per
+    condition, ``position`` its place in the task's list. The leader re-checks a row when
+    ``check_at`` has come (a coarse timer, its timeout, or ``now`` when what it waits on changed:
+    a run of the DAG it names ended, an event of its dataset, an approval) — never every row every
+    tick. ``state``: ``waiting`` | ``met`` | ``failed``; an approval's decision is written by the API
+    (compare-and-set on ``decision IS NULL``) and applied to the task by the leader's fenced step.
+    """
+
+    __tablename__ = "task_waits"
+
+    task_instance_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("task_instances.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dag_id: Mapped[str] = mapped_column(String(50))
+    kind: Mapped[str] = mapped_column(String(10))  # dag | dataset | time | approval | past
+    target: Mapped[str] = mapped_column(String(1000), server_default=text("''"))
+    #: ``dag``: the logical date of the run waited for; ``time``: the moment.
+    target_date: Mapped[datetime | None]
+    states: Mapped[list[str] | None] = mapped_column(ARRAY(String(20)))
+    #: ``dataset``: events after this moment count (the run's start).
+    since: Mapped[datetime | None]
+    state: Mapped[str] = mapped_column(String(10), server_default=text("'waiting'"))
+    reason: Mapped[str | None] = mapped_column(Text)
+    soft_fail: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    timeout_at: Mapped[datetime | None]
+    check_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    #: The task instance's try number when it started waiting (a clear after it ran waits again).
+    try_number: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    decided_at: Mapped[datetime | None]
+    decision: Mapped[str | None] = mapped_column(String(10))  # approve | reject
+    decided_by: Mapped[str | None] = mapped_column(String(100))
+    comment: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        # The leader's one probe per periodic step: the rows whose check is due.
+        Index("ix_task_waits_due", "check_at", postgresql_where=text("state = 'waiting'")),
+        # A change re-checks exactly the rows that wait on it.
+        Index("ix_task_waits_target", "kind", "target", postgresql_where=text("state = 'waiting'")),
+    )
+
+
 class Pool(Base):
     """A named pool of task slots (leoflow.model.spec.fairness); the ``default`` pool is not stored."""
 

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-TaskState = Literal["pending", "queued", "running", "up_for_retry", "cancelling", "success", "failed",
+TaskState = Literal["pending", "queued", "running", "up_for_retry", "cancelling", "waiting", "success", "failed",
                     "upstream_failed", "skipped", "cancelled"]
 RunState = Literal["queued", "running", "success", "failed", "cancelled"]
 
 #: Task states in which a task instance is not finished. ``cancelling``: cleared while a try of it
 #: was live; it waits, unqueued, until that try is confirmed gone (its process exited, its pod
 #: deleted), then becomes ``pending`` (:mod:`leoflow.scheduler.periodic`), so two tries of one
-#: task never run at once.
-ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("pending", "queued", "running", "up_for_retry", "cancelling")
+#: task never run at once. ``waiting``: its trigger rule said run, but a ``wait_for`` condition or
+#: ``depends_on_past`` holds it, unqueued and without a slot, until met (:mod:`leoflow.scheduler.waits`).
+ACTIVE_TASK_STATES: tuple[TaskState, ...] = ("pending", "queued", "running", "up_for_retry", "cancelling",
+                                             "waiting")
 #: Task states counted against ``LEOFLOW_PARALLELISM``.
 SLOT_TASK_STATES: tuple[TaskState, ...] = ("queued", "running")
 #: ``upstream_failed`` and ``skipped`` are decided by trigger rules (leoflow.model.spec.trigger_rules).

@@ -4,7 +4,7 @@ import { h } from "./dom.js";
 
 export const TERMINAL_TASK_STATES = new Set(["success", "failed", "upstream_failed", "skipped", "cancelled"]);
 /** Every task state in the order a task meets them (leoflow.model.states.TASK_STATES; a test keeps them equal). */
-export const TASK_STATES = ["pending", "queued", "running", "up_for_retry", "cancelling", "success", "failed",
+export const TASK_STATES = ["pending", "queued", "running", "up_for_retry", "cancelling", "waiting", "success", "failed",
   "upstream_failed", "skipped", "cancelled"];
 export const TERMINAL_RUN_STATES = new Set(["success", "failed", "cancelled"]);
 
