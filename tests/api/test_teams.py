@@ -258,3 +258,28 @@ def test_a_configmap_swap_is_picked_up(tmp_path: Path) -> None:
     assert source.current().team_of("a-x") == "a"  # not looked at again within the interval
     now[0] += RELOAD_INTERVAL
     assert source.current().team_of("a-x") == "b"
+
+
+def test_the_dataset_list_shows_a_team_only_what_its_dags_produce_or_consume(cluster: httpx.Client) -> None:
+    def dag(dag_id: str, **fields: Any) -> dict[str, Any]:
+        return {**spec(dag_id), **fields}
+
+    load = {"id": "load", "image": "busybox", "command": ["true"], "produces": ["s3://shared"]}
+    assert cluster.post("/api/v2/dags", json=dag("ml-load", tasks=[load]), headers=ADMIN).status_code == 201
+    for dag_id, uri in (("data-report", "s3://shared"), ("ml-report", "s3://shared"), ("ml-only", "s3://ml")):
+        answer = cluster.post("/api/v2/dags", json=dag(dag_id, schedule={"datasets": {"any": [uri]}}), headers=ADMIN)
+        assert answer.status_code == 201, answer.text
+    for uri in ("s3://shared", "s3://ml", "s3://nobody"):
+        assert cluster.post("/api/v2/datasets/events", json={"uri": uri}, headers=ADMIN).status_code == 201
+    viewer = _token(cluster, "viewer", "data")
+    [shared] = cluster.get("/api/v2/datasets", headers=viewer).json()["items"]
+    assert shared["uri"] == "s3://shared" and shared["consumers"] == ["data-report"]
+    assert shared["producers"] == [] and shared["no_producer"] is False  # produced, by a DAG it may not see
+    assert [q["dag_id"] for q in shared["queued"]] == ["data-report"]
+    for uri in ("s3://ml", "s3://nobody"):  # named by no DAG it reads, or by none at all
+        assert cluster.get("/api/v2/datasets", params={"uri": uri}, headers=viewer).json()["items"] == []
+    every = cluster.get("/api/v2/datasets", headers=READ).json()["items"]
+    assert [(d["uri"], d["consumers"]) for d in every] == [("s3://ml", ["ml-only"]),
+                                                          ("s3://shared", ["data-report", "ml-report"])]
+    ml = _token(cluster, "viewer", "ml")
+    assert [d["uri"] for d in cluster.get("/api/v2/datasets", headers=ml).json()["items"]] == ["s3://ml", "s3://shared"]

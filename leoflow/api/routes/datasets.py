@@ -5,13 +5,22 @@ records an event as a producing task's success does and queues it for every cons
 same transaction (:mod:`leoflow.db.stores.datasets.events`); the leader starts their runs on its
 next tick, woken at once. It is how Argo Events' webhook or an upstream team's loader says "the
 file landed". ``GET /api/v2/datasets`` lists URIs with producers, consumers, last event and queue.
+
+With teams configured, a caller who reads only some teams' DAGs sees a URI only if a DAG he may
+read produces or consumes it, and of that URI only those DAGs: producers, consumers and queue
+entries of other teams' DAGs are left out, and a last event another team's task recorded shows
+neither its DAG, run nor task (a URI names data, a DAG id names who works on it). A URI known only
+from its events (``?uri=``) names no DAG, so such a caller does not see it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 
+from leoflow.api.access import readable
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document
 from leoflow.api.jsonresp import JsonResponse
@@ -23,6 +32,7 @@ from leoflow.clock import SystemClock
 from leoflow.db.stores.datasets import events, reads
 from leoflow.metrics import datasets as metrics
 from leoflow.model import limits
+from leoflow.model.access.teams import Grant
 from leoflow.model.dataset_events import parse_event_request
 from leoflow.model.spec.datasets import dataset_uri
 
@@ -53,4 +63,33 @@ async def list_datasets(request: Request) -> Response:
     uri = None if raw_uri is None else dataset_uri(raw_uri, "uri")
     async with api_state(request).db.connect() as conn:
         found = await reads.list_datasets(conn, after=after, limit=limit + 1, uri=uri)
-    return JsonResponse(page(found, limit, lambda d: str(d["uri"]), "dataset"))
+    answer = page(found, limit, lambda d: str(d["uri"]), "dataset")
+    answer["items"] = await _readable_datasets(request, answer["items"])  # the page may be short
+    return JsonResponse(answer)
+
+
+def _dags_named(dataset: dict[str, Any]) -> set[str]:
+    producers = {str(p["dag_id"]) for p in dataset["producers"]}
+    return producers | {str(d) for d in dataset["consumers"]} | {str(q["dag_id"]) for q in dataset["queued"]}
+
+
+async def _readable_datasets(request: Request, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The datasets the caller's readable DAGs produce or consume, showing only those DAGs."""
+    grant: Grant | None = getattr(request.state, "grant", None)  # set by AccessControl.check
+    if grant is None or grant.readable_teams() is None:
+        return found  # reads every DAG: an admin, a cluster-wide reader, no teams configured
+    named = sorted({*(d for dataset in found for d in _dags_named(dataset)),
+                    *(str(ds["last_event"]["dag_id"]) for ds in found
+                      if ds["last_event"] and ds["last_event"].get("dag_id"))})
+    may_read = {item["dag_id"] for item in await readable(request, [{"dag_id": d} for d in named])}
+    shown = []
+    for dataset in found:
+        if not _dags_named(dataset) & may_read:
+            continue
+        last = dataset["last_event"]
+        if last and last.get("dag_id") and last["dag_id"] not in may_read:
+            last = {**last, "dag_id": None, "run_id": None, "task_id": None}
+        shown.append({**dataset, "producers": [p for p in dataset["producers"] if p["dag_id"] in may_read],
+                      "consumers": [d for d in dataset["consumers"] if d in may_read],
+                      "queued": [q for q in dataset["queued"] if q["dag_id"] in may_read], "last_event": last})
+    return shown
