@@ -43,6 +43,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
@@ -96,7 +97,7 @@ class Dag(Base):
         BigInteger, ForeignKey("dag_versions.id", use_alter=True, ondelete="SET NULL"))
     paused: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     deleted: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
-    schedule: Mapped[str | None] = mapped_column(String(100))
+    schedule: Mapped[str | None] = mapped_column(Text)  # a cron, or the encoding of a schedule form
     # The logical date of the next scheduled run the leader should create (None: not scheduled).
     next_run_at: Mapped[datetime | None]
     # The sync source label that owns this DAG (``dags sync --source``, LEOFLOW_DAGS_SOURCE);
@@ -373,6 +374,57 @@ class TaskLog(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
     updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
+
+class LogArchive(Base):
+    """The archived log of one container of one try, in object storage (leoflow.executor.log_archive).
+
+    ``size_bytes`` is how much of the container's output is archived, contiguously from byte 0: a
+    chunk is indexed only after its object is written, and only if it starts where the archive
+    ends, so the index never shows a gap, a duplicate or an object that is not all there.
+    ``complete``: the container ended and all of its output is archived.
+    """
+
+    __tablename__ = "log_archives"
+
+    task_try_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("task_tries.id", ondelete="CASCADE"), primary_key=True)
+    container: Mapped[str] = mapped_column(String(63), primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    chunks: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    complete: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+    updated_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
+
+class LogArchiveChunk(Base):
+    """One object of an archived log: bytes ``[start_offset, end_offset)`` of the output, gzip-compressed."""
+
+    __tablename__ = "log_archive_chunks"
+
+    task_try_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    container: Mapped[str] = mapped_column(String(63), primary_key=True)
+    start_offset: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    end_offset: Mapped[int] = mapped_column(BigInteger)
+    stored_bytes: Mapped[int] = mapped_column(BigInteger)
+    object_key: Mapped[str] = mapped_column(String(400))
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
+    __table_args__ = (
+        ForeignKeyConstraint(["task_try_id", "container"], ["log_archives.task_try_id", "log_archives.container"],
+                             ondelete="CASCADE"),
+    )
+
+
+class LogArchiveGarbage(Base):
+    """An archived object whose rows retention deleted: the object is deleted from storage next."""
+
+    __tablename__ = "log_archive_garbage"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    object_key: Mapped[str] = mapped_column(String(400))
+    queued_at: Mapped[datetime] = mapped_column(server_default=_NOW)
 
 
 # --------------------------------------------------------------------------- cluster
