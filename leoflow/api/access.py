@@ -13,17 +13,17 @@ the handler runs (:meth:`AccessControl.check`):
   then show only what the caller may read (:func:`readable`), and writes whose DAG is in the
   body (apply, sync) check it in the handler (:func:`require_dag`).
 
-The teams file (``LEOFLOW_TEAMS_FILE``, :mod:`leoflow.model.access.teams`) is read at start (a bad
-file stops the server with one line naming the place) and again when its modification time
-changes, checked at most once per :data:`RELOAD_INTERVAL`; a bad edit keeps the last good teams
-and logs the problem once, so a typo never locks everyone out of a running cluster.
+The teams file (``LEOFLOW_TEAMS_FILE``, :mod:`leoflow.model.access.teams`) is read by
+:class:`~leoflow.settings.teams_file.TeamsSource` (shared with the Kubernetes executor, which
+places a team's pods in its namespace): at start (a bad file stops the server with one line
+naming the place) and again when its modification time changes, checked at most once per
+second; a bad edit keeps the last good teams and logs the problem once, so a typo never locks
+everyone out of a running cluster.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -34,20 +34,22 @@ from leoflow.api.auth import Principal
 from leoflow.api.errors import ApiError
 from leoflow.db.connection.database import Database
 from leoflow.db.stores import dags as dag_store
-from leoflow.errors import LeoflowError, SettingsError, ValidationFailed
 from leoflow.model.access.roles import LOWEST_ROLE, ROLES, Action, allows
-from leoflow.model.access.teams import MAX_FILE_BYTES, NO_TEAMS, Grant, Teams, parse_teams
-from leoflow.model.files.yaml_loader import load_yaml
+from leoflow.model.access.teams import NO_TEAMS, Grant, Teams
+from leoflow.settings.teams_file import RELOAD_INTERVAL, TeamsSource
+
+__all__ = ["RELOAD_INTERVAL", "AccessControl", "TeamsSource", "action_for", "grant_for", "readable", "refuse_live_move",
+           "require_dag"]
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two looks at the teams file's modification time (a stat, ~2 µs, not per request).
-RELOAD_INTERVAL = 1.0
 #: Seconds a DAG's ``team:`` field, as read from the database, is trusted: a DAG moved to another
 #: team by an apply is decided by its new team within this, on every replica.
 OWNER_TTL = 1.0
 #: DAGs whose ``team:`` field a replica remembers (emptied when full).
 OWNER_CACHE_SIZE = 100_000
+#: Live runs a refused move names (:func:`refuse_live_move`).
+MOVE_RUNS_SHOWN = 5
 
 #: Operations whose action is not what their ``auth`` implies (``read`` → read, ``admin`` → admin).
 _ACTIONS: dict[tuple[str, str], Action] = {
@@ -96,71 +98,6 @@ def role_table(operations: Iterable[tuple[str, str, str]]) -> str:
     return "\n".join(rows)
 
 
-def _read_teams(path: str) -> Teams:
-    """The teams file at ``path``, parsed; SettingsError with one line naming the place."""
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE_BYTES:
-            raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: {size} bytes, at most {MAX_FILE_BYTES}")
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(MAX_FILE_BYTES + 1)
-        return parse_teams(load_yaml(text, max_bytes=MAX_FILE_BYTES))
-    except ValidationFailed as exc:
-        where = f"{exc.path}: " if exc.path else ""
-        raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: {where}{exc.problem}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: cannot be read ({exc.__class__.__name__}: "
-                            f"{str(exc)[:200]})") from None
-    except LeoflowError as exc:  # the YAML reader's YamlRejected: syntax or budget, with line and column
-        raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: {str(exc)[:300]}") from None
-
-
-class TeamsSource:
-    """The current teams: read at start, reloaded when the file changes (see the module docstring)."""
-
-    def __init__(self, path: str | None, *, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.path = path
-        self._monotonic = monotonic
-        self._lock = threading.Lock()
-        self._teams = NO_TEAMS
-        self._mtime: float | None = None
-        self._checked_at = float("-inf")
-        if path is not None:
-            self._mtime = os.stat(path).st_mtime if os.path.exists(path) else None
-            if self._mtime is None:
-                raise SettingsError("LEOFLOW_TEAMS_FILE", f"{path}: no such file")
-            self._teams = _read_teams(path)
-
-    def current(self) -> Teams:
-        if self.path is None:
-            return self._teams
-        now = self._monotonic()
-        if now - self._checked_at < RELOAD_INTERVAL:
-            return self._teams
-        with self._lock:
-            if now - self._checked_at >= RELOAD_INTERVAL:
-                self._checked_at = now
-                self._reload_if_changed(self.path)
-        return self._teams
-
-    def _reload_if_changed(self, path: str) -> None:
-        try:
-            mtime = os.stat(path).st_mtime
-        except OSError as exc:
-            log.error("teams file unreadable; keeping the last good teams",
-                      extra={"path": path, "error": str(exc)[:200]})
-            return
-        if mtime == self._mtime:
-            return
-        self._mtime = mtime
-        try:
-            self._teams = _read_teams(path)
-        except SettingsError as exc:
-            log.error("teams file rejected; keeping the last good teams", extra={"problem": exc.problem})
-            return
-        log.info("teams file reloaded", extra={"path": path, "teams": len(self._teams.teams)})
-
-
 def grant_for(principal: Principal, teams: Teams) -> Grant:
     """What ``principal`` may do under ``teams`` (see :mod:`leoflow.model.access.teams`)."""
     if principal.kind == "anonymous":  # LEOFLOW_AUTH=disabled
@@ -195,6 +132,10 @@ class DagOwners:
 
     def attach(self, db: Database) -> None:
         self._db = db
+
+    @property
+    def db(self) -> Database | None:
+        return self._db
 
     def forget(self, dag_ids: Iterable[str]) -> None:
         """This replica just wrote these DAGs: their next request reads the team they name now."""
@@ -282,6 +223,42 @@ async def require_dag(request: Request, dag_id: str, action: Action, *, new_team
             shown = f"team {owner!r}" if owner else "no team (admins only)"
             raise ApiError(403, f"DAG {dag_id[:60]!r} {'belongs' if field == 'dag_id' else 'would belong'} to "
                            f"{shown}; you may not {action} it", details={"field": field})
+
+
+async def refuse_live_move(request: Request, dag_id: str, new_team: str | None) -> None:
+    """409 when applying this spec would move ``dag_id`` to another team while it has live tries.
+
+    A team's pods run in its namespace (:mod:`leoflow.executor.kubernetes.placement`); a DAG moved
+    with pods still running would have them in one team's namespace while its next tries go to
+    another's, and its Secrets would be read from two places. So an apply or sync that changes the
+    DAG's owner (its ``team:`` field, or dropping it so its prefix decides) is refused, naming the
+    live runs, until they finish or are cancelled; without live tries the move is allowed. Each
+    try's pod stays where it was created whatever happens (its ``executor_ref`` records the
+    namespace), so a try launched between this check and the apply is still followed and collected.
+    """
+    _, teams = _state(request)
+    access: AccessControl | None = getattr(request.state, "access", None)
+    db = access.owners.db if access is not None else None
+    if not teams.configured or access is None or db is None:
+        return
+    current = (await access.owners_of(teams, [dag_id]))[dag_id]
+    after = new_team or teams.team_of(dag_id)
+    if current == after:
+        return
+    async with db.connect() as conn:
+        if not await dag_store.dag_exists(conn, dag_id):
+            return
+        live = await dag_store.live_runs(conn, dag_id, limit=MOVE_RUNS_SHOWN + 1)
+    if live:
+        more = ", ..." if len(live) > MOVE_RUNS_SHOWN else ""
+        shown = ", ".join(repr(r[:100]) for r in live[:MOVE_RUNS_SHOWN]) + more
+        raise ApiError(409, f"DAG {dag_id[:60]!r} has live tries in run(s) {shown}; it cannot move from "
+                       f"{_owner(current)} to {_owner(after)} until they finish or are cancelled (its pods run "
+                       "in its team's namespace)", details={"field": "team", "live_runs": live[:MOVE_RUNS_SHOWN]})
+
+
+def _owner(team: str | None) -> str:
+    return f"team {team!r}" if team else "no team (admins)"
 
 
 def token_teams(request: Request) -> frozenset[str] | None:

@@ -354,6 +354,13 @@ TOKEN_NAME = Name("`name` (token request)", NAME_RE, 50, NAME_RULE,
                   "shown in token lists, logs and the audit log, like a pool's name")
 TEAM_NAME = Name("`team` (token request, DAG spec, teams file)", NAME_RE, 50, NAME_RULE,
                  "the same rule as DAG ids: team names appear in URLs, labels and namespaces")
+TEAM_NAMESPACE = Name("`teams[].namespace` (teams file)", re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"), 63,
+                      "use 1-63 of a-z, 0-9 and '-', starting and ending with a letter or digit",
+                      "a Kubernetes namespace name (an RFC 1123 label): the team's task pods run there")
+TEAM_SERVICE_ACCOUNT = Name("`teams[].service_account` (teams file)",
+                            re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$"), 253,
+                            "use 1-253 of a-z, 0-9, '-' and '.', starting and ending with a letter or digit",
+                            "a Kubernetes service account name (an RFC 1123 subdomain) in the team's namespace")
 TOKEN_EXPIRY = Range("`expires_in_days` (token request)", 1, 3_650, "every token expires; the cluster's "
                      "LEOFLOW_API_TOKEN_MAX_DAYS (default 90) caps it further", integer=True)
 TOKENS = Count("runtime API tokens (not revoked, not expired)", 0, 10_000, "tokens",
@@ -401,6 +408,6 @@ LIMITS: tuple[Limit, ...] = (
     RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES, MAP_ITEMS, MAX_PARALLEL, MAP_SOURCE,
     BEARER_JWT, OIDC_GROUPS,
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
-    TOKEN_NAME, TEAM_NAME, TOKEN_EXPIRY, TOKENS,
+    TOKEN_NAME, TEAM_NAME, TEAM_NAMESPACE, TEAM_SERVICE_ACCOUNT, TOKEN_EXPIRY, TOKENS,
     DATASET_URI, PRODUCES, DATASET_CONDITION, DATASET_EXTRA,
 )

@@ -28,7 +28,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leoflow.api.access import forget_owners, require_dag
+from leoflow.api.access import forget_owners, refuse_live_move, require_dag
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
@@ -127,6 +127,7 @@ async def sync_dags(request: Request) -> Response:
                               [e.to_json() for e in dag_set.errors])
     for located in dag_set.dags:  # every DAG of the files must be the caller's to edit: 403 naming it
         await require_dag(request, located.spec.dag_id, "edit", new_team=located.spec.team)
+        await refuse_live_move(request, located.spec.dag_id, located.spec.team)  # 409 naming its live runs
     async with state.db.transaction() as conn:
         plan = await dags.sync_dags(conn, dag_set.dags, options, clock=SystemClock())
         for change in plan.changes:  # a prune reaching another team's DAG: 403, nothing applied (rolled back)

@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leoflow.api.access import forget_owners, readable, require_dag
+from leoflow.api.access import forget_owners, readable, refuse_live_move, require_dag
 from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import ApiError, bad_field
@@ -114,6 +114,7 @@ async def _apply(request: Request, document: Any) -> tuple[dict[str, Any], bool]
     # A spec of thousands of tasks takes a while to check: off the event loop, like its body.
     spec = await run_in_threadpool(partial(parse_dag_spec, document, now=clock.now(), cluster_templates=catalog))
     await require_dag(request, spec.dag_id, "edit", new_team=spec.team)  # the team it names must be the caller's
+    await refuse_live_move(request, spec.dag_id, spec.team)  # 409 while its pods run in its old team's namespace
     check_dag_pods(spec, api_state(request).settings.executor.kubernetes.pod_policy())  # 422 naming the field
     check_entrypoints(spec, api_state(request).settings.executor.kind)
     async with audited_transaction(request, dag_id=spec.dag_id) as write:

@@ -430,3 +430,17 @@ async def named_teams(conn: AsyncConnection, dag_ids: Sequence[str]) -> dict[str
         WHERE d.dag_id = ANY(CAST(:ids AS text[]))
     """), {"ids": list(dag_ids)})
     return {r.dag_id: r.team for r in rows}
+
+
+async def live_runs(conn: AsyncConnection, dag_id: str, *, limit: int = 10) -> list[str]:
+    """Run ids of ``dag_id`` (at most ``limit``, oldest first) with a task queued, running or being
+    cancelled: the tries that have, or may get, a pod. Moving the DAG to another team (another
+    namespace) is refused while there are any (:func:`leoflow.api.access.refuse_live_move`)."""
+    rows = await conn.execute(text("""
+        SELECT r.run_id FROM dag_runs r
+        WHERE r.dag_id = :d AND EXISTS (
+            SELECT 1 FROM task_instances ti
+            WHERE ti.run_pk = r.id AND ti.state IN ('queued', 'running', 'cancelling'))
+        ORDER BY r.id LIMIT :n
+    """), {"d": dag_id, "n": limit})
+    return [r.run_id for r in rows]

@@ -4,7 +4,9 @@ Part of :class:`leoflow.executor.kubernetes.KubernetesExecutor` (a mixin, split 
 module about one thing); see that module's docstring for the guarantees. In short:
 
 - launches are recorded on their tries in batches of :data:`RECORD_BATCH`, one transaction each,
-  which checks the fencing term first (an ex-leader records nothing and creates nothing);
+  which checks the fencing term first (an ex-leader records nothing and creates nothing) and
+  decides each pod's namespace (its DAG's team's: :mod:`.placement`), recorded in its
+  ``executor_ref``; a namespace not watched yet is listed and watched before the pod is created;
 - **every create call is made inside a fenced window** (:mod:`.windows`): a transaction holding
   the ``cluster_leadership`` row ``FOR SHARE`` until the API server has answered, so a pod of an
   old term is always created *before* a newer term commits, never after — also when the term
@@ -37,6 +39,7 @@ from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, ObjectAlreadyExists
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
+from leoflow.executor.kubernetes.placement import Placements, PodPlace
 from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED
@@ -66,6 +69,12 @@ class Tracked:
     logs_saved: bool = False
     stuck_since: float | None = None
     last: StatusUpdate | None = None
+    #: The pod's ref (:meth:`KubernetesApi.ref`): its name, prefixed by ``namespace/`` outside the cluster's.
+    ref: str = ""
+    place: PodPlace | None = None
+
+    def __post_init__(self) -> None:
+        self.ref = self.ref or self.name
 
 
 class PodCreation:
@@ -73,6 +82,7 @@ class PodCreation:
 
     api: KubernetesApi
     namespace: str
+    placements: Placements
     k8s: KubernetesSettings
     create_deadline: float
     _tracked: dict[str, Tracked]
@@ -94,6 +104,9 @@ class PodCreation:
     async def _seen(self, t: Tracked, pod: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    async def _ensure_watched(self, namespaces: set[str]) -> None:
+        raise NotImplementedError
+
     async def _record_launches(self) -> None:
         """Fenced, batched: note the pod names on the tries, then create each pod."""
         while self._to_record:
@@ -108,9 +121,13 @@ class PodCreation:
         while True:
             try:
                 async with ctx.db.transaction() as conn:
+                    places = await self.placements.for_dags(conn, [launch.key.dag_id for launch, _ in group])
+                    for launch, t in group:
+                        t.place = places[launch.key.dag_id]
+                        t.ref = self.api.ref(t.place.namespace, t.name)
                     claims = await try_store.record_launches(
                         conn, cluster=ctx.cluster, term=term, node_id=ctx.node_id,
-                        launches=[(launch.task_try_id, t.name, launch.key) for launch, t in group])
+                        launches=[(launch.task_try_id, t.ref, launch.key) for launch, t in group])
                 break
             except FencedOut as exc:
                 log.warning("not creating pods: fenced out", extra={"pods": len(group), "error": str(exc)})
@@ -125,6 +142,7 @@ class PodCreation:
                     return
                 log.warning("recording launches failed; retrying", extra={"pods": len(group), "error": str(exc)})
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
+        await self._ensure_watched({t.place.namespace for _, t in group if t.place is not None})
         for launch, t in group:
             claim = claims.get(launch.task_try_id)
             if claim is None:
@@ -141,8 +159,9 @@ class PodCreation:
         ctx = self._require_ctx()
         try:
             check_task_pod(launch.pod, self.k8s.pod_policy())  # a DAG stored before the policy: this try fails
-            body = pods.pod_spec(ctx.cluster, self.namespace, launch, service_account=self.k8s.service_account,
-                                 image_pull_secrets=self.k8s.image_pull_secrets, template=self.k8s.pod_template)
+            place = t.place or self.placements.for_team(None)
+            body = pods.pod_spec(ctx.cluster, place.namespace, launch, service_account=place.service_account,
+                                 image_pull_secrets=self.k8s.image_pull_secrets, template=place.template)
         except ValidationFailed as exc:  # never sent: the spec's fields and templates do not add up, or the policy
             await self._finish(t, "failed", None, f"the task's pod is invalid, not created: {exc}"[:1000])
             return
@@ -160,7 +179,7 @@ class PodCreation:
                 await self._seen(t, created)
                 return
             except ObjectAlreadyExists as err:
-                existing = await self._get_quietly(t.name)
+                existing = await self._get_quietly(t.ref)
                 if existing is not None:
                     await self._adopt_existing(t, existing)
                     return
@@ -200,7 +219,7 @@ class PodCreation:
         attempt = 0
         while True:
             try:
-                existing = await self.api.get_pod(t.name)
+                existing = await self.api.get_pod(t.ref)
                 break
             except KubernetesError as err:
                 attempt += 1
@@ -224,8 +243,8 @@ class PodCreation:
         POD_CREATE_CONFLICTS.inc()
         await self._seen(t, pod)
 
-    async def _get_quietly(self, name: str) -> dict[str, Any] | None:
+    async def _get_quietly(self, ref: str) -> dict[str, Any] | None:
         try:
-            return await self.api.get_pod(name)
+            return await self.api.get_pod(ref)
         except KubernetesError:
             return None

@@ -19,7 +19,13 @@ Runs only on the leader, for one fencing term (``start`` … ``stop``). Promises
   of finished tries (or of tries the database does not know) are deleted, and claimed tries a
   leader saw running whose pods are gone are reported failed. Claimed tries never seen running
   are left to the scheduler, which resubmits them (they are still ``queued``).
-- **Status** comes from a watch (label selector, resourceVersion, bookmarks; 410 Gone → relist)
+- **Namespaces.** A team's pods run in its namespace (:mod:`.placement`); the cluster's own
+  namespace holds the rest. Every namespace is listed and watched on its own — *one watch per
+  namespace*, not one cluster-wide watch: the chart grants the executor a Role in each team
+  namespace and never a ClusterRole, and a namespaced Role allows only namespaced lists and
+  watches. Each watch keeps its own resourceVersion (versions of two namespaces' lists are not
+  interchangeable), and a 410 Gone relists only its namespace.
+- **Status** comes from the watches (label selector, resourceVersion, bookmarks; 410 Gone → relist)
   plus a periodic full resync, both fresh from the server. The ``task`` container's end decides
   (:func:`.pods.pod_outcome`): exit 0 → success, else failed with exit code and reason; if
   sidecars keep the pod running, its logs are shipped and the pod deleted right away.
@@ -63,6 +69,7 @@ from leoflow.executor.kubernetes.create import PodCreation, Tracked
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, WatchExpired
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.executor.kubernetes.logs import fetch_pod_logs, store_pod_logs
+from leoflow.executor.kubernetes.placement import Placements
 from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
@@ -70,6 +77,7 @@ from leoflow.metrics.executor import PODS_DELETED
 from leoflow.model.states import FINISHED_TRY_STATES
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.settings import Settings
+from leoflow.settings.teams_file import TeamsSource
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +101,15 @@ class KubernetesExecutor(PodCreation):
     def __init__(self, settings: Settings, *, api: KubernetesApi | None = None, concurrency: int = 16,
                  resync_interval: float = 30.0, watch_timeout: int = 60, create_deadline: float = 120.0,
                  delete_grace: int = 10, deadline_slack: float = 60.0, kill_concurrency: int = 8,
-                 kill_log_timeout: float = KILL_LOG_TIMEOUT, kill_grace: float | None = None) -> None:
+                 kill_log_timeout: float = KILL_LOG_TIMEOUT, kill_grace: float | None = None,
+                 teams: TeamsSource | None = None) -> None:
         self.settings = settings
         self.k8s = settings.executor.kubernetes
         self.api = api or KubernetesApi(settings, concurrency=concurrency)
         self.namespace = self.api.namespace
+        self.placements = Placements(self.k8s, self.namespace, teams or TeamsSource(settings.api.teams_file))
+        #: Namespaces listed and watched in this term (grows with the teams file, never shrinks).
+        self._watched: set[str] = set()
         self.resync_interval = resync_interval
         self.watch_timeout = watch_timeout
         self.create_deadline = create_deadline
@@ -131,9 +143,10 @@ class KubernetesExecutor(PodCreation):
         self._spawn(self._calls.run(), "k8s-fenced-calls")
         deadline = time.monotonic() + self.create_deadline
         attempt = 0
+        namespaces = sorted(self.placements.namespaces())
         while True:  # an API server blip at failover should not cost the leadership
             try:
-                rv = await self._reconcile(initial=True)
+                rvs = await self._reconcile(initial=True, namespaces=namespaces)
                 break
             except KubernetesError as err:
                 attempt += 1
@@ -141,7 +154,8 @@ class KubernetesExecutor(PodCreation):
                     raise
                 log.warning("initial pod reconcile failed; retrying", extra={"code": err.code, "error": err.message})
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
-        self._spawn(self._watch_loop(rv), "k8s-watch")
+        for namespace in namespaces:
+            self._watch(namespace, rvs[namespace])
         self._spawn(self._event_loop(), "k8s-events")
         self._spawn(self._resync_loop(), "k8s-resync")
 
@@ -167,11 +181,13 @@ class KubernetesExecutor(PodCreation):
         name = try_name(ctx.cluster, key)
         tracked = self._tracked.get(name)
         if tracked is None:  # not in our memory: ask the API server, not a cache
-            pod = await self._get_quietly(name)
+            ref = await self._ref_of(key)
+            pod = await self._get_quietly(ref)
             if pod is None or not pods.is_same_try(pod, ctx.cluster, key) or not pods.is_live(pod):
                 return
             try_id = (pod["metadata"].get("annotations") or {}).get(pods.A_TRY_ID, "")
-            tracked = Tracked(key, name, int(try_id) if try_id.isdigit() else None, created_at=time.monotonic())
+            tracked = Tracked(key, name, int(try_id) if try_id.isdigit() else None, created_at=time.monotonic(),
+                              ref=ref)
             self._tracked[name] = tracked
         if tracked.final:
             return
@@ -199,12 +215,22 @@ class KubernetesExecutor(PodCreation):
             await asyncio.sleep(GONE_POLL)
 
     async def logs(self, key: TryKey) -> str | None:
-        ctx = self._require_ctx()
         try:
-            tail, _ = await self.api.read_log_tail(try_name(ctx.cluster, key), self._max_log_bytes)
-        except KubernetesError:
+            tail, _ = await self.api.read_log_tail(await self._ref_of(key), self._max_log_bytes)
+        except (KubernetesError, DatabaseError):
             return None
         return tail.decode("utf-8", errors="replace")
+
+    async def _ref_of(self, key: TryKey) -> str:
+        """The ref of ``key``'s pod: as tracked, else in its DAG's team's namespace (its place now)."""
+        ctx = self._require_ctx()
+        name = try_name(ctx.cluster, key)
+        tracked = self._tracked.get(name)
+        if tracked is not None:
+            return tracked.ref
+        async with ctx.db.connect() as conn:
+            place = (await self.placements.for_dags(conn, [key.dag_id]))[key.dag_id]
+        return self.api.ref(place.namespace, name)
 
     async def stop(self) -> None:
         """End the term's work: no new create/delete starts; those in flight are awaited, then closed.
@@ -270,7 +296,8 @@ class KubernetesExecutor(PodCreation):
         key = pods.pod_try_key(pod)
         if key is None:
             return
-        t = Tracked(key, name, record.task_try_id if record else None, created_at=time.monotonic())
+        t = Tracked(key, name, record.task_try_id if record else None, created_at=time.monotonic(),
+                    ref=self.api.ref(pod["metadata"].get("namespace"), name))
         self._tracked[name] = t
         finished = record is None or record.ended_at is not None or record.state in FINISHED_TRY_STATES
         if finished:
@@ -285,11 +312,17 @@ class KubernetesExecutor(PodCreation):
             return
         await self._apply(t, pod, "MODIFIED")
 
-    async def _reconcile(self, *, initial: bool) -> str:
-        """Fresh list of the cluster's pods → adopt, delete, report; returns the list's resourceVersion."""
+    async def _reconcile(self, *, initial: bool, namespaces: list[str] | None = None) -> dict[str, str]:
+        """Fresh list of the cluster's pods in ``namespaces`` (else every watched one) → adopt, delete,
+        report; returns each namespace's list resourceVersion."""
         ctx = self._require_ctx()
+        listed = sorted(self._watched) if namespaces is None else namespaces
         listed_at = time.monotonic()
-        items, rv = await self.api.list_pods(self.selector)
+        items: list[dict[str, Any]] = []
+        rvs: dict[str, str] = {}
+        for namespace in listed:
+            found, rvs[namespace] = await self.api.list_pods(self.selector, namespace=namespace)
+            items.extend(found)
         by_name = {p["metadata"]["name"]: p for p in items}
         untracked = [p for n, p in by_name.items() if n not in self._tracked]
         keys = [k for k in (pods.pod_try_key(p) for p in untracked) if k is not None]
@@ -305,6 +338,8 @@ class KubernetesExecutor(PodCreation):
                     raise
                 log.exception("skipping a pod the executor cannot handle", extra={"pod": pod["metadata"]["name"]})
         for name, t in list(self._tracked.items()):
+            if self.api.where(t.ref)[0] not in listed:
+                continue  # another namespace's pod: its own list decides
             current = by_name.get(name)
             if current is not None:
                 try:
@@ -321,15 +356,17 @@ class KubernetesExecutor(PodCreation):
             elif t.created_at is not None and t.created_at < listed_at:
                 await self._apply(t, {"metadata": {"name": name}, "status": {}}, "DELETED")
         for claim in claims:
-            absent = claim.executor_ref not in by_name and claim.executor_ref not in self._tracked
+            where, name = self.api.where(claim.executor_ref or "")
+            absent = name not in by_name and name not in self._tracked
             # Only evidence fails a try: a leader saw its pod running. A claimed try never seen
             # running may never have got its pod; the scheduler resubmits it and it is created
-            # (or, if the old term's create did land, adopted on 409).
-            if absent and claim.seen_running:
-                lost = Tracked(claim.key, claim.executor_ref or "", claim.task_try_id)
+            # (or, if the old term's create did land, adopted on 409). A pod in a namespace not
+            # listed (a team's namespace dropped from the teams file) is no evidence either way.
+            if absent and claim.seen_running and where in listed:
+                lost = Tracked(claim.key, name, claim.task_try_id, ref=claim.executor_ref or "")
                 await self._finish(lost, "failed", None, "the pod of this try ran (a leader saw it running) and is "
                                    "gone: deleted while no leader watched; not launching it twice")
-        return rv
+        return rvs
 
     # ------------------------------------------------------------------ killing
 
@@ -366,7 +403,7 @@ class KubernetesExecutor(PodCreation):
         t.killing = True
         async with self._kill_slots:
             if t.task_try_id is not None and not t.logs_saved:
-                await self._save_logs(t.task_try_id, t.name)
+                await self._save_logs(t.task_try_id, t.ref)
                 t.logs_saved = True
             try:
                 await self._delete(t, None, must_delete=must_delete)
@@ -402,7 +439,7 @@ class KubernetesExecutor(PodCreation):
         deadline = time.monotonic() + self.kill_grace
         forced = False
         while True:
-            pod = await self.api.get_pod(t.name)
+            pod = await self.api.get_pod(t.ref)
             if pod is None or not pods.is_live(pod):
                 return
             if time.monotonic() >= deadline:
@@ -411,11 +448,11 @@ class KubernetesExecutor(PodCreation):
                                                           "gracePeriodSeconds 0")
                 log.warning("pod did not stop within the kill grace; deleting it with gracePeriodSeconds 0",
                             extra={"pod": t.name, "seconds": self.kill_grace})
-                await self.delete_pod_fenced(t.name, uid=pod["metadata"].get("uid"), grace_seconds=0)
+                await self.delete_pod_fenced(t.ref, uid=pod["metadata"].get("uid"), grace_seconds=0)
                 forced, deadline = True, time.monotonic() + FORCE_CONFIRM
             await asyncio.sleep(GONE_POLL)
 
-    async def _save_logs(self, task_try_id: int, pod_name: str) -> None:
+    async def _save_logs(self, task_try_id: int, pod_name: str) -> None:  # pod_name: the pod's ref
         """Best effort: the log tail of a pod about to be deleted (the shipper skips shipped tries).
 
         The read gets at most :attr:`kill_log_timeout` seconds in all (each wait for data as
@@ -438,7 +475,7 @@ class KubernetesExecutor(PodCreation):
         t.killing = True
         uid = (pod or {}).get("metadata", {}).get("uid")
         try:
-            await self.delete_pod_fenced(t.name, uid=uid, grace_seconds=self.delete_grace)
+            await self.delete_pod_fenced(t.ref, uid=uid, grace_seconds=self.delete_grace)
         except CallNotSent:
             raise
         except (KubernetesError, DatabaseError) as err:
@@ -447,7 +484,7 @@ class KubernetesExecutor(PodCreation):
                 raise
 
     async def delete_pod_fenced(self, name: str, *, uid: str | None, grace_seconds: int) -> bool:
-        """Delete a pod inside a fenced window of this term; False if it was already gone.
+        """Delete a pod (``name``: its ref) inside a fenced window of this term; False if it was already gone.
 
         Raises FencedOut (a newer term exists: nothing was sent) and the API's errors.
         """
@@ -469,7 +506,7 @@ class KubernetesExecutor(PodCreation):
         ctx, report = self._require_ctx(), self._report
         t.reported = state
         t.last = StatusUpdate(key=t.key, state=state, at=ctx.clock.now(), exit_code=exit_code, reason=reason,
-                              executor_ref=t.name, outputs=outputs)
+                              executor_ref=t.ref, outputs=outputs)
         if report is None:
             return
         await report(t.last)
@@ -496,24 +533,48 @@ class KubernetesExecutor(PodCreation):
             except Exception:  # containment boundary: one malformed pod must not stop every other try's events
                 log.exception("failed to handle pod event", extra={"event": kind})
 
-    async def _watch_loop(self, rv: str) -> None:
+    def _watch(self, namespace: str, rv: str) -> None:
+        self._watched.add(namespace)
+        self._spawn(self._watch_loop(namespace, rv), f"k8s-watch:{namespace}")
+
+    async def _ensure_watched(self, namespaces: set[str]) -> None:
+        """List and watch the namespaces not watched yet (a team the teams file just added), so the
+        first pod created there is followed from its first event. A failed list is left to the
+        next resync (which lists every namespace the teams name)."""
+        new = sorted(namespaces - self._watched)
+        if not new:
+            return
+        try:
+            rvs = await self._reconcile(initial=False, namespaces=new)
+        except KubernetesError as err:
+            log.warning("could not list a new team namespace; the next resync tries again",
+                        extra={"namespaces": new, "error": str(err)[:300]})
+            return
+        for namespace in new:
+            if namespace not in self._watched:
+                self._watch(namespace, rvs[namespace])
+                log.info("watching a team namespace", extra={"namespace": namespace})
+
+    async def _watch_loop(self, namespace: str, rv: str) -> None:
         failures = 0
         while True:
             try:
                 try:
-                    rv = await self.api.watch(self.selector, rv, self.watch_timeout, self._on_event)
-                except WatchExpired:
-                    rv = await self._reconcile(initial=False)
+                    rv = await self.api.watch(self.selector, rv, self.watch_timeout, self._on_event,
+                                              namespace=namespace)
+                except WatchExpired:  # this namespace's resourceVersion is too old: relist it alone
+                    rv = (await self._reconcile(initial=False, namespaces=[namespace]))[namespace]
                 failures = 0
             except (KubernetesError, DatabaseError) as err:
                 failures += 1
-                log.warning("pod watch failed; reconnecting", extra={"error": str(err)})
+                log.warning("pod watch failed; reconnecting", extra={"namespace": namespace, "error": str(err)})
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** failures))
 
     async def _resync_loop(self) -> None:
         while True:
             await asyncio.sleep(self.resync_interval)
             try:
+                await self._ensure_watched(set(self.placements.namespaces()))
                 await self._reconcile(initial=False)
             except (KubernetesError, DatabaseError) as err:
                 log.warning("pod resync failed", extra={"error": str(err)})

@@ -6,7 +6,8 @@ unavailable by the shipper) and ``LEOFLOW_K8S_POD_RETENTION`` has passed since t
 cluster are candidates, and before deleting, the pod itself is read back: it is deleted only if
 its labels name this cluster and this try (and with a uid precondition, so a pod re-created
 under the same name in between is not touched). Another cluster's pods in the same namespace
-are therefore never deleted, even if names collided.
+are therefore never deleted, even if names collided. A pod in a team's namespace is looked for
+there, and only there: the try's ``executor_ref`` records where it was created (:mod:`.placement`).
 
 Failure semantics: API errors leave the try for the next round. Deletes go through the
 executor's fenced windows (:mod:`.windows`) and the "deleted" mark is a fenced write, so an
@@ -73,7 +74,7 @@ class PodGarbageCollector:
 
     async def _collect(self, ctx: LeaderContext, record: try_store.TryRecord) -> bool:
         """Delete one try's pod if it is still there and really its; False to try again next round."""
-        name = record.executor_ref or ""
+        name = record.executor_ref or ""  # the pod's ref: namespace/name outside the cluster's namespace
         try:
             pod = await self.executor.api.get_pod(name)
             if pod is not None and pods.is_same_try(pod, ctx.cluster, record.key):

@@ -26,8 +26,15 @@ while its fencing term is the newest (see :mod:`.windows`). They therefore diffe
   waits for those in flight — the executor's ``stop`` does both before the term is handed over.
 
 Configuration: the in-cluster service account when running in a pod, else ``KUBECONFIG`` /
-``~/.kube/config``. The namespace is ``LEOFLOW_K8S_NAMESPACE``, else the pod's own namespace,
-else the kubeconfig context's, else ``default``.
+``~/.kube/config``. The cluster's namespace is ``LEOFLOW_K8S_NAMESPACE``, else the pod's own
+namespace, else the kubeconfig context's, else ``default``.
+
+**Namespaces.** A team may run its pods in its own namespace (:mod:`.placement`). A pod is
+named by its *ref*: the pod name alone in the cluster's namespace (what every try recorded before
+teams had namespaces), ``namespace/name`` elsewhere — a pod name never holds a ``/``. Every
+call taking a pod takes its ref, so the log shipper, the garbage collector and the live-log
+reader find a pod where it was created from the try's ``executor_ref`` alone; lists and watches
+name their namespace.
 """
 
 from __future__ import annotations
@@ -68,6 +75,10 @@ REQUEST_TIMEOUT = (5.0, 30.0)
 LOG_READ_TIMEOUT = 120.0
 #: Upper bound of a create/delete call's total deadline, whatever the lease.
 MAX_CALL_DEADLINE = 30.0
+
+
+#: Watches at once: one per watched namespace (a team's, or the cluster's); a thread each.
+MAX_WATCHES = 1_001
 
 
 def call_deadline_for(leader_lease: float) -> float:
@@ -116,7 +127,7 @@ def _load_client(concurrency: int) -> tuple[client.ApiClient, str | None]:
 
 
 class KubernetesApi:
-    """Pods of one namespace through the official client, awaitable."""
+    """Pods of the cluster's namespace and the teams' through the official client, awaitable."""
 
     def __init__(self, settings: Settings, *, concurrency: int = 16, call_deadline: float | None = None) -> None:
         api_client, context_namespace = _load_client(concurrency)
@@ -125,10 +136,20 @@ class KubernetesApi:
         #: Total seconds a create or delete may take (see the module docstring).
         self.call_deadline = call_deadline or call_deadline_for(settings.election.leader_lease)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="leoflow-k8s")
-        self._watch_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leoflow-k8s-watch")
-        self._watch_response: Any = None
+        # Threads start as watches do: one per watched namespace (MAX_WATCHES bounds it).
+        self._watch_pool = ThreadPoolExecutor(max_workers=MAX_WATCHES, thread_name_prefix="leoflow-k8s-watch")
+        self._watch_responses: dict[str, Any] = {}
         self._closing = False
         self._in_flight: set[asyncio.Future[Any]] = set()
+
+    def ref(self, namespace: str | None, name: str) -> str:
+        """The ref of pod ``name`` in ``namespace`` (the name alone in the cluster's namespace)."""
+        return name if not namespace or namespace == self.namespace else f"{namespace}/{name}"
+
+    def where(self, ref: str) -> tuple[str, str]:
+        """``(namespace, name)`` of a pod ref."""
+        namespace, slash, name = ref.rpartition("/")
+        return (namespace if slash else self.namespace), name
 
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, _translated(fn))
@@ -184,33 +205,40 @@ class KubernetesApi:
     # ------------------------------------------------------------------ pods
 
     async def create_pod(self, body: dict[str, Any], *, send_by: float | None = None) -> dict[str, Any]:
+        """Create ``body`` in the namespace its metadata names (else the cluster's)."""
+        namespace = str(body.get("metadata", {}).get("namespace") or self.namespace)
         return await self._mutate(lambda timeout: self._json(self.core.create_namespaced_pod(
-            self.namespace, body, _preload_content=False, _request_timeout=timeout)),  # type: ignore[arg-type]
+            namespace, body, _preload_content=False, _request_timeout=timeout)),  # type: ignore[arg-type]
             send_by, call="create", pod=str(body.get("metadata", {}).get("name", "")))
 
-    async def get_pod(self, name: str) -> dict[str, Any] | None:
+    async def get_pod(self, ref: str) -> dict[str, Any] | None:
+        namespace, name = self.where(ref)
         try:
             return await self._call(lambda: self._json(self.core.read_namespaced_pod(
-                name, self.namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
+                name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)))
         except ObjectNotFound:
             return None
 
-    async def delete_pod(self, name: str, *, grace_seconds: int = 30, uid: str | None = None,
+    async def delete_pod(self, ref: str, *, grace_seconds: int = 30, uid: str | None = None,
                          send_by: float | None = None) -> bool:
         """Delete (with a uid precondition when given); False if it was already gone."""
+        namespace, name = self.where(ref)
         body: dict[str, Any] = {"gracePeriodSeconds": grace_seconds}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
             await self._mutate(lambda timeout: self._json(self.core.delete_namespaced_pod(
-                name, self.namespace, body=body,  # type: ignore[arg-type]
-                _preload_content=False, _request_timeout=timeout)), send_by, call="delete", pod=name)
+                name, namespace, body=body,  # type: ignore[arg-type]
+                _preload_content=False, _request_timeout=timeout)), send_by, call="delete", pod=ref)
         except ObjectNotFound:
             return False
         return True
 
-    async def list_pods(self, selector: str, *, page: int = 500) -> tuple[list[dict[str, Any]], str]:
-        """Every matching pod (paginated), fresh from the API server, and the list's resourceVersion."""
+    async def list_pods(self, selector: str, *, page: int = 500,
+                        namespace: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        """Every matching pod of ``namespace`` (else the cluster's; paginated), fresh from the API server,
+        and the list's resourceVersion."""
+        where = namespace or self.namespace
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -219,7 +247,7 @@ class KubernetesApi:
             if token:
                 kwargs["_continue"] = token
             def page_call(kw: dict[str, Any] = kwargs) -> Any:
-                return self._json(self.core.list_namespaced_pod(self.namespace, **kw))
+                return self._json(self.core.list_namespaced_pod(where, **kw))
 
             data = await self._call(page_call)
             items.extend(data.get("items") or [])
@@ -227,7 +255,7 @@ class KubernetesApi:
             if not token:
                 return items, str((data.get("metadata") or {}).get("resourceVersion", ""))
 
-    async def read_log_tail(self, name: str, max_bytes: int, *, tail_lines: int | None = None,
+    async def read_log_tail(self, ref: str, max_bytes: int, *, tail_lines: int | None = None,
                             since_seconds: int | None = None, timestamps: bool = False,
                             read_timeout: float = LOG_READ_TIMEOUT) -> tuple[bytes, int]:
         """The last ``max_bytes`` of the task container's log (streamed, never held whole) and the size read.
@@ -238,12 +266,13 @@ class KubernetesApi:
         connect, at most 5 s): a kill passes a short one, since it must not wait on a slow kubelet.
         """
         timeout = (min(5.0, read_timeout), read_timeout)
+        namespace, name = self.where(ref)
         options: dict[str, Any] = {"tail_lines": tail_lines, "since_seconds": since_seconds,
                                    "timestamps": timestamps or None}
 
         def read() -> tuple[bytes, int]:
             response: Any = self.core.read_namespaced_pod_log(
-                name, self.namespace, container="task", _preload_content=False, _request_timeout=timeout,
+                name, namespace, container="task", _preload_content=False, _request_timeout=timeout,
                 **{k: v for k, v in options.items() if v is not None})
             tail, size = bytearray(), 0
             try:
@@ -261,8 +290,9 @@ class KubernetesApi:
     # ------------------------------------------------------------------ watch
 
     async def watch(self, selector: str, resource_version: str, timeout_seconds: int,
-                    on_event: Callable[[str, dict[str, Any]], None]) -> str:
-        """Stream one watch connection; ``on_event`` is called on the event loop for each event.
+                    on_event: Callable[[str, dict[str, Any]], None], *, namespace: str | None = None) -> str:
+        """Stream one watch connection on ``namespace`` (else the cluster's); ``on_event`` is called on the
+        event loop for each event. A resourceVersion belongs to its namespace's list: never resume another's.
 
         Returns the resourceVersion to resume from when the server ends the watch (its timeout);
         raises :class:`~.errors.WatchExpired` on 410 Gone (list again) and another
@@ -270,14 +300,15 @@ class KubernetesApi:
         the resourceVersion.
         """
         loop = asyncio.get_running_loop()
+        where = namespace or self.namespace
 
         def stream() -> str:
             rv = resource_version
             response: Any = self.core.list_namespaced_pod(
-                self.namespace, label_selector=selector, watch=True, resource_version=rv,
+                where, label_selector=selector, watch=True, resource_version=rv,
                 allow_watch_bookmarks=True, timeout_seconds=timeout_seconds, _preload_content=False,
                 _request_timeout=(5.0, timeout_seconds + 15.0))
-            self._watch_response = response
+            self._watch_responses[where] = response
             try:
                 for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                     if not line:
@@ -291,7 +322,7 @@ class KubernetesApi:
                         loop.call_soon_threadsafe(on_event, event["type"], obj)
                 return rv
             finally:
-                self._watch_response = None
+                self._watch_responses.pop(where, None)
                 response.release_conn()
 
         def guarded() -> str:
@@ -306,8 +337,7 @@ class KubernetesApi:
         return await loop.run_in_executor(self._watch_pool, guarded)
 
     def close(self) -> None:
-        response = self._watch_response
-        if response is not None:
+        for response in list(self._watch_responses.values()):
             _shutdown(response)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._watch_pool.shutdown(wait=False, cancel_futures=True)

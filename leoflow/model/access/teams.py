@@ -12,7 +12,10 @@ verifier read from ``LEOFLOW_OIDC_GROUPS_CLAIM``, so any claim holding a list of
     teams:
       - name: data
         dag_id_prefixes: [data-, etl-]
-        namespace: data            # where its pods will run (kept for the namespaces to come)
+        namespace: data            # where its task pods run (none: LEOFLOW_K8S_NAMESPACE)
+        service_account: data-tasks  # its pods' default service account (none: the cluster's)
+        pod_template:              # merged over the cluster's template, under the DAG's
+          metadata: {labels: {cost-center: data}}
         rules:
           - {group: data-viewers, role: viewer}
           - {group: data-eng, role: editor}
@@ -25,6 +28,10 @@ naming its place (``teams[2].rules[0].role: must be one of viewer, operator, edi
 :class:`Grant` is what a caller holds: admin, a role on every DAG (``everywhere``: a static read
 token, a runtime token without a team), and roles per team. Without a teams file there is one
 implicit team, and every role a caller holds applies to every DAG — today's behaviour.
+
+:meth:`Teams.placement` is where a team's task pods go: its ``namespace`` (its Secrets live
+there, and only its pods), its default ``service_account`` and its ``pod_template``; a team
+without a namespace, and a DAG of no team, use the cluster's (``LEOFLOW_K8S_NAMESPACE``).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from leoflow.model import limits
 from leoflow.model.access.roles import Action, Role, allows, higher, role_field
 from leoflow.model.bounds import check_name
 from leoflow.model.fields import no_unknown, type_name
+from leoflow.model.k8s.pod import parse_pod_template
 
 MAX_TEAMS = 1_000
 MAX_PREFIXES = 100
@@ -63,6 +71,20 @@ class Team:
     dag_id_prefixes: tuple[str, ...]
     namespace: str | None = None
     rules: tuple[Rule, ...] = ()
+    #: The default service account of the team's task pods (None: the cluster's).
+    service_account: str | None = None
+    #: A partial Pod merged over the cluster's template and under the DAG's (canonical form).
+    pod_template: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and as whom a team's task pods run; None fields fall back to the cluster's settings."""
+
+    team: str | None = None
+    namespace: str | None = None
+    service_account: str | None = None
+    pod_template: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -85,6 +107,19 @@ class Teams:
     @property
     def names(self) -> frozenset[str]:
         return frozenset(t.name for t in self.teams)
+
+    @property
+    def namespaces(self) -> frozenset[str]:
+        """Every namespace a team names (the executor watches each, plus the cluster's own)."""
+        return frozenset(t.namespace for t in self.teams if t.namespace)
+
+    def placement(self, team: str | None) -> Placement:
+        """Where ``team``'s pods run (an unknown team or None: the cluster's defaults)."""
+        found = next((t for t in self.teams if t.name == team), None) if team is not None else None
+        if found is None:
+            return Placement()
+        return Placement(team=found.name, namespace=found.namespace, service_account=found.service_account,
+                         pod_template=found.pod_template)
 
     def team_of(self, dag_id: str) -> str | None:
         """The team owning ``dag_id`` (its longest matching prefix), None: the admins'."""
@@ -161,13 +196,17 @@ def _strings(value: object, path: str, *, most: int, longest: int) -> tuple[str,
 def _team(doc: object, path: str) -> Team:
     if not isinstance(doc, dict):
         raise ValidationFailed(path, f"must be a mapping, got {type_name(doc)}")
-    no_unknown(doc, {"name", "dag_id_prefixes", "namespace", "rules"}, path)
+    no_unknown(doc, {"name", "dag_id_prefixes", "namespace", "service_account", "pod_template", "rules"}, path)
     name = check_name(doc.get("name"), f"{path}.name", limits.TEAM_NAME)
     prefixes = _strings(doc.get("dag_id_prefixes", []), f"{path}.dag_id_prefixes", most=MAX_PREFIXES,
                         longest=MAX_PREFIX_LENGTH)
     namespace = doc.get("namespace")
     if namespace is not None:
-        namespace = check_name(namespace, f"{path}.namespace", limits.TEAM_NAME)
+        namespace = check_name(namespace, f"{path}.namespace", limits.TEAM_NAMESPACE)
+    service_account = doc.get("service_account")
+    if service_account is not None:
+        service_account = check_name(service_account, f"{path}.service_account", limits.TEAM_SERVICE_ACCOUNT)
+    pod_template = parse_pod_template(doc["pod_template"], f"{path}.pod_template") if "pod_template" in doc else {}
     raw_rules = doc.get("rules", [])
     if not isinstance(raw_rules, list):
         raise ValidationFailed(f"{path}.rules", f"must be a list, got {type_name(raw_rules)}")
@@ -188,7 +227,8 @@ def _team(doc: object, path: str) -> Team:
         if role == "admin":
             raise ValidationFailed(f"{where}.role", "admin is cluster-wide: list the group in admin_groups")
         rules.append(Rule(group, role))
-    return Team(name=name, dag_id_prefixes=prefixes, namespace=namespace, rules=tuple(rules))
+    return Team(name=name, dag_id_prefixes=prefixes, namespace=namespace, rules=tuple(rules),
+                service_account=service_account, pod_template=pod_template)
 
 
 def parse_teams(doc: Any) -> Teams:
