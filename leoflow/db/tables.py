@@ -189,6 +189,9 @@ class DagRun(Base):
         Index("ix_dag_runs_active", "dag_id", "state", "id",
               postgresql_where=text(f"state IN {sql_list(ACTIVE_RUN_STATES)}")),
         Index("ix_dag_runs_dag_id_id", "dag_id", "id"),
+        # Every queued run, oldest first: starting runs reads as many as it may start, whatever the
+        # number of DAGs with a queued run (walking them one by one cost ~160 ms a call at 10,000).
+        Index("ix_dag_runs_queued", "id", postgresql_where=text("state = 'queued'")),
         # Retention's scan: finished runs, oldest first (leoflow.db.stores.retention).
         Index("ix_dag_runs_finished", "ended_at", "id",
               postgresql_where=text(f"state IN {sql_list(TERMINAL_RUN_STATES)}")),
