@@ -47,6 +47,9 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The API client: only errors of the package, so a client verb loads a few small modules.
     ("leoflow.client", ("leoflow.cli", "leoflow.db", "leoflow.settings", "leoflow.model", "leoflow.metrics",
                         "leoflow.leadership", "leoflow.aiotasks", *_SERVICES)),
+    # The Python DAG SDK produces specs: the pure model and the errors only (the server never imports it).
+    ("leoflow.sdk", ("leoflow.db", "leoflow.settings", "leoflow.metrics", "leoflow.leadership", "leoflow.aiotasks",
+                     "leoflow.client", *_SERVICES)),
     # The Kubernetes object model is checked without a DAG around it.
     ("leoflow.model.k8s", ("leoflow.model.spec", "leoflow.model.files")),
     # The spec language knows nothing of files (a spec from an API body and one from a file are one).

@@ -11,6 +11,11 @@ under the ``dags`` command by :mod:`leoflow.cli.dags`).
   unchanged / deleted). ``--source`` defaults to ``LEOFLOW_DAGS_SOURCE``, so running it where
   the replicas run does exactly what the leader does.
 - ``dags delete DAG...``: deletes DAGs (their active runs are cancelled; history stays).
+- ``dags render FILE.py...``: runs Python DAG files (:mod:`leoflow.sdk`) and prints their specs as
+  YAML; ``sync`` renders the ``*.py`` files under DIR the same way and sends the specs beside the
+  YAML files. A file runs here, in a child process with a deadline (``--timeout``), never on a
+  replica (:mod:`leoflow.sdk.render`); a file that raises, runs too long or prints to standard
+  output is a problem of that file, and a sync with one changes nothing.
 
 Every problem is printed the way compilers print them —
 ``dags/etl.yaml:14:9: tasks[1].depends_on[0]: unknown task 'extrct'`` — for syntax errors found
@@ -23,6 +28,7 @@ failing.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +40,7 @@ from leoflow.errors import ValidationFailed
 
 if TYPE_CHECKING:  # yaml and the DAG model load when apply/sync run, not when any verb parses
     from leoflow.model.files.documents import Document
+    from leoflow.sdk.render import Rendered
     from leoflow.settings import ClientSettings
 
 STDIN = "-"
@@ -49,7 +56,8 @@ def register(dverbs: Any) -> None:
 
     sync = verb(dverbs, "sync", "make the DAGs match a directory of DAG files, all or nothing", dags_sync,
                 "POST /api/v2/dags:sync")
-    sync.add_argument("directory", metavar="DIR", help="directory of *.yaml, *.yml and *.json files (or one file)")
+    sync.add_argument("directory", metavar="DIR",
+                      help="directory of *.yaml, *.yml, *.json and *.py (leoflow.sdk) files (or one file)")
     sync.add_argument("--prune", action="store_true",
                       help="delete DAGs of this source that no file defines any more")
     sync.add_argument("--prune-unlabeled", action="store_true",
@@ -57,6 +65,18 @@ def register(dverbs: Any) -> None:
     sync.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     sync.add_argument("--source", metavar="NAME",
                       help="sync source label owning these DAGs (default: LEOFLOW_DAGS_SOURCE, else 'default')")
+    sync.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                      help="seconds each *.py DAG file may take to render (default 60)")
+
+    # Not a client verb (it calls no operation), though it runs like one: no server settings, no logging.
+    about = "run Python DAG files (leoflow.sdk) and print their specs, checked by the spec validator; nothing is sent"
+    render = dverbs.add_parser("render", help=about, description=about)
+    render.set_defaults(handler=dags_render, client=True, configure_logging=False, stored_login=False)
+    render.add_argument("files", nargs="+", metavar="FILE.py", help="Python DAG files (leoflow.sdk)")
+    render.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="seconds each file may take to render (default 60)")
+    render.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml",
+                        help="yaml (default): one document per DAG; json: a list of specs")
 
     delete = verb(dverbs, "delete", "delete DAGs (active runs are cancelled; history is kept)", dags_delete,
                   "DELETE /api/v2/dags/{dag_id}")
@@ -181,16 +201,19 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
     source = _source(args, client)
     try:
         snapshot = read_dag_directory(Path(args.directory))
+        rendered = _render_python(Path(args.directory), args.timeout)
     except DagDirectoryError as exc:
         raise ClientError(str(exc)) from None
-    if args.prune and not snapshot.files and not snapshot.problems:
-        print(f"leoflow: warning: no DAG files (*.yaml, *.yml, *.json) under {args.directory}: "
+    if args.prune and not snapshot.files and not snapshot.problems and not rendered:
+        print(f"leoflow: warning: no DAG files (*.yaml, *.yml, *.json, *.py) under {args.directory}: "
               "every DAG of the source is deleted", file=sys.stderr)
-    local = [p.to_json() for p in snapshot.problems]
+    local = [p.to_json() for p in snapshot.problems] + [p.to_json() for r in rendered for p in r.problems]
+    files = [{"name": f.name, "content": f.text} for f in snapshot.files]
+    files += [{"name": r.name, "content": r.yaml_text()} for r in rendered if r.dags]
     body = {"source": source, "prune": args.prune, "prune_unlabeled": args.prune_unlabeled,
             # With unreadable files nothing may change; the server still reports on the others.
             "dry_run": args.dry_run or bool(local),
-            "files": [{"name": f.name, "content": f.text} for f in snapshot.files]}
+            "files": sorted(files, key=lambda f: f["name"])}
     api = Api(client)
     try:
         plan = api.json("POST", "/api/v2/dags:sync", json=body)
@@ -200,6 +223,10 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
         remote = exc.details.get("errors") if isinstance(exc.details, dict) else None
         if not isinstance(remote, list):
             raise
+        # The server saw a .py file's specs as YAML: point its problems at the Python lines instead.
+        by_name = {r.name: r for r in rendered}
+        remote = [by_name[p["file"]].locate(p) if isinstance(p, dict) and p.get("file") in by_name else p
+                  for p in remote]
         return _report([*local, *remote])
     finally:
         api.close()
@@ -207,6 +234,46 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
         return _report(local)
     if not emitted(args, plan):
         _print_plan(plan)
+    return 0
+
+
+def _render_python(root: Path, timeout: float | None) -> list[Rendered]:
+    """Every ``*.py`` DAG file under ``root`` rendered (a few at a time, each in its own child process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from leoflow.sdk.render import DEFAULT_TIMEOUT, PARALLEL, python_files, render_file
+
+    try:
+        found = python_files(root)
+    except (OSError, ValueError) as exc:
+        raise ClientError(f"{root}: cannot read the Python DAG files ({exc})") from None
+    if not found:
+        return []
+    base = root if root.is_dir() else root.parent
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        return list(pool.map(lambda item: render_file(item[1], item[0], root=base,
+                                                      timeout=timeout or DEFAULT_TIMEOUT), found))
+
+
+def dags_render(args: argparse.Namespace, client: ClientSettings) -> int:
+    """Print the specs of Python DAG files; every problem of every file on stderr (exit 1), nothing printed then."""
+    from leoflow.model.files.yaml_loader import dump_yaml
+    from leoflow.sdk.render import DEFAULT_TIMEOUT, FileProblem, render_file
+
+    results = [render_file(Path(name), name, timeout=args.timeout or DEFAULT_TIMEOUT) for name in args.files]
+    problems = [p for r in results for p in r.problems]
+    for result in results:
+        if not result.problems and not result.dags:
+            problems.append(FileProblem(result.name, None, "defines no DAG (make one with leoflow.sdk.DAG)"))
+    if problems:
+        for problem in problems:
+            _error(str(problem))
+        return 1
+    specs = [d.spec for r in results for d in r.dags]
+    if args.output == "json":
+        print(json.dumps(specs, indent=2))
+    else:
+        print("---\n".join(dump_yaml(spec) for spec in specs), end="")
     return 0
 
 
