@@ -267,6 +267,10 @@ code lands later are listed in that test as pending).
 {{- end }}
 - name: LEOFLOW_METRICS_AUTH
   value: {{ .Values.auth.metricsAuth | quote }}
+{{- if .Values.teams }}
+- name: LEOFLOW_TEAMS_FILE
+  value: /etc/leoflow/teams/teams.yaml
+{{- end }}
 - name: LEOFLOW_RETENTION_DAYS
   value: {{ .Values.retention.days | int | quote }}
 - name: LEOFLOW_AUDIT_RETENTION_DAYS
@@ -327,4 +331,35 @@ code lands later are listed in that test as pending).
 {{/* The container security context, shared by the replicas and the init container. */}}
 {{- define "leoflow.containerSecurityContext" -}}
 {{- toYaml .Values.securityContext }}
+{{- end }}
+
+{{/* The ConfigMap holding the teams file (teams). */}}
+{{- define "leoflow.teamsConfigMapName" -}}
+{{- printf "%s-teams" (include "leoflow.fullname" .) }}
+{{- end }}
+
+{{/*
+The teams file (docs/access-control.md) from the teams values: camelCase keys become the file's
+(dagIdPrefixes → dag_id_prefixes, serviceAccount → service_account, podTemplate → pod_template),
+groups (group → role) become rules, and teamAdminGroups becomes admin_groups.
+*/}}
+{{- define "leoflow.teamsFile" -}}
+{{- $teams := list }}
+{{- range .Values.teams }}
+{{- $team := . }}
+{{- $entry := dict "name" $team.name }}
+{{- with $team.dagIdPrefixes }}{{ $_ := set $entry "dag_id_prefixes" . }}{{ end }}
+{{- with $team.namespace }}{{ $_ := set $entry "namespace" . }}{{ end }}
+{{- with $team.serviceAccount }}{{ $_ := set $entry "service_account" . }}{{ end }}
+{{- with $team.podTemplate }}{{ $_ := set $entry "pod_template" . }}{{ end }}
+{{- $rules := list }}
+{{- range $group, $role := $team.groups }}
+{{- $rules = append $rules (dict "group" $group "role" $role) }}
+{{- end }}
+{{- if $rules }}{{ $_ := set $entry "rules" $rules }}{{ end }}
+{{- $teams = append $teams $entry }}
+{{- end }}
+{{- $file := dict "teams" $teams }}
+{{- with .Values.teamAdminGroups }}{{ $_ := set $file "admin_groups" . }}{{ end }}
+{{- toYaml $file }}
 {{- end }}
