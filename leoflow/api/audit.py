@@ -98,6 +98,12 @@ async def audited_transaction(request: Request, *, status: int = 200, dag_id: st
             request.state.audited = True
 
 
+def entry_for(request: Request, status: int, details: dict[str, Any]) -> AuditRecord | None:
+    """The audit row of a write that a shared transaction records with others (a batch of dataset
+    events, :mod:`leoflow.api.event_batches`); set ``request.state.audited`` once it committed."""
+    return _entry(request, status, details=details)
+
+
 async def record_outcome(request: Request, status: int) -> None:
     """The row for a write whose transaction did not record one (see the module docstring)."""
     if getattr(request.state, "audited", False) and 200 <= status < 300:

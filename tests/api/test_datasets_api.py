@@ -3,9 +3,11 @@ field), the queue they fill, and the list of datasets with producers, consumers 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.api.conftest import ADMIN, READ
@@ -105,3 +107,31 @@ def test_a_dataset_dag_shows_its_schedule_in_the_list_and_its_document(api_clien
     listed = {d["dag_id"]: d["schedule"] for d in api_client.get("/api/v2/dags", headers=READ).json()["items"]}
     assert listed == {"report": schedule, "nightly": "0 3 * * *", "manual": None}
     assert api_client.get("/api/v2/dags/report", headers=READ).json()["schedule"] == schedule
+
+
+def test_a_burst_of_one_uri_is_written_in_batches_each_event_recorded_and_audited(
+        api_client: httpx.Client, database_url: str) -> None:
+    for dag_id in ("hot-a", "hot-b"):
+        assert api_client.post("/api/v2/dags", json={"dag_id": dag_id, "schedule": {"datasets": {"all": ["s3://hot"]}},
+                                                     "tasks": [task("r")]}, headers=ADMIN).status_code == 201
+    sent = 120
+
+    async def burst() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=50)
+        async with httpx.AsyncClient(base_url=str(api_client.base_url), timeout=60, limits=limits) as client:
+            return await asyncio.gather(*(client.post(EVENTS, json={"uri": "s3://hot", "extra": {"n": i}},
+                                                      headers=ADMIN) for i in range(sent)))
+
+    answers = asyncio.run(burst())
+    assert [a.status_code for a in answers] == [201] * sent
+    assert {a.json()["queued_for"] for a in answers} == {2}
+    with psycopg.connect(database_url) as db:
+        events, extras, written_at = db.execute(
+            "SELECT count(*), count(DISTINCT extra), count(DISTINCT created_at) FROM dataset_events").fetchone()
+        queue = db.execute("SELECT dag_id, events FROM dataset_queue ORDER BY dag_id").fetchall()
+        audited = db.execute("SELECT count(*) FROM audit_events WHERE path = %s AND status = 201",
+                             (EVENTS,)).fetchone()[0]
+    assert events == extras == audited == sent and queue == [("hot-a", sent), ("hot-b", sent)]
+    # Reports that arrived while a write committed shared the next one (its clock reading): one
+    # transaction a report would give each its own reading.
+    assert written_at < sent, written_at

@@ -2,8 +2,9 @@
 
 ``POST /api/v2/datasets/events`` (``{uri, extra}``, write scope, the ``operate`` action, audited)
 records an event as a producing task's success does and queues it for every consuming DAG in the
-same transaction (:mod:`leoflow.db.stores.datasets.events`); the leader starts their runs on its
-next tick, woken at once. It is how Argo Events' webhook or an upstream team's loader says "the
+same transaction (:mod:`leoflow.db.stores.datasets.events`), batched with the reports that arrive
+meanwhile (:mod:`leoflow.api.event_batches`); the leader starts their runs on its next tick, woken
+at once. It is how Argo Events' webhook or an upstream team's loader says "the
 file landed". ``GET /api/v2/datasets`` lists URIs with producers, consumers, last event and queue.
 
 With teams configured, a caller who reads only some teams' DAGs sees a URI only if a DAG he may
@@ -21,15 +22,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leoflow.api.access import readable
-from leoflow.api.audit import audited_transaction
 from leoflow.api.endpoint import api_state, read_document
+from leoflow.api.event_batches import event_batches
 from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import datasets as dataset_schemas
 from leoflow.api.operations import Operations
 from leoflow.api.url_params import page, query_cursor, query_limit, query_text
-from leoflow.clock import SystemClock
-from leoflow.db.stores.datasets import events, reads
+from leoflow.db.stores.datasets import reads
+from leoflow.db.stores.datasets.events import ApiEvent
 from leoflow.metrics import datasets as metrics
 from leoflow.model import limits
 from leoflow.model.access.teams import Grant
@@ -45,13 +46,11 @@ DATASETS = "/api/v2/datasets"
             oas.json_answer("201", "DatasetEvent", "Recorded"), body="DatasetEventRequest", auth="admin")
 async def record_event(request: Request) -> Response:
     wanted = parse_event_request(await read_document(request))
-    async with audited_transaction(request, status=201) as write:
-        principal = getattr(request.state, "principal", None)
-        recorded = await events.record_api_event(write.conn, wanted.uri, wanted.extra,
-                                                 created_by=getattr(principal, "name", None), now=SystemClock().now())
-        write.details.update(uri=wanted.uri[:200], queued_for=recorded.queued)
+    principal = getattr(request.state, "principal", None)
+    event = ApiEvent(wanted.uri, wanted.extra, getattr(principal, "name", None))
+    queued_for = await event_batches(request, api_state(request).db).record(request, event)  # audited with it
     metrics.EVENTS.labels(source="api").inc()
-    return JsonResponse({"uri": wanted.uri, "source": "api", "queued_for": recorded.queued}, status_code=201)
+    return JsonResponse({"uri": wanted.uri, "source": "api", "queued_for": queued_for}, status_code=201)
 
 
 @OPERATIONS("GET", DATASETS, "List datasets", oas.json_answer("200", "DatasetList"), errors="400",
