@@ -15,7 +15,7 @@ starts in a few tens of milliseconds (``tests/cli/test_import_graph.py`` guards 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 from urllib.parse import quote
 
 from leoflow.errors import LeoflowError
@@ -66,7 +66,7 @@ class Api:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> Api:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -89,16 +89,7 @@ class Api:
             raise ApiUnavailable(f"request to {self.base} failed: {exc}") from None
         if answer.status_code in ok:
             return answer
-        message, details = error_message(answer)
-        status = answer.status_code
-        if status == 401:
-            raise ClientError(f"unauthorized: {message} (set LEOFLOW_TOKEN to a valid API token, or run "
-                              "`leoflow login` if the server has single sign-on)", status=status)
-        if status == 403:
-            raise ClientError(f"forbidden: {message}", status=status)
-        if status == 503:
-            raise ApiUnavailable(f"service unavailable: {message}", status=status)
-        raise ClientError(message, status=status, details=details)
+        raise refused(answer)
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         answer = self.request(method, path, **kwargs)
@@ -118,6 +109,20 @@ class Api:
             if not body.get("next_cursor") or (limit and len(items) >= limit):
                 return items
             query["cursor"] = body["next_cursor"]
+
+
+def refused(answer: HttpAnswer) -> ClientError:
+    """The error for an answer with a status the caller did not expect (the typed and async clients' too)."""
+    message, details = error_message(answer)
+    status = answer.status_code
+    if status == 401:
+        return ClientError(f"unauthorized: {message} (set LEOFLOW_TOKEN to a valid API token, or run "
+                           "`leoflow login` if the server has single sign-on)", status=status)
+    if status == 403:
+        return ClientError(f"forbidden: {message}", status=status)
+    if status == 503:
+        return ApiUnavailable(f"service unavailable: {message}", status=status)
+    return ClientError(message, status=status, details=details)
 
 
 def error_message(answer: HttpAnswer) -> tuple[str, Any]:
