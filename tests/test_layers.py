@@ -44,6 +44,8 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
                               "leoflow.cli", "leoflow.standalone", "leoflow.replica")),
     ("leoflow.settings", ("leoflow.db", "leoflow.scheduler", "leoflow.executor", "leoflow.election",
                           "leoflow.api")),
+    # Object storage stands beside the data layer: below every service, knowing neither the database nor metrics.
+    ("leoflow.storage", ("leoflow.db", "leoflow.metrics", "leoflow.leadership", "leoflow.aiotasks", *_SERVICES)),
     # The API client: only errors of the package, so a client verb loads a few small modules.
     ("leoflow.client", ("leoflow.cli", "leoflow.db", "leoflow.settings", "leoflow.model", "leoflow.metrics",
                         "leoflow.leadership", "leoflow.aiotasks", *_SERVICES)),
@@ -203,7 +205,7 @@ def test_the_checker_sees_lazy_and_string_imports(tmp_path: Path) -> None:
 #: entity): the tables, shared fragments, migrations.
 DB_TOP_LEVEL = {"__init__", "tables", "fragments", "arrays", "queued_tries", "migrations"}
 #: The sub-packages of ``db/stores/``: entities whose SQL is split by what it does to them.
-STORE_PACKAGES = {"datasets", "runs", "task_instances"}
+STORE_PACKAGES = {"datasets", "log_archive", "runs", "task_instances"}
 
 
 def test_the_data_layer_is_plumbing_tables_and_one_store_per_entity() -> None:

@@ -387,6 +387,14 @@ PAGE_LIMIT = Range("`limit` (list query parameter)", 1, 500, "one page is one da
                    integer=True)
 DEFAULT_PAGE_LIMIT = 100
 TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL integer", integer=True)
+LOG_OFFSET = Range("`offset` (archived log query parameter)", 0, 2**62, "a byte offset into a log; past the "
+                   "end answers nothing", integer=True)
+LOG_LENGTH = Range("`length` (archived log query parameter)", 1, 2**62, "bytes to read; the answer streams, so "
+                   "a whole log may be asked for", integer=True)
+LOG_TAIL = Range("`tail` (archived log query parameter)", 1, 2**62, "the last bytes of a log; the answer "
+                 "streams", integer=True)
+LOG_CONTAINER = Length("`container` (archived log query parameter)", 63,
+                       "a Kubernetes container name (a DNS label): it is part of the archive's object names")
 
 # --------------------------------------------------------------------------- OpenID Connect tokens
 
@@ -403,7 +411,8 @@ LIMITS: tuple[Limit, ...] = (
     RETRY_DELAY, MAX_RETRY_DELAY, TIMEOUT, RUN_TIMEOUT, TASKS, EDGES, IMAGE, COMMAND, ENV, TEMPLATE_REFS,
     RENDERED_ARG, RESOURCES, QUANTITY,
     PARAMS, SPEC, OUTPUT_NAME, OUTPUT_DECLS, OUTPUTS, POOL_NAME, PRIORITY, MAX_ACTIVE_TASKS, POOL_SLOTS,
-    POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER,
+    POOL_DESCRIPTION, CONF, CLEAR_TASKS, DOCUMENT, PAGE_LIMIT, TRY_NUMBER, LOG_OFFSET, LOG_LENGTH, LOG_TAIL,
+    LOG_CONTAINER,
     WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES, ON_EXIT,
     RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES, MAP_ITEMS, MAX_PARALLEL, MAP_SOURCE,
     BEARER_JWT, OIDC_GROUPS,

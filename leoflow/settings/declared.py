@@ -248,6 +248,30 @@ def cluster_name(value: str) -> str:
     return value
 
 
+#: Schemes a log archive URL may have (the object storage client's, leoflow.storage.objects).
+ARCHIVE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "azure", "file", "memory")
+
+
+def archive_url(value: str) -> str | None:
+    """An object storage URL (``s3://bucket/prefix``, ``gs://``, ``az://``, ``file:///dir``); ``off``: none."""
+    from urllib.parse import urlsplit
+
+    if value.strip().lower() == "off":
+        return "off"
+    if len(value) > 1024:
+        raise ValueError("must be at most 1024 characters")
+    parts = urlsplit(value)
+    if parts.scheme not in ARCHIVE_SCHEMES:
+        raise ValueError(f"must be off or start with one of {', '.join(s + '://' for s in ARCHIVE_SCHEMES)}")
+    if parts.scheme == "file" and (parts.netloc not in ("", "localhost") or not parts.path.startswith("/")):
+        raise ValueError("a file:// URL needs an absolute path (file:///var/lib/leoflow/logs)")
+    if parts.scheme not in ("file", "memory") and not parts.netloc:
+        raise ValueError("names no bucket (s3://BUCKET/prefix)")
+    if parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError("must not carry credentials, a query or a fragment: the provider's credential chain is used")
+    return value
+
+
 # --------------------------------------------------------------------------- the variables
 
 DATABASE_URL = Variable[str | None](
@@ -376,6 +400,22 @@ AUDIT_RETENTION_DAYS = Variable(
     "LEOFLOW_AUDIT_RETENTION_DAYS", 365, integer(maximum=36500, positive=False),
     "Days audit events (`GET /api/v2/audit`) are kept; the leader then deletes them, apart from run retention "
     "(0 keeps them forever).")
+LOG_ARCHIVE_URL = Variable[str | None](
+    "LEOFLOW_LOG_ARCHIVE_URL", None, archive_url,
+    "Object storage every try's full log is archived to while it runs (`s3://bucket/prefix`, `gs://bucket/prefix`, "
+    "`az://container/prefix`, `file:///dir`; credentials from the provider's standard chain), or `off` "
+    "(see docs/remote-logging.md).", shown_default="standalone: file:// under LEOFLOW_HOME; else off",
+    secret=True)
+LOG_ARCHIVE_RETENTION = Variable(
+    "LEOFLOW_LOG_ARCHIVE_RETENTION", "delete", choice("delete", "lifecycle"),
+    "`delete`: run retention deletes a try's archived log objects with its rows; `lifecycle`: only the rows, "
+    "the objects are left to the bucket's lifecycle rule.")
+LOG_ARCHIVE_FLUSH_INTERVAL = Variable(
+    "LEOFLOW_LOG_ARCHIVE_FLUSH_INTERVAL", 5.0, number(maximum=3600),
+    "Most seconds a running try's new output waits before it is archived (a full chunk goes at once).")
+LOG_ARCHIVE_TIMEOUT = Variable(
+    "LEOFLOW_LOG_ARCHIVE_TIMEOUT", 30.0, number(maximum=600),
+    "Seconds one object storage request may take before it is given up and retried with backoff.")
 NOTIFY_WEBHOOK = Variable[str | None](
     "LEOFLOW_NOTIFY_WEBHOOK", None, optional_http_url,
     "Webhook URL (e.g. a Slack incoming webhook) notified for DAGs without their own `notify` rules; a secret.",
@@ -469,7 +509,8 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, KILL_GRACE, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
     K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_POLICY, K8S_ALLOWED_SERVICE_ACCOUNTS, K8S_PROTECTED_SECRETS,
     K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
-    AUDIT_RETENTION_DAYS, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_HEADER_HOSTS,
+    AUDIT_RETENTION_DAYS, LOG_ARCHIVE_URL, LOG_ARCHIVE_RETENTION, LOG_ARCHIVE_FLUSH_INTERVAL,
+    LOG_ARCHIVE_TIMEOUT, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_HEADER_HOSTS,
     NOTIFY_ALLOWED_HOSTS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,
     METRICS_MAX_TASKS, OIDC_ISSUER, OIDC_AUDIENCE, OIDC_CLIENT_ID, OIDC_ALGORITHMS, OIDC_GROUPS_CLAIM,
     OIDC_NAME_CLAIM, OIDC_ADMIN_GROUPS, OIDC_KEYS_MAX_AGE, OIDC_KEYS_MIN_INTERVAL, OIDC_LEEWAY, OIDC_SCOPES,

@@ -137,6 +137,22 @@ class RetentionSettings:
 
 
 @dataclass(frozen=True)
+class LogArchiveSettings:
+    """Where every try's full log is archived (object storage), and what retention does to it."""
+
+    #: ``None``: not configured (standalone then archives under its home); ``"off"``: never archive.
+    url: str | None = v.LOG_ARCHIVE_URL.default
+    retention: str = v.LOG_ARCHIVE_RETENTION.default
+    flush_interval: float = v.LOG_ARCHIVE_FLUSH_INTERVAL.default
+    timeout: float = v.LOG_ARCHIVE_TIMEOUT.default
+
+    @property
+    def active_url(self) -> str | None:
+        """The URL to archive to, or None when there is no archive."""
+        return None if self.url in (None, "off") else self.url
+
+
+@dataclass(frozen=True)
 class LoggingSettings:
     format: LogFormat = "json"
     level: str = v.LOG_LEVEL.default.upper()
@@ -188,6 +204,7 @@ class Settings:
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     dag_files: DagFilesSettings = field(default_factory=DagFilesSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    log_archive: LogArchiveSettings = field(default_factory=LogArchiveSettings)
     notify: NotifySettings = field(default_factory=NotifySettings)
     oidc: OidcSettings = field(default_factory=OidcSettings)
     home: Path = field(default_factory=default_home)

@@ -34,6 +34,7 @@ from leoflow.settings.groups import (
     ElectionSettings,
     ExecutorSettings,
     KubernetesSettings,
+    LogArchiveSettings,
     LoggingSettings,
     NotifySettings,
     RetentionSettings,
@@ -174,6 +175,9 @@ def load_settings(env: Mapping[str, str] | None = None, *,
         logging=LoggingSettings(format=log_format, level=r.get(v.LOG_LEVEL).upper()),  # type: ignore[arg-type]
         dag_files=DagFilesSettings(directory=_optional_path(r.get(v.DAGS_DIR)), source=r.get(v.DAGS_SOURCE)),
         retention=RetentionSettings(days=r.get(v.RETENTION_DAYS), audit_days=r.get(v.AUDIT_RETENTION_DAYS)),
+        log_archive=LogArchiveSettings(url=r.get(v.LOG_ARCHIVE_URL), retention=r.get(v.LOG_ARCHIVE_RETENTION),
+                                       flush_interval=r.get(v.LOG_ARCHIVE_FLUSH_INTERVAL),
+                                       timeout=r.get(v.LOG_ARCHIVE_TIMEOUT)),
         notify=NotifySettings(
             webhook=r.get(v.NOTIFY_WEBHOOK),
             events=r.get(v.NOTIFY_EVENTS),

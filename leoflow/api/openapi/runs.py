@@ -136,7 +136,10 @@ LOG_ANSWER = {"200": {
     "headers": {
         "X-Leoflow-Try": {"schema": STR, "description": "The try shown"},
         "X-Leoflow-Log-Complete": {"schema": STR, "description": "true once the log is final"},
-        "X-Leoflow-Log-Source": {"schema": {"type": "string", "enum": ["pod", "stored"]}},
+        "X-Leoflow-Log-Source": {"schema": {"type": "string", "enum": ["pod", "stored", "archive"]}},
+        "X-Leoflow-Log-Size": {"schema": STR, "description": "Archive: bytes of the container's output archived"},
+        "X-Leoflow-Log-Offset": {"schema": STR, "description": "Archive: the first byte answered"},
+        "X-Leoflow-Log-Containers": {"schema": STR, "description": "Archive: the try's archived containers"},
         "X-Leoflow-Log-Cursor": {"schema": STR, "description": "With since: pass it back as since"},
         "X-Leoflow-Log-Continues": {"schema": STR, "description": "With since: false when the "
                                     "text is the whole stored log, not a continuation"}}}}

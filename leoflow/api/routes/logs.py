@@ -25,6 +25,10 @@ Two ways to ask:
   nothing between the last live read and the end is lost; if it is gone, the stored copy is
   served whole with ``X-Leoflow-Log-Continues: false`` (the follower drops what it printed).
 
+**The archive** (``container``, ``offset``, ``length`` or ``tail`` given): the container's full
+output from object storage, ranged and streamed (:mod:`leoflow.api.archived_logs`), the same for a
+running try and one from last month.
+
 Nothing is buffered beyond one bounded tail, and no database connection is held while the
 Kubernetes API answers.
 """
@@ -37,6 +41,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from leoflow.api.archived_logs import archived_log, wants_archive
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.openapi import components as oas
@@ -63,7 +68,12 @@ OPERATIONS = Operations()
     *oas.RUN_PATH, oas.TASK_ID, oas.MAP_INDEX,
     oas.param("try", "query", {"type": "integer", "minimum": 1}, "Try number (default: latest)"),
     oas.param("since", "query", {"type": "string", "maxLength": 64},
-              "Follow mode: only output after this cursor (empty to start); no notes")])
+              "Follow mode: only output after this cursor (empty to start); no notes"),
+    oas.param("container", "query", {"type": "string", "maxLength": 63},
+              "Archived log: the container (default `task`; the local executor's process is `task`)"),
+    oas.param("offset", "query", {"type": "integer", "minimum": 0}, "Archived log: first byte (default 0)"),
+    oas.param("length", "query", {"type": "integer", "minimum": 1}, "Archived log: bytes to read (default: all)"),
+    oas.param("tail", "query", {"type": "integer", "minimum": 1}, "Archived log: the last N bytes")])
 async def get_task_logs(request: Request) -> Response:
     try_number = query_int(request, "try", TRY_NUMBER)
     since = request.query_params.get("since")
@@ -81,6 +91,11 @@ async def get_task_logs(request: Request) -> Response:
             raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")
         raise bad_field("try", f"task {ti['task_id']!r} has no try {try_number} "
                         f"(tries so far: {ti['try_number']})", status=404)
+    if wants_archive(request):
+        if entry["task_try_id"] is None:
+            raise bad_field("container", f"try {entry['try_number']} has not started: nothing is archived yet",
+                            status=404)
+        return await archived_log(request, entry)
     finished = entry["ended_at"] is not None
     note = None
     pod_cursor = since is not None and since.startswith("t")

@@ -141,8 +141,8 @@ async def retry_shipping_later(conn: AsyncConnection, task_try_id: int, *, delay
 
 _tries = TaskTry.__table__
 _logs = TaskLog.__table__
-_LOG_KEYS = ("try_number", "state", "ended_at", "logs_shipped_at", "executor_ref", "logs_unavailable", "content",
-             "truncated", "size_bytes", "log_updated_at")
+_LOG_KEYS = ("task_try_id", "try_number", "state", "ended_at", "logs_shipped_at", "executor_ref", "logs_unavailable",
+             "content", "truncated", "size_bytes", "log_updated_at")
 
 
 async def get_task_log(conn: AsyncConnection, ti: Mapping[str, Any], try_number: int | None) -> dict[str, Any] | None:
@@ -156,7 +156,8 @@ async def get_task_log(conn: AsyncConnection, ti: Mapping[str, Any], try_number:
     if not shown:
         return None
     wanted = shown[-1]
-    query = (select(_tries.c.try_number, _tries.c.state, _tries.c.ended_at, _tries.c.logs_shipped_at,
+    query = (select(_tries.c.id.label("task_try_id"), _tries.c.try_number, _tries.c.state, _tries.c.ended_at,
+                    _tries.c.logs_shipped_at,
                     _tries.c.executor_ref,
                     _tries.c.logs_unavailable, _logs.c.content, _logs.c.truncated, _logs.c.size_bytes,
                     _logs.c.updated_at.label("log_updated_at"))

@@ -70,6 +70,7 @@ from leoflow.executor.local.process import (
     spawn,
     terminate,
 )
+from leoflow.executor.log_archive import LogArchiver
 from leoflow.executor.log_tail import read_tail
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
@@ -77,6 +78,8 @@ from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
 from leoflow.model.spec.entrypoint import LOCAL_NEEDS_COMMAND
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey
 from leoflow.settings import Settings
+from leoflow.storage.log_chunks import PROCESS_CONTAINER
+from leoflow.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
 #: Claim attempts on database errors (with backoff up to 5 s: about a minute) before failing the try.
@@ -103,6 +106,9 @@ class _Running:
 _RUNNING: dict[str, _Running] = {}
 #: Strong references to the tasks that own those processes (they outlive an executor's stop()).
 _OWNERS: Registry = set()
+#: Archivers of tries' output (leoflow.executor.log_archive): like the processes, they outlive a
+#: term, and a try's outcome never waits for them.
+_ARCHIVERS: Registry = set()
 #: Executors of this OS process between start() and stop(): while one runs, it reports this
 #: replica's tries itself (the outcome reporter of .outcomes stands aside).
 _STARTED: set[int] = set()
@@ -135,12 +141,14 @@ class LocalExecutor:
         self._slots = asyncio.Semaphore(max(1, settings.executor.local_parallelism))
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._watchers: Registry = set()
+        self._archiver: LogArchiver | None = None
 
     # ------------------------------------------------------------------ Executor protocol
 
     async def start(self, ctx: LeaderContext, report: Report) -> None:
         self._ctx, self._report = ctx, report
         _STARTED.add(id(self))
+        self._archiver = self._log_archiver(ctx)
         async with ctx.db.connect() as conn:
             claims = await try_store.unfinished_claims(conn, ctx.cluster)
         for record in claims:
@@ -196,6 +204,26 @@ class LocalExecutor:
             return None
         return read_tail(files.log, self.max_log_bytes).text
 
+    def _log_archiver(self, ctx: LeaderContext) -> LogArchiver | None:
+        """The archiver of this term, or None without an archive (or one that cannot be set up: logged)."""
+        config = self.settings.log_archive
+        if config.active_url is None:
+            return None
+        try:
+            store = ObjectStore(config.active_url, timeout=config.timeout)
+        except (ValueError, OSError) as exc:  # a file:// directory that cannot be made, ...: no archive
+            log.error("the log archive cannot be used; logs are kept in the database only",
+                      extra={"error": str(exc)[:300]})
+            return None
+        return LogArchiver(store, ctx.db, ctx.cluster, flush_interval=config.flush_interval)
+
+    def _archive(self, task_try_id: int, files: TryFiles, ended: asyncio.Event) -> None:
+        """Archive the try's output beside it (never awaited by the try: see leoflow.executor.log_archive)."""
+        if self._archiver is None:
+            return
+        start_guarded(self._archiver.follow_file(task_try_id, PROCESS_CONTAINER, files.log, ended),
+                      f"archive-log:{files.root.name}", may_return=True, registry=_ARCHIVERS)
+
     async def stop(self) -> None:
         await cancel_and_wait([*self._pending.values(), *self._watchers])
         self._report = None
@@ -245,12 +273,14 @@ class LocalExecutor:
     async def _own(self, running: _Running, launch: TaskLaunch) -> None:
         """Run the process to its end, save logs and outcome; survives the executor's stop()."""
         files = running.files
+        ended = asyncio.Event()  # the output is final: the archiver ships the rest and completes it
         try:
             files.prepare()
             argv = [*launch.command, *launch.args]
             env = child_environment(os.environ, launch.env)
             if launch.outputs_declared:
                 env.update(files.outputs_environment())
+            self._archive(running.task_try_id, files, ended)
             try:
                 running.process = await spawn(argv, files, env)
             except OSError as exc:
@@ -266,11 +296,13 @@ class LocalExecutor:
             if outcome.state == "success" and launch.outputs_declared:
                 outcome = replace(outcome, outputs=files.read_outputs() or b"")
             files.write_outcome(outcome)
+            ended.set()
             try:
                 await self._store_output(running.task_try_id, files, final=True)
             except DatabaseError as exc:  # the outcome still counts; the logs stay on disk
                 log.warning("could not store task logs", extra={"try": files.root.name, "error": str(exc)})
         except BaseException as exc:  # not swallowed: whoever waits on the outcome must learn of it
+            ended.set()
             if not running.outcome.done():
                 running.outcome.set_exception(exc if isinstance(exc, Exception) else RuntimeError("aborted"))
             raise
@@ -383,6 +415,9 @@ class LocalExecutor:
         replaced by less."""
         if files.log.exists():
             await self._store_output(task_try_id, files, final=True)
+            ended = asyncio.Event()
+            ended.set()  # the process is over: archive what is not archived yet, then complete
+            self._archive(task_try_id, files, ended)
             return
         ctx = self._require_started()
         reason = (f"output unavailable on this host ({ctx.node_id}): {files.log} does not exist here; "

@@ -1,0 +1,221 @@
+"""Archiving a try's output to object storage while it runs, and completing it when it ends.
+
+A :class:`LogArchiver` ships one container's output (the local executor's ``output.log``) into
+compressed chunks (:mod:`leoflow.storage.log_chunks`) and indexes each in PostgreSQL after its
+object is written (:mod:`leoflow.db.stores.log_archive`): a chunk goes as soon as
+:data:`~leoflow.storage.log_chunks.CHUNK_BYTES` are there, and whatever is new after
+``LEOFLOW_LOG_ARCHIVE_FLUSH_INTERVAL`` seconds goes too, so a running try's log is in the archive
+within seconds (Airflow's users wait for the end; Argo's lose it with the pod). When the source
+has ended, the rest goes and the log is marked complete.
+
+Failure semantics:
+
+- **The try never waits on it.** Archiving runs beside the try in its own guarded task; the
+  outcome is reported whatever the storage does, and the tail in PostgreSQL stays as before.
+- **Storage failures** (wrong credentials, a missing bucket, refusals mid-stream, an endpoint
+  that hangs: every request is bounded, see :mod:`leoflow.storage.objects`) are retried with
+  backoff from :data:`RETRY_BASE` doubling to :data:`RETRY_CAP` seconds, each one counted
+  (``leoflow_log_archive_failures_total{reason}``) and logged with the bucket and the reason; the
+  archive resumes where its index ends. After the source ended, it gives up after
+  :data:`GIVE_UP_AFTER` seconds of failures (logged, ``leoflow_log_archive_abandoned_total``): the
+  log stays incomplete in the index, what was archived stays readable.
+- **Exactly once.** Where to continue is read from the index, never remembered: a writer whose
+  chunk was indexed by someone else first (a new leader that adopted the try) re-reads the index
+  and carries on from there; an object written but not indexed (killed between the two) is
+  rewritten with the same bytes under the same name.
+- **Bounded memory**: one chunk, compressed, per log being archived, whatever the log's size or
+  its lines' (a 100 MB line is just bytes; binary output is archived as written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from leoflow.db.connection.database import Database
+from leoflow.db.stores.log_archive import index as archive_store
+from leoflow.errors import DatabaseError
+from leoflow.metrics.log_archive import ARCHIVE_FAILURES, ARCHIVED_BYTES, ARCHIVED_OBJECTS, ARCHIVES_ABANDONED
+from leoflow.storage.log_chunks import CHUNK_BYTES, READ_BYTES, ChunkCompressor, chunk_key
+from leoflow.storage.objects import ObjectStore, StorageError, StorageRefused
+
+log = logging.getLogger(__name__)
+
+#: Seconds before the first retry of a failed request, doubling up to :data:`RETRY_CAP`: a
+#: storage blip costs a second; an outage is probed twice a minute, not hammered.
+RETRY_BASE = 1.0
+RETRY_CAP = 30.0
+#: Seconds of failures after the source ended before the archive is abandoned incomplete: long
+#: enough to ride out a storage outage or a credential fix, short enough that archivers of
+#: finished tries do not pile up behind a bucket that is gone for good.
+GIVE_UP_AFTER = 600.0
+#: Seconds between looks at a running try's output.
+POLL_INTERVAL = 1.0
+
+
+class ArchiveAbandoned(Exception):
+    """The storage kept failing after the source ended (the archive stays incomplete)."""
+
+
+class LogArchiver:
+    """Ships growing files into the archive of ``store`` (see the module docstring)."""
+
+    def __init__(self, store: ObjectStore, db: Database, cluster: str, *, flush_interval: float = 5.0,
+                 chunk_bytes: int = CHUNK_BYTES, retry_base: float = RETRY_BASE, retry_cap: float = RETRY_CAP,
+                 give_up_after: float = GIVE_UP_AFTER, poll_interval: float = POLL_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.db = db
+        self.cluster = cluster
+        self.flush_interval = flush_interval
+        self.chunk_bytes = chunk_bytes
+        self.retry_base = retry_base
+        self.retry_cap = retry_cap
+        self.give_up_after = give_up_after
+        self.poll_interval = poll_interval
+        self.clock = clock
+
+    async def follow_file(self, task_try_id: int, container: str, path: Path, ended: asyncio.Event) -> None:
+        """Archive ``path`` while it grows, then the rest once ``ended`` is set, and complete it.
+
+        Never raises for the storage or the database (it logs and retries, or gives up); returns
+        once the log is complete or abandoned.
+        """
+        archived = await self._resume(task_try_id, container, ended)
+        if archived is None:
+            return
+        last_ship = self.clock()
+        failing_since: float | None = None
+        delay = self.retry_base
+        while True:
+            final = ended.is_set()
+            size = _size(path)
+            flush = size > archived and (final or self.clock() - last_ship >= self.flush_interval)
+            try:
+                if flush or size - archived >= self.chunk_bytes:
+                    archived = await self.ship(task_try_id, container, path, archived, partial=flush)
+                    last_ship = self.clock() if flush else last_ship
+                if final:
+                    await self._complete(task_try_id, container, path)
+                    return
+                failing_since, delay = None, self.retry_base
+            except (StorageError, DatabaseError) as exc:
+                failing_since = failing_since if failing_since is not None else self.clock()
+                self._failed(exc, task_try_id, container, delay)
+                if final and self.clock() - failing_since >= self.give_up_after:
+                    ARCHIVES_ABANDONED.inc()
+                    log.error("gave up archiving a log: the object storage kept failing",
+                              extra={"task_try_id": task_try_id, "container": container,
+                                     "bucket": self.store.url, "archived_bytes": archived})
+                    return
+                await (asyncio.sleep(delay) if final else _wait(ended, delay))
+                delay = min(delay * 2, self.retry_cap)
+                reread = await self._resume(task_try_id, container, ended)
+                if reread is None:
+                    return
+                archived = reread
+                continue
+            if not final:
+                await _wait(ended, self.poll_interval)
+
+    async def ship(self, task_try_id: int, container: str, path: Path, archived: int, *, partial: bool) -> int:
+        """Archive ``path`` from byte ``archived`` in whole chunks (and the last, smaller one if ``partial``).
+
+        Returns where the archive ends now (read back from the index when another writer moved it).
+        """
+        size = _size(path)
+        while archived < size:
+            if not partial and size - archived < self.chunk_bytes:
+                break
+            end = min(size, archived + self.chunk_bytes)
+            data = await asyncio.to_thread(_compress_range, path, archived, end)
+            if data is None:  # the file shrank or vanished: nothing more to take from it
+                break
+            compressed, end = data
+            key = chunk_key(self.cluster, task_try_id, container, archived)
+            await self.store.put(key, compressed)
+            async with self.db.transaction() as conn:
+                appended = await archive_store.append_chunk(conn, task_try_id, container, start=archived, end=end,
+                                                            stored_bytes=len(compressed), object_key=key)
+                if not appended:
+                    current = await archive_store.open_log(conn, task_try_id, container)
+            if not appended:
+                if current.complete:
+                    return current.size_bytes
+                archived = current.size_bytes
+                continue
+            ARCHIVED_OBJECTS.inc()
+            ARCHIVED_BYTES.inc(end - archived)
+            archived = end
+        return archived
+
+    async def _resume(self, task_try_id: int, container: str, ended: asyncio.Event) -> int | None:
+        """Where the archive ends (None: it is complete already); waits out a database outage."""
+        delay = self.retry_base
+        while True:
+            try:
+                async with self.db.transaction() as conn:
+                    state = await archive_store.open_log(conn, task_try_id, container)
+                return None if state.complete else state.size_bytes
+            except DatabaseError as exc:
+                log.warning("cannot read the log archive's index yet; will retry",
+                            extra={"task_try_id": task_try_id, "error": str(exc)[:300], "retry_in": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.retry_cap)
+
+    async def _complete(self, task_try_id: int, container: str, path: Path) -> None:
+        size = _size(path)
+        async with self.db.transaction() as conn:
+            if not await archive_store.complete_log(conn, task_try_id, container, size_bytes=size):
+                state = await archive_store.open_log(conn, task_try_id, container)
+                if not state.complete and state.size_bytes < size:
+                    raise StorageNotCaughtUp(f"archive ends at {state.size_bytes} of {size} bytes")
+
+    def _failed(self, exc: Exception, task_try_id: int, container: str, delay: float) -> None:
+        reason = "refused" if isinstance(exc, StorageRefused) else "unavailable"
+        if isinstance(exc, StorageError):
+            ARCHIVE_FAILURES.labels(reason=reason).inc()
+        log.warning("archiving a log failed; will retry", extra={
+            "task_try_id": task_try_id, "container": container, "bucket": self.store.url,
+            "reason": reason, "error": str(exc)[:500], "retry_in": delay})
+
+
+class StorageNotCaughtUp(StorageError):
+    """The archive does not reach the end of the output yet (shipped again, then completed)."""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _compress_range(path: Path, start: int, end: int) -> tuple[bytes, int] | None:
+    """Bytes ``[start, end)`` of ``path`` as one gzip member, read in pieces; None if they are not there."""
+    packer = ChunkCompressor()
+    try:
+        with path.open("rb") as f:
+            f.seek(start)
+            while packer.raw_bytes < end - start:
+                piece = f.read(min(READ_BYTES, end - start - packer.raw_bytes))
+                if not piece:
+                    break
+                packer.add(piece)
+    except OSError:
+        return None
+    if packer.raw_bytes == 0:
+        return None
+    return packer.finish(), start + packer.raw_bytes
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``event`` is set meanwhile."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        pass
