@@ -135,3 +135,18 @@ def test_a_burst_of_one_uri_is_written_in_batches_each_event_recorded_and_audite
     # Reports that arrived while a write committed shared the next one (its clock reading): one
     # transaction a report would give each its own reading.
     assert written_at < sent, written_at
+
+
+def test_the_list_of_one_dag_holds_what_it_produces_and_consumes(api_client: httpx.Client) -> None:
+    both = {"dag_id": "both", "schedule": {"datasets": {"all": ["s3://a", "s3://b"]}},
+            "tasks": [task("t", produces=["s3://c"])]}
+    assert api_client.post("/api/v2/dags", json=both, headers=ADMIN).status_code == 201
+    assert api_client.post("/api/v2/dags", json={"dag_id": "other", "schedule": {"datasets": {"all": ["s3://z"]}},
+                                                 "tasks": [task("t")]}, headers=ADMIN).status_code == 201
+    assert api_client.post(EVENTS, json={"uri": "s3://a"}, headers=ADMIN).status_code == 201
+    listed = api_client.get("/api/v2/datasets", params={"dag_id": "both"}, headers=READ).json()["items"]
+    assert [(d["uri"], d["consumers"], [q["dag_id"] for q in d["queued"]]) for d in listed] == [
+        ("s3://a", ["both"], ["both"]), ("s3://b", ["both"], []), ("s3://c", [], [])]
+    assert api_client.get("/api/v2/datasets", params={"dag_id": "nope"}, headers=READ).json()["items"] == []
+    too_long = api_client.get("/api/v2/datasets", params={"dag_id": "x" * 51}, headers=READ)
+    assert too_long.status_code == 400 and too_long.json()["error"]["details"]["field"] == "dag_id"

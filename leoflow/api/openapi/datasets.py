@@ -36,3 +36,5 @@ SCHEMAS: dict[str, Any] = {
 
 URI = param("uri", "query", {"type": "string", "maxLength": limits.DATASET_URI.maximum},
             "Only this URI (also one known from its events alone)")
+DAG_ID = param("dag_id", "query", {"type": "string", "maxLength": limits.DAG_ID.max_length},
+               "Only the URIs this DAG produces or consumes (what its page shows: why it waits)")

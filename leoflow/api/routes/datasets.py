@@ -54,14 +54,15 @@ async def record_event(request: Request) -> Response:
 
 
 @OPERATIONS("GET", DATASETS, "List datasets", oas.json_answer("200", "DatasetList"), errors="400",
-            params=[oas.LIMIT, oas.CURSOR, dataset_schemas.URI])
+            params=[oas.LIMIT, oas.CURSOR, dataset_schemas.URI, dataset_schemas.DAG_ID])
 async def list_datasets(request: Request) -> Response:
     limit = query_limit(request)
     after = query_cursor(request, "dataset", str)
     raw_uri = query_text(request, "uri", limits.DATASET_URI.maximum)
     uri = None if raw_uri is None else dataset_uri(raw_uri, "uri")
+    dag_id = query_text(request, "dag_id", limits.DAG_ID.max_length)
     async with api_state(request).db.connect() as conn:
-        found = await reads.list_datasets(conn, after=after, limit=limit + 1, uri=uri)
+        found = await reads.list_datasets(conn, after=after, limit=limit + 1, uri=uri, dag_id=dag_id)
     answer = page(found, limit, lambda d: str(d["uri"]), "dataset")
     answer["items"] = await _readable_datasets(request, answer["items"])  # the page may be short
     return JsonResponse(answer)

@@ -47,11 +47,21 @@ _ONE = text("""
     )""" + _DOCUMENT)
 
 
+_OF_DAG = text("""
+    WITH uris AS (
+        SELECT DISTINCT uri FROM dataset_references WHERE dag_id = :dag_id AND uri > :after
+        ORDER BY uri LIMIT :limit
+    )""" + _DOCUMENT)
+
+
 async def list_datasets(conn: AsyncConnection, *, after: str | None, limit: int,
-                        uri: str | None = None) -> list[dict[str, Any]]:
-    """Up to ``limit`` URIs after ``after`` (by URI), or the one ``uri`` if anything knows it."""
+                        uri: str | None = None, dag_id: str | None = None) -> list[dict[str, Any]]:
+    """Up to ``limit`` URIs after ``after`` (by URI) — all, or those ``dag_id`` produces or consumes —
+    or the one ``uri`` if anything knows it."""
     if uri is not None:
         result = await conn.execute(_ONE, {"uri": uri})
+    elif dag_id is not None:
+        result = await conn.execute(_OF_DAG, {"dag_id": dag_id, "after": after or "", "limit": limit})
     else:
         result = await conn.execute(_LIST, {"after": after or "", "limit": limit})
     out = []
