@@ -1,7 +1,9 @@
 """Renders the documentation's generated tables: configuration (:data:`leoflow.settings.VARIABLES`,
 in ``docs/configuration.md``), input limits (:data:`leoflow.model.limits.LIMITS`, in
 ``docs/limits.md``) and what each role may call (:func:`leoflow.api.access.role_table`, in
-``docs/access-control.md``).
+``docs/access-control.md``); and the typed API client's two generated modules
+(:func:`client_modules`: ``leoflow/client/models.py`` and ``operations.py``, rendered from the
+OpenAPI document).
 
 The pages are checked against this output by a test, so neither table can drift from the code.
 ``python -m leoflow.cli.docs`` rewrites both blocks in place.
@@ -40,6 +42,16 @@ def roles_table() -> str:
     return role_table((op.method, op.path, op.auth) for op in OPERATIONS)
 
 
+def client_modules() -> dict[str, str]:
+    """The typed client's generated modules (:mod:`leoflow.client.codegen`), by path in the repository."""
+    from leoflow.api.openapi.document import openapi_document  # the API only for these, as for the roles
+    from leoflow.client.codegen import render_models, render_operations
+
+    document = openapi_document()
+    return {"leoflow/client/models.py": render_models(document),
+            "leoflow/client/operations.py": render_operations(document)}
+
+
 def _replace_block(text: str, start: str, end: str, table: str) -> str:
     head, _, rest = text.partition(start)
     _, _, tail = rest.partition(end)
@@ -68,3 +80,5 @@ if __name__ == "__main__":
     root = pathlib.Path(__file__).resolve().parents[2]
     for page in PAGES:
         (root / page).write_text(render_readme((root / page).read_text()))
+    for module, text in client_modules().items():
+        (root / module).write_text(text)

@@ -64,7 +64,7 @@ OPERATIONS: dict[str, Operation] = {
     'list_task_instances': Operation('list_task_instances', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks', {200: ('json', 'TaskInstancePage')}, ('limit', 'cursor', 'state'), (), None, ()),
     'list_task_instances_of_every_run': Operation('list_task_instances_of_every_run', 'GET', '/api/v2/task-instances', {200: ('json', 'TaskInstanceAnywherePage')}, ('limit', 'cursor', 'state', 'dag_id', 'since'), (), None, ()),
     'get_task_instance': Operation('get_task_instance', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}', {200: ('json', 'TaskDetail')}, ('map_index',), (), None, ()),
-    'get_task_log': Operation('get_task_log', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs', {200: ('text', None)}, ('map_index', 'try', 'since'), (), None, ()),
+    'get_task_log': Operation('get_task_log', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs', {200: ('text', None)}, ('map_index', 'try', 'since', 'container', 'offset', 'length', 'tail'), (), None, ()),
     'get_task_outputs': Operation('get_task_outputs', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/outputs', {200: ('json', 'TaskOutputs')}, ('map_index',), (), None, ()),
     'clear_task_instances': Operation('clear_task_instances', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/clear', {200: ('json', 'CommandResult'), 202: ('json', 'CommandPending')}, (), (), 'ClearRequest', ('tasks', 'failed_only', 'downstream', 'map_index')),
     'mark_task_instance': Operation('mark_task_instance', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark', {200: ('json', 'CommandResult'), 202: ('json', 'CommandPending')}, ('map_index',), (), 'MarkRequest', ('state',)),
@@ -105,7 +105,7 @@ OPERATIONS: dict[str, Operation] = {
     'put_cluster_template': Operation('put_cluster_template', 'PUT', '/api/v2/templates/{name}', {200: ('json', 'TaskTemplate'), 201: ('json', 'TaskTemplate')}, (), (), 'TaskTemplateSpec', ()),
     'delete_cluster_template': Operation('delete_cluster_template', 'DELETE', '/api/v2/templates/{name}', {204: ('empty', None)}, (), (), None, ()),
     'record_dataset_event': Operation('record_dataset_event', 'POST', '/api/v2/datasets/events', {201: ('json', 'DatasetEvent')}, (), (), 'DatasetEventRequest', ('uri', 'extra')),
-    'list_datasets': Operation('list_datasets', 'GET', '/api/v2/datasets', {200: ('json', 'DatasetList')}, ('limit', 'cursor', 'uri'), (), None, ()),
+    'list_datasets': Operation('list_datasets', 'GET', '/api/v2/datasets', {200: ('json', 'DatasetList')}, ('limit', 'cursor', 'uri', 'dag_id'), (), None, ()),
 }
 
 
@@ -160,9 +160,9 @@ class Operations(Calls):
         """Get task instance: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}``."""
         return self._call(OPERATIONS['get_task_instance'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index}, None, {})  # type: ignore[no-any-return]
 
-    def get_task_log(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None, since: str | None = None) -> str:
+    def get_task_log(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None, since: str | None = None, container: str | None = None, offset: int | None = None, length: int | None = None, tail: int | None = None) -> str:
         """Get task log: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs``."""
-        return self._call(OPERATIONS['get_task_log'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_, 'since': since}, None, {})  # type: ignore[no-any-return]
+        return self._call(OPERATIONS['get_task_log'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_, 'since': since, 'container': container, 'offset': offset, 'length': length, 'tail': tail}, None, {})  # type: ignore[no-any-return]
 
     def get_task_outputs(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None) -> TaskOutputs:
         """Get task outputs: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/outputs``."""
@@ -348,13 +348,13 @@ class Operations(Calls):
         """Record dataset event: ``POST /api/v2/datasets/events``."""
         return self._call(OPERATIONS['record_dataset_event'], {}, {}, {'uri': uri, 'extra': extra}, {})  # type: ignore[no-any-return]
 
-    def list_datasets(self, *, limit: int | None = None, cursor: str | None = None, uri: str | None = None) -> DatasetList:
+    def list_datasets(self, *, limit: int | None = None, cursor: str | None = None, uri: str | None = None, dag_id: str | None = None) -> DatasetList:
         """List datasets: ``GET /api/v2/datasets``."""
-        return self._call(OPERATIONS['list_datasets'], {}, {'limit': limit, 'cursor': cursor, 'uri': uri}, None, {})  # type: ignore[no-any-return]
+        return self._call(OPERATIONS['list_datasets'], {}, {'limit': limit, 'cursor': cursor, 'uri': uri, 'dag_id': dag_id}, None, {})  # type: ignore[no-any-return]
 
-    def iter_datasets(self, *, uri: str | None = None, page_size: int | None = None) -> Iterator[Dataset]:
+    def iter_datasets(self, *, uri: str | None = None, dag_id: str | None = None, page_size: int | None = None) -> Iterator[Dataset]:
         """Every item of ``GET /api/v2/datasets``, following ``next_cursor`` page by page."""
-        return self._pages(OPERATIONS['list_datasets'], {}, {'uri': uri, 'limit': page_size})
+        return self._pages(OPERATIONS['list_datasets'], {}, {'uri': uri, 'dag_id': dag_id, 'limit': page_size})
 
 
 class AsyncOperations(AsyncCalls):
@@ -408,9 +408,9 @@ class AsyncOperations(AsyncCalls):
         """Get task instance: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}``."""
         return await self._acall(OPERATIONS['get_task_instance'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index}, None, {})  # type: ignore[no-any-return]
 
-    async def get_task_log(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None, since: str | None = None) -> str:
+    async def get_task_log(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None, since: str | None = None, container: str | None = None, offset: int | None = None, length: int | None = None, tail: int | None = None) -> str:
         """Get task log: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs``."""
-        return await self._acall(OPERATIONS['get_task_log'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_, 'since': since}, None, {})  # type: ignore[no-any-return]
+        return await self._acall(OPERATIONS['get_task_log'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_, 'since': since, 'container': container, 'offset': offset, 'length': length, 'tail': tail}, None, {})  # type: ignore[no-any-return]
 
     async def get_task_outputs(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None) -> TaskOutputs:
         """Get task outputs: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/outputs``."""
@@ -596,10 +596,10 @@ class AsyncOperations(AsyncCalls):
         """Record dataset event: ``POST /api/v2/datasets/events``."""
         return await self._acall(OPERATIONS['record_dataset_event'], {}, {}, {'uri': uri, 'extra': extra}, {})  # type: ignore[no-any-return]
 
-    async def list_datasets(self, *, limit: int | None = None, cursor: str | None = None, uri: str | None = None) -> DatasetList:
+    async def list_datasets(self, *, limit: int | None = None, cursor: str | None = None, uri: str | None = None, dag_id: str | None = None) -> DatasetList:
         """List datasets: ``GET /api/v2/datasets``."""
-        return await self._acall(OPERATIONS['list_datasets'], {}, {'limit': limit, 'cursor': cursor, 'uri': uri}, None, {})  # type: ignore[no-any-return]
+        return await self._acall(OPERATIONS['list_datasets'], {}, {'limit': limit, 'cursor': cursor, 'uri': uri, 'dag_id': dag_id}, None, {})  # type: ignore[no-any-return]
 
-    def iter_datasets(self, *, uri: str | None = None, page_size: int | None = None) -> AsyncIterator[Dataset]:
+    def iter_datasets(self, *, uri: str | None = None, dag_id: str | None = None, page_size: int | None = None) -> AsyncIterator[Dataset]:
         """Every item of ``GET /api/v2/datasets``, following ``next_cursor`` page by page."""
-        return self._apages(OPERATIONS['list_datasets'], {}, {'uri': uri, 'limit': page_size})
+        return self._apages(OPERATIONS['list_datasets'], {}, {'uri': uri, 'dag_id': dag_id, 'limit': page_size})

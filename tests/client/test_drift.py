@@ -39,6 +39,15 @@ def test_the_generated_modules_are_what_the_document_renders_to() -> None:
     assert render_operations(openapi_document()) == operations, HINT
 
 
+def test_the_docs_command_writes_them() -> None:
+    from leoflow.cli.docs import client_modules
+
+    models, operations = checked_in()
+    assert client_modules() == {"leoflow/client/models.py": render_models(openapi_document()),
+                                "leoflow/client/operations.py": render_operations(openapi_document())}
+    assert len(models) > 1000 and len(operations) > 1000
+
+
 def test_they_are_what_a_live_server_serves(database_url: str) -> None:
     with serve(create_app(api_settings(database_url))) as url, Client(url, ADMIN_TOKEN) as client:
         served = client.get_openapi_document()
