@@ -17,6 +17,11 @@ ENV_PREFIX = "LEOFLOW_"
 #: ``task`` container's termination log on Kubernetes. Given to no other task.
 OUTPUTS_ENV = "LEOFLOW_OUTPUTS"
 
+#: The run's data interval (leoflow.model.run_context): ISO 8601 in UTC, the start being a scheduled
+#: run's previous fire time and the end its logical date; a manual run's logical date, twice.
+DATA_INTERVAL_START_ENV = "LEOFLOW_DATA_INTERVAL_START"
+DATA_INTERVAL_END_ENV = "LEOFLOW_DATA_INTERVAL_END"
+
 #: Names a task may be given (C identifiers; Kubernetes allows more, but a name a shell cannot
 #: read is a bug waiting to happen). Also the shape of an ``env_from`` prefix.
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

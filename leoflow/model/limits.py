@@ -348,6 +348,22 @@ DATASET_CONDITION = Count("`schedule.datasets.all` / `schedule.datasets.any`", 1
 DATASET_EXTRA = Size("`extra` (dataset event request)", 16 * 1024, 8, 1_000,
                      "stored with the event and shown to the runs it triggers (LEOFLOW_TRIGGERING_EVENTS)")
 
+# --------------------------------------------------------------------------- schedule forms and data intervals
+
+SCHEDULE_CRONS = Count("`schedule` (a list of crons)", 1, 20, "cron expressions",
+                       "each is evaluated when the DAG is planned; a few schedules per DAG (weekdays, weekends, "
+                       "month ends), not a calendar written out")
+SCHEDULE_EVERY = Range("`schedule.every` (a duration such as `15m`, `1h30m` or seconds)", MINUTE, 366 * DAY,
+                       "the scheduler ticks about once a second and plans by the minute; a year is the "
+                       "longest interval a yearly cron gives", integer=True, seconds=True)
+END_DATE = Moments("`end_date`", datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC),
+                   "the same range as `start_date`, and after it")
+STARTING_DEADLINE = Range("`starting_deadline_seconds`", 0, 366 * DAY, "a slot missed by more than this is "
+                          "skipped; up to the longest interval a schedule has", above_minimum=True, seconds=True)
+LOGICAL_DATE = Moments("`logical_date` (trigger request)", datetime(1970, 1, 1, tzinfo=UTC),
+                       datetime(2200, 1, 1, tzinfo=UTC), "the same range as `start_date`: the date "
+                       "arithmetic of templates and waits stays centuries away from Python's year 9999")
+
 # --------------------------------------------------------------------------- access control
 
 TOKEN_NAME = Name("`name` (token request)", NAME_RE, 50, NAME_RULE,
@@ -419,4 +435,5 @@ LIMITS: tuple[Limit, ...] = (
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
     TOKEN_NAME, TEAM_NAME, TEAM_NAMESPACE, TEAM_SERVICE_ACCOUNT, TOKEN_EXPIRY, TOKENS,
     DATASET_URI, PRODUCES, DATASET_CONDITION, DATASET_EXTRA,
+    SCHEDULE_CRONS, SCHEDULE_EVERY, END_DATE, STARTING_DEADLINE, LOGICAL_DATE,
 )

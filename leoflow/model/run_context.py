@@ -12,6 +12,9 @@ spec's ``env``:
 ``LEOFLOW_TRY_NUMBER``        1 for the first try, 2 for the first retry, ...
 ``LEOFLOW_LOGICAL_DATE``      ISO 8601 in UTC: the schedule slot of a scheduled run, the
                               trigger time of a manual one
+``LEOFLOW_DATA_INTERVAL_START`` ISO 8601 in UTC: the start of the span of data the run is for
+                              (a scheduled run's previous fire time; a manual run's logical date)
+``LEOFLOW_DATA_INTERVAL_END``   ISO 8601 in UTC: its end, the logical date
 ``LEOFLOW_RUN_CONF``          the run's conf as compact JSON (``{}`` when none was given)
 ``LEOFLOW_MAP_INDEX``         instances of a mapped task (``map_over``) only: which one, from 0
 ``LEOFLOW_RUN_STATE``         exit tasks (``on_exit``) only: what the run's other tasks decided,
@@ -38,6 +41,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
+from leoflow.model.env_names import DATA_INTERVAL_END_ENV, DATA_INTERVAL_START_ENV
 from leoflow.model.tries import TryKey
 
 #: The most LEOFLOW_TRIGGERING_EVENTS carries; a longer list is replaced by ``{"truncated":true}``.
@@ -57,6 +61,17 @@ class RunContext:
     reason: str | None = None
     #: ``dag_runs.triggering_events`` as stored JSON text; None for runs datasets did not trigger.
     triggering_events: str | None = None
+    #: ``dag_runs.data_interval_start``/``_end``; None (a run written before they were stored): the logical date.
+    data_interval_start: datetime | None = None
+    data_interval_end: datetime | None = None
+
+    @cached_property
+    def interval(self) -> tuple[str, str]:
+        """``LEOFLOW_DATA_INTERVAL_START`` and ``_END``, rendered once per run."""
+        logical, _ = self.rendered
+        start, end = self.data_interval_start, self.data_interval_end
+        return (start.astimezone(UTC).isoformat() if start else logical,
+                end.astimezone(UTC).isoformat() if end else logical)
 
     @cached_property
     def rendered(self) -> tuple[str, str]:
@@ -88,6 +103,8 @@ def task_environment(key: TryKey, run: RunContext, spec_env: Mapping[str, str]) 
         "LEOFLOW_TASK_ID": key.task_id,
         "LEOFLOW_TRY_NUMBER": str(key.try_number),
         "LEOFLOW_LOGICAL_DATE": logical,
+        DATA_INTERVAL_START_ENV: run.interval[0],
+        DATA_INTERVAL_END_ENV: run.interval[1],
         "LEOFLOW_RUN_CONF": conf,
     }
     if key.map_index >= 0:

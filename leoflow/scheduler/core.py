@@ -462,7 +462,7 @@ class SchedulerCore:
         for item in step.usable(page, graphs):
             try:
                 run = run_context(item.conf_json, item.logical_date, item.body_state, item.body_reason,
-                                  item.triggering_events)
+                                  item.triggering_events, (item.data_interval_start, item.data_interval_end))
                 task = graphs[item.version_id].tasks[item.key.task_id]
                 launch = build_launch(task, item.key, item.task_try_id, self.ctx.term, run)
             except Exception as exc:  # containment: this try's launch

@@ -28,9 +28,15 @@ log = logging.getLogger(__name__)
 
 
 def condition_of(dag: LockedDag) -> DatasetCondition | None:
-    """The condition of the DAG's current version; None if it has none (its queue rows are stale)."""
+    """The condition of the DAG's current version; None if it has none (its queue rows are stale).
+
+    A cron with datasets (``{cron, datasets}``) runs on both, independently: its cron's runs are the
+    scheduled path's, its dataset runs are made here like any dataset schedule's.
+    """
     if not isinstance(dag.schedule, dict):
         return None
+    if "cron" in dag.schedule:
+        return parse_dataset_schedule({"datasets": dag.schedule.get("datasets")})
     return parse_dataset_schedule(dag.schedule)
 
 

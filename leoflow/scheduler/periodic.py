@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from leoflow.db.stores import commands as command_store
@@ -139,17 +139,22 @@ class Periodic:
         plans: list[run_store.PlannedRuns] = []
         for dag in dues:
             try:
-                plan = planner.plan(dag.schedule, dag.timezone, catchup=dag.catchup, next_run_at=dag.next_run_at)
+                plan = planner.plan(dag.schedule, dag.timezone, catchup=dag.catchup, next_run_at=dag.next_run_at,
+                                    end_date=dag.end_date, deadline=dag.deadline)
+                if dag.overlap == "skip" and dag.active:  # the slots pass, without runs
+                    plan = replace(plan, logical_dates=(), interval_starts=())
                 run_ids = [scheduled_run_id(d) for d in plan.logical_dates]
             except Exception as exc:  # containment: this DAG's schedule, whatever makes it unplannable
                 step.fail("dag", dag.dag_id, exc)
                 continue
             plans.append(run_store.PlannedRuns(dag.dag_id, dag.version_id, dag.next_run_at, plan.next_run_at, run_ids,
-                                           plan.logical_dates))
+                                               plan.logical_dates, plan.interval_starts))
         # Each DAG writes its runs and its own row: as many DAGs as that fits the row budget (at
         # least one, so a catch-up of CATCHUP_RUNS_PER_TICK runs always goes through).
         taken = within_budget((len(p.run_ids) + 1 for p in plans), self.row_budget)
         created = await run_store.create_due_runs(step.conn, plans[:taken], step.now, step.term)
+        await self._replace_overlapped(step, [p for p in plans[:taken] if created.get(p.dag_id)],
+                                       {d.dag_id for d in dues if d.overlap == "replace" and d.active})
         # More are due (left over the budget, or past the page read): the next step at once, but
         # only if this one moved a DAG on, so DAGs that cannot move never keep the loop busy.
         self.more_due = self.more_due or (bool(created) and (taken < len(plans) or self._due_page_full))
@@ -162,6 +167,18 @@ class Periodic:
                 "left": len(plans) - taken, "schedules": planner.distinct})
         if created and log.isEnabledFor(logging.DEBUG):
             log.debug("scheduled runs created for DAGs", extra={"dag_ids": sorted(d for d, n in created.items() if n)})
+
+    async def _replace_overlapped(self, step: Step, created: Sequence[run_store.PlannedRuns],
+                                  replacing: set[str]) -> None:
+        """``overlap: replace``: the DAG's earlier runs are cancelled, through the cancel path, once its new
+        run exists (not before: a DAG re-applied since the scan gets no new run and keeps its old ones)."""
+        new = {p.dag_id: p.run_ids for p in created if p.dag_id in replacing}
+        if not new:
+            return
+        cancelled = await run_store.cancel_replaced_runs(step.conn, new)
+        step.kill_check = step.kill_check or bool(cancelled)
+        if cancelled:
+            log.info("runs replaced by a scheduled run (overlap: replace)", extra={"runs": cancelled[:20]})
 
     # ------------------------------------------------------------------ dataset-triggered runs
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from leoflow.db.stores.task_instances import downstream as ti_downstream
 from leoflow.db.stores.task_instances import queueing as queue_store
@@ -72,14 +73,16 @@ def build_launch(task: TaskSpec, key: TryKey, task_try_id: int, term: int, run: 
 
 
 def run_context(conf_json: str, logical_date: object, body_state: str | None = None,
-                body_reason: str | None = None, triggering_events: str | None = None) -> RunContext:
+                body_reason: str | None = None, triggering_events: str | None = None,
+                interval: tuple[datetime | None, datetime | None] = (None, None)) -> RunContext:
     """A run's context from its stored ``conf`` text (raises if it cannot be decoded: the run's fault)
     and, while its exit tasks run, what its body decided."""
     conf = json.loads(conf_json) if conf_json else {}
     if not isinstance(conf, dict):
         raise ValueError(f"conf is a JSON {type(conf).__name__}, not an object")
     return RunContext(conf=conf, logical_date=logical_date,  # type: ignore[arg-type]
-                      state=body_state, reason=body_reason, triggering_events=triggering_events)
+                      state=body_state, reason=body_reason, triggering_events=triggering_events,
+                      data_interval_start=interval[0], data_interval_end=interval[1])
 
 
 def _still_runnable(step: Step, ready: Sequence[ReadyTask], graphs: dict[int, DagGraph],
@@ -231,7 +234,7 @@ class Queuer:
             if q.run_pk not in runs:
                 try:
                     runs[q.run_pk] = run_context(q.conf_json, q.logical_date, q.body_state, q.body_reason,
-                                                 q.triggering_events)
+                                                 q.triggering_events, (q.data_interval_start, q.data_interval_end))
                 except (ValueError, RecursionError) as exc:  # this run's stored conf: not JSON, or too deep
                     runs[q.run_pk] = None
                     step.fail("run", q.run_pk, exc)

@@ -86,7 +86,8 @@ def render_launch(p: Unrendered, upstream: Mapping[str, Upstream], failed_tasks:
     triggering = p.run.triggering_env if p.run.triggering_events is not None else "[]"
     facts = RunFacts(params=p.run.conf, run_id=launch.key.run_id, logical_date=logical_date, upstream=upstream,
                      map_index=index, item=item, triggering_events=triggering, run_state=p.run.state,
-                     run_reason=p.run.reason, failed_tasks=failed_tasks)
+                     run_reason=p.run.reason, failed_tasks=failed_tasks, data_interval_start=p.run.interval[0],
+                     data_interval_end=p.run.interval[1])
     pod = launch.pod
     pod_template: Mapping[str, Any] = pod.pod_template if pod is not None else {}
     # The spec's variables: the run context's LEOFLOW_* ones are Leoflow's (specs cannot set them).

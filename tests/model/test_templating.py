@@ -82,8 +82,8 @@ def test_valid_references(text: str, pieces: tuple[Any, ...]) -> None:
     ("{{ params }}", "name a parameter"),
     ("{{ params[0] }}", "name a parameter"),
     ("{{ run.failed_count }}", "a run has run.id"),
-    ("{{ run.data_interval_start }}", "no data interval"),
-    ("{{ run }}", "run.id and run.logical_date"),
+    ("{{ run.data_interval_begin }}", "run.data_interval_start, run.data_interval_end"),
+    ("{{ run }}", "run.id, run.logical_date"),
     ("{{ map_index.k }}", "map_index is a number"),
     ("{{ inputs }}", "name an input of the template"),
     ("{{ inputs.x.y }}", "name an input of the template"),
@@ -175,9 +175,9 @@ def test_env_and_pod_template_paths_name_where_the_string_was_written() -> None:
     assert sorted(found) == sorted([
         "defaults.env.D: {{ params.nodef }}: parameter 'nodef' is not declared in params.properties",
         "tasks[0].env[0].value: {{ params.nope }}: parameter 'nope' is not declared in params.properties",
-        "tasks[0].pod_template.spec.containers[0].args[1]: \"{{ run.nope }}\" at character 1: a run has run.id "
-        "and run.logical_date (no data interval), run.triggering_events, and in exit tasks run.state, "
-        "run.reason and run.failed_tasks",
+        "tasks[0].pod_template.spec.containers[0].args[1]: \"{{ run.nope }}\" at character 1: a run has run.id, "
+        "run.logical_date, run.data_interval_start, run.data_interval_end, run.triggering_events, and in exit "
+        "tasks run.state, run.reason and run.failed_tasks",
         "tasks[0].pod_template.spec.containers[0].env[0].value: {{ params.bad }}: parameter 'bad' is not "
         "declared in params.properties",
     ])

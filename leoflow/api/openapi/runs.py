@@ -64,13 +64,21 @@ _RUN = {
         "first_event_id, last_event_id, first_at, last_at, and the last event's source: task with dag_id, "
         "run_id, task_id, or api; and the last event's extra when it had one); null for every other run. Tasks "
         "get it as LEOFLOW_TRIGGERING_EVENTS.")},
+    "data_interval_start": {**TIME, "description": "The start of the span of data the run is for: a scheduled "
+                            "run's previous fire time; a manual or dataset-triggered run's logical date. Tasks get "
+                            "LEOFLOW_DATA_INTERVAL_START and {{ run.data_interval_start }}."},
+    "data_interval_end": {**TIME, "description": "The end of the run's data interval: its logical date (the "
+                          "slot it is named after, not the start of the interval as in Airflow)."},
 }
 SCHEMAS: dict[str, Any] = {
     "RunRequest": obj({"run_id": {**name(limits.RUN_ID), "not": {"pattern": f"^{SCHEDULED_PREFIX}"},
                                    "description": f"Not starting with {SCHEDULED_PREFIX} (the scheduler's)."},
                         "conf": nullable("object"),
                         "run_timeout_seconds": {**number_range(limits.RUN_TIMEOUT), "description": "This run's "
-                                                "deadline in seconds from its start (overrides the DAG's)."}},
+                                                "deadline in seconds from its start (overrides the DAG's)."},
+                        "logical_date": {**nullable("string"), "format": "date-time", "description": (
+                            "The moment the run is for (default: now), ISO 8601 with an offset, from 1970 to "
+                            "2199; its data interval starts and ends there.")}},
                        required=[]),
     "Run": obj(_RUN),
     "RunDetail": obj({**_RUN, "tasks": {"type": "array", "items": ref("TaskInstance")}}),

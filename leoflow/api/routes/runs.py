@@ -35,7 +35,7 @@ from leoflow.model.states import RUN_STATES, TASK_STATES, TERMINAL_RUN_STATES
 
 PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
                "ended_at", "updated_at", "dag_version", "reason", "backfill_id", "deadline_at", "body_state",
-               "triggering_events")
+               "triggering_events", "data_interval_start", "data_interval_end")
 
 
 def _run(row: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +87,8 @@ async def trigger_run(request: Request) -> Response:
         if target.params is not None:
             conf = await checked_conf(target.params, conf)
         created = await run_store.trigger_run(write.conn, dag_id, run_id=wanted.run_id, conf=conf,
-                                              clock=SystemClock(), run_timeout_seconds=wanted.run_timeout_seconds)
+                                              clock=SystemClock(), run_timeout_seconds=wanted.run_timeout_seconds,
+                                              logical_date=wanted.logical_date)
         write.details["run_id"] = write.run_id = created
         run = await run_reads.get_run(write.conn, dag_id, created)
     assert run is not None

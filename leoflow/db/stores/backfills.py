@@ -36,6 +36,7 @@ from leoflow.db.fragments import ACTIVE_RUNS_SQL, run_deadline_sql
 from leoflow.db.stores.runs.lifecycle import cancel_runs
 from leoflow.errors import Conflict, NotFound
 from leoflow.model.run_ids import scheduled_run_id
+from leoflow.model.spec.timetable import previous_fire
 
 _COLUMNS = """b.id, b.dag_id, b.start_at, b.end_at, b.max_active_runs, b.rerun_failed, b.state,
     b.next_logical_date, b.slots_total, b.runs_created, b.runs_rerun, b.slots_skipped, b.created_by,
@@ -183,13 +184,17 @@ async def insert_backfill_runs(conn: AsyncConnection, backfill: RunningBackfill,
         return set()
     rows = await conn.execute(text("""
         INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf, backfill_id,
-                              created_at, updated_at, term)
-        SELECT :dag_id, x.run_id, v.id, 'scheduled', x.logical_date, 'queued', v.default_conf, :bid, :now, :now, :term
-        FROM unnest(CAST(:run_ids AS text[]), CAST(:dates AS timestamptz[])) AS x(run_id, logical_date)
+                              created_at, updated_at, term, data_interval_start, data_interval_end)
+        SELECT :dag_id, x.run_id, v.id, 'scheduled', x.logical_date, 'queued', v.default_conf, :bid, :now, :now, :term,
+               x.interval_start, x.logical_date
+        FROM unnest(CAST(:run_ids AS text[]), CAST(:dates AS timestamptz[]), CAST(:starts AS timestamptz[]))
+            AS x(run_id, logical_date, interval_start)
         JOIN dag_versions v ON v.id = :vid
         ON CONFLICT DO NOTHING
         RETURNING logical_date
     """), {"dag_id": backfill.dag_id, "run_ids": [scheduled_run_id(s) for s in slots], "dates": list(slots),
+           # The data interval a scheduled run of the slot gets (leoflow.model.spec.timetable).
+           "starts": [previous_fire(backfill.schedule or "", backfill.timezone, s) for s in slots],
            "vid": backfill.version_id, "bid": backfill.id, "now": now, "term": term})
     return {r.logical_date for r in rows}
 

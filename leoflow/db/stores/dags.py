@@ -121,7 +121,7 @@ async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> Ap
 
 def _schedule_changed(stored: dict[str, Any], spec: DagSpec) -> bool:
     canonical = spec.to_canonical()
-    return any(stored.get(k) != canonical[k] for k in ("schedule", "timezone", "catchup", "start_date"))
+    return any(stored.get(k) != canonical.get(k) for k in ("schedule", "timezone", "catchup", "start_date", "end_date"))
 
 
 async def set_paused(conn: AsyncConnection, dag_id: str, paused: bool) -> None:

@@ -291,6 +291,9 @@ class QueuedLaunch:
     body_reason: str | None = None
     #: A dataset-triggered run's ``triggering_events`` as JSON text; None otherwise.
     triggering_events: str | None = None
+    #: The run's data interval; None on runs written before it was stored.
+    data_interval_start: datetime | None = None
+    data_interval_end: datetime | None = None
 
 
 async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -> list[QueuedLaunch]:
@@ -299,7 +302,8 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
     rows = await conn.execute(text("""
         SELECT coalesce(tt.id, ti.queued_try_id) AS id, ti.id AS task_instance_id, ti.try_number, ti.task_id,
                r.dag_id, r.run_id, r.dag_version_id, r.id AS run_pk, r.conf::text AS conf, r.logical_date,
-               r.body_state, r.body_reason, ti.map_index, r.triggering_events::text AS triggering_events
+               r.body_state, r.body_reason, ti.map_index, r.triggering_events::text AS triggering_events,
+               r.data_interval_start, r.data_interval_end
         FROM task_instances ti
         LEFT JOIN task_tries tt ON tt.task_instance_id = ti.id AND tt.try_number = ti.try_number
         JOIN dag_runs r ON r.id = ti.run_pk
@@ -311,7 +315,8 @@ async def queued_tries_after(conn: AsyncConnection, after_id: int, limit: int) -
                          try_key(r.dag_id, r.run_id, r.task_id, int(r.try_number), r.map_index,
                                  int(r.task_instance_id)),
                          int(r.dag_version_id), int(r.run_pk), str(r.conf), r.logical_date, r.body_state,
-                         r.body_reason, r.triggering_events) for r in rows]
+                         r.body_reason, r.triggering_events, r.data_interval_start, r.data_interval_end)
+            for r in rows]
 
 
 # --------------------------------------------------------------------------- killing tries

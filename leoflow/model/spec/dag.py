@@ -73,6 +73,12 @@ from leoflow.model.spec.reuse import (
     parse_shape,
     uses_record,
 )
+from leoflow.model.spec.schedules.forms import (
+    end_date_field,
+    overlap_field,
+    parse_time_schedule,
+    starting_deadline_field,
+)
 from leoflow.model.spec.templating import (
     SYNTAX_FIELD,
     SYNTAX_VERSION,
@@ -94,7 +100,7 @@ TaskKind = Literal["container", "empty"]
 
 _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "start_date", "max_active_runs",
                "paused", "default_retries", "defaults", "tasks", "notify", "params", "run_timeout_seconds",
-               "max_active_tasks", "on_exit", "templates", "team"}
+               "max_active_tasks", "on_exit", "templates", "team", "end_date", "overlap", "starting_deadline_seconds"}
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
                 "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy", "uses", "inputs",
@@ -243,6 +249,15 @@ class DagSpec:
     team: str | None = None
     #: ``schedule: {datasets: …}`` (leoflow.model.spec.datasets); then ``schedule`` (the cron) is None.
     dataset_schedule: DatasetCondition | None = None
+    #: A time schedule in another form than one cron (leoflow.model.spec.schedules.forms): its
+    #: canonical value; then ``schedule`` is its encoding (what ``dags.schedule`` keeps).
+    schedule_form: Any = None
+    #: No scheduled slot after it; None: none.
+    end_date: datetime | None = None
+    #: What a due slot does while an earlier run is queued or running: allow, skip or replace.
+    overlap: str = "allow"
+    #: A slot reached later than this after its time is skipped; None: always run late.
+    starting_deadline_seconds: float | None = None
 
     @property
     def tz(self) -> tzinfo:
@@ -255,7 +270,7 @@ class DagSpec:
     def to_canonical(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "dag_id": self.dag_id,
-            "schedule": self.dataset_schedule.canonical() if self.dataset_schedule else self.schedule,
+            "schedule": self._canonical_schedule(),
             "timezone": self.timezone,
             "catchup": self.catchup,
             "start_date": self.start_date.astimezone(UTC).isoformat() if self.start_date else None,
@@ -282,7 +297,20 @@ class DagSpec:
             out["on_exit"] = [t.to_canonical() for t in self.on_exit]
         if self.team is not None:  # absent when none: existing hashes stay
             out["team"] = self.team
+        if self.end_date is not None:  # these three absent when unset: existing hashes stay
+            out["end_date"] = self.end_date.astimezone(UTC).isoformat()
+        if self.overlap != "allow":
+            out["overlap"] = self.overlap
+        if self.starting_deadline_seconds is not None:
+            out["starting_deadline_seconds"] = plain_number(self.starting_deadline_seconds)
         return out
+
+    def _canonical_schedule(self) -> Any:
+        if self.dataset_schedule is not None and self.schedule is not None:  # cron or datasets
+            return {"cron": self.schedule, **self.dataset_schedule.canonical()}
+        if self.dataset_schedule is not None:
+            return self.dataset_schedule.canonical()
+        return self.schedule_form if self.schedule_form is not None else self.schedule
 
     def spec_hash(self) -> str:
         """SHA-256 of the canonical form without ``paused`` (a DAG flag, see the module doc)."""
@@ -292,7 +320,7 @@ class DagSpec:
 
     def schedule_fields(self) -> tuple[Any, ...]:
         """What the next scheduled run depends on; a change re-plans ``dags.next_run_at``."""
-        return (self.schedule, self.timezone, self.catchup, self.start_date)
+        return (self.schedule, self.timezone, self.catchup, self.start_date, self.end_date)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -362,18 +390,13 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
     team = problems.check(lambda: None if doc.get("team") is None else check_name(doc["team"], "team",
                                                                                   limits.TEAM_NAME), None)
     timezone = problems.check(lambda: timezone_field(doc.get("timezone", "UTC"), "timezone"), "UTC")
-    dataset_schedule: DatasetCondition | None = None
-    schedule: str | None = None
-    if is_dataset_schedule(doc.get("schedule")):
-        dataset_schedule = problems.check(lambda: parse_dataset_schedule(doc.get("schedule")), None)
-    else:
-        schedule = problems.check(lambda: schedule_field(doc.get("schedule"), "schedule"), None)
     catchup = problems.check(lambda: bool_field(doc.get("catchup", False), "catchup"), False)
     start_date = problems.check(lambda: start_date_field(doc.get("start_date"), "start_date", timezone), None)
-    if schedule is not None:
-        reference = max(now or SCHEDULE_CHECK_FROM, start_date or SCHEDULE_CHECK_FROM)
-        problems.check(lambda: check_cron_fires(cron_expression(schedule), timezone, reference,
-                                                "schedule", limits.SCHEDULE), None)
+    form = problems.check(lambda: _schedule(doc.get("schedule"), timezone, start_date, now), _NO_SCHEDULE)
+    schedule, schedule_form, dataset_schedule = form
+    end_date = problems.check(lambda: end_date_field(doc.get("end_date"), timezone, start_date), None)
+    overlap = problems.check(lambda: overlap_field(doc.get("overlap"), catchup), "allow")
+    starting_deadline = problems.check(lambda: starting_deadline_field(doc.get("starting_deadline_seconds")), None)
     max_active_runs = problems.check(lambda: int(within(doc.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS),
                                                         "max_active_runs", limits.MAX_ACTIVE_RUNS)),
                                      DEFAULT_MAX_ACTIVE_RUNS)
@@ -414,7 +437,48 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
                    start_date=start_date, max_active_runs=max_active_runs, paused=paused,
                    default_retries=default_retries, description=description, notify=notify, params=params,
                    defaults=defaults, run_timeout_seconds=run_timeout,
-                   max_active_tasks=max_active_tasks, on_exit=on_exit, team=team, dataset_schedule=dataset_schedule)
+                   max_active_tasks=max_active_tasks, on_exit=on_exit, team=team, dataset_schedule=dataset_schedule,
+                   schedule_form=schedule_form, end_date=end_date, overlap=overlap,
+                   starting_deadline_seconds=starting_deadline)
+
+
+#: (``schedule``: the cron or the encoded time form; its canonical form when not one cron; the dataset condition).
+_ScheduleParts = tuple[str | None, Any, DatasetCondition | None]
+_NO_SCHEDULE: _ScheduleParts = (None, None, None)
+
+
+def _schedule(value: object, timezone: str, start_date: datetime | None, now: datetime | None) -> _ScheduleParts:
+    """``schedule:`` in any of its forms (leoflow.model.spec.schedules.forms, .datasets)."""
+    if isinstance(value, dict) and "cron" in value:
+        unknown = [k for k in value if k not in ("cron", "datasets")]
+        if unknown:
+            raise ValidationFailed(f"schedule.{unknown[0]}", "unknown field (a cron with datasets takes cron "
+                                   "and datasets)")
+        if "datasets" not in value:
+            raise ValidationFailed("schedule.datasets", "required with schedule.cron (a plain cron is "
+                                   "written as the string itself)")
+        cron = schedule_field(value["cron"], "schedule.cron")
+        if cron is None:
+            raise ValidationFailed("schedule.cron", "must be a cron expression or a preset, got null")
+        _check_fires(cron, timezone, start_date, now, "schedule.cron")
+        return cron, None, parse_dataset_schedule({"datasets": value["datasets"]})
+    form = parse_time_schedule(value, "schedule", start_date)
+    if form is not None:
+        for i, cron in enumerate(form.timetable.crons):
+            path = f"schedule[{i}]"
+            _check_fires(cron, timezone, start_date, now, path)
+        return form.encoded, form.canonical, None
+    if is_dataset_schedule(value):
+        return None, None, parse_dataset_schedule(value)
+    cron = schedule_field(value, "schedule")
+    if cron is not None:
+        _check_fires(cron, timezone, start_date, now, "schedule")
+    return cron, None, None
+
+
+def _check_fires(cron: str, timezone: str, start_date: datetime | None, now: datetime | None, path: str) -> None:
+    reference = max(now or SCHEDULE_CHECK_FROM, start_date or SCHEDULE_CHECK_FROM)
+    check_cron_fires(cron_expression(cron), timezone, reference, path, limits.SCHEDULE)
 
 
 def _tasks(doc: Mapping[str, Any], default_retries: int, defaults: dict[str, Any],

@@ -61,6 +61,10 @@ class RunFacts:
     run_reason: str | None = None
     #: The run's failed tasks (``T[i]`` for a mapped task's instance), for exit tasks that read them.
     failed_tasks: Sequence[str] = ()
+    #: ``{{ run.data_interval_start }}`` / ``_end``: as LEOFLOW_DATA_INTERVAL_START/END carry them ("":
+    #: the logical date).
+    data_interval_start: str = ""
+    data_interval_end: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,10 @@ def _value(ref: Reference, facts: RunFacts, where: str) -> Any:
     if ref.kind == "run":
         if ref.name == "triggering_events":
             return facts.triggering_events
+        if ref.name == "data_interval_start":
+            return facts.data_interval_start or facts.logical_date
+        if ref.name == "data_interval_end":
+            return facts.data_interval_end or facts.logical_date
         if ref.name in ("state", "reason", "failed_tasks"):
             if facts.run_state is None:
                 raise fail(f"the run has not decided yet: run.{ref.name} is for exit tasks (on_exit)")

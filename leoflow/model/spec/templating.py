@@ -10,7 +10,7 @@ and logical date, a value an upstream task published — inside its argv and env
 **The grammar is not a language.** A reference is ``"{{" ws REF ws "}}"`` where REF is one of
 
 - ``params.P`` then any of ``.K`` / ``[I]`` / ``["K"]`` (a parameter of the DAG's ``params``),
-- ``run.id``, ``run.logical_date``,
+- ``run.id``, ``run.logical_date``, ``run.data_interval_start``, ``run.data_interval_end``,
 - ``tasks.T.outputs.K`` then any of ``.K`` / ``[I]`` / ``["K"]`` (an upstream's declared output);
   a task id with ``-`` is written as it is (``tasks.load-data.outputs.uri``) or, as in a ``when:``
   condition, ``tasks["load-data"].outputs.uri``,
@@ -66,7 +66,9 @@ _QUOTED = re.compile(r'\["([^"\\\x00-\x1f]{1,253})"\]')
 #: ``run.triggering_events``: a dataset-triggered run's events as JSON text (``[]`` for other runs).
 #: ``run.state`` / ``run.reason``: what the run's other tasks decided, in exit tasks (on_exit) only.
 #: ``run.failed_tasks``: the tasks that failed (a mapped one's instances as ``T[i]``), a JSON list, ditto.
-_RUN_FIELDS = ("id", "logical_date", "triggering_events", "state", "reason", "failed_tasks")
+#: ``run.data_interval_start`` / ``run.data_interval_end``: the span of data the run is for, ISO 8601 in UTC.
+_RUN_FIELDS = ("id", "logical_date", "triggering_events", "state", "reason", "failed_tasks", "data_interval_start",
+               "data_interval_end")
 _EXIT_ONLY = ("state", "reason", "failed_tasks")
 #: Names the pipeline language reserves for what is not built yet: refused, saying so.
 _NOT_YET: dict[str, str] = {}
@@ -277,8 +279,8 @@ def _interpret(root: str, segments: Sequence[Segment], written: str,
             raise fail(f"run.{name} is not available yet: it belongs to {_RUN_NOT_YET[name]}, which this "
                        "version does not support")
         if len(segments) != 1 or name not in _RUN_FIELDS:
-            raise fail("a run has run.id and run.logical_date (no data interval), run.triggering_events, and in "
-                       "exit tasks run.state, run.reason and run.failed_tasks")
+            raise fail("a run has run.id, run.logical_date, run.data_interval_start, run.data_interval_end, "
+                       "run.triggering_events, and in exit tasks run.state, run.reason and run.failed_tasks")
         return Reference("run", str(name), text=written)
     if root == "tasks":
         if (len(segments) < 3 or not isinstance(segments[0], str) or segments[1] != "outputs"

@@ -9,7 +9,13 @@ crash between the two only means the (idempotent, uniquely keyed) creation is re
   stall the loop).
 - With ``catchup: false`` only the most recent due fire time gets a run; older ones are skipped.
 
-The logical date is the fire time itself; the run id is ``scheduled__<logical date ISO>``.
+The logical date is the fire time itself; the run id is ``scheduled__<logical date ISO>``. The
+run's **data interval** ends at its logical date and starts at the fire time before it (Airflow
+calls the *start* of the interval the logical date and runs it at the end, the most asked-about
+confusion of its scheduler; here the date a run is named after is the moment it is for). The
+schedule forms (lists of crons, ``@once``, ``every:``) are :mod:`leoflow.model.spec.schedules.forms`;
+all are evaluated in the DAG's time zone, so ``0 2 * * *`` in a zone with daylight saving time
+fires once a day on wall-clock time, as croniter resolves the missing and the repeated hour.
 
 A tick plans every due DAG, and real installs put hundreds or thousands of them on the same
 expression (``0 0 * * *``) at the same last fire: :class:`TickPlanner` plans each distinct
@@ -26,34 +32,59 @@ from types import TracebackType
 from zoneinfo import ZoneInfo
 
 from leoflow.errors import ValidationFailed
-from leoflow.model.cron import CRON_ERRORS, cron_expression, next_fire, previous_fire
+from leoflow.model.cron import CRON_ERRORS, cron_expression, next_fire
+from leoflow.model.cron import previous_fire as previous_cron_fire
 from leoflow.model.spec.dag import DagSpec
+from leoflow.model.spec.schedules.forms import decode
 
 
 @dataclass(frozen=True)
 class RunPlan:
     logical_dates: tuple[datetime, ...]
-    next_run_at: datetime
+    #: None: the schedule has no slot left (``@once`` ran, or ``end_date`` passed).
+    next_run_at: datetime | None
+    #: Each run's ``data_interval_start``: the slot before its logical date (``@once``: the date itself).
+    interval_starts: tuple[datetime, ...] = ()
 
 
 def plan_scheduled_runs(schedule: str, timezone: str, *, catchup: bool, next_run_at: datetime,
-                        now: datetime, limit: int) -> RunPlan:
-    """The runs to create now and the new ``next_run_at``; nothing if ``next_run_at`` is in the future."""
+                        now: datetime, limit: int, end_date: datetime | None = None,
+                        deadline: float | None = None) -> RunPlan:
+    """The runs to create now and the new ``next_run_at``; nothing if ``next_run_at`` is in the future.
+
+    ``end_date``: no slot after it (and no ``next_run_at`` past it). ``deadline``
+    (``starting_deadline_seconds``): slots older than this at ``now`` are skipped, not run late.
+    """
     if next_run_at > now:
         return RunPlan((), next_run_at)
-    if not catchup:
+    timetable = decode(schedule)
+    following: datetime | None
+    if timetable.once:
+        dates: list[datetime] = [next_run_at]
+        following = None
+    elif not catchup:
         latest = max(next_run_at, last_fire_at_or_before(schedule, timezone, now))
-        return RunPlan((latest,), next_fire_after(schedule, timezone, latest))
-    dates: list[datetime] = []
-    current = next_run_at
-    while current <= now and len(dates) < limit:
-        dates.append(current)
-        current = next_fire_after(schedule, timezone, current)
-    return RunPlan(tuple(dates), current)
+        dates, following = [latest], next_fire_after(schedule, timezone, latest)
+    else:
+        dates = []
+        current = next_run_at
+        while current <= now and len(dates) < limit:
+            dates.append(current)
+            current = next_fire_after(schedule, timezone, current)
+        following = current
+    # Each slot's interval starts at the slot before it: in a catch-up, the previous date of the list.
+    starts = [dates[0] if timetable.once else previous_fire(schedule, timezone, dates[0]), *dates[:-1]]
+    kept = [(d, s) for d, s in zip(dates, starts, strict=True)
+            if (end_date is None or d <= end_date)
+            and (deadline is None or (now - d).total_seconds() <= deadline)]
+    if following is not None and end_date is not None and following > end_date:
+        following = None
+    return RunPlan(tuple(d for d, _ in kept), following, tuple(s for _, s in kept))
 
 
-#: What a plan depends on besides the tick's ``now`` and limit: schedule, time zone, catchup, next_run_at.
-PlanKey = tuple[str, str, bool, datetime]
+#: What a plan depends on besides the tick's ``now`` and limit: schedule, time zone, catchup,
+#: next_run_at, end_date and starting deadline.
+PlanKey = tuple[str, str, bool, datetime, datetime | None, float | None]
 
 
 @dataclass
@@ -69,13 +100,14 @@ class TickPlanner:
     limit: int
     _plans: dict[PlanKey, RunPlan | tuple[Exception, TracebackType | None]] = field(default_factory=dict)
 
-    def plan(self, schedule: str, timezone: str, *, catchup: bool, next_run_at: datetime) -> RunPlan:
-        key = (schedule, timezone, catchup, next_run_at)
+    def plan(self, schedule: str, timezone: str, *, catchup: bool, next_run_at: datetime,
+             end_date: datetime | None = None, deadline: float | None = None) -> RunPlan:
+        key = (schedule, timezone, catchup, next_run_at, end_date, deadline)
         found = self._plans.get(key)
         if found is None:
             try:
                 found = plan_scheduled_runs(schedule, timezone, catchup=catchup, next_run_at=next_run_at,
-                                            now=self.now, limit=self.limit)
+                                            now=self.now, limit=self.limit, end_date=end_date, deadline=deadline)
             except (*CRON_ERRORS, LookupError, ValidationFailed) as exc:  # remembered for the DAGs sharing the key
                 # (a zone that is gone is a LookupError); each DAG is still failed alone by the caller
                 found = (exc, exc.__traceback__)
@@ -91,32 +123,56 @@ class TickPlanner:
         return len(self._plans)
 
 
+def _crons(schedule: str) -> tuple[str, ...]:
+    timetable = decode(schedule)
+    if timetable.once:
+        raise ValidationFailed("schedule", "@once has one slot (its first run), no series of fire times")
+    return timetable.crons
+
+
 def next_fire_at_or_after(schedule: str, timezone: str, moment: datetime) -> datetime:
-    """The first cron fire time ``>= moment``, evaluated in ``timezone``, returned in UTC."""
+    """The first fire time ``>= moment`` (of any of the crons, evaluated in ``timezone``), in UTC."""
+    every = decode(schedule).every
+    if every is not None:
+        return every.at_or_after(moment)
     local = moment.astimezone(ZoneInfo(timezone)) - timedelta(microseconds=1)
-    fire = next_fire(cron_expression(schedule), local)
-    return fire.astimezone(UTC)
+    return min(next_fire(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
 
 
 def next_fire_after(schedule: str, timezone: str, moment: datetime) -> datetime:
-    """The first cron fire time strictly after ``moment``, in UTC."""
-    fire = next_fire(cron_expression(schedule), moment.astimezone(ZoneInfo(timezone)))
-    return fire.astimezone(UTC)
+    """The first fire time strictly after ``moment``, in UTC."""
+    every = decode(schedule).every
+    if every is not None:
+        return every.after(moment)
+    local = moment.astimezone(ZoneInfo(timezone))
+    return min(next_fire(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
 
 
 def last_fire_at_or_before(schedule: str, timezone: str, moment: datetime) -> datetime:
-    """The latest cron fire time ``<= moment``, in UTC."""
+    """The latest fire time ``<= moment``, in UTC."""
+    every = decode(schedule).every
+    if every is not None:
+        return every.at_or_before(moment)
     local = moment.astimezone(ZoneInfo(timezone)) + timedelta(microseconds=1)
-    fire = previous_fire(cron_expression(schedule), local)
-    return fire.astimezone(UTC)
+    return max(previous_cron_fire(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
+
+
+def previous_fire(schedule: str, timezone: str, moment: datetime) -> datetime:
+    """The latest fire time strictly before ``moment``: where the data interval ending at ``moment`` starts."""
+    return last_fire_at_or_before(schedule, timezone, moment - timedelta(microseconds=1))
 
 
 def first_scheduled_run(spec: DagSpec, now: datetime) -> datetime | None:
     """Where a (re)applied DAG's schedule starts: the first fire at/after ``start_date`` (or now).
 
     Without catchup the scheduler later skips ahead to the latest due fire time, so a DAG whose
-    ``start_date`` lies in the past gets one run for the most recent slot, not a backlog.
+    ``start_date`` lies in the past gets one run for the most recent slot, not a backlog. ``@once``
+    starts at ``start_date`` (or now); none starts after ``end_date``.
     """
     if spec.schedule is None:
         return None
-    return next_fire_at_or_after(spec.schedule, spec.timezone, spec.start_date or now)
+    if decode(spec.schedule).once:
+        first = spec.start_date or now
+    else:
+        first = next_fire_at_or_after(spec.schedule, spec.timezone, spec.start_date or now)
+    return None if spec.end_date is not None and first > spec.end_date else first

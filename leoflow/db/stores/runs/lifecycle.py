@@ -53,10 +53,14 @@ from leoflow.model.spec.fairness import DEFAULT_POOL, MAX_PRIORITY, MIN_PRIORITY
 
 
 async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None, conf: dict[str, Any],
-                      clock: Clock, run_timeout_seconds: float | None = None) -> str:
+                      clock: Clock, run_timeout_seconds: float | None = None,
+                      logical_date: datetime | None = None) -> str:
     """Queue a manual run; returns its run id. Conflict if ``run_id`` exists, NotFound if no DAG.
 
     ``run_timeout_seconds`` (already validated) overrides the DAG's run deadline for this run.
+    ``logical_date`` (already validated; default: now) is the moment the run is for, and both ends of
+    its data interval. Without a ``run_id`` the run is named after it (``manual__<logical date>``),
+    so a client that retries a trigger for a date gets a Conflict, not a second run for that date.
     """
     if run_id is not None:
         check_run_id(run_id)
@@ -67,20 +71,25 @@ async def trigger_run(conn: AsyncConnection, dag_id: str, *, run_id: str | None,
     if dag is None or dag[0] is None:
         raise NotFound(f"DAG {dag_id!r} not found")
     now = clock.now().astimezone(UTC)
-    wanted = run_id or manual_run_id(now)
+    logical = now if logical_date is None else logical_date.astimezone(UTC)
+    wanted = run_id or manual_run_id(logical)
     for _ in range(3):
         inserted = (await conn.execute(text("""
             INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf,
-                                  created_at, updated_at, run_timeout_seconds)
-            VALUES (:dag_id, :run_id, :vid, 'manual', :now, 'queued', CAST(:conf AS jsonb), :now, :now, :timeout)
+                                  created_at, updated_at, run_timeout_seconds, data_interval_start, data_interval_end)
+            VALUES (:dag_id, :run_id, :vid, 'manual', :logical, 'queued', CAST(:conf AS jsonb), :now, :now, :timeout,
+                    :logical, :logical)
             ON CONFLICT (dag_id, run_id) DO NOTHING RETURNING run_id
         """), {"dag_id": dag_id, "run_id": wanted, "vid": dag[0], "now": now, "conf": conf_json,
-               "timeout": run_timeout_seconds})).first()
+               "timeout": run_timeout_seconds, "logical": logical})).first()
         if inserted is not None:
             await notify_wakeup(conn, dag_id)
             return wanted
         if run_id is not None:
             raise Conflict(f"run {run_id!r} of DAG {dag_id!r} already exists")
+        if logical_date is not None:
+            raise Conflict(f"a manual run of DAG {dag_id!r} for logical_date {logical.isoformat()} already "
+                           f"exists ({wanted!r}); pass a run_id to make another")
         # Two generated ids in the same microsecond: add a random suffix and try again.
         wanted = f"{manual_run_id(now)}_{secrets.token_hex(3)}"
     raise Conflict(f"could not allocate a unique run id for DAG {dag_id!r}")
@@ -126,6 +135,22 @@ async def cancel_runs(conn: AsyncConnection, run_pks: list[int], *, reason: str 
     """), {"ids": run_pks, "reason": reason})
 
 
+async def cancel_replaced_runs(conn: AsyncConnection, new_runs: dict[str, Sequence[str]]) -> list[int]:
+    """``overlap: replace``: cancel each DAG's queued and running runs but its new ones (``new_runs``:
+    DAG id to the run ids just created), as :func:`cancel_runs` cancels any; returns their keys."""
+    rows = await conn.execute(text(f"""
+        SELECT r.id FROM dag_runs r
+        JOIN unnest(CAST(:dag_ids AS text[])) AS d(dag_id) ON d.dag_id = r.dag_id
+        WHERE r.state IN {ACTIVE_RUNS_SQL} AND (r.dag_id, r.run_id) NOT IN (
+            SELECT * FROM unnest(CAST(:keep_dags AS text[]), CAST(:keep_runs AS text[])))
+        FOR UPDATE OF r
+    """), {"dag_ids": arrays.texts(new_runs), "keep_dags": arrays.texts(d for d, ids in new_runs.items() for _ in ids),
+           "keep_runs": arrays.texts(r for ids in new_runs.values() for r in ids)})
+    run_pks = [int(r.id) for r in rows]
+    await cancel_runs(conn, run_pks, reason="replaced by a newer scheduled run (overlap: replace)")
+    return run_pks
+
+
 _RUN_WITH_TASKS = f"""
 SELECT json_build_object(
          'dag_id', r.dag_id, 'run_id', r.run_id, 'run_type', r.run_type, 'state', r.state,
@@ -133,6 +158,8 @@ SELECT json_build_object(
          'started_at', r.started_at, 'ended_at', r.ended_at, 'updated_at', r.updated_at,
          'dag_version', v.version, 'reason', r.reason, 'backfill_id', r.backfill_id,
          'deadline_at', r.deadline_at, 'body_state', r.body_state, 'triggering_events', r.triggering_events,
+         'data_interval_start', coalesce(r.data_interval_start, r.logical_date),
+         'data_interval_end', coalesce(r.data_interval_end, r.logical_date),
          'tasks', (SELECT coalesce(json_agg({task_summary_json_sql("ti")} ORDER BY ti.task_id), '[]'::json)
                      FROM task_instances ti WHERE ti.run_pk = r.id AND ti.map_index <= 0))::text
   FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id
@@ -155,6 +182,12 @@ class DueDag:
     version_id: int
     timezone: str
     catchup: bool
+    #: The version's ``end_date``, ``starting_deadline_seconds`` and ``overlap`` (leoflow.model.spec.schedules).
+    end_date: datetime | None = None
+    deadline: float | None = None
+    overlap: str = "allow"
+    #: A run of the DAG is queued or running (read only for ``overlap: skip|replace``).
+    active: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,7 +202,14 @@ async def due_dags(conn: AsyncConnection, now: datetime, limit: int) -> list[Due
     rows = await conn.execute(text("""
         SELECT d.dag_id, d.next_run_at, d.schedule, d.current_version_id AS version_id,
                coalesce(v.spec->>'timezone', 'UTC') AS timezone,
-               coalesce(v.spec->'catchup' = 'true'::jsonb, false) AS catchup
+               coalesce(v.spec->'catchup' = 'true'::jsonb, false) AS catchup,
+               CAST(v.spec->>'end_date' AS timestamptz) AS end_date,
+               CAST(v.spec->>'starting_deadline_seconds' AS double precision) AS deadline,
+               coalesce(v.spec->>'overlap', 'allow') AS overlap,
+               -- Only DAGs with an overlap rule pay for the probe (a CASE evaluates its branch lazily).
+               CASE WHEN v.spec ? 'overlap' THEN EXISTS (
+                   SELECT 1 FROM dag_runs r WHERE r.dag_id = d.dag_id AND r.state IN ('queued', 'running'))
+               ELSE false END AS active
         FROM dags d JOIN dag_versions v ON v.id = d.current_version_id
         WHERE NOT d.paused AND NOT d.deleted AND d.next_run_at <= :now AND d.schedule IS NOT NULL
         ORDER BY d.next_run_at, d.dag_id
@@ -185,9 +225,11 @@ class PlannedRuns:
     dag_id: str
     version_id: int
     expected: datetime
-    next_run_at: datetime
+    next_run_at: datetime | None
     run_ids: Sequence[str]
     logical_dates: Sequence[datetime]
+    #: Each run's ``data_interval_start`` (its end is its logical date).
+    interval_starts: Sequence[datetime] = ()
 
 
 async def create_due_runs(conn: AsyncConnection, plans: Sequence[PlannedRuns], now: datetime,
@@ -213,6 +255,7 @@ async def create_due_runs(conn: AsyncConnection, plans: Sequence[PlannedRuns], n
         "next": arrays.timestamps((p.next_run_at for p in plans), seen),
         "run_dags": arrays.texts(run_dags), "run_ids": arrays.texts(r for p in plans for r in p.run_ids),
         "dates": arrays.timestamps((d for p in plans for d in p.logical_dates), seen),
+        "starts": arrays.timestamps((s for p in plans for s in p.interval_starts), seen),
         "now": now, "term": term})
     return {str(r.dag_id): int(r.created) for r in result}
 
@@ -230,11 +273,12 @@ _CREATE_DUE_RUNS = text("""
         RETURNING d.dag_id, d.current_version_id AS version_id
     ), inserted AS (
         INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, logical_date, state, conf,
-                              created_at, updated_at, term)
+                              created_at, updated_at, term, data_interval_start, data_interval_end)
         SELECT a.dag_id, x.run_id, a.version_id, 'scheduled', x.logical_date, 'queued', v.default_conf,
-               :now, :now, :term
-        FROM unnest(CAST(:run_dags AS text[]), CAST(:run_ids AS text[]), CAST(:dates AS timestamptz[]))
-            WITH ORDINALITY AS x(dag_id, run_id, logical_date, n)
+               :now, :now, :term, x.interval_start, x.logical_date
+        FROM unnest(CAST(:run_dags AS text[]), CAST(:run_ids AS text[]), CAST(:dates AS timestamptz[]),
+                    CAST(:starts AS timestamptz[]))
+            WITH ORDINALITY AS x(dag_id, run_id, logical_date, interval_start, n)
         JOIN advanced a ON a.dag_id = x.dag_id
         JOIN dag_versions v ON v.id = a.version_id
         ORDER BY x.n

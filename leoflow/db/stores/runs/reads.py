@@ -32,7 +32,10 @@ def _row(row: Row[*tuple[Any, ...]]) -> dict[str, Any]:
 _RUN_COLUMNS = (runs.c.id, runs.c.dag_id, runs.c.run_id, runs.c.run_type, runs.c.state, runs.c.logical_date,
                 runs.c.conf, runs.c.created_at, runs.c.started_at, runs.c.ended_at, runs.c.updated_at,
                 versions.c.version.label("dag_version"), runs.c.reason, runs.c.backfill_id, runs.c.deadline_at,
-                runs.c.body_state, runs.c.triggering_events)
+                runs.c.body_state, runs.c.triggering_events,
+                # Runs written before data intervals existed: the logical date, as for a manual run.
+                func.coalesce(runs.c.data_interval_start, runs.c.logical_date).label("data_interval_start"),
+                func.coalesce(runs.c.data_interval_end, runs.c.logical_date).label("data_interval_end"))
 
 
 async def list_runs(conn: AsyncConnection, dag_id: str, *, before_id: int | None, limit: int,
@@ -73,6 +76,8 @@ _RUN_WITH_TASKS = text(f"""
 SELECT r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.conf, r.created_at,
        r.started_at, r.ended_at, r.updated_at, v.version AS dag_version, r.reason, r.backfill_id, r.deadline_at,
        r.body_state, r.triggering_events,
+       coalesce(r.data_interval_start, r.logical_date) AS data_interval_start,
+       coalesce(r.data_interval_end, r.logical_date) AS data_interval_end,
        (SELECT coalesce(json_agg({task_summary_json_sql("ti")} ORDER BY ti.task_id), '[]'::json)
           FROM task_instances ti WHERE ti.run_pk = r.id AND ti.map_index <= 0) AS tasks
   FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id

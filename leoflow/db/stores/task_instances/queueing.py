@@ -110,6 +110,9 @@ class QueuedTask:
     map_index: int = -1
     #: A dataset-triggered run's ``triggering_events`` as JSON text (LEOFLOW_TRIGGERING_EVENTS); None otherwise.
     triggering_events: str | None = None
+    #: The run's data interval (LEOFLOW_DATA_INTERVAL_START/END); None on runs written before it was stored.
+    data_interval_start: datetime | None = None
+    data_interval_end: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -256,7 +259,7 @@ _QUEUE_PICKED = f"""
     -- task_id and max_tries are not what the update changes: one primary-key probe per try.
     SELECT q.id, q.queued_try_id AS task_try_id, q.try_number, ti.run_pk, ti.task_id, ti.max_tries, r.dag_id,
            r.run_id, r.dag_version_id AS version_id, r.conf::text AS conf, r.logical_date, r.body_state, r.body_reason,
-           ti.map_index, r.triggering_events::text
+           ti.map_index, r.triggering_events::text, r.data_interval_start, r.data_interval_end
     FROM q JOIN task_instances ti ON ti.id = q.id JOIN dag_runs r ON r.id = ti.run_pk
 """
 #: Built once: ``text()`` finds a statement's bind parameters with a regular expression on every
@@ -380,11 +383,12 @@ _COUNT_AND_QUEUE = f"""
     -- with each of its hundreds of tasks: half the columns to send and parse.
     SELECT id, run_pk, task_id, state, try_number, max_tries, pending_upstreams, upstream_successes,
            upstream_failures, upstream_skips, try_id, NULL, NULL, NULL::bigint, NULL, NULL::timestamptz, NULL, NULL,
-           NULL
+           NULL, NULL::timestamptz, NULL::timestamptz
     FROM u
     UNION ALL
     SELECT NULL, r.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, r.dag_id, r.run_id, r.dag_version_id,
-           r.conf::text, r.logical_date, r.body_state, r.body_reason, r.triggering_events::text
+           r.conf::text, r.logical_date, r.body_state, r.body_reason, r.triggering_events::text,
+           r.data_interval_start, r.data_interval_end
     FROM dag_runs r WHERE r.id = ANY(CAST(:runs AS bigint[]))
 """
 
@@ -415,7 +419,9 @@ async def count_and_queue(conn: AsyncConnection, outcomes: Sequence[tuple[int, s
     queued: list[QueuedTask] = []
     for r in tasks:
         if r[10] is not None:  # positional, in QueuedTask's field order: a step builds hundreds
-            dag_id, run_id, version_id, conf, logical_date, body_state, body_reason, triggering = runs[r[1]]
+            (dag_id, run_id, version_id, conf, logical_date, body_state, body_reason, triggering, interval_start,
+             interval_end) = runs[r[1]]
             queued.append(QueuedTask(r[0], r[10], r[4], r[1], r[2], r[5], dag_id, run_id, version_id, conf,
-                                     logical_date, body_state, body_reason, triggering_events=triggering))
+                                     logical_date, body_state, body_reason, -1, triggering, interval_start,
+                                     interval_end))
     return CountedAndQueued(counted, queued)
