@@ -9,7 +9,10 @@
   this replica's :class:`~leoflow.api.token_cache.TokenCache`, which :meth:`Authenticator.authenticate`
   brings within a quarter of a second of the database first.
 - **OpenID Connect bearer JWTs**: a value shaped like a JWT goes to ``jwt_verifier`` when one is
-  configured (:mod:`leoflow.api.oidc`).
+  configured (:mod:`leoflow.api.oidc`). One that may need the provider's keys fetched first
+  (the verifier's ``may_fetch``: keys old, or an unknown ``kid``) is verified in a worker thread
+  (:meth:`Authenticator.identify_async`): a slow or hanging provider must not stall the event
+  loop, and with it ``/healthz`` and every other request of the replica.
 
 Secrets are never logged: only the principal's name, kind and subject reach logs and audit.
 
@@ -22,6 +25,7 @@ instead of starting a server nobody can use (or everybody can).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -121,18 +125,32 @@ class Authenticator:
                 found = principal
         return found
 
+    async def identify_async(self, authorization: str | None) -> Principal | None:
+        """:meth:`identify`, in a worker thread when a JWT's keys may have to be fetched first."""
+        may_fetch = getattr(self.jwt_verifier, "may_fetch", None)
+        if may_fetch is not None and authorization:
+            presented = authorization.partition(" ")[2].strip()
+            if looks_like_jwt(presented) and may_fetch(presented):
+                return await asyncio.to_thread(self.identify, authorization)
+        return self.identify(authorization)
+
     async def authenticate(self, authorization: str | None, needed: Scope) -> Principal:
-        """:meth:`require`, after bringing the runtime tokens up to date when one is presented."""
-        if self.enabled and needed != "open" and self.tokens.attached and authorization \
-                and is_runtime_secret(authorization.partition(" ")[2].strip()):
+        """:meth:`require`, after bringing the runtime tokens up to date when one is presented, and
+        with a JWT whose keys may need fetching verified off the event loop."""
+        if needed == "open" or not self.enabled:
+            return ANONYMOUS_ADMIN
+        if self.tokens.attached and authorization and is_runtime_secret(authorization.partition(" ")[2].strip()):
             await self.tokens.refresh_if_stale()
-        return self.require(authorization, needed)
+        return self._allowed(await self.identify_async(authorization), authorization, needed)
 
     def require(self, authorization: str | None, needed: Scope) -> Principal:
         """The caller's principal if allowed ``needed``; raises 401/403 otherwise."""
         if needed == "open" or not self.enabled:
             return ANONYMOUS_ADMIN
-        principal = self.identify(authorization)
+        return self._allowed(self.identify(authorization), authorization, needed)
+
+    @staticmethod
+    def _allowed(principal: Principal | None, authorization: str | None, needed: Scope) -> Principal:
         if principal is None:
             message = "missing bearer token" if not authorization else "invalid bearer token"
             raise ApiError(401, message, headers={"WWW-Authenticate": 'Bearer realm="leoflow"'})

@@ -124,7 +124,7 @@ async def session(request: Request) -> Response:
     if not auth.enabled:
         body = {"authenticated": True, "auth": "disabled", "scope": "admin", "name": None, "sso": False}
     else:
-        principal = auth.identify(request.headers.get("authorization"))
+        principal = await auth.identify_async(request.headers.get("authorization"))
         body = {"authenticated": principal is not None, "auth": "enabled",
                 "scope": principal.scope if principal else None, "name": principal.name if principal else None,
                 # Whether the page may offer "sign in with single sign-on" (leoflow.api.oidc.web_login).

@@ -14,9 +14,10 @@ Failure semantics: a failed fetch (provider down, timeout, a document over
 keys already held — tokens signed by them go on verifying — and is logged once per attempt; a
 key the provider publishes that cannot be used (an unknown ``kty``, an encryption key, a
 symmetric ``oct`` key) is skipped, not fatal, so one odd entry never blocks the others. The fetch
-runs on the caller's thread with a short timeout (:data:`FETCH_TIMEOUT`): the API calls the
-verifier from the event loop, so a provider that hangs stalls this replica for at most that long,
-at most once per ``keys_min_interval``.
+runs on the caller's thread with a short timeout (:data:`FETCH_TIMEOUT`); the API never calls it
+from the event loop: a request whose token may need a fetch (:meth:`ProviderKeys.fetch_due`) is
+verified in a worker thread, so a provider that hangs delays only the requests that wait for its
+keys, never ``/healthz`` or another caller on the same replica.
 """
 
 from __future__ import annotations
@@ -140,6 +141,15 @@ class ProviderKeys:
         if stale or kid not in self._keys:
             self._refresh(now)
         return self._keys.get(kid)
+
+    def fetch_due(self, kid: str) -> bool:
+        """Whether :meth:`find` for ``kid`` would fetch now (keys old or ``kid`` unknown, and not rate-limited):
+        a lock-free look, so the API can verify such a token off its event loop."""
+        now = self._clock.monotonic()
+        stale = self._fetched_at is None or now - self._fetched_at >= self.max_age
+        if not stale and kid in self._keys:
+            return False
+        return self._attempted_at is None or now - self._attempted_at >= self.min_interval
 
     def refresh_if_old(self) -> None:
         """Fetch the keys if they are older than ``max_age`` (rate-limited, as :meth:`find`)."""

@@ -124,6 +124,17 @@ class OidcVerifier:
             log.info("bearer JWT refused: %s", exc, extra={"issuer": self.settings.issuer})
             return None
 
+    def may_fetch(self, token: str) -> bool:
+        """Whether verifying ``token`` now may fetch the provider's keys (seconds, if it is slow): the
+        API then verifies it in a worker thread instead of on its event loop (cheap: a header parse)."""
+        if len(token) > BEARER_JWT.maximum:
+            return False  # refused before any key is looked at
+        try:
+            kid = _header(token).get("kid")
+        except TokenRefused:
+            kid = ""
+        return self.keys.fetch_due(kid if isinstance(kid, str) else "")
+
     def verify(self, token: str) -> Principal:
         """The principal of a valid token; raises :class:`TokenRefused` saying why not."""
         check_bearer_size(token)

@@ -39,6 +39,7 @@ the page offers to sign in again).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -202,7 +203,7 @@ class WebLogin:
         if answer.status_code != 200 or not isinstance(id_token, str):
             return _page(400, "Sign-in failed", "The identity provider did not exchange the code for an ID token.")
         try:
-            principal = self.verifier.verify(id_token)
+            principal = await asyncio.to_thread(self.verifier.verify, id_token)  # may fetch keys: off the loop
             claims = json.loads(base64.urlsafe_b64decode(id_token.split(".")[1] + "=="))
         except (TokenRefused, ValueError) as exc:
             log.info("dashboard sign-in: ID token refused: %s", exc)
@@ -257,7 +258,7 @@ class WebLogin:
             log.info("dashboard session: the provider refused the refresh token", extra={"status": answer.status_code})
             return None
         try:
-            principal = self.verifier.verify(id_token)
+            principal = await asyncio.to_thread(self.verifier.verify, id_token)  # may fetch keys: off the loop
             new_exp = float(json.loads(base64.urlsafe_b64decode(id_token.split(".")[1] + "=="))["exp"])
         except (TokenRefused, ValueError, KeyError) as exc:
             log.info("dashboard session: the refreshed ID token was refused: %s", exc)
