@@ -43,6 +43,8 @@ from typing import Any, TextIO
 #: thousand tasks in a loop (~1 s), short enough that a file stuck on a network call fails a CI
 #: job in a minute rather than at the CI's own timeout.
 DEFAULT_TIMEOUT = 60.0
+#: Seconds a child may take beyond the file's deadline to start and report (its imports, ~0.3 s idle).
+STARTUP_ALLOWANCE = 60.0
 #: Most ``.py`` files rendered at once (each is an interpreter: ~30 MB, ~0.3 s of imports).
 PARALLEL = 4
 #: Deepest subdirectory searched for ``*.py`` files (as for YAML, ``housekeeping.dag_directory``).
@@ -142,16 +144,20 @@ def render_file(path: Path, name: str, *, root: Path | None = None, timeout: flo
         result = Path(scratch) / "result.json"
         argv = [sys.executable, "-X", "utf8", "-m", "leoflow.sdk.render", os.path.abspath(path), "--name", name,
                 "--result", str(result), "--root", os.path.abspath(root or path.parent),
-                # Just before the deadline the child prints where it is, so the problem names the line.
-                "--dump-after", str(max(0.2, timeout * 0.8))]
+                "--deadline", str(timeout)]
+        late = FileProblem(name, None, f"did not finish within {timeout:g} s (a loop, or waiting on the network?): "
+                           "nothing was rendered")
         try:
-            child = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                                   cwd=os.path.abspath(root or path.parent), check=False)
-        except subprocess.TimeoutExpired as expired:
-            line = _last_line(expired.stderr, path)
-            return Rendered(name, problems=(FileProblem(name, line, f"did not finish within {timeout:g} s (a loop, "
-                                                        "or waiting on the network?): nothing was rendered"),))
+            # The child keeps the deadline itself, over the file's run alone (a loaded CI machine may
+            # take seconds just to start an interpreter); this one is the backstop if it cannot.
+            child = subprocess.run(argv, capture_output=True, timeout=timeout + STARTUP_ALLOWANCE,
+                                   stdin=subprocess.DEVNULL, cwd=os.path.abspath(root or path.parent), check=False)
+        except subprocess.TimeoutExpired:
+            return Rendered(name, problems=(late,))
         data = json.loads(result.read_text()) if result.exists() else None
+        if data is None and b"Timeout (" in child.stderr:  # faulthandler's report at the deadline
+            line = _last_line(child.stderr, path)
+            return Rendered(name, problems=(FileProblem(name, line, late.problem),))
         if data is None:
             tail = child.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
             return Rendered(name, problems=(FileProblem(name, None, f"rendering failed: {tail[0][:300]}"),))
@@ -206,12 +212,14 @@ def _child(argv: list[str]) -> int:
     parser.add_argument("--name", required=True)
     parser.add_argument("--result", required=True)
     parser.add_argument("--root", required=True)
-    parser.add_argument("--dump-after", type=float, default=None)
+    parser.add_argument("--deadline", type=float, required=True)
     args = parser.parse_args(argv)
     path = os.path.abspath(args.file)
-    # On a deadline the parent kills us; a traceback dumped just before names the line we were on.
-    if args.dump_after:
-        faulthandler.dump_traceback_later(args.dump_after, exit=False)
+    # The SDK and the validator load before the clock starts: the deadline is the file's own time.
+    import leoflow.model.spec.dag
+    import leoflow.sdk  # noqa: F401
+    # At the deadline faulthandler prints where the file is (the parent reads the line) and exits.
+    faulthandler.dump_traceback_later(args.deadline, exit=True)
     sys.path[:0] = [os.path.dirname(path), os.path.abspath(args.root)]
     guard = _StdoutGuard(sys.stdout, path)
     problems: list[dict[str, Any]] = []
@@ -228,12 +236,12 @@ def _child(argv: list[str]) -> int:
         problems.extend(_raised(args.name, path, exc))
     finally:
         sys.stdout = guard.real
-        faulthandler.cancel_dump_traceback_later()
     if guard.written:
         problems.append(FileProblem(args.name, guard.first_line, "wrote to standard output (render prints the specs "
                                     "there); log to sys.stderr instead").to_json())
     if not problems:
         dags, problems = _specs(args.name, path)
+    faulthandler.cancel_dump_traceback_later()
     Path(args.result).write_text(json.dumps({"dags": dags, "problems": problems}))
     return 0
 
