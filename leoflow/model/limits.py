@@ -364,6 +364,21 @@ LOGICAL_DATE = Moments("`logical_date` (trigger request)", datetime(1970, 1, 1, 
                        datetime(2200, 1, 1, tzinfo=UTC), "the same range as `start_date`: the date "
                        "arithmetic of templates and waits stays centuries away from Python's year 9999")
 
+# --------------------------------------------------------------------------- waits and approvals
+
+WAIT_FOR = Count("`tasks[].wait_for`", 0, 20, "conditions", "the leader checks each waiting condition "
+                 "on change and on a coarse timer, set-based; a gate is a few conditions, not a list of DAGs")
+WAIT_OFFSET = Range("`tasks[].wait_for[].offset` / `not_before` (a duration such as `-1d` or `+2h`)",
+                    -366 * DAY, 366 * DAY, "a year either way of the run's logical date: far from date "
+                    "arithmetic's limits", seconds=True)
+WAIT_TIMEOUT = Range("`tasks[].wait_for[].timeout_seconds`", 0, 30 * DAY, "a wait holds no pod and no slot, "
+                     "but a gate that is never opened must end some time (default 7 days, as an Airflow sensor)",
+                     above_minimum=True, seconds=True)
+APPROVAL_MESSAGE = Length("`tasks[].wait_for[].approval.message`", 500, "shown to approvers in the API, CLI and "
+                          "dashboard: a question, not a document")
+APPROVAL_COMMENT = Length("`comment` (approval request)", 2_000, "stored with the decision and in the audit log; "
+                          "a rejection's comment becomes the task's reason (first 500 characters)")
+
 # --------------------------------------------------------------------------- access control
 
 TOKEN_NAME = Name("`name` (token request)", NAME_RE, 50, NAME_RULE,
@@ -435,5 +450,6 @@ LIMITS: tuple[Limit, ...] = (
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
     TOKEN_NAME, TEAM_NAME, TEAM_NAMESPACE, TEAM_SERVICE_ACCOUNT, TOKEN_EXPIRY, TOKENS,
     DATASET_URI, PRODUCES, DATASET_CONDITION, DATASET_EXTRA,
+    WAIT_FOR, WAIT_OFFSET, WAIT_TIMEOUT, APPROVAL_MESSAGE, APPROVAL_COMMENT,
     SCHEDULE_CRONS, SCHEDULE_EVERY, END_DATE, STARTING_DEADLINE, LOGICAL_DATE,
 )

@@ -173,6 +173,8 @@ class SchedulerCore:
         for run in step.finished:
             metrics.RUNS_FINISHED.labels(state=run.state).inc()
             log.info("run finished", extra={"dag_id": run.dag_id, "run_id": run.run_id, "state": run.state})
+        if step.finished and self.periodic.waits.runs_ended(run.dag_id for run in step.finished):
+            self.poke()  # a task may wait for one of these runs (leoflow.scheduler.waits)
         self.kills.spawn(step.kills)
         self.inbox.extend(step.refused)  # tries whose templates could not be rendered: they fail
         # Exit tasks created by the step's last settle, too late for its queueing: the next step scans.

@@ -57,6 +57,7 @@ from leoflow.scheduler.fanout import failure_rows, within_budget
 from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import timeout_transition
+from leoflow.scheduler.waits import WaitChecker
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +98,15 @@ class Periodic:
         self._due_page_full = False
         #: The last scan of DAGs waiting on datasets read a whole page.
         self._waiting_page_full = False
+        #: Task waits (``wait_for``, ``depends_on_past``): woken by changes, judged when due.
+        self.waits = WaitChecker(batch_size)
 
     async def run(self, step: Step) -> None:
         self.more_due = False
         await self.create_scheduled_runs(step)
         await self.trigger_dataset_runs(step)
         await self.apply_timeouts(step)
+        await self.check_waits(step)
         await self.apply_deadlines(step)
         await self.release_cancelled(step)
         await self.apply_commands(step)
@@ -113,6 +117,7 @@ class Periodic:
         return [Part("dag", self._due, self._create, lambda d: d.dag_id),
                 Part("dag", self._dataset_waiting, self._trigger_datasets, lambda d: d),
                 Part("task", self._timed_out, self._time_out, lambda i: i),
+                Part("task", self.waits.due, self.waits.apply, lambda i: i),
                 Part("run", self._past_deadline, self._expire, lambda i: i),
                 Part("task", self._cancelled, self._release, lambda i: i),
                 Part("run", self._startable, self._start, lambda r: r.run_pk)]
@@ -233,6 +238,14 @@ class Periodic:
             await try_store.request_kill(step.conn, [(t.ti_id, t.try_number)], t.reason or "timed out")
             log.info("task timed out", extra={"task_instance_id": t.ti_id, "state": t.new_state})
         step.kill_check = step.kill_check or bool(done)
+
+    # ------------------------------------------------------------------ task waits
+
+    async def check_waits(self, step: Step) -> None:
+        """Waiting tasks whose conditions are due for a check (leoflow.scheduler.waits)."""
+        ids = [i for i in await self.waits.due(step) if ("task", i) not in self.quarantine]
+        await self.waits.apply(step, ids)
+        self.more_due = self.more_due or self.waits.more
 
     # ------------------------------------------------------------------ run deadlines
 

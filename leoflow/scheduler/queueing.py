@@ -49,6 +49,7 @@ from leoflow.scheduler.mapping import expand_mapped
 from leoflow.scheduler.rendering import Unrendered
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import InFlightTry
+from leoflow.scheduler.waits import hold_waiting
 
 #: Rounds per step while empty tasks keep making more tasks ready (a chain of empty tasks
 #: resolves one link per round; each round is one statement), or while DAG limits hold tasks back
@@ -170,8 +171,9 @@ class Queuer:
         containers = False
         unclassified: list[tuple[int, str, int]] = []
         # Containers are only classified here: their conditions are decided when they are picked.
-        runnable, _ = await apply_conditions(step, _still_runnable(step, ready, graphs, decided), graphs,
-                                             empty_only=True)
+        # Tasks that wait (wait_for, depends_on_past) are parked first, before their condition or expansion.
+        waited = await hold_waiting(step, _still_runnable(step, ready, graphs, decided))
+        runnable, _ = await apply_conditions(step, waited, graphs, empty_only=True)
         # Mapped tasks expand here unless a condition of theirs is still to be judged (when picked).
         judged = [(r, t) for r, t in runnable if t.kind == "empty" or t.when is None]
         kept, expanded = await expand_mapped(step, judged, graphs)
@@ -208,7 +210,8 @@ class Queuer:
                                               excluded=excluded, only=only)
         graphs = await step.graphs.load(step.conn, {r.version_id for r in picked.tasks})
         decided: list[tuple[int, str]] = []
-        judged, ended = await apply_conditions(step, _still_runnable(step, picked.tasks, graphs, decided), graphs)
+        waited = await hold_waiting(step, _still_runnable(step, picked.tasks, graphs, decided))
+        judged, ended = await apply_conditions(step, waited, graphs)
         judged, expanded = await expand_mapped(step, judged, graphs)
         ended += expanded
         runnable = [r for r, _ in judged]

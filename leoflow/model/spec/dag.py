@@ -88,6 +88,7 @@ from leoflow.model.spec.templating import (
     task_templates,
 )
 from leoflow.model.spec.trigger_rules import DEFAULT_TRIGGER_RULE, TRIGGER_RULES, TriggerRule
+from leoflow.model.spec.waits.conditions import Wait, parse_depends_on_past, parse_wait_for, waits_of
 
 MAX_TASKS = limits.TASKS.maximum
 DEFAULT_MAX_ACTIVE_RUNS = 16
@@ -104,7 +105,7 @@ _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "star
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
                 "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy", "uses", "inputs",
-                "map_over", "max_parallel", "produces"}
+                "map_over", "max_parallel", "produces", "wait_for", "depends_on_past"}
 #: What a template (``templates:``, a cluster template) may set: a task's shape, not its place in the graph.
 _TEMPLATE_FIELDS = (_TASK_FIELDS - NOT_IN_TEMPLATE) | {"name", "inputs", "description"}
 
@@ -157,6 +158,15 @@ class TaskSpec:
     max_parallel: int | None = None
     #: Dataset URIs each success of the task records an event for (leoflow.model.spec.datasets).
     produces: tuple[str, ...] = ()
+    #: ``wait_for:`` conditions and ``depends_on_past:`` (leoflow.model.spec.waits): the task waits,
+    #: holding no slot, until they are met.
+    wait_for: tuple[Wait, ...] = ()
+    depends_on_past: bool = False
+
+    @property
+    def waits(self) -> tuple[Wait, ...]:
+        """Every condition the task waits for before it is queued (its index is its place in storage)."""
+        return waits_of(self.wait_for, self.depends_on_past)
 
     @property
     def mapped(self) -> bool:
@@ -214,6 +224,10 @@ class TaskSpec:
             out["max_parallel"] = self.max_parallel
         if self.produces:  # absent when none: existing hashes stay
             out["produces"] = list(self.produces)
+        if self.wait_for:  # absent when none: existing hashes stay
+            out["wait_for"] = [w.canonical() for w in self.wait_for]
+        if self.depends_on_past:
+            out["depends_on_past"] = True
         return out
 
 
@@ -650,6 +664,8 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
         raise ValidationFailed(f"{path}.max_parallel", "bounds the instances of a mapped task: set map_over too")
     outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
     produces = parse_produces(doc.get("produces"), f"{path}.produces")
+    wait_for = parse_wait_for(doc.get("wait_for"), f"{path}.wait_for")
+    depends_on_past = parse_depends_on_past(doc.get("depends_on_past"), f"{path}.depends_on_past")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
     retry_delay = float(within(doc.get("retry_delay_seconds", DEFAULT_RETRY_DELAY), f"{path}.retry_delay_seconds",
                                limits.RETRY_DELAY))
@@ -679,7 +695,8 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     timeout_seconds=timeout, resources=resources, depends_on=tuple(deps), pod=pod,
                     pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs,
                     templates=templates, skip_on_exit_code=skip_codes, retry_policy=retry_policy, uses=uses,
-                    map_over=map_over, max_parallel=max_parallel, produces=produces)
+                    map_over=map_over, max_parallel=max_parallel, produces=produces,
+                    wait_for=wait_for, depends_on_past=depends_on_past)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = (),

@@ -62,9 +62,13 @@ class DagGraph:
         #: Container tasks that run as soon as every upstream has succeeded: counting their last
         #: upstream's success may queue them in the same write (the scheduler's one-write path).
         #: Not those with a ``when``: it is decided in Python first (leoflow.scheduler.conditions); nor
-        #: mapped ones: they expand first (leoflow.scheduler.mapping).
+        #: mapped ones: they expand first (leoflow.scheduler.mapping); nor those that wait
+        #: (``wait_for``, ``depends_on_past``: leoflow.scheduler.waits).
         self.queued_on_success = frozenset(t.id for t in every if t.kind != "empty" and t.when is None
-                                           and t.map_over is None and t.trigger_rule in RUN_WHEN_ALL_SUCCEED)
+                                           and t.map_over is None and t.trigger_rule in RUN_WHEN_ALL_SUCCEED
+                                           and not t.waits)
+        #: Tasks with ``wait_for`` or ``depends_on_past``: held in ``waiting`` before they run.
+        self.waiting_tasks = frozenset(t.id for t in every if t.waits)
         self._doomed: dict[str, frozenset[str]] = {}
         self._failure_rows: dict[str, int] = {}
         self._queued_by_success: dict[str, frozenset[str]] = {}
