@@ -171,11 +171,12 @@ def cutoff_arg(value: str) -> datetime:
 async def _purge(settings: Settings, cutoff: datetime, dry_run: bool) -> PurgeCounts:
     # Imported by the verb: parsing any command line (client verbs too) loads no database code.
     from leoflow.db.connection.database import Database
-    from leoflow.housekeeping.retention import policy_for, purge
+    from leoflow.housekeeping.retention import deletes_archived_logs, policy_for, purge
 
     db = Database.with_pool(settings.database, application_name="leoflow-purge", pool_size=1)
     try:
-        return await purge(db, policy_for(cutoff, settings.executor.kind), dry_run=dry_run)
+        policy = policy_for(cutoff, settings.executor.kind, delete_archived_logs=deletes_archived_logs(settings))
+        return await purge(db, policy, dry_run=dry_run)
     finally:
         await db.dispose()
 

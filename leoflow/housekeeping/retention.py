@@ -38,10 +38,14 @@ from datetime import datetime
 
 from leoflow.db.connection.database import Connection, Database
 from leoflow.db.stores import retention as retention_store
+from leoflow.db.stores.log_archive import garbage as archive_garbage
 from leoflow.db.stores.retention import START, PurgeCounts, RetentionPolicy
 from leoflow.errors import DatabaseError, FencedOut, ValidationFailed
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.housekeeping import PURGED_ROWS
+from leoflow.metrics.log_archive import ARCHIVED_OBJECTS_DELETED
+from leoflow.settings import Settings
+from leoflow.storage.objects import ObjectStore, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,8 @@ VERSION_BATCH = 200
 AUDIT_BATCH = 1000
 #: Dataset events per batch: small rows deleted by primary key, like audit events.
 DATASET_EVENT_BATCH = 1000
+#: Archived log objects deleted per storage request (S3's DeleteObjects takes at most 1,000 keys).
+ARCHIVE_OBJECT_BATCH = 1000
 #: Least seconds between batches, and how many times a batch's own duration retention rests
 #: after it (2: busy at most a third of the time).
 BATCH_PAUSE = 0.05
@@ -75,9 +81,44 @@ class CutoffInFuture(ValidationFailed):
     """A purge was asked to delete history up to a time the database's clock has not reached."""
 
 
-def policy_for(cutoff: datetime, executor_kind: str) -> RetentionPolicy:
+def policy_for(cutoff: datetime, executor_kind: str, *, delete_archived_logs: bool = False) -> RetentionPolicy:
     """The policy of a purge: pods must be collected first only where tries have pods."""
-    return RetentionPolicy(cutoff=cutoff, wait_for_pod_cleanup=executor_kind == "kubernetes")
+    return RetentionPolicy(cutoff=cutoff, wait_for_pod_cleanup=executor_kind == "kubernetes",
+                           delete_archived_logs=delete_archived_logs)
+
+
+def deletes_archived_logs(settings: Settings) -> bool:
+    """Does retention delete archived log objects with their rows (or leave them to a lifecycle rule)?"""
+    return settings.log_archive.active_url is not None and settings.log_archive.retention == "delete"
+
+
+async def delete_archived_objects(db: Database, store: ObjectStore, *, batch: int = ARCHIVE_OBJECT_BATCH,
+                                  pause: float = BATCH_PAUSE) -> int:
+    """Delete the archived log objects whose rows retention deleted; how many.
+
+    Objects are deleted with no transaction open, then their keys are forgotten: a failure in
+    between deletes them again next round (deleting a deleted object is fine). A storage failure
+    ends this part of the round (logged; the keys stay queued).
+    """
+    deleted = 0
+    while True:
+        async with db.transaction() as conn:
+            queued = await archive_garbage.claim_garbage(conn, limit=batch)
+        if not queued:
+            return deleted
+        try:
+            await store.delete([key for _, key in queued])
+        except StorageError as exc:
+            log.warning("could not delete archived log objects; trying again next round",
+                        extra={"bucket": store.url, "error": str(exc)[:300], "queued": len(queued)})
+            return deleted
+        async with db.transaction() as conn:
+            await archive_garbage.forget_garbage(conn, [i for i, _ in queued])
+        deleted += len(queued)
+        ARCHIVED_OBJECTS_DELETED.inc(len(queued))
+        if len(queued) < batch:
+            return deleted
+        await asyncio.sleep(pause)
 
 
 @asynccontextmanager
@@ -211,6 +252,19 @@ class RetentionService:
                 wait = min(self.interval, self.retry_interval)
             await asyncio.sleep(wait)
 
+    async def _delete_archived_objects(self, ctx: LeaderContext) -> None:
+        config = ctx.settings.log_archive
+        if config.active_url is None:
+            return
+        try:
+            store = ObjectStore(config.active_url, timeout=config.timeout)
+        except (ValueError, OSError) as exc:
+            log.warning("cannot reach the log archive to delete old objects", extra={"error": str(exc)[:300]})
+            return
+        deleted = await delete_archived_objects(ctx.db, store, pause=self.pause)
+        if deleted:
+            log.info("retention deleted archived log objects", extra={"objects": deleted, "bucket": store.url})
+
     async def _cutoff(self, ctx: LeaderContext, days: int) -> datetime:
         """``days`` before the database's clock (not ``ctx.clock``: see the module docstring)."""
         async with ctx.db.fenced(ctx.cluster, ctx.term) as conn:
@@ -222,10 +276,12 @@ class RetentionService:
         counts = PurgeCounts()
         cutoffs: dict[str, str] = {}
         if self.days:
-            policy = policy_for(await self._cutoff(ctx, self.days), ctx.settings.executor.kind)
+            policy = policy_for(await self._cutoff(ctx, self.days), ctx.settings.executor.kind,
+                                delete_archived_logs=deletes_archived_logs(ctx.settings))
             cutoffs["runs"] = policy.cutoff.isoformat()
             counts.add(await purge(ctx.db, policy, fence=fence, run_batch=self.run_batch, pause=self.pause,
                                    on_batch=_count_purged))
+            await self._delete_archived_objects(ctx)
         if self.audit_days:
             cutoff = await self._cutoff(ctx, self.audit_days)
             cutoffs["audit_events"] = cutoff.isoformat()

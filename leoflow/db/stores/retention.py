@@ -43,6 +43,7 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.fragments import LIVE_TRIES_SQL, TERMINAL_RUNS_SQL
+from leoflow.db.stores.log_archive import garbage as archive_garbage
 
 #: How long after a try ended pending executor clean-up (log collection, pod deletion) keeps
 #: its run: far beyond the pod retention (1 h by default) and a log shipper's retries.
@@ -61,6 +62,9 @@ class RetentionPolicy:
     cutoff: datetime
     #: Tries of the Kubernetes executor own a pod until the garbage collector marks it deleted.
     wait_for_pod_cleanup: bool = True
+    #: Queue the runs' archived log objects for deletion (LEOFLOW_LOG_ARCHIVE_RETENTION=delete);
+    #: otherwise only their rows go, and a bucket lifecycle rule deletes the objects.
+    delete_archived_logs: bool = False
 
 
 @dataclass
@@ -172,6 +176,8 @@ async def purge_runs(conn: AsyncConnection, policy: RetentionPolicy, *, after: t
     doomed = [i for i in ids if i not in protected]
     if not doomed:
         return batch
+    if policy.delete_archived_logs and not dry_run:  # in this transaction, before the rows cascade away
+        await archive_garbage.queue_run_objects(conn, doomed)
     for table, statement in (_COUNT_RUN_ROWS if dry_run else _DELETE_RUN_ROWS):
         result = await conn.execute(statement, {"ids": doomed})
         setattr(batch.counts, table, int(result.scalar_one()) if dry_run else result.rowcount)

@@ -32,13 +32,15 @@ async def queue_run_objects(conn: AsyncConnection, run_pks: Sequence[int]) -> in
     return result.rowcount
 
 
-_GARBAGE = text("""
-    SELECT id, object_key FROM log_archive_garbage ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED
-""")
+_GARBAGE = text("SELECT id, object_key FROM log_archive_garbage ORDER BY id LIMIT :limit")
 
 
 async def claim_garbage(conn: AsyncConnection, *, limit: int) -> list[tuple[int, str]]:
-    """Up to ``limit`` objects to delete from storage (locked until the transaction ends)."""
+    """Up to ``limit`` objects to delete from storage, oldest first.
+
+    Not locked: the caller deletes the objects with no transaction open, then forgets the keys;
+    two leaders deleting the same object (a failover mid-batch) is harmless.
+    """
     return [(r.id, r.object_key) for r in await conn.execute(_GARBAGE, {"limit": limit})]
 
 
