@@ -70,7 +70,7 @@ from leoflow.executor.local.process import (
     spawn,
     terminate,
 )
-from leoflow.executor.log_archive import LogArchiver
+from leoflow.executor.log_archive import GIVE_UP_AFTER, LogArchiver
 from leoflow.executor.log_tail import read_tail
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
@@ -114,6 +114,13 @@ _ARCHIVERS: Registry = set()
 _STARTED: set[int] = set()
 
 
+async def archives_settled(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for every log archive of this process to complete or give up."""
+    if _ARCHIVERS:
+        await asyncio.wait(set(_ARCHIVERS), timeout=timeout)
+    return not _ARCHIVERS
+
+
 def executor_running_here() -> bool:
     return bool(_STARTED)
 
@@ -129,7 +136,7 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, settings: Settings, *, kill_grace: float | None = None,
-                 claim_attempts: int = CLAIM_ATTEMPTS) -> None:
+                 claim_attempts: int = CLAIM_ATTEMPTS, archive_give_up: float = GIVE_UP_AFTER) -> None:
         self.settings = settings
         self.claim_attempts = claim_attempts
         #: Seconds between SIGTERM and SIGKILL (``LEOFLOW_KILL_GRACE``; tests pass their own).
@@ -142,6 +149,8 @@ class LocalExecutor:
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._watchers: Registry = set()
         self._archiver: LogArchiver | None = None
+        #: Seconds the archive of an ended try keeps retrying a failing storage (tests pass less).
+        self.archive_give_up = archive_give_up
 
     # ------------------------------------------------------------------ Executor protocol
 
@@ -215,7 +224,8 @@ class LocalExecutor:
             log.error("the log archive cannot be used; logs are kept in the database only",
                       extra={"error": str(exc)[:300]})
             return None
-        return LogArchiver(store, ctx.db, ctx.cluster, flush_interval=config.flush_interval)
+        return LogArchiver(store, ctx.db, ctx.cluster, flush_interval=config.flush_interval,
+                           give_up_after=self.archive_give_up)
 
     def _archive(self, task_try_id: int, files: TryFiles, ended: asyncio.Event) -> None:
         """Archive the try's output beside it (never awaited by the try: see leoflow.executor.log_archive)."""
