@@ -12,11 +12,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.clock import FakeClock
 from leoflow.db.connection.engine import make_async_engine
+from leoflow.db.stores.datasets.events import record_api_event
 from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.executor.memory import MemoryExecutor
 from leoflow.scheduler.core import SchedulerCore
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, eventually, fast, in_conn, rows, run_state, running_scheduler
+from tests.scheduler.stepper import stepper
 from tests.scheduler.test_schedule import with_core
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -225,5 +227,30 @@ def test_tasks_get_the_data_interval_as_env_and_templates(settings: Settings) ->
         assert scheduled.env["LEOFLOW_DATA_INTERVAL_START"] == start
         assert scheduled.env["LEOFLOW_DATA_INTERVAL_END"] == end
         assert scheduled.args == (start, end, end)
+
+    asyncio.run(main())
+
+
+def test_a_cron_with_datasets_runs_on_the_cron_and_on_the_events(settings: Settings) -> None:
+    """``{cron, datasets}``: both kinds of run, independently (Airflow's DatasetOrTimeSchedule)."""
+    orders = "s3://lake/orders"
+    start = datetime(2026, 3, 1, 11, 30, tzinfo=UTC)
+    clock = FakeClock(start)
+
+    async def main() -> None:
+        async with stepper(settings, clock=clock) as st:
+            await apply(st.engine, dag({"cron": "0 * * * *", "datasets": {"any": [orders]}},
+                                       start_date=start.isoformat()), clock)
+            clock.advance(1800 + 5)  # 12:00: the cron's slot
+            await st.tick(periodic=True)
+            kinds = await rows(st.engine, "SELECT run_type, data_interval_start FROM dag_runs ORDER BY id")
+            assert kinds == [("scheduled", datetime(2026, 3, 1, 11, tzinfo=UTC))]
+            async with st.engine.begin() as conn:
+                await record_api_event(conn, orders, {}, created_by="test", now=clock.now())
+            await st.tick(periodic=True)
+            kinds = await rows(st.engine, "SELECT run_type FROM dag_runs ORDER BY id")
+            assert [k[0] for k in kinds] == ["scheduled", "dataset"]
+            document = await rows(st.engine, "SELECT triggering_events FROM dag_runs WHERE run_type = 'dataset'")
+            assert document[0][0][0]["uri"] == orders
 
     asyncio.run(main())
