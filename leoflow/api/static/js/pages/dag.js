@@ -6,6 +6,7 @@ import { fill, h, href } from "../dom.js";
 import { badge, fmtDuration, fmtTime, scheduleText, secondsBetween, TASK_STATES, TERMINAL_RUN_STATES, timeEl } from "../format.js";
 import { dependsOn, preferVertical, taskGraph, taskId, topoOrder } from "../graph.js";
 import { backfillForm, backfillsTable } from "../backfill.js";
+import { datasetWait } from "../datasets.js";
 import { paramsForm } from "../params.js";
 import { changeGate, crumbs, fact, notice, section, table } from "../ui.js";
 import { pausedControl } from "./dags.js";
@@ -121,6 +122,7 @@ export default {
   mount(root, { dagId }, ctx) {
     const errors = notice();
     const facts = h("div", { class: "facts-row", "data-testid": "dag-facts" });
+    const waiting = h("div", { class: "facts-row" }); // a DAG on datasets: what it waits for
     const controls = h("div", { class: "page-actions" });
     const trigger = ctx.canWrite ? triggerForm(dagId, ctx, errors) : null;
     const backfill = ctx.canWrite ? backfillForm(dagId, ctx, () => errors.set("Backfill started.", "info")) : null;
@@ -133,7 +135,7 @@ export default {
     fill(root,
       crumbs(["DAGs", "#/dags"], dagId),
       h("div", { class: "page-head" }, h("h1", { class: "mono" }, dagId), controls),
-      errors.el, trigger ? trigger.form : null, backfill ? backfill.form : null, facts, graph.el, grid.el,
+      errors.el, trigger ? trigger.form : null, backfill ? backfill.form : null, facts, waiting, graph.el, grid.el,
       backfills.el, runsSection.el);
     const details = new Map(); // run_id -> Map(task_id -> instance); terminal runs are cached
     let graphKey = "";
@@ -175,6 +177,11 @@ export default {
             fact("Tasks", String(tasksOf(dag).length)),
             dag.spec?.description ? fact("About", dag.spec.description) : null);
         }
+
+        const condition = dag.schedule && typeof dag.schedule === "object" ? dag.schedule.datasets : null;
+        const uses = condition ? items(await api("/datasets", { query: { dag_id: dagId, limit: 100 } })) : [];
+        if (!ctx.isCurrent()) return;
+        fill(waiting, condition ? fact("Datasets", datasetWait(dag, uses, runs)) : null);
 
         const tasks = tasksOf(dag);
         const latest = runs[0];
