@@ -126,12 +126,16 @@ class Authenticator:
         return found
 
     async def identify_async(self, authorization: str | None) -> Principal | None:
-        """:meth:`identify`, in a worker thread when a JWT's keys may have to be fetched first."""
+        """:meth:`identify`, with the runtime tokens brought up to date when one is presented, and in a
+        worker thread when a JWT's keys may have to be fetched first."""
+        if not authorization:
+            return None
+        presented = authorization.partition(" ")[2].strip()
+        if self.tokens.attached and is_runtime_secret(presented):
+            await self.tokens.refresh_if_stale()
         may_fetch = getattr(self.jwt_verifier, "may_fetch", None)
-        if may_fetch is not None and authorization:
-            presented = authorization.partition(" ")[2].strip()
-            if looks_like_jwt(presented) and may_fetch(presented):
-                return await asyncio.to_thread(self.identify, authorization)
+        if may_fetch is not None and looks_like_jwt(presented) and may_fetch(presented):
+            return await asyncio.to_thread(self.identify, authorization)
         return self.identify(authorization)
 
     async def authenticate(self, authorization: str | None, needed: Scope) -> Principal:
@@ -139,8 +143,6 @@ class Authenticator:
         with a JWT whose keys may need fetching verified off the event loop."""
         if needed == "open" or not self.enabled:
             return ANONYMOUS_ADMIN
-        if self.tokens.attached and authorization and is_runtime_secret(authorization.partition(" ")[2].strip()):
-            await self.tokens.refresh_if_stale()
         return self._allowed(await self.identify_async(authorization), authorization, needed)
 
     def require(self, authorization: str | None, needed: Scope) -> Principal:

@@ -9,9 +9,15 @@ the server needs no catch-all route and can never shadow an API path.
 The page and its assets are public on purpose: they contain no data, and the browser cannot
 send the bearer token with a plain navigation. Every data request is authorised by the API.
 
-``GET /dashboard/session`` tells the page what the token it holds may do (``read`` or
-``admin``, so read-only users see no write buttons) without provoking a 401/403: it always
-answers 200 with ``{"authenticated", "auth", "scope", "name"}``. It uses the app's own
+``GET /dashboard/session`` tells the page what the token it holds may do without provoking a
+401/403: it always answers 200 with ``{"authenticated", "auth", "scope", "name", "role",
+"admin"}`` — ``role`` is the highest role the caller holds anywhere (``viewer`` … ``admin``),
+``admin`` whether it may change the cluster (pools, tokens). With ``?dag_id=…`` (repeated, at
+most :data:`MAX_DAG_IDS`) it adds ``dags``: for each of those DAGs the caller may read, its role
+there and whether it may ``operate`` (trigger, clear, cancel, mark, pause) and ``edit`` it; a DAG
+the caller may not read is left out exactly like one that does not exist. The page shows a write
+button only where that answer allows it: a team's operator sees trigger and clear on the team's
+DAGs and none on others', a viewer sees none. The API decides every write anyway. It uses the app's own
 :class:`~leoflow.api.auth.Authenticator` (constant-time comparison, token never logged or
 echoed), so it says nothing a 401 from any API route would not.
 
@@ -44,6 +50,12 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
+
+from leoflow.api.access import AccessControl, grant_for
+from leoflow.api.auth import ANONYMOUS_ADMIN, Principal
+from leoflow.model.access.roles import ROLES
+from leoflow.model.access.teams import NO_TEAMS
+from leoflow.model.limits import DAG_ID
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +125,27 @@ def _add_headers(headers: MutableHeaders) -> None:
     headers["Cache-Control"] = _CACHE_CONTROL
 
 
+#: DAG ids one ``/dashboard/session`` request may ask about (a page of the DAG list is 50).
+MAX_DAG_IDS = 100
+
+
+async def _roles(request: Request, principal: Principal) -> dict[str, Any]:
+    """The caller's highest role, admin flag and (for ``?dag_id=``) role per readable DAG."""
+    access: AccessControl | None = getattr(request.app.state.api, "access", None)
+    teams = access.teams() if access is not None else NO_TEAMS
+    grant = grant_for(principal, teams)
+    held = [grant.everywhere, *grant.teams.values()]
+    best = "admin" if grant.admin else max((r for r in held if r), key=ROLES.index, default=None)
+    out: dict[str, Any] = {"role": best, "admin": grant.admin}
+    wanted = [d for d in request.query_params.getlist("dag_id")[:MAX_DAG_IDS] if DAG_ID.matches(d)]
+    if wanted:
+        owners = await access.owners_of(teams, wanted) if access is not None else dict.fromkeys(wanted)
+        out["dags"] = {d: {"role": grant.role_for(owners[d]), "operate": grant.may("operate", owners[d]),
+                           "edit": grant.may("edit", owners[d])}
+                       for d in wanted if grant.may("read", owners[d])}
+    return out
+
+
 async def session(request: Request) -> Response:
     """What the presented bearer token may do; always 200 so the browser logs no error."""
     state = getattr(request.app.state, "api", None)
@@ -122,13 +155,16 @@ async def session(request: Request) -> Response:
                                        "details": None}}, status_code=503)
     body: dict[str, Any]
     if not auth.enabled:
-        body = {"authenticated": True, "auth": "disabled", "scope": "admin", "name": None, "sso": False}
+        body = {"authenticated": True, "auth": "disabled", "scope": "admin", "name": None, "sso": False,
+                **await _roles(request, ANONYMOUS_ADMIN)}
     else:
         principal = await auth.identify_async(request.headers.get("authorization"))
         body = {"authenticated": principal is not None, "auth": "enabled",
                 "scope": principal.scope if principal else None, "name": principal.name if principal else None,
                 # Whether the page may offer "sign in with single sign-on" (leoflow.api.oidc.web_login).
                 "sso": bool(getattr(request.app.state, "sso_login", False))}
+        if principal is not None:
+            body.update(await _roles(request, principal))
     return JSONResponse(body, headers={"Cache-Control": "no-store", **SECURITY_HEADERS})
 
 

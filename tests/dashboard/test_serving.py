@@ -100,9 +100,10 @@ def test_nothing_outside_the_static_directory_is_served(client: httpx.Client, pa
     ({"Authorization": "Bearer not-a-token-at-all"}, {"authenticated": False, "auth": "enabled", "scope": None,
                                                       "name": None, "sso": False}),
     ({"Authorization": f"Bearer {READ_TOKEN}"}, {"authenticated": True, "auth": "enabled", "scope": "read",
-                                                 "name": "dash-reader", "sso": False}),
+                                                 "name": "dash-reader", "sso": False, "role": "viewer",
+                                                 "admin": False}),
     ({"Authorization": f"Bearer {ADMIN_TOKEN}"}, {"authenticated": True, "auth": "enabled", "scope": "admin",
-                                                  "name": "dash-admin", "sso": False}),
+                                                  "name": "dash-admin", "sso": False, "role": "admin", "admin": True}),
 ], ids=["no-token", "wrong-token", "read", "admin"])
 def test_session_reports_the_scope_of_the_presented_token(client: httpx.Client, headers: dict[str, str],
                                                           expected: dict[str, object]) -> None:
@@ -116,7 +117,8 @@ def test_session_reports_the_scope_of_the_presented_token(client: httpx.Client, 
 def test_session_with_auth_disabled_is_admin(pg_server: PostgresServer) -> None:
     for client in _client(pg_server, LEOFLOW_AUTH="disabled", LEOFLOW_API_TOKENS=""):
         assert client.get("/dashboard/session").json() == {
-            "authenticated": True, "auth": "disabled", "scope": "admin", "name": None, "sso": False}
+            "authenticated": True, "auth": "disabled", "scope": "admin", "name": None, "sso": False, "role": "admin",
+            "admin": True}
 
 
 def test_api_routes_still_require_a_token(client: httpx.Client) -> None:

@@ -125,6 +125,24 @@ export function items(response, ...keys) {
 
 export const enc = encodeURIComponent;
 
+/** The last /dashboard/session answer: role (highest held anywhere) and admin (cluster writes). */
+export let sessionInfo = {};
+
+/**
+ * The caller's access to these DAGs: {dag_id: {role, operate, edit}}, for the DAGs it may read
+ * (asked of GET /dashboard/session?dag_id=…; a failed ask grants nothing: no write buttons).
+ */
+export async function dagAccess(ids) {
+  const query = new URLSearchParams();
+  for (const id of ids.slice(0, 100)) query.append("dag_id", id);
+  try {
+    const response = await fetch(`/dashboard/session?${query}`, { headers: headers({}), cache: "no-store" });
+    return response.ok ? (await response.json()).dags || {} : {};
+  } catch {
+    return {};
+  }
+}
+
 /**
  * What the current token may do: "admin", "read", or "" when the server does not accept it.
  *
@@ -142,5 +160,6 @@ export async function detectScope() {
   if (!response.ok) throw await errorFrom(response);
   const info = await response.json();
   ssoOffered = Boolean(info.sso);
+  sessionInfo = info;
   return info.authenticated ? info.scope || "read" : "";
 }

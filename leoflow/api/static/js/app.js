@@ -1,7 +1,8 @@
 // The dashboard shell: sign-in, hash router, and the polling loop that keeps a view live.
 
 import {
-  api, ApiError, detectScope, endSsoSession, getToken, hasSsoSession, onUnauthorized, setToken, ssoOffered,
+  api, ApiError, dagAccess, detectScope, endSsoSession, getToken, hasSsoSession, onUnauthorized, sessionInfo, setToken,
+  ssoOffered,
 } from "./api.js";
 import { fill, h } from "./dom.js";
 import auditPage from "./pages/audit.js";
@@ -73,13 +74,16 @@ async function startSession() {
     return;
   }
   session.canWrite = session.scope === "admin";
+  // The highest role held anywhere: an operator or editor (of some team, or of every DAG) gets the
+  // write buttons of the DAGs it may operate, asked per DAG when a page opens (dagAccess).
+  session.role = session.canWrite ? "admin" : sessionInfo.role || "viewer";
   document.body.classList.toggle("read-only", !session.canWrite);
   $("login").hidden = true;
   $("view").hidden = false;
   $("signout").hidden = !getToken() && !hasSsoSession();
   const scopeEl = $("scope");
   scopeEl.hidden = false;
-  scopeEl.textContent = session.canWrite ? "admin" : "read-only";
+  scopeEl.textContent = session.canWrite ? "admin" : session.role === "viewer" ? "read-only" : session.role;
   scopeEl.className = `scope scope-${session.canWrite ? "admin" : "read"}`;
   route();
 }
@@ -123,6 +127,13 @@ function route() {
   const myGeneration = ++generation;
   const ctx = {
     canWrite: session.canWrite,
+    /** The DAG ids of `ids` this caller may operate (trigger, clear, pause…): all for an admin. */
+    operable: async (ids) => {
+      if (session.canWrite) return new Set(ids);
+      if (session.role === "viewer" || !ids.length) return new Set();
+      const access = await dagAccess(ids);
+      return new Set(ids.filter((id) => access[id] && access[id].operate));
+    },
     query,
     /** Re-fetch at once (after a write), instead of waiting for the next poll. */
     refresh: () => poll(myGeneration, true),
@@ -135,9 +146,20 @@ function route() {
   // Why the view is stale (API unreachable, not found, ...): shown above it, cleared on success.
   const problem = h("p", { class: "notice notice-error", role: "alert", "data-testid": "view-error", hidden: true });
   root.append(problem, content);
-  current = { view: found.page.mount(content, found.params, ctx), timer: null, generation: myGeneration, failures: 0,
-    inFlight: false, again: false, problem };
-  poll(myGeneration, false);
+  const start = () => {
+    current = { view: found.page.mount(content, found.params, ctx), timer: null, generation: myGeneration,
+      failures: 0, inFlight: false, again: false, problem };
+    poll(myGeneration, false);
+  };
+  if (!found.params.dagId || session.canWrite) {
+    start();
+    return;
+  }
+  // A DAG's pages: their write buttons follow the caller's role on that DAG's team.
+  ctx.operable([found.params.dagId]).then((ids) => {
+    ctx.canWrite = ids.has(found.params.dagId);
+    if (generation === myGeneration) start();
+  });
 }
 
 async function poll(myGeneration, immediate) {

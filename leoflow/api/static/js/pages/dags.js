@@ -100,6 +100,8 @@ export default {
       async refresh() {
         const load = ++loads;
         const page = await fetchPage(prefix, start);
+        // The pause switch only on the DAGs the caller may operate (its role on each DAG's team).
+        const operable = await ctx.operable(page.rows.map((d) => d.dag_id));
         if (load !== loads || !ctx.isCurrent()) return;
         after = page.next;
         prev.disabled = before.length === 0;
@@ -107,12 +109,12 @@ export default {
         pager.hidden = before.length === 0 && !after;
         const first = before.length * PAGE_SIZE + 1;
         where.textContent = page.rows.length ? `${first}–${first + page.rows.length - 1}` : "";
-        if (!changed([prefix, start, page.rows])) return;
+        if (!changed([prefix, start, page.rows, [...operable]])) return;
         const empty = prefix ? `No DAG id starts with “${prefix}”.` : "No DAGs yet. Apply one with `leoflow dags apply FILE`.";
         fill(body, table([
           { title: "DAG", cell: (d) => h("a", { href: href("dags", d.dag_id), class: "strong", "data-testid": `dag-link-${d.dag_id}` }, d.dag_id) },
           { title: "Schedule", cell: (d) => scheduleText(d.schedule) ? h("code", {}, scheduleText(d.schedule)) : h("span", { class: "muted" }, "manual") },
-          { title: "Active", cell: (d) => pausedControl(d, ctx, errors.set) },
+          { title: "Active", cell: (d) => pausedControl(d, { ...ctx, canWrite: operable.has(d.dag_id) }, errors.set) },
           { title: "Last run", cell: (d) => d.last_run_id
             ? h("a", { href: href("dags", d.dag_id, "runs", d.last_run_id), title: d.last_run_id }, badge(d.last_run_state))
             : h("span", { class: "muted" }, "never") },
