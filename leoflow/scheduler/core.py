@@ -236,11 +236,19 @@ class SchedulerCore:
             self.periodic.more_due = False
             return True
         now = self.ctx.clock.monotonic()
-        if not (self._poked or now >= self._next_periodic):
+        if not (self._poked or now >= self._next_periodic or self.seconds_to_due() == 0.0):
             return False
         self._poked = False
         self._next_periodic = now + self.ctx.settings.scheduler.interval
         return True
+
+    def seconds_to_due(self) -> float | None:
+        """Seconds until the next DAG falls due (0: due now; None: no DAG is scheduled), on the
+        leader's clock, which is the clock the due scan compares ``next_run_at`` with."""
+        due = self.periodic.next_due
+        if due is None:
+            return None
+        return max(0.0, (due - self.ctx.clock.now()).total_seconds())
 
     async def _tick_step(self, batch: list[StatusUpdate], fanouts: Sequence[Fanout], periodic: bool) -> bool:
         if self.queue_on_count and self.step_shards > 1 and sum(f.rows for f in fanouts) >= self.shard_min:

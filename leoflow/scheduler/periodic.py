@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from leoflow.db.stores import commands as command_store
@@ -45,6 +46,7 @@ from leoflow.db.stores.datasets import triggers as dataset_triggers
 from leoflow.db.stores.runs import endings as run_endings
 from leoflow.db.stores.runs import exits as run_exits
 from leoflow.db.stores.runs import lifecycle as run_store
+from leoflow.db.stores.runs import starts as run_starts
 from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.run_ids import scheduled_run_id
@@ -98,6 +100,9 @@ class Periodic:
         self._due_page_full = False
         #: The last scan of DAGs waiting on datasets read a whole page.
         self._waiting_page_full = False
+        #: The earliest ``next_run_at`` after the last periodic step (None: no DAG is scheduled): the
+        #: loop wakes then, so a boundary's step starts at the boundary, not up to an interval later.
+        self.next_due: datetime | None = None
         #: Task waits (``wait_for``, ``depends_on_past``): woken by changes, judged when due.
         self.waits = WaitChecker(batch_size)
 
@@ -126,6 +131,7 @@ class Periodic:
 
     async def create_scheduled_runs(self, step: Step) -> None:
         await self._create(step, await self._due(step))
+        self.next_due = await run_starts.next_due_at(step.conn, step.now)
 
     @property
     def due_per_step(self) -> int:
@@ -309,7 +315,7 @@ class Periodic:
         return await self._start(step, await self._startable(step))
 
     async def _startable(self, step: Step) -> list[run_store.StartableRun]:
-        runs = await run_store.startable_runs(step.conn, self.batch_size)
+        runs = await run_starts.startable_runs(step.conn, self.batch_size)
         return [r for r in runs if ("run", r.run_pk) not in self.quarantine]
 
     async def _start(self, step: Step, runs: Sequence[run_store.StartableRun]) -> bool:

@@ -14,9 +14,10 @@ becomes leader and cancelled when it stops being one. It:
 3. resubmits every try still ``queued`` in the database (a previous leader may have died between
    committing the queue transition and handing the try over; submit is idempotent);
 4. ticks (:class:`~leoflow.scheduler.core.SchedulerCore`) until cancelled: immediately again
-   after a tick that changed something, otherwise after ``LEOFLOW_SCHEDULER_INTERVAL`` or the next
-   wake-up, whichever comes first. ``ctx.progress()`` is called after every successful tick (the
-   stall watchdog releases leadership if it stops).
+   after a tick that changed something, otherwise after ``LEOFLOW_SCHEDULER_INTERVAL``, the next
+   wake-up or the next DAG's ``next_run_at`` (the boundary itself), whichever comes first.
+   ``ctx.progress()`` is called after every successful tick (the stall watchdog releases
+   leadership if it stops).
 
 Failure semantics: :class:`~leoflow.errors.FencedOut` means a newer term exists — the service
 logs it and returns at once (it has written nothing under the old term). A database error fails
@@ -133,8 +134,11 @@ class SchedulerService:
             if busy or core.inbox:
                 await asyncio.sleep(0)  # let the executor and the API run between busy ticks
                 continue
+            due = core.seconds_to_due()
             with contextlib.suppress(TimeoutError):
-                await wait_at_most(self._wake.wait(), interval)
+                # A boundary within the interval wakes the loop at the boundary (a step that starts
+                # up to an interval late makes every DAG due at midnight that much late).
+                await wait_at_most(self._wake.wait(), interval if due is None else min(interval, due))
 
     async def _listen(self, ctx: LeaderContext) -> None:
         """Wake the loop on every NOTIFY; reconnect forever (the interval covers the gaps)."""

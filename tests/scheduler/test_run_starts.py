@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores.runs import lifecycle as run_store
+from leoflow.db.stores.runs import starts as run_starts
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply
 from tests.scheduler.stepper import container
@@ -78,14 +79,20 @@ def seed(url: str, limits: dict[str, Any], states: list[tuple[str, str]]) -> lis
         return runs
 
 
-async def startable(settings: Settings, limit: int, plans: list[dict[str, Any]] | None = None) -> list[int]:
+#: The two reads of startable runs: the walk by DAG, and the scheduler's, oldest queued runs first
+#: with the walk as its fallback (issue 45); both must give the same runs.
+READS = {"by_dag": run_store.startable_runs, "oldest_first": run_starts.startable_runs}
+
+
+async def startable(settings: Settings, limit: int, plans: list[dict[str, Any]] | None = None,
+                    read: str = "by_dag") -> list[int]:
     """What the scheduler's run start would take now (its statements' plans into ``plans``)."""
     engine = make_async_engine(settings.database, pool_size=1)
     if plans is not None:
         explained(engine, plans)
     try:
         async with engine.connect() as conn:
-            return [r.run_pk for r in await run_store.startable_runs(conn, limit)]
+            return [r.run_pk for r in await READS[read](conn, limit)]
     finally:
         await engine.dispose()
 
@@ -99,20 +106,23 @@ async def applied(settings: Settings, dag_ids: tuple[str, ...]) -> None:
         await engine.dispose()
 
 
+@pytest.mark.parametrize("read", sorted(READS))
 @derandomized(60)
 @given(limits=st.fixed_dictionaries({d: stored_limits for d in DAGS}),
        states=st.lists(st.tuples(st.sampled_from(DAGS), st.sampled_from(RUN_STATES)), max_size=40),
        limit=st.integers(1, 30))
-def test_run_start_takes_what_max_active_runs_allows(settings: Settings, limits: dict[str, Any],
+def test_run_start_takes_what_max_active_runs_allows(settings: Settings, read: str, limits: dict[str, Any],
                                                      states: list[tuple[str, str]], limit: int) -> None:
     """Per DAG, its oldest queued runs, as many as its current version's limit leaves room for
     beside its running ones (16 for a stored value that is not a number, clamped to 0..2^31-1);
-    all DAGs' together oldest first, at most ``limit``."""
+    all DAGs' together oldest first, at most ``limit``. Both reads: with at most 40 runs and a
+    limit from 1, the oldest-first read's window (4 x the limit) is sometimes full of runs that
+    cannot start and sometimes not, so its fallback is taken both ways."""
     with psycopg.connect(settings.database.url, autocommit=True) as conn:
         if conn.execute("SELECT count(*) FROM dags").fetchone() != (len(DAGS),):
             asyncio.run(applied(settings, DAGS))
     runs = seed(settings.database.url, limits, states)
-    assert asyncio.run(startable(settings, limit)) == expected(limits, runs, limit)
+    assert asyncio.run(startable(settings, limit, read=read)) == expected(limits, runs, limit)
 
 
 @pytest.mark.parametrize("statistics", ["fresh", "analyzed"])
@@ -141,3 +151,47 @@ def test_run_start_reads_what_it_starts_not_the_backlog(settings: Settings, stat
 
     small, large = work(10), work(3000)
     assert large - small <= 50, f"plan work {small:.0f} with 10 queued runs, {large:.0f} with 3,000"
+
+
+@pytest.mark.parametrize("statistics", ["fresh", "analyzed"])
+def test_oldest_first_read_is_bounded_by_its_window_not_the_backlog(settings: Settings, statistics: str) -> None:
+    """The scheduler's read (oldest queued runs first, issue 45) behind a backlog of one DAG at its
+    limit: ``full`` (limit 2, 2 running) queues 1,000 or 10,000 runs before ``room`` queues 5.
+    It still finds ``room``'s runs (the window of 4 x 20 oldest runs is all ``full``'s, so the walk
+    by DAG answers), and its work may not grow with the backlog: at most the window's rows more
+    than with no backlog at all; reading every queued run would add 9,000 rows or more."""
+    asyncio.run(applied(settings, ("full", "room")))
+
+    def work(backlog: int) -> float:
+        seed(settings.database.url, {"full": 2, "room": 4},
+             [("full", "success")] * 1000 + [("full", "running")] * 2 + [("full", "queued")] * backlog
+             + [("room", "queued")] * 5)
+        if statistics == "analyzed":
+            with psycopg.connect(settings.database.url, autocommit=True) as conn:
+                conn.execute("ANALYZE dag_runs")
+        plans: list[dict[str, Any]] = []
+        started = asyncio.run(startable(settings, 20, plans, read="oldest_first"))
+        assert len(started) == 4, started  # room: 4 of its 5
+        assert plans, "auto_explain sent no plan"
+        return sum(plan_work(p) for p in plans)
+
+    small, large = work(1000), work(10_000)
+    assert large - small <= 50, f"plan work {small:.0f} behind 1,000 queued runs, {large:.0f} behind 10,000"
+
+
+def test_oldest_first_read_reads_the_runs_it_starts(settings: Settings) -> None:
+    """Many DAGs each with one queued run and room (a minute boundary): the oldest-first read's
+    work follows the runs asked for, not the DAGs with a queued run; the walk by DAG visits every
+    one of them (300 here: over 10 rows of plan work each; the read under 30 per run it returns,
+    measured ~23, whatever the number of DAGs)."""
+    dags = tuple(f"many-{i:03d}" for i in range(300))
+    asyncio.run(applied(settings, dags))
+    seed(settings.database.url, {}, [(d, "queued") for d in dags])
+    works = {}
+    for read in READS:
+        plans: list[dict[str, Any]] = []
+        started = asyncio.run(startable(settings, 20, plans, read=read))
+        assert len(started) == 20
+        works[read] = sum(plan_work(p) for p in plans)
+    assert works["by_dag"] >= 10 * len(dags), works
+    assert works["oldest_first"] < 30 * 20, works
