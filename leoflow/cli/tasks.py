@@ -60,6 +60,10 @@ def register(sub: Any) -> None:
     logs.add_argument("--try", dest="try_number", type=int, help="try number (default: the latest)")
     logs.add_argument("-f", "--follow", action="store_true",
                       help="keep printing new output (live from the pod) until the try ends")
+    logs.add_argument("--container", help="print the full archived log of this container (`task`, a sidecar, an "
+                      "init container; needs LEOFLOW_LOG_ARCHIVE_URL on the server)")
+    logs.add_argument("--offset", type=int, help="archived log: start at this byte")
+    logs.add_argument("--tail-bytes", type=int, help="archived log: only its last N bytes")
     outputs = verb(tasks, "outputs", "print the outputs a task published (those of its try that succeeded)",
                    tasks_outputs, f"GET {TASK}/{{task_id}}/outputs")
     outputs.add_argument("dag_id", metavar="DAG")
@@ -198,6 +202,9 @@ def tasks_logs(args: argparse.Namespace, client: ClientSettings) -> int:
         usage("--try must be at least 1")
     path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/logs"
     instance = _map_query(args)
+    archive = args.container is not None or args.offset is not None or args.tail_bytes is not None
+    if archive:
+        return _archived_logs(args, client, path, instance)
     with Api(client) as api:
         if args.follow:
             from leoflow.cli.log_follow import follow
@@ -214,6 +221,26 @@ def tasks_logs(args: argparse.Namespace, client: ClientSettings) -> int:
     if not emitted(args, document):
         sys.stdout.write(answer.text)
     return 0
+
+
+def _archived_logs(args: argparse.Namespace, client: ClientSettings, path: str, instance: dict[str, Any]) -> int:
+    from leoflow.cli.log_archive import print_archive
+
+    if args.offset is not None and args.offset < 0:
+        usage("--offset must be at least 0")
+    if args.tail_bytes is not None and args.tail_bytes < 1:
+        usage("--tail-bytes must be at least 1")
+    if args.offset is not None and args.tail_bytes is not None:
+        usage("--offset and --tail-bytes cannot be combined")
+    query: dict[str, Any] = {**instance, "container": args.container or "task"}
+    if args.try_number:
+        query["try"] = args.try_number
+    with Api(client) as api:
+        try:
+            return print_archive(api, path, query, sys.stdout.buffer, offset=args.offset, tail=args.tail_bytes,
+                                 follow=args.follow, outage_tolerance=FOLLOW_OUTAGE_TOLERANCE)
+        except KeyboardInterrupt:
+            return 130
 
 
 def tasks_mark(args: argparse.Namespace, client: ClientSettings) -> int:

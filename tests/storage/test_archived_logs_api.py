@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from leoflow.db.connection.database import Database
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.log_archive import LogArchiver
 from leoflow.storage.objects import ObjectStore
-from tests.api.conftest import ADMIN, READ, api_settings, seed_task, spec
+from tests.api.conftest import ADMIN, READ, READ_TOKEN, api_settings, seed_task, spec
 from tests.api.live import client_for
 
 LOGS = "/api/v2/dags/etl/runs/r1/tasks/extract/logs"
@@ -119,3 +122,44 @@ def test_bad_archive_parameters_name_the_field(client: httpx.Client, database_ur
     answer = client.get(LOGS, params=params, headers=READ)
     assert answer.status_code == status, answer.text
     assert field in answer.text
+
+
+def cli(client: httpx.Client, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "LEOFLOW_URL": str(client.base_url).rstrip("/"), "LEOFLOW_TOKEN": READ_TOKEN}
+    return subprocess.Popen([sys.executable, "-m", "leoflow", "tasks", "logs", "etl", "r1", "extract", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def test_the_cli_prints_a_range_and_follows_an_archived_log_to_its_end(
+        client: httpx.Client, database_url: str, archive_url: str, tmp_path: Path) -> None:
+    seed_task(database_url, "etl", "r1", "extract", state="running", tries=[{"state": "running", "ended": False}])
+    log = tmp_path / "output.log"
+    first = os.urandom(CHUNK * 2 + 7)
+    log.write_bytes(first)
+    archive(database_url, archive_url, log, ended=False)
+    tail = cli(client, "--container", "task", "--tail-bytes", "100")
+    out, err = tail.communicate(timeout=60)
+    assert tail.returncode == 0, err
+    assert out == first[-100:]
+    follower = cli(client, "--container", "task", "--follow")
+    time.sleep(1.5)
+    assert follower.poll() is None  # not complete: it keeps following
+    rest = os.urandom(CHUNK * 3)
+    with log.open("ab") as f:
+        f.write(rest)
+    archive(database_url, archive_url, log)  # the rest, and complete
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    assert out == first + rest
+
+
+def test_the_cli_names_a_container_that_has_no_archive(client: httpx.Client, database_url: str,
+                                                      archive_url: str, tmp_path: Path) -> None:
+    seed_task(database_url, "etl", "r1", "extract", state="success", tries=[{"log": "x\n"}])
+    log = tmp_path / "output.log"
+    log.write_bytes(b"x\n")
+    archive(database_url, archive_url, log)
+    proc = cli(client, "--container", "istio-proxy")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and out == b""
+    assert b"no archived log of container 'istio-proxy' (archived: task)" in err
