@@ -6,8 +6,11 @@ ago — finished runs with their task instances, tries and logs, DAG versions no
 any more, deleted DAGs without runs (the rules, and what is kept, are in
 :mod:`leoflow.db.stores.retention`) — and audit events older than
 ``LEOFLOW_AUDIT_RETENTION_DAYS`` (longer by default: who did what is asked about long after the
-runs are gone). ``leoflow db purge --before DATE`` runs the same :func:`purge` once, from the
-command line.
+runs are gone). Every round also deletes runtime API tokens revoked or expired more than
+:data:`TOKEN_GRACE_DAYS` ago (:func:`purge_spent_tokens`): long enough that ``leoflow tokens list``
+still shows a recently revoked or expired token to whoever investigates it; the audit log names
+each actor itself, so it stays readable without them. ``leoflow db purge --before DATE`` runs
+the same :func:`purge` once, from the command line.
 
 **Whose clock.** Cutoffs are computed by the database (``now()``), never from the leader's wall
 clock: a leader whose clock is 40 days ahead would otherwise delete every run that ended
@@ -37,6 +40,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 
 from leoflow.db.connection.database import Connection, Database
+from leoflow.db.stores import api_tokens as token_store
 from leoflow.db.stores import retention as retention_store
 from leoflow.db.stores.log_archive import garbage as archive_garbage
 from leoflow.db.stores.retention import START, PurgeCounts, RetentionPolicy
@@ -119,6 +123,28 @@ async def delete_archived_objects(db: Database, store: ObjectStore, *, batch: in
         if len(queued) < batch:
             return deleted
         await asyncio.sleep(pause)
+
+
+#: Days a revoked or expired runtime API token is kept before retention deletes it.
+TOKEN_GRACE_DAYS = 30
+#: Tokens deleted per batch (at most 10,000 usable ones exist; spent ones pile up slowly).
+TOKEN_BATCH = 1000
+
+
+async def purge_spent_tokens(db: Database, *, fence: Fence | None = None, grace_days: int = TOKEN_GRACE_DAYS,
+                             batch: int = TOKEN_BATCH) -> int:
+    """Delete the runtime API tokens revoked or expired more than ``grace_days`` ago (the database's
+    clock), batch by batch; returns how many."""
+    total = 0
+    while True:
+        async with _batch(db, fence) as conn:
+            cutoff = await retention_store.days_ago(conn, grace_days)
+            deleted = await token_store.purge_spent_tokens(conn, cutoff, limit=batch)
+        total += deleted
+        if deleted < batch:
+            if total:
+                PURGED_ROWS.labels(table="api_tokens").inc(total)
+            return total
 
 
 @asynccontextmanager
@@ -287,7 +313,9 @@ class RetentionService:
             cutoffs["audit_events"] = cutoff.isoformat()
             counts.add(await purge_audit(ctx.db, cutoff, fence=fence, batch=self.audit_batch, pause=self.pause,
                                          on_batch=_count_purged))
-        if counts.total:
+        tokens = await purge_spent_tokens(ctx.db, fence=fence)
+        if counts.total or tokens:
             log.info("retention purged old history", extra={
-                "days": self.days, "audit_days": self.audit_days, "cutoff": cutoffs, "rows": dict(counts.items())})
+                "days": self.days, "audit_days": self.audit_days, "cutoff": cutoffs,
+                "rows": {**dict(counts.items()), "api_tokens": tokens}})
         return counts

@@ -128,3 +128,17 @@ async def record_use(conn: AsyncConnection, used: dict[str, datetime]) -> None:
         FROM unnest(CAST(:ids AS text[]), CAST(:moments AS timestamptz[])) AS u(id, moment)
         WHERE t.id = u.id AND (t.last_used_at IS NULL OR t.last_used_at < u.moment)
     """), {"ids": ids, "moments": moments})
+
+
+async def purge_spent_tokens(conn: AsyncConnection, cutoff: datetime, *, limit: int) -> int:
+    """Delete up to ``limit`` tokens revoked or expired before ``cutoff``; returns how many.
+
+    They are no longer usable (no replica's cache holds them), so the generation does not move.
+    The audit log keeps each event's actor by name, so it stays readable without these rows.
+    """
+    rows = await conn.execute(text("""
+        DELETE FROM api_tokens WHERE id IN (
+            SELECT id FROM api_tokens WHERE revoked_at < :cutoff OR expires_at < :cutoff ORDER BY id LIMIT :limit)
+        RETURNING id
+    """), {"cutoff": cutoff, "limit": limit})
+    return len(rows.all())
