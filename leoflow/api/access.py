@@ -57,6 +57,7 @@ _ACTIONS: dict[tuple[str, str], Action] = {
     ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/cancel"): "operate",
     ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/clear"): "operate",
     ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark"): "operate",
+    ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval"): "operate",
     ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/mark"): "operate",
     ("POST", "/api/v2/dags/{dag_id}/backfill"): "operate",
     ("POST", "/api/v2/dags/{dag_id}/backfills/{backfill_id}/cancel"): "operate",

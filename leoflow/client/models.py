@@ -162,19 +162,21 @@ class DagSyncResult(Model):
 class RunRequest(Model):
     """The RunRequest object of the API."""
 
-    _fields: ClassVar[tuple[str, ...]] = ('run_id', 'conf', 'run_timeout_seconds')
+    _fields: ClassVar[tuple[str, ...]] = ('run_id', 'conf', 'run_timeout_seconds', 'logical_date')
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
     run_id: str
     """Not starting with scheduled__ (the scheduler's)."""
     conf: dict[str, Any] | None
     run_timeout_seconds: float
     """This run's deadline in seconds from its start (overrides the DAG's)."""
+    logical_date: str | None
+    """The moment the run is for (default: now), ISO 8601 with an offset, from 1970 to 2199; its data interval starts and ends there."""
 
 
 class Run(RunModel):
     """The Run object of the API."""
 
-    _fields: ClassVar[tuple[str, ...]] = ('dag_id', 'run_id', 'run_type', 'state', 'reason', 'logical_date', 'conf', 'created_at', 'started_at', 'ended_at', 'updated_at', 'dag_version', 'backfill_id', 'deadline_at', 'body_state', 'triggering_events')
+    _fields: ClassVar[tuple[str, ...]] = ('dag_id', 'run_id', 'run_type', 'state', 'reason', 'logical_date', 'conf', 'created_at', 'started_at', 'ended_at', 'updated_at', 'dag_version', 'backfill_id', 'deadline_at', 'body_state', 'triggering_events', 'data_interval_start', 'data_interval_end')
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
     dag_id: str
     run_id: str
@@ -196,12 +198,16 @@ class Run(RunModel):
     """What the run's tasks decided before its on_exit tasks ran (success or failed); null without on_exit tasks or until the other tasks have all ended. The run ends failed if an exit task fails, else in this state."""
     triggering_events: list[dict[str, Any]] | None
     """A dataset-triggered run (run_type dataset): per URI, the events it consumed, coalesced (uri, events, first_event_id, last_event_id, first_at, last_at, and the last event's source: task with dag_id, run_id, task_id, or api; and the last event's extra when it had one); null for every other run. Tasks get it as LEOFLOW_TRIGGERING_EVENTS."""
+    data_interval_start: str | None
+    """The start of the span of data the run is for: a scheduled run's previous fire time; a manual or dataset-triggered run's logical date. Tasks get LEOFLOW_DATA_INTERVAL_START and {{ run.data_interval_start }}."""
+    data_interval_end: str | None
+    """The end of the run's data interval: its logical date (the slot it is named after, not the start of the interval as in Airflow)."""
 
 
 class RunDetail(RunModel):
     """The RunDetail object of the API."""
 
-    _fields: ClassVar[tuple[str, ...]] = ('dag_id', 'run_id', 'run_type', 'state', 'reason', 'logical_date', 'conf', 'created_at', 'started_at', 'ended_at', 'updated_at', 'dag_version', 'backfill_id', 'deadline_at', 'body_state', 'triggering_events', 'tasks')
+    _fields: ClassVar[tuple[str, ...]] = ('dag_id', 'run_id', 'run_type', 'state', 'reason', 'logical_date', 'conf', 'created_at', 'started_at', 'ended_at', 'updated_at', 'dag_version', 'backfill_id', 'deadline_at', 'body_state', 'triggering_events', 'data_interval_start', 'data_interval_end', 'tasks')
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {'tasks': ('TaskInstance', True)}
     dag_id: str
     run_id: str
@@ -223,6 +229,10 @@ class RunDetail(RunModel):
     """What the run's tasks decided before its on_exit tasks ran (success or failed); null without on_exit tasks or until the other tasks have all ended. The run ends failed if an exit task fails, else in this state."""
     triggering_events: list[dict[str, Any]] | None
     """A dataset-triggered run (run_type dataset): per URI, the events it consumed, coalesced (uri, events, first_event_id, last_event_id, first_at, last_at, and the last event's source: task with dag_id, run_id, task_id, or api; and the last event's extra when it had one); null for every other run. Tasks get it as LEOFLOW_TRIGGERING_EVENTS."""
+    data_interval_start: str | None
+    """The start of the span of data the run is for: a scheduled run's previous fire time; a manual or dataset-triggered run's logical date. Tasks get LEOFLOW_DATA_INTERVAL_START and {{ run.data_interval_start }}."""
+    data_interval_end: str | None
+    """The end of the run's data interval: its logical date (the slot it is named after, not the start of the interval as in Airflow)."""
     tasks: list[TaskInstance]
 
 
@@ -359,8 +369,8 @@ class TaskTry(Model):
 class TaskDetail(Model):
     """The TaskDetail object of the API."""
 
-    _fields: ClassVar[tuple[str, ...]] = ('task_id', 'state', 'try_number', 'max_tries', 'queued_at', 'started_at', 'ended_at', 'next_try_at', 'reason', 'map_count', 'map_states', 'map_index', 'outputs', 'tries')
-    _nested: ClassVar[dict[str, tuple[str, bool]]] = {'tries': ('TaskTry', True)}
+    _fields: ClassVar[tuple[str, ...]] = ('task_id', 'state', 'try_number', 'max_tries', 'queued_at', 'started_at', 'ended_at', 'next_try_at', 'reason', 'map_count', 'map_states', 'map_index', 'outputs', 'tries', 'waiting_for')
+    _nested: ClassVar[dict[str, tuple[str, bool]]] = {'tries': ('TaskTry', True), 'waiting_for': ('TaskWait', True)}
     task_id: str
     state: str
     try_number: int
@@ -379,6 +389,8 @@ class TaskDetail(Model):
     outputs: dict[str, Any] | None
     """What the task published (one JSON object, at most 4,095 bytes): the outputs of try try_number while the task instance is success; null otherwise (not succeeded yet, cleared, failed, or a success without outputs)."""
     tries: list[TaskTry]
+    waiting_for: list[TaskWait]
+    """Its wait_for / depends_on_past conditions (empty: none)"""
 
 
 class TaskOutputs(Model):
@@ -841,6 +853,49 @@ class DatasetList(Model):
     items: list[Dataset]
     next_cursor: str | None
 
+
+class ApprovalRequest(Model):
+    """The ApprovalRequest object of the API."""
+
+    _fields: ClassVar[tuple[str, ...]] = ('decision', 'comment')
+    _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
+    decision: str
+    comment: str
+    """Stored with the decision and audited; a rejection's comment is the task's reason"""
+
+
+class Approval(Model):
+    """The Approval object of the API."""
+
+    _fields: ClassVar[tuple[str, ...]] = ('dag_id', 'run_id', 'task_id', 'decision', 'decided_by', 'comment')
+    _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
+    dag_id: str
+    run_id: str
+    task_id: str
+    decision: str
+    decided_by: str
+    comment: str
+
+
+class TaskWait(Model):
+    """The TaskWait object of the API."""
+
+    _fields: ClassVar[tuple[str, ...]] = ('kind', 'state', 'reason', 'target', 'logical_date', 'not_before', 'timeout_at', 'message', 'decision', 'decided_by', 'comment', 'failure')
+    _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
+    kind: str
+    state: str
+    reason: str
+    """What it waits for, in words"""
+    target: str
+    logical_date: str | None
+    not_before: str | None
+    timeout_at: str | None
+    message: str | None
+    decision: str | None
+    decided_by: str | None
+    comment: str | None
+    failure: str | None
+
 #: Every result class by schema name.
 MODELS: dict[str, type[Model]] = {
     'Error': Error,
@@ -900,4 +955,7 @@ MODELS: dict[str, type[Model]] = {
     'DatasetEvent': DatasetEvent,
     'Dataset': Dataset,
     'DatasetList': DatasetList,
+    'ApprovalRequest': ApprovalRequest,
+    'Approval': Approval,
+    'TaskWait': TaskWait,
 }

@@ -13,6 +13,7 @@ from typing import Any
 
 from leoflow.client.calls import AsyncCalls, Calls, Operation
 from leoflow.client.models import (
+    Approval,
     AuditEvent,
     AuditPage,
     Backfill,
@@ -56,7 +57,7 @@ from leoflow.client.models import (
 
 #: Every operation by method name.
 OPERATIONS: dict[str, Operation] = {
-    'trigger_run': Operation('trigger_run', 'POST', '/api/v2/dags/{dag_id}/runs', {201: ('json', 'RunDetail')}, (), (), 'RunRequest', ('run_id', 'conf', 'run_timeout_seconds')),
+    'trigger_run': Operation('trigger_run', 'POST', '/api/v2/dags/{dag_id}/runs', {201: ('json', 'RunDetail')}, (), (), 'RunRequest', ('run_id', 'conf', 'run_timeout_seconds', 'logical_date')),
     'list_runs': Operation('list_runs', 'GET', '/api/v2/dags/{dag_id}/runs', {200: ('json', 'RunPage')}, ('limit', 'cursor', 'state'), (), None, ()),
     'list_runs_of_every_dag': Operation('list_runs_of_every_dag', 'GET', '/api/v2/runs', {200: ('json', 'RunPage')}, ('limit', 'cursor', 'state', 'dag_id', 'since'), (), None, ()),
     'get_run': Operation('get_run', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}', {200: ('json', 'RunDetail'), 304: ('empty', None)}, ('wait',), ('If-None-Match',), None, ()),
@@ -106,15 +107,16 @@ OPERATIONS: dict[str, Operation] = {
     'delete_cluster_template': Operation('delete_cluster_template', 'DELETE', '/api/v2/templates/{name}', {204: ('empty', None)}, (), (), None, ()),
     'record_dataset_event': Operation('record_dataset_event', 'POST', '/api/v2/datasets/events', {201: ('json', 'DatasetEvent')}, (), (), 'DatasetEventRequest', ('uri', 'extra')),
     'list_datasets': Operation('list_datasets', 'GET', '/api/v2/datasets', {200: ('json', 'DatasetList')}, ('limit', 'cursor', 'uri', 'dag_id'), (), None, ()),
+    'approve_or_reject_a_task_waiting_for_an_approval': Operation('approve_or_reject_a_task_waiting_for_an_approval', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval', {200: ('json', 'Approval')}, (), (), 'ApprovalRequest', ('decision', 'comment')),
 }
 
 
 class Operations(Calls):
     """One method per API operation."""
 
-    def trigger_run(self, dag_id: str, *, run_id: str | None = None, conf: dict[str, Any] | None = None, run_timeout_seconds: float | None = None) -> RunDetail:
+    def trigger_run(self, dag_id: str, *, run_id: str | None = None, conf: dict[str, Any] | None = None, run_timeout_seconds: float | None = None, logical_date: str | None = None) -> RunDetail:
         """Trigger run: ``POST /api/v2/dags/{dag_id}/runs``."""
-        return self._call(OPERATIONS['trigger_run'], {'dag_id': dag_id}, {}, {'run_id': run_id, 'conf': conf, 'run_timeout_seconds': run_timeout_seconds}, {})  # type: ignore[no-any-return]
+        return self._call(OPERATIONS['trigger_run'], {'dag_id': dag_id}, {}, {'run_id': run_id, 'conf': conf, 'run_timeout_seconds': run_timeout_seconds, 'logical_date': logical_date}, {})  # type: ignore[no-any-return]
 
     def list_runs(self, dag_id: str, *, limit: int | None = None, cursor: str | None = None, state: str | None = None) -> RunPage:
         """List runs: ``GET /api/v2/dags/{dag_id}/runs``."""
@@ -356,13 +358,17 @@ class Operations(Calls):
         """Every item of ``GET /api/v2/datasets``, following ``next_cursor`` page by page."""
         return self._pages(OPERATIONS['list_datasets'], {}, {'uri': uri, 'dag_id': dag_id, 'limit': page_size})
 
+    def approve_or_reject_a_task_waiting_for_an_approval(self, dag_id: str, run_id: str, task_id: str, *, decision: str, comment: str | None = None) -> Approval:
+        """Approve or reject a task waiting for an approval: ``POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval``."""
+        return self._call(OPERATIONS['approve_or_reject_a_task_waiting_for_an_approval'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {}, {'decision': decision, 'comment': comment}, {})  # type: ignore[no-any-return]
+
 
 class AsyncOperations(AsyncCalls):
     """One method per API operation (awaitable)."""
 
-    async def trigger_run(self, dag_id: str, *, run_id: str | None = None, conf: dict[str, Any] | None = None, run_timeout_seconds: float | None = None) -> RunDetail:
+    async def trigger_run(self, dag_id: str, *, run_id: str | None = None, conf: dict[str, Any] | None = None, run_timeout_seconds: float | None = None, logical_date: str | None = None) -> RunDetail:
         """Trigger run: ``POST /api/v2/dags/{dag_id}/runs``."""
-        return await self._acall(OPERATIONS['trigger_run'], {'dag_id': dag_id}, {}, {'run_id': run_id, 'conf': conf, 'run_timeout_seconds': run_timeout_seconds}, {})  # type: ignore[no-any-return]
+        return await self._acall(OPERATIONS['trigger_run'], {'dag_id': dag_id}, {}, {'run_id': run_id, 'conf': conf, 'run_timeout_seconds': run_timeout_seconds, 'logical_date': logical_date}, {})  # type: ignore[no-any-return]
 
     async def list_runs(self, dag_id: str, *, limit: int | None = None, cursor: str | None = None, state: str | None = None) -> RunPage:
         """List runs: ``GET /api/v2/dags/{dag_id}/runs``."""
@@ -603,3 +609,7 @@ class AsyncOperations(AsyncCalls):
     def iter_datasets(self, *, uri: str | None = None, dag_id: str | None = None, page_size: int | None = None) -> AsyncIterator[Dataset]:
         """Every item of ``GET /api/v2/datasets``, following ``next_cursor`` page by page."""
         return self._apages(OPERATIONS['list_datasets'], {}, {'uri': uri, 'dag_id': dag_id, 'limit': page_size})
+
+    async def approve_or_reject_a_task_waiting_for_an_approval(self, dag_id: str, run_id: str, task_id: str, *, decision: str, comment: str | None = None) -> Approval:
+        """Approve or reject a task waiting for an approval: ``POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval``."""
+        return await self._acall(OPERATIONS['approve_or_reject_a_task_waiting_for_an_approval'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {}, {'decision': decision, 'comment': comment}, {})  # type: ignore[no-any-return]

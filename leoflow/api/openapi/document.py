@@ -13,6 +13,7 @@ from typing import Any
 
 from leoflow import __version__
 from leoflow.api.openapi import (
+    approvals,
     audit,
     backfills,
     cluster,
@@ -31,7 +32,7 @@ from leoflow.api.routes.table import OPERATIONS
 
 #: The resources in the order the document lists their schemas.
 _SCHEMAS_ORDER = (components, dags, runs, cluster, system, versions, backfills, notifications, audit, pools,
-                  tokens, templates, datasets)
+                  tokens, templates, datasets, approvals)
 
 
 def schemas() -> dict[str, Any]:

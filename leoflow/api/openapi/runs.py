@@ -116,7 +116,9 @@ SCHEMAS: dict[str, Any] = {
         "exit_code": nullable("integer"), "reason": nullable("string"), "logs_shipped_at": TIME,
         "logs_unavailable": nullable("string"), "has_logs": {"type": "boolean"}}),
     "TaskDetail": obj({**_TASK_INSTANCE, **_MAP_INDEX, "outputs": _OUTPUTS,
-                       "tries": {"type": "array", "items": ref("TaskTry")}}),
+                       "tries": {"type": "array", "items": ref("TaskTry")},
+                       "waiting_for": {"type": "array", "items": ref("TaskWait"),
+                                       "description": "Its wait_for / depends_on_past conditions (empty: none)"}}),
     "TaskOutputs": obj({
         "try_number": {**INT, "description": "The try whose outputs these are: the task instance's current one"},
         "state": {"type": "string", "enum": list(TASK_STATES), "description": "The task instance's state"},

@@ -28,6 +28,7 @@ from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.db.stores.runs import reads as run_reads
 from leoflow.db.stores.task_instances import reads as ti_reads
+from leoflow.db.stores.waits import approvals as wait_reads
 from leoflow.model.limits import RUN_ID, TASK_ID
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec.params import validate_conf
@@ -281,4 +282,5 @@ async def task_or_404(request: Request, conn: Any) -> dict[str, Any]:
 async def get_task(request: Request) -> Response:
     async with api_state(request).db.connect() as conn:
         ti = await task_or_404(request, conn)
-    return JsonResponse(_ti(ti))
+        waits = await wait_reads.waiting_for(conn, [ti["id"]])
+    return JsonResponse({**_ti(ti), "waiting_for": waits.get(ti["id"], [])})

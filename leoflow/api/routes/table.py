@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from leoflow.api.operations import Operation
 from leoflow.api.routes import (
+    approvals,
     audit,
     backfills,
     cluster,
@@ -29,5 +30,5 @@ from leoflow.api.routes import (
 
 OPERATIONS: tuple[Operation, ...] = tuple(
     operation for module in (runs, logs, outputs, commands, system, cluster, dags, dag_sync, versions, backfills,
-                             notifications, audit, pools, tokens, templates, datasets)
+                             notifications, audit, pools, tokens, templates, datasets, approvals)
     for operation in module.OPERATIONS)

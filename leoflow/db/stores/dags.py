@@ -50,6 +50,7 @@ from leoflow.db.connection.wakeup import notify_wakeup
 from leoflow.db.fragments import ACTIVE_RUNS_SQL
 from leoflow.db.stores.datasets import references as dataset_references
 from leoflow.db.stores.runs.lifecycle import cancel_runs
+from leoflow.db.stores.waits.references import check_waited_dags
 from leoflow.db.tables import Dag, DagVersion
 from leoflow.errors import DagOwnershipConflict, NotFound
 from leoflow.model.files.dag_files import LocatedDag
@@ -68,6 +69,7 @@ class ApplyResult:
 
 async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> ApplyResult:
     """Create or update a DAG from a validated spec; identical specs change nothing."""
+    await check_waited_dags(conn, spec)  # a wait_for naming no live DAG: 422 naming the field
     now = clock.now()
     digest = spec.spec_hash()
     created = (await conn.execute(text("""
