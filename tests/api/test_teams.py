@@ -218,6 +218,13 @@ def test_the_teams_file_reloads_without_a_restart(cluster: httpx.Client, teams_f
     ("teams: [{name: a, dag_id_prefixes: [" + ", ".join(f"p{i}-" for i in range(101)) + "]}]", "at most 100"),
     ("teams: [" + ", ".join(f"{{name: t{i}}}" for i in range(1001)) + "]", "at most 1000"),
     ("a: &a [1]\nb: [*a, *a, *a", "LEOFLOW_TEAMS_FILE"),
+    ("teams: [{name: a, namespace: Team_A}]", "teams[0].namespace"),
+    ("teams: [{name: a, namespace: " + "n" * 64 + "}]", "teams[0].namespace"),
+    ("teams: [{name: a, namespace: [x]}]", "teams[0].namespace: must be a string"),
+    ("teams: [{name: a, service_account: 'a b'}]", "teams[0].service_account"),
+    ("teams: [{name: a, pod_template: [1]}]", "teams[0].pod_template"),
+    ("teams: [{name: a, pod_template: {spec: {containers: 3}}}]", "teams[0].pod_template.spec.containers"),
+    ("teams: [{name: a, pod_template: {metadata: {name: x}}}]", "teams[0].pod_template.metadata"),
 ])
 def test_a_bad_teams_file_stops_the_server_with_one_line(database_url: str, tmp_path: Path, content: str,
                                                           problem: str) -> None:
