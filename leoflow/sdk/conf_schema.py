@@ -58,6 +58,10 @@ def _object_schema(cls: type, path: str) -> dict[str, Any]:
         prop = _type_schema(hints[f.name], where)
         if f.metadata.get("description"):
             prop["description"] = str(f.metadata["description"])
+        # Further JSON Schema keywords of the property: field(metadata={"schema": {"format": "date"}}).
+        extra = f.metadata.get("schema") or {}
+        check_json(dict(extra), f"{where}")
+        prop.update(extra)
         if f.default is not dataclasses.MISSING:
             prop["default"] = _default(f.default, f"{where}.default")
         elif f.default_factory is not dataclasses.MISSING:

@@ -7,7 +7,7 @@
         return {"count": n}                       # written to $LEOFLOW_OUTPUTS when outputs are declared
 
     with DAG("x"):
-        count_lines(uri=dag.params.uri)           # a Task with id "count_lines"
+        count_lines(uri=dag.params.uri)           # a Task with id "count-lines"
         count_lines.task("count-eu", retries=2)(uri="s3://eu/…")
 
 The function's **source is data**: it is copied into the task's ``command`` (``python -c
@@ -142,7 +142,8 @@ class ContainerTask(Generic[_P, _R]):
         """
         if not _active.get():
             return self.fn(*args, **kwargs)  # outside a DAG: plain Python
-        return self._task(self.fn.__name__, {}, args, kwargs)
+        # Task ids take '-', not '_' (the spec's name rule): count_lines runs as task count-lines.
+        return self._task(self.fn.__name__.replace("_", "-"), {}, args, kwargs)
 
     def task(self, id: str, **task_fields: Any) -> Callable[..., Task]:
         """The same function as a task named ``id``, with these Task arguments over the decorator's."""
