@@ -53,6 +53,8 @@ def register(sub: Any) -> None:
     trig.add_argument("--conf", type=_conf, default=None, help="run configuration as a JSON object")
     trig.add_argument("--run-timeout", type=float, default=None, metavar="SECONDS",
                       help="this run's deadline in seconds from its start (overrides the DAG's run_timeout_seconds)")
+    trig.add_argument("--logical-date", metavar="TIME",
+                      help="the moment the run is for, ISO 8601 with an offset (default: now); its data interval")
     trig.add_argument("--wait", action="store_true", help="follow the run until it ends; exit 0 on success")
     rl = verb(runs, "list", "list runs, newest first: every DAG's, or one DAG's", runs_list,
               "GET /api/v2/runs", "GET /api/v2/dags/{dag_id}/runs")
@@ -109,6 +111,8 @@ def runs_trigger(args: argparse.Namespace, client: ClientSettings) -> int:
             body["run_id"] = args.run_id
         if args.run_timeout is not None:
             body["run_timeout_seconds"] = args.run_timeout  # the API validates it and names the field
+        if args.logical_date is not None:
+            body["logical_date"] = args.logical_date  # likewise
         run = api.request("POST", f"{dag_path(args.dag_id)}/runs", ok=(201,), json=body).json()
         print(f"{run['dag_id']}: triggered run {run['run_id']}", file=out, flush=True)
         code = 0
