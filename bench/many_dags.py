@@ -23,11 +23,25 @@ due runs set-based, 1,000 DAGs due at one minute waited 10.4 s for their runs an
    are the start of the scheduler step that wrote them — and, polled, when every DAG's run was
    first seen created and succeeded (the steps' commits); and the replica's CPU seconds meanwhile.
 
+With ``--idle N`` it also stores N DAGs none of which is due (``next_run_at`` in 2100), starts a
+replica, lets it settle for ``--idle-settle`` s and reports the leader's CPU over ``--idle-seconds``
+(per cent of one core: user + system from ``/proc``) and, on that replica, ``--list-requests``
+sequential ``GET /api/v2/dags?limit=100`` over one keep-alive connection after 20 warm-up requests
+(client-side p50/p99; bench/dag_list.py measures every filter). With ``--sync N`` it writes N DAG
+files (YAML, one ``kind: empty`` task each) and times ``leoflow dags sync`` of the directory
+against a replica on an empty database (one request, all or nothing), then checks that N DAGs
+are stored. With ``--airflow`` it runs bench/airflow_many_dags.py (Airflow 2.10.5, the same
+1,000 DAGs at one boundary) after the Leoflow sizes and sets the two side by side: Airflow's last
+run succeeded over Leoflow's, both after the boundary on each system's own timestamps.
+
 The host's load average (1, 5, 15 min) is part of the result: on a shared host the figures
-move with it. Targets (issue 45, 10,000 DAGs): every run queued by p99 < 1 s, succeeded < 3 s.
+move with it. Targets (issue 45): 10,000 DAGs due at one minute, every run queued by p99 < 1 s
+and succeeded < 3 s; 100,000 idle DAGs cost the leader < 5 % of a core; ``dags sync`` of 10,000
+files < 30 s; the list's p99 < 20 ms at 100,000 DAGs; Airflow at least 50x slower at 1,000.
 
     python bench/many_dags.py                       # 1,000 DAGs, two boundaries (~2.5 min)
     python bench/many_dags.py --dags 1000 10000     # both sizes (~6 min)
+    python bench/many_dags.py --dags 1000 10000 --idle 100000 --sync 10000 --airflow   # every row (~30 min)
 
 Prints one JSON object as the last line and saves a PNG (``--png``, default bench/many_dags.png):
 per size, the share of runs created and succeeded against the seconds after the boundary.
@@ -39,6 +53,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +67,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from bench.api import AUTH, database, replica, wait_for  # noqa: E402
+from bench.api import AUTH, TOKEN, database, replica, wait_for  # noqa: E402
 from bench.chain import refuse_below_one  # noqa: E402
 from bench.scheduler import percentile  # noqa: E402
 from leoflow.db import migrations  # noqa: E402
@@ -64,12 +79,14 @@ APPLY_BATCH = 500
 PARKED = datetime(2100, 1, 1, tzinfo=UTC)
 MAX_DAGS = 100_000
 POLL = 0.1
-TARGETS = {"queued_p99_s": 1.0, "succeeded_last_s": 3.0}
+TARGETS = {"queued_p99_s": 1.0, "succeeded_last_s": 3.0, "idle_cpu_percent": 5.0, "sync_s": 30.0,
+           "list_p99_ms": 20.0, "vs_airflow": 50.0}
+WARMUP = 20
 
 
-def spec(dag_id: str) -> dict[str, Any]:
+def spec(dag_id: str, start: datetime = PARKED) -> dict[str, Any]:
     return {"dag_id": dag_id, "schedule": "* * * * *", "catchup": False, "max_active_runs": 1,
-            "start_date": PARKED.isoformat(), "tasks": [{"id": "t", "kind": "empty"}]}
+            "start_date": start.isoformat(), "tasks": [{"id": "t", "kind": "empty"}]}
 
 
 def apply_dags(url: str, count: int, seed: str) -> float:
@@ -226,6 +243,95 @@ def one_size(args: argparse.Namespace, count: int) -> tuple[dict[str, Any], dict
             "apply_per_second": round(count / apply_seconds, 1), "boundaries": boundaries}, curves
 
 
+def idle(args: argparse.Namespace) -> dict[str, Any]:
+    """``args.idle`` DAGs stored, none due: the leader's CPU, and the DAG list's latency on it."""
+    home = Path(tempfile.mkdtemp(prefix="leoflow-bench-many-dags-idle-"))
+    with database(None) as url:
+        migrations.upgrade(url)
+        apply_seconds = apply_dags(url, args.idle, "sql")
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute("UPDATE dags SET next_run_at = %s WHERE dag_id LIKE 'many-%%'", (PARKED,))
+            db.execute("ANALYZE")
+        port = free_port()
+        env = {"LEOFLOW_EXECUTOR": args.executor, "LEOFLOW_HOME": str(home)}
+        with replica(url, port, env) as proc, httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            wait_for(lambda: http.get("/readyz").status_code == 200, "the replica to be ready")
+            wait_for(lambda: http.get("/api/v2/cluster/leader", headers=AUTH).status_code == 200, "a leader")
+            time.sleep(args.idle_settle)
+            load_before = os.getloadavg()
+            cpu_before, started = process_cpu_seconds(proc.pid), time.monotonic()
+            time.sleep(args.idle_seconds)
+            cpu = process_cpu_seconds(proc.pid) - cpu_before
+            wall = time.monotonic() - started
+            load_idle = os.getloadavg()
+            latencies = []
+            for i in range(WARMUP + args.list_requests):
+                began = time.perf_counter()
+                answer = http.get("/api/v2/dags", params={"limit": 100}, headers=AUTH)
+                if i >= WARMUP:
+                    latencies.append((time.perf_counter() - began) * 1000)
+                answer.raise_for_status()
+            items = len(answer.json()["items"])
+    latencies.sort()
+    return {"dags": args.idle, "apply_seconds": round(apply_seconds, 1), "seconds": round(wall, 1),
+            "leader_cpu_seconds": round(cpu, 2), "leader_cpu_percent": round(100 * cpu / wall, 2),
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in load_idle],
+            "list": {"requests": len(latencies), "items": items,
+                     "p50_ms": round(percentile(latencies, 0.5) or 0.0, 1),
+                     "p99_ms": round(percentile(latencies, 0.99) or 0.0, 1),
+                     "load_average_after": [round(x, 2) for x in os.getloadavg()]}}
+
+
+def sync(args: argparse.Namespace) -> dict[str, Any]:
+    """``leoflow dags sync`` of ``args.sync`` files against a replica on an empty database."""
+    import yaml
+
+    home = Path(tempfile.mkdtemp(prefix="leoflow-bench-many-dags-sync-"))
+    folder = home / "dags"
+    folder.mkdir()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(args.sync):
+        dag_id = f"sync-{i:06d}"
+        (folder / f"{dag_id}.yaml").write_text(yaml.safe_dump(spec(dag_id, start)))
+    with database(None) as url:
+        migrations.upgrade(url)
+        port = free_port()
+        env = {"LEOFLOW_EXECUTOR": args.executor, "LEOFLOW_HOME": str(home / "home")}
+        with replica(url, port, env), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            wait_for(lambda: http.get("/readyz").status_code == 200, "the replica to be ready")
+            load_before = os.getloadavg()
+            cli_env = {**{k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")},
+                       "LEOFLOW_URL": f"http://127.0.0.1:{port}", "LEOFLOW_TOKEN": TOKEN}
+            began = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "leoflow", "dags", "sync", str(folder), "-o", "json"],
+                                  env=cli_env, capture_output=True, text=True, timeout=args.timeout)
+            seconds = time.perf_counter() - began
+            with psycopg.connect(url, autocommit=True) as db:
+                row = db.execute("SELECT count(*) FROM dags WHERE dag_id LIKE 'sync-%%' AND NOT deleted").fetchone()
+    assert row is not None
+    return {"files": args.sync, "ok": done.returncode == 0 and row[0] == args.sync, "seconds": round(seconds, 1),
+            "dags_stored": int(row[0]), "error": done.stderr.strip()[-500:] if done.returncode else None,
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def vs_airflow(sizes: list[dict[str, Any]]) -> dict[str, Any]:
+    """bench/airflow_many_dags.py's 1,000 DAGs, beside this run's 1,000 (its best boundary)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "airflow_many_dags.py"), "--dags", "1000"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"ok": False, "error": done.stderr.strip()[-1000:]}
+    airflow = json.loads(done.stdout.strip().splitlines()[-1])
+    ours = next((s for s in sizes if s["dags"] == 1000), None)
+    leoflow_s = min((b["succeeded"]["last_s"] for b in ours["boundaries"] if b["all_succeeded"]),
+                    default=None) if ours else None
+    airflow_s = airflow["succeeded"]["last_s"]
+    return {"ok": True, "dags": 1000, "airflow": airflow, "leoflow_last_succeeded_s": leoflow_s,
+            "airflow_last_succeeded_s": airflow_s,
+            "ratio": round(airflow_s / leoflow_s, 1) if leoflow_s and airflow_s else None}
+
+
 def plot(curves: dict[str, dict[str, list[float]]], png: Path) -> None:
     import matplotlib
 
@@ -261,8 +367,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds after the boundary to give up")
     parser.add_argument("--database-url", help="use this (empty) database instead of a private embedded one")
     parser.add_argument("--png", type=Path, default=ROOT / "bench" / "many_dags.png")
+    parser.add_argument("--idle", type=int, default=0, help="also: this many DAGs stored, none due (0: skip)")
+    parser.add_argument("--idle-settle", type=float, default=15.0, help="seconds before the idle CPU is measured")
+    parser.add_argument("--idle-seconds", type=float, default=60.0, help="seconds the idle CPU is measured over")
+    parser.add_argument("--list-requests", type=int, default=500, help="DAG list requests timed with --idle")
+    parser.add_argument("--sync", type=int, default=0, help="also: dags sync of this many files (0: skip)")
+    parser.add_argument("--airflow", action="store_true",
+                        help="also: bench/airflow_many_dags.py's 1,000 DAGs, side by side with --dags 1000")
     args = parser.parse_args(argv)
-    refuse_below_one(parser, args, ("slack", "timeout", "boundaries"))
+    refuse_below_one(parser, args, ("slack", "timeout", "boundaries", "idle_seconds", "list_requests"))
+    if not 0 <= args.idle <= MAX_DAGS or not 0 <= args.sync <= MAX_DAGS:
+        parser.error(f"--idle and --sync: 0..{MAX_DAGS:,}")
+    if args.airflow and 1000 not in args.dags:
+        parser.error("--airflow compares with --dags 1000: include that size")
     if any(n < 1 or n > MAX_DAGS for n in args.dags):
         parser.error(f"--dags: each size must be 1..{MAX_DAGS:,}")
     if args.database_url and len(args.dags) > 1:
@@ -281,13 +398,24 @@ def main() -> int:
     plot(curves, args.png)
     largest = sizes[-1]
     last = largest["boundaries"][-1]
-    print(json.dumps({"benchmark": "many_dags", "executor": args.executor, "cpus": os.cpu_count(), "sizes": sizes,
-                      "targets": {f"{largest['dags']}_dags_queued_p99<1s":
-                                  (last["created"]["p99_s"] or 0) < TARGETS["queued_p99_s"],
-                                  f"{largest['dags']}_dags_succeeded_last<3s":
-                                  last["all_succeeded"] and last["slot_skipped"] == 0
-                                  and (last["polled_all_succeeded_s"] or 0) < TARGETS["succeeded_last_s"]},
-                      "png": str(args.png)}))
+    targets: dict[str, bool] = {
+        f"{largest['dags']}_dags_queued_p99<1s": (last["created"]["p99_s"] or 0) < TARGETS["queued_p99_s"],
+        f"{largest['dags']}_dags_succeeded_last<3s": last["all_succeeded"] and last["slot_skipped"] == 0
+        and (last["polled_all_succeeded_s"] or 0) < TARGETS["succeeded_last_s"]}
+    out: dict[str, Any] = {"benchmark": "many_dags", "executor": args.executor, "cpus": os.cpu_count(),
+                           "sizes": sizes}
+    if args.idle:
+        out["idle"] = idle(args)
+        idle_cpu = out["idle"]["leader_cpu_percent"]
+        targets[f"{args.idle}_idle_dags_leader_cpu<5%"] = idle_cpu < TARGETS["idle_cpu_percent"]
+        targets[f"list_at_{args.idle}_dags_p99<20ms"] = out["idle"]["list"]["p99_ms"] < TARGETS["list_p99_ms"]
+    if args.sync:
+        out["sync"] = sync(args)
+        targets[f"sync_{args.sync}_files<30s"] = out["sync"]["ok"] and out["sync"]["seconds"] < TARGETS["sync_s"]
+    if args.airflow:
+        out["vs_airflow"] = vs_airflow(sizes)
+        targets["1000_dags_vs_airflow>=50x"] = (out["vs_airflow"].get("ratio") or 0) >= TARGETS["vs_airflow"]
+    print(json.dumps({**out, "targets": targets, "png": str(args.png)}))
     return 0
 
 
