@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.output import emitted, short, table
-from leoflow.cli.verbs import check_limit, noun, verb
-from leoflow.client.api import Api
+from leoflow.cli.verbs import check_limit, connect, noun, verb
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings
@@ -21,16 +21,17 @@ def register(sub: Any) -> None:
     alist.add_argument("--limit", type=int, default=50, help="most to show (default 50)")
 
 
-def _status_times(event: dict[str, Any]) -> str:
+def _status_times(event: Any) -> str:
     """``403 x1000`` for a token's counted refusals (one event per route and hour), else the status."""
     count = int(event.get("count", 1))
     return f"{event['status']} x{count}" if count > 1 else str(event["status"])
 
 
 def audit_list(args: argparse.Namespace, client: ClientSettings) -> int:
-    params = {"actor": args.actor, "dag_id": args.dag_id}
-    with Api(client) as api:
-        items = api.pages("/api/v2/audit", {k: v for k, v in params.items() if v}, limit=check_limit(args.limit))
+    limit = check_limit(args.limit)
+    with connect(client) as api:
+        items = list(islice(api.iter_audit_events(actor=args.actor or None, dag_id=args.dag_id or None,
+                                                  page_size=min(500, limit)), limit))
     if not emitted(args, items):
         table([[short(e["ts"]), e["actor"], e["method"], e["path"], _status_times(e), e["remote_addr"] or "-"]
                for e in items], ["TIME", "WHO", "METHOD", "PATH", "STATUS", "FROM"])

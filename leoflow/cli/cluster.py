@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.output import emitted, short, table
-from leoflow.cli.verbs import check_limit, noun, verb
-from leoflow.client.api import Api
+from leoflow.cli.verbs import check_limit, connect, noun, verb
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings
@@ -24,8 +24,8 @@ def register(sub: Any) -> None:
 
 
 def cluster_leader(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        leader = api.json("GET", "/api/v2/cluster/leader")
+    with connect(client) as api:
+        leader = api.current_leader()
     if not emitted(args, leader):
         print(f"leader:   {leader['node_id']} (term {leader['term']}, since {short(leader['since'])})")
         if leader.get("api_url"):
@@ -34,8 +34,8 @@ def cluster_leader(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def cluster_nodes(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        nodes = api.json("GET", "/api/v2/cluster/nodes")["items"]
+    with connect(client) as api:
+        nodes = api.cluster_nodes().items
     if not emitted(args, nodes):
         table([[n["node_id"], n["state"], "yes" if n["is_leader"] else "", n["version"] or "-", short(n["last_seen"]),
                 n["api_url"] or "-"] for n in nodes], ["NODE", "STATE", "LEADER", "VERSION", "LAST SEEN", "API"])
@@ -43,8 +43,9 @@ def cluster_nodes(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def cluster_events(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        events = api.pages("/api/v2/cluster/events", limit=check_limit(args.limit))
+    limit = check_limit(args.limit)
+    with connect(client) as api:
+        events = list(islice(api.iter_cluster_events(page_size=min(500, limit)), limit))
     if not emitted(args, events):
         table([[short(e["ts"]), e["kind"], e["node_id"] or "-", "-" if e["term"] is None else str(e["term"]),
                 json.dumps(e["details"]) if e["details"] else ""] for e in events],

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.output import emitted, short, table
-from leoflow.cli.verbs import check_limit, noun, verb
-from leoflow.client.api import Api
+from leoflow.cli.verbs import check_limit, connect, noun, verb
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings
@@ -26,10 +26,10 @@ def register(sub: Any) -> None:
 
 
 def notifications_list(args: argparse.Namespace, client: ClientSettings) -> int:
-    params = {"dag_id": args.dag_id, "run_id": args.run_id, "state": args.state}
-    with Api(client) as api:
-        items = api.pages("/api/v2/notifications", {k: v for k, v in params.items() if v},
-                          limit=check_limit(args.limit))
+    limit = check_limit(args.limit)
+    with connect(client) as api:
+        items = list(islice(api.iter_notifications(dag_id=args.dag_id or None, run_id=args.run_id or None,
+                                                   state=args.state or None, page_size=min(500, limit)), limit))
     if not emitted(args, items):
         table([[str(n["id"]), short(n["created_at"]), n["event"], f"{n['dag_id']}/{n['run_id']}", n["target"],
                 n["state"], str(n["attempts"]), n["last_error"] or ""] for n in items],
@@ -38,8 +38,8 @@ def notifications_list(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def notifications_retry(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        n = api.json("POST", f"/api/v2/notifications/{args.notification_id}/retry")
+    with connect(client) as api:
+        n = api.retry_notification(args.notification_id)
     if not emitted(args, n):
         print(f"notification {n['id']}: {n['state']}, next attempt {short(n['next_attempt_at'])}")
     return 0

@@ -50,9 +50,18 @@ def for_scripts(args: argparse.Namespace) -> bool:
     return getattr(args, "output", "table") in ("json", "yaml")
 
 
+def plain(value: Any) -> Any:
+    """``value`` with the typed client's results (:class:`leoflow.client.results.Model`) as the JSON they wrap."""
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    to_dict = getattr(value, "to_dict", None)
+    return to_dict() if callable(to_dict) else value
+
+
 def emitted(args: argparse.Namespace, value: Any) -> bool:
     """Print ``value`` as JSON or YAML when the verb was asked to; whether it did."""
     output = getattr(args, "output", "table")
+    value = plain(value)
     if output == "json":
         print_json(value)
     elif output == "yaml":

@@ -12,8 +12,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.output import emitted, short, table
-from leoflow.cli.verbs import noun, verb
-from leoflow.client.api import Api, q
+from leoflow.cli.verbs import connect, noun, verb
 
 if TYPE_CHECKING:
     from leoflow.settings import ClientSettings
@@ -40,7 +39,7 @@ def register(sub: Any) -> None:
     delete.add_argument("name", metavar="POOL")
 
 
-def line(p: dict[str, Any]) -> str:
+def line(p: Any) -> str:
     kind = " (built in: LEOFLOW_PARALLELISM)" if p["builtin"] else " (missing: tasks name it, it does not exist)" \
         if p["missing"] else ""
     return (f"{p['name']}: {p['occupied_slots']}/{p['slots']} slots in use ({p['running_slots']} running, "
@@ -48,8 +47,8 @@ def line(p: dict[str, Any]) -> str:
 
 
 def pools_list(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        items = api.json("GET", "/api/v2/pools")["items"]
+    with connect(client) as api:
+        items = api.list_pools().items
     if emitted(args, items):
         return 0
     table([[p["name"], str(p["slots"]), str(p["occupied_slots"]), str(p["open_slots"]), str(p["waiting_tasks"]),
@@ -59,8 +58,8 @@ def pools_list(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def pools_show(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        p = api.json("GET", f"/api/v2/pools/{q(args.name)}")
+    with connect(client) as api:
+        p = api.get_pool(args.name)
     if emitted(args, p):
         return 0
     print(line(p))
@@ -72,30 +71,24 @@ def pools_show(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def pools_create(args: argparse.Namespace, client: ClientSettings) -> int:
-    body: dict[str, Any] = {"name": args.name, "slots": args.slots}
-    if args.description is not None:
-        body["description"] = args.description
-    with Api(client) as api:
-        p = api.request("POST", "/api/v2/pools", ok=(201,), json=body).json()
+    with connect(client) as api:
+        p = api.create_pool(name=args.name, slots=args.slots, description=args.description)
     if not emitted(args, p):
         print(f"created {line(p)}")
     return 0
 
 
 def pools_resize(args: argparse.Namespace, client: ClientSettings) -> int:
-    body: dict[str, Any] = {"slots": args.slots}
-    if args.description is not None:
-        body["description"] = args.description
-    with Api(client) as api:
-        p = api.json("PATCH", f"/api/v2/pools/{q(args.name)}", json=body)
+    with connect(client) as api:
+        p = api.resize_pool(args.name, slots=args.slots, description=args.description)
     if not emitted(args, p):
         print(f"resized {line(p)}")
     return 0
 
 
 def pools_delete(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        api.request("DELETE", f"/api/v2/pools/{q(args.name)}", ok=(204,))
+    with connect(client) as api:
+        api.delete_pool(args.name)
     if not emitted(args, {"name": args.name, "deleted": True}):
         print(f"deleted pool {args.name}")
     return 0

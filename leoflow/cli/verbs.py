@@ -6,15 +6,20 @@ error, caught when any command line is parsed. A client verb declares the API op
 calls (``"GET /api/v2/dags"``); ``tests/cli/test_completeness.py`` walks the OpenAPI document
 and fails when an operation has no verb, and runs every verb against a live server to check the
 declarations are true. Handlers receive the parsed arguments and only
-:class:`~leoflow.settings.ClientSettings` (see :mod:`leoflow.cli.main`).
+:class:`~leoflow.settings.ClientSettings` (see :mod:`leoflow.cli.main`), and speak to the API
+through the typed client (:func:`connect`), the one a script uses.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.output import add_output, usage
+
+if TYPE_CHECKING:
+    from leoflow.client.typed import Client
+    from leoflow.settings import ClientSettings
 
 
 def noun(sub: Any, name: str, help: str) -> Any:
@@ -35,6 +40,17 @@ def verb(verbs: Any, name: str, help: str, handler: Any, *operations: str, outpu
     if output:
         add_output(parser)
     return parser
+
+
+def connect(client: ClientSettings) -> Client:
+    """The typed API client for a verb, configured as the verb was (URL, token of the stored login or standalone).
+
+    Without the client's own retries (``retries=0``): a verb says at once what the API answered,
+    and the verbs that follow something ride out outages themselves (:mod:`leoflow.client.waiting`).
+    """
+    from leoflow.client.typed import Client
+
+    return Client(endpoint=client, retries=0)
 
 
 def check_limit(value: int) -> int:

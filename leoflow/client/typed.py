@@ -21,7 +21,6 @@ which costs more than a CLI verb's whole start-up); :class:`AsyncClient` uses
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
@@ -63,6 +62,8 @@ def endpoint_from_environment(url: str | None = None, token: str | None = None,
 
 
 def _pause(backoff: float, attempt: int) -> float:
+    import random  # only when a call is retried
+
     base = min(MAX_BACKOFF, backoff * 2.0 ** attempt)
     return base * (1 + random.uniform(-0.25, 0.25))
 
