@@ -237,12 +237,28 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
     return 0
 
 
+#: Most seconds ``--timeout`` grants one file: an hour is far past any file that only builds specs.
+MAX_RENDER_TIMEOUT = 3600.0
+
+
+def _render_timeout(value: float | None) -> float:
+    """``--timeout``: seconds in (0, 3600], else a usage error naming the flag."""
+    from leoflow.sdk.render import DEFAULT_TIMEOUT
+
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if not 0 < value <= MAX_RENDER_TIMEOUT:  # NaN fails this too
+        usage(f"--timeout must be more than 0 and at most {MAX_RENDER_TIMEOUT:g} seconds, got {value:g}")
+    return value
+
+
 def _render_python(root: Path, timeout: float | None) -> list[Rendered]:
     """Every ``*.py`` DAG file under ``root`` rendered (a few at a time, each in its own child process)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from leoflow.sdk.render import DEFAULT_TIMEOUT, PARALLEL, python_files, render_file
+    from leoflow.sdk.render import PARALLEL, python_files, render_file
 
+    seconds = _render_timeout(timeout)
     try:
         found = python_files(root)
     except (OSError, ValueError) as exc:
@@ -251,16 +267,21 @@ def _render_python(root: Path, timeout: float | None) -> list[Rendered]:
         return []
     base = root if root.is_dir() else root.parent
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        return list(pool.map(lambda item: render_file(item[1], item[0], root=base,
-                                                      timeout=timeout or DEFAULT_TIMEOUT), found))
+        return list(pool.map(lambda item: render_file(item[1], item[0], root=base, timeout=seconds), found))
 
 
 def dags_render(args: argparse.Namespace, client: ClientSettings) -> int:
     """Print the specs of Python DAG files; every problem of every file on stderr (exit 1), nothing printed then."""
     from leoflow.model.files.yaml_loader import dump_yaml
-    from leoflow.sdk.render import DEFAULT_TIMEOUT, FileProblem, render_file
+    from leoflow.sdk.render import FileProblem, render_file
 
-    results = [render_file(Path(name), name, timeout=args.timeout or DEFAULT_TIMEOUT) for name in args.files]
+    seconds = _render_timeout(args.timeout)
+    for name in args.files:
+        if not name.endswith(".py"):
+            usage(f"{name}: render takes Python DAG files (*.py); YAML files are specs already")
+        if not Path(name).is_file():
+            usage(f"{name}: no such file")
+    results = [render_file(Path(name), name, timeout=seconds) for name in args.files]
     problems = [p for r in results for p in r.problems]
     for result in results:
         if not result.problems and not result.dags:

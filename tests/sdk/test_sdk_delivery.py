@@ -112,3 +112,20 @@ def test_the_sdk_imports_nothing_of_the_server() -> None:
               and m != "leoflow"]
     assert server == [], server
     assert "leoflow.model.spec.dag" in loaded  # validated by the server's own validator, imported as a pure model
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--timeout", "-1"], "--timeout must be more than 0 and at most 3600 seconds, got -1"),
+    (["--timeout", "nan"], "--timeout must be more than 0 and at most 3600 seconds, got nan"),
+    (["--timeout", "3601"], "--timeout must be more than 0 and at most 3600 seconds, got 3601"),
+])
+def test_bad_render_arguments_are_usage_errors_naming_the_flag_or_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -> None:
+    path = write(tmp_path, {"etl.py": GOOD}) / "etl.py"
+    assert cli(capsys, "dags", "render", str(path), *argv) == (2, [], [f"leoflow: error: {expected}"])
+    assert cli(capsys, "dags", "sync", str(tmp_path), *argv) == (2, [], [f"leoflow: error: {expected}"])
+    yaml_file = write(tmp_path, {"etl.yaml": "dag_id: x\n"}) / "etl.yaml"
+    assert cli(capsys, "dags", "render", str(yaml_file))[2] == [
+        f"leoflow: error: {yaml_file}: render takes Python DAG files (*.py); YAML files are specs already"]
+    assert cli(capsys, "dags", "render", str(tmp_path / "missing.py"))[2] == [
+        f"leoflow: error: {tmp_path / 'missing.py'}: no such file"]
