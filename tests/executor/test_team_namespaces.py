@@ -7,6 +7,7 @@ stays in the cluster's namespace.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -169,5 +170,35 @@ def test_a_team_added_while_leading_is_watched_before_its_first_pod(settings: Se
         delta = [r for r in fake_k8s.requests if r["namespace"] == "team-delta"]
         listed = min(r["seq"] for r in delta if r["verb"] == "list")
         assert listed < create and any(r["verb"] == "watch" for r in delta)
+
+    run(s, body)
+
+
+def test_a_410_relists_only_its_own_namespace(settings: Settings, fake_k8s: FakeKubernetes, tmp_path: Path) -> None:
+    from tests.harness.fake_k8s import Fault
+
+    s = team_settings(settings, tmp_path)
+
+    async def body(engine: AsyncEngine) -> None:
+        [b] = await seed_tries(engine, 1, dag="beta-etl")
+        rec = Recorder(engine)
+        rec.track([b])
+        # Watches end every second (so one soon meets the fault); no periodic resync lists meanwhile.
+        ex = KubernetesExecutor(s, resync_interval=300, watch_timeout=1, create_deadline=20.0, delete_grace=0)
+        await ex.start(LeaderContext(1, s, Database(engine)), rec)
+        fake_k8s.inject(Fault("watch", code=410, message="too old resource version"))
+        deadline = asyncio.get_running_loop().time() + 10
+        while not [r for r in fake_k8s.requests if r.get("fault")]:
+            assert asyncio.get_running_loop().time() < deadline, "no watch met the fault"
+            await asyncio.sleep(0.05)
+        [expired] = [r for r in fake_k8s.requests if r.get("fault")]
+        while not [r for r in fake_k8s.requests if r["verb"] == "list" and r["seq"] > expired["seq"]]:
+            assert asyncio.get_running_loop().time() < deadline, "the expired namespace was not listed again"
+            await asyncio.sleep(0.05)
+        await ex.submit(b.launch(["sh", "-c", "echo after"], term=1))  # every watch still follows its pods
+        assert (await rec.wait_final(b.key)).state == "success"
+        await ex.stop()
+        relists = {r["namespace"] for r in fake_k8s.requests if r["verb"] == "list" and r["seq"] > expired["seq"]}
+        assert relists == {expired["namespace"]}
 
     run(s, body)
