@@ -50,6 +50,9 @@ from bench.scheduler import percentile  # noqa: E402
 from bench.vs_airflow import Airflow, query, wait_for  # noqa: E402
 from leoflow.standalone.embedded import EmbeddedPostgres, free_port  # noqa: E402
 
+#: Seconds between every DAG serialized and parsed and the statement that unpauses them.
+SETTLE = 10.0
+
 
 def dag_file(count: int) -> str:
     return textwrap.dedent(f'''
@@ -87,7 +90,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             start(airflow, args.dags, args.parse_timeout)
             parsed_s = time.monotonic() - started
             try:
-                boundary = set_boundary(airflow.db_url, args.slack)
+                time.sleep(SETTLE)  # the DAG processor's last commits
+                boundary = set_boundary(airflow.db_url, args.dags, args.slack)
                 return {**watch(airflow, boundary, args), "parse_and_serialize_s": round(parsed_s, 1),
                         "load_average_before": [round(x, 2) for x in load_before],
                         "load_average_after": [round(x, 2) for x in os.getloadavg()]}
@@ -113,15 +117,16 @@ def start(airflow: Airflow, count: int, timeout: float) -> None:
 
     def serialized() -> bool:
         try:
-            rows = query(airflow.db_url, "SELECT count(*) FROM serialized_dag WHERE dag_id LIKE 'many%%'")
+            rows = query(airflow.db_url, "SELECT (SELECT count(*) FROM serialized_dag WHERE dag_id LIKE 'many%%'), "
+                         "(SELECT count(*) FROM dag WHERE dag_id LIKE 'many%%' AND last_parsed_time IS NOT NULL)")
         except psycopg.Error:
             return False
-        return bool(rows[0][0] >= count)
+        return bool(rows[0][0] >= count and rows[0][1] >= count)
 
     wait_for(serialized, timeout, f"Airflow to parse and serialize {count} DAGs")
 
 
-def set_boundary(db_url: str, slack: float) -> datetime:
+def set_boundary(db_url: str, count: int, slack: float) -> datetime:
     """The next minute boundary at least ``slack`` s ahead (database clock) as every DAG's next
     interval's end, and the DAGs unpaused, in one statement: what bench/many_dags.py does to
     Leoflow's ``next_run_at`` (the DAGs' runs before it would only load the boundary's step)."""
@@ -130,10 +135,12 @@ def set_boundary(db_url: str, slack: float) -> datetime:
                          (slack,)).fetchone()
         assert row is not None
         boundary: datetime = row[0]
-        db.execute("""UPDATE dag SET is_paused = false, next_dagrun = %(b)s - interval '1 minute',
-                          next_dagrun_data_interval_start = %(b)s - interval '1 minute',
-                          next_dagrun_data_interval_end = %(b)s, next_dagrun_create_after = %(b)s
-                      WHERE dag_id LIKE 'many%%'""", {"b": boundary})
+        done = db.execute("""UPDATE dag SET is_paused = false, next_dagrun = %(b)s - interval '1 minute',
+                                 next_dagrun_data_interval_start = %(b)s - interval '1 minute',
+                                 next_dagrun_data_interval_end = %(b)s, next_dagrun_create_after = %(b)s
+                             WHERE dag_id LIKE 'many%%'""", {"b": boundary})
+        if done.rowcount != count:
+            raise RuntimeError(f"unpaused {done.rowcount} of {count} Airflow DAGs")
     return boundary
 
 
@@ -149,7 +156,7 @@ def watch(airflow: Airflow, boundary: datetime, args: argparse.Namespace) -> dic
     rows = query(airflow.db_url, """
         SELECT extract(epoch FROM queued_at - %(b)s), extract(epoch FROM start_date - %(b)s),
                extract(epoch FROM end_date - %(b)s)
-        FROM dag_run WHERE data_interval_end = %(b)s""", {"b": boundary})  # type: ignore[arg-type]
+        FROM dag_run WHERE data_interval_end = %(b)s""", {"b": boundary})
     out: dict[str, Any] = {}
     for i, name in enumerate(("created", "started", "succeeded")):
         values = sorted(float(r[i]) for r in rows if r[i] is not None)
