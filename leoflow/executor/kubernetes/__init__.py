@@ -6,7 +6,8 @@
   pod's status means; :mod:`.pod_render` — the pod body from the spec's pod fields, the
   templates and the restricted defaults, checked before it is sent;
 - :mod:`.create` — how a try's pod comes to exist (fenced, batched, retried, adopted on 409);
-- :mod:`.executor` — the executor itself: reconcile, watch, resync, kill;
+- :mod:`.placement` — where a try's pod runs: its team's namespace, service account and template;
+- :mod:`.executor` — the executor itself: reconcile, one watch per namespace, resync, kill;
 - :mod:`.gc` — leader-only garbage collection of finished pods;
 - :mod:`.logs` — the log shipper every replica runs;
 - :mod:`.live_logs` — running pods' output for every replica's API (a bounded tail).
