@@ -54,6 +54,8 @@ RETRY_CAP = 30.0
 GIVE_UP_AFTER = 600.0
 #: Seconds between looks at a running try's output.
 POLL_INTERVAL = 1.0
+#: A chunk being compressed: its bytes and where it ends (None: nothing there to take).
+Pending = asyncio.Future[tuple[bytes, int] | None]
 
 
 class ArchiveAbandoned(Exception):
@@ -124,33 +126,49 @@ class LogArchiver:
     async def ship(self, task_try_id: int, container: str, path: Path, archived: int, *, partial: bool) -> int:
         """Archive ``path`` from byte ``archived`` in whole chunks (and the last, smaller one if ``partial``).
 
-        Returns where the archive ends now (read back from the index when another writer moved it).
+        Two chunks are in flight at most: the next one is compressed (in a worker thread) while the
+        current one is uploaded and indexed, so the upload never waits for the CPU nor the CPU for
+        the network. Indexing stays in order. Returns where the archive ends now (read back from
+        the index when another writer moved it).
         """
         size = _size(path)
-        while archived < size:
-            if not partial and size - archived < self.chunk_bytes:
-                break
-            end = min(size, archived + self.chunk_bytes)
-            data = await asyncio.to_thread(_compress_range, path, archived, end)
-            if data is None:  # the file shrank or vanished: nothing more to take from it
-                break
-            compressed, end = data
-            key = chunk_key(self.cluster, task_try_id, container, archived)
-            await self.store.put(key, compressed)
-            async with self.db.transaction() as conn:
-                appended = await archive_store.append_chunk(conn, task_try_id, container, start=archived, end=end,
-                                                            stored_bytes=len(compressed), object_key=key)
-                if not appended:
-                    current = await archive_store.open_log(conn, task_try_id, container)
-            if not appended:
+        upcoming = self._compress(path, archived, size, partial)
+        try:
+            while upcoming is not None:
+                data = await upcoming
+                upcoming = None
+                if data is None:  # the file shrank or vanished: nothing more to take from it
+                    break
+                compressed, end = data
+                upcoming = self._compress(path, end, size, partial)
+                key = chunk_key(self.cluster, task_try_id, container, archived)
+                await self.store.put(key, compressed)
+                async with self.db.transaction() as conn:
+                    appended = await archive_store.append_chunk(conn, task_try_id, container, start=archived,
+                                                                end=end, stored_bytes=len(compressed), object_key=key)
+                    if not appended:
+                        current = await archive_store.open_log(conn, task_try_id, container)
+                if appended:
+                    ARCHIVED_OBJECTS.inc()
+                    ARCHIVED_BYTES.inc(end - archived)
+                    archived = end
+                    continue
+                # Another writer moved the archive's end: carry on from where the index says.
+                await _discard(upcoming)
                 if current.complete:
                     return current.size_bytes
                 archived = current.size_bytes
-                continue
-            ARCHIVED_OBJECTS.inc()
-            ARCHIVED_BYTES.inc(end - archived)
-            archived = end
+                upcoming = self._compress(path, archived, size, partial)
+        finally:
+            await _discard(upcoming)
         return archived
+
+    def _compress(self, path: Path, start: int, size: int, partial: bool) -> Pending | None:
+        """The next chunk from ``start``, compressing in a worker thread; None when there is none to take."""
+        if start >= size or (not partial and size - start < self.chunk_bytes):
+            return None
+        end = min(size, start + self.chunk_bytes)
+        return asyncio.ensure_future(asyncio.to_thread(_compress_range, path, start, end))
 
     async def _resume(self, task_try_id: int, container: str, ended: asyncio.Event) -> int | None:
         """Where the archive ends (None: it is complete already); waits out a database outage."""
@@ -210,6 +228,12 @@ def _compress_range(path: Path, start: int, end: int) -> tuple[bytes, int] | Non
     if packer.raw_bytes == 0:
         return None
     return packer.finish(), start + packer.raw_bytes
+
+
+async def _discard(upcoming: Pending | None) -> None:
+    """Let a chunk being compressed finish and drop it (a worker thread cannot be interrupted)."""
+    if upcoming is not None:
+        await asyncio.wait({upcoming})
 
 
 async def _wait(event: asyncio.Event, seconds: float) -> None:
