@@ -1,4 +1,4 @@
-"""``leoflow tasks ...``: task instances — list, show, mark, their logs (``--follow``: live) and outputs.
+"""``leoflow tasks ...``: task instances — list, show, mark, approve, reject, their logs and outputs.
 
 ``tasks list DAG RUN`` prints a run's task instances in the DAG's order (upstreams first, as
 the dashboard shows them), not alphabetically; without RUN it lists task instances of every run
@@ -12,6 +12,9 @@ A mapped task (``map_over``) is one row of ``tasks list`` with its instances cou
 (and ``runs clear --task T``) take ``--map-index N`` for one instance. Without it ``show`` sums
 the task up, ``outputs`` prints each output as the list of its instances' values (as its
 downstream reads them), and ``logs`` asks for an index (the API's 400 says so).
+
+``tasks approve|reject DAG RUN TASK [-m COMMENT]`` decides a task waiting for an approval
+(``wait_for: [{approval: …}]``); ``tasks show`` lists what a waiting task waits for.
 """
 
 from __future__ import annotations
@@ -77,6 +80,14 @@ def register(sub: Any) -> None:
     mark.add_argument("task_id", metavar="TASK")
     mark.add_argument("state", choices=("success", "failed"))
     _map_index_argument(mark)
+    for decision, helps in (("approve", "approve a task waiting for an approval: it runs"),
+                            ("reject", "reject a task waiting for an approval: it fails with the comment")):
+        gate = verb(tasks, decision, helps, tasks_decide, f"POST {TASK}/{{task_id}}/approval")
+        gate.add_argument("dag_id", metavar="DAG")
+        gate.add_argument("run_id", metavar="RUN")
+        gate.add_argument("task_id", metavar="TASK")
+        gate.add_argument("-m", "--comment", default="", help="why (stored with the decision and audited)")
+        gate.set_defaults(decision=decision)
 
 
 def _map_index_argument(parser: Any) -> None:
@@ -155,6 +166,11 @@ def tasks_show(args: argparse.Namespace, client: ClientSettings) -> int:
     table([[str(t["try_number"]), t["state"], short(t["started_at"]), short(t["ended_at"]),
             "-" if t["exit_code"] is None else str(t["exit_code"]), t["executor_ref"] or "-", t["reason"] or ""]
            for t in ti["tries"]], ["TRY", "STATE", "STARTED", "ENDED", "EXIT", "WHERE", "REASON"])
+    if ti.get("waiting_for"):
+        print()
+        print("waiting for:")
+        for wait in ti["waiting_for"]:
+            print(f"  [{wait['state']}] {wait['reason']}" + (f" — {wait['failure']}" if wait.get("failure") else ""))
     if ti.get("outputs"):
         print()
         print("outputs:")
@@ -241,6 +257,18 @@ def _archived_logs(args: argparse.Namespace, client: ClientSettings, path: str, 
                                  follow=args.follow, outage_tolerance=FOLLOW_OUTAGE_TOLERANCE)
         except KeyboardInterrupt:
             return 130
+
+
+def tasks_decide(args: argparse.Namespace, client: ClientSettings) -> int:
+    """``tasks approve|reject``: the decision is recorded at once; the leader applies it in its next step."""
+    path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/approval"
+    with Api(client) as api:
+        answer = api.json("POST", path, json={"decision": args.decision, "comment": args.comment})
+    if emitted(args, answer):
+        return 0
+    done = "approved" if args.decision == "approve" else "rejected"
+    print(f"{args.dag_id}: run {args.run_id} task {args.task_id} {done} by {answer['decided_by']}")
+    return 0
 
 
 def tasks_mark(args: argparse.Namespace, client: ClientSettings) -> int:

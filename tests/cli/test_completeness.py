@@ -110,6 +110,7 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("tasks list", ["etl", "r1"]), ("tasks list", ["--state", "success"]),
     ("tasks show", ["etl", "r1", "extract"]), ("tasks logs", ["etl", "r1", "extract"]),
     ("tasks outputs", ["etl", "r1", "extract"]),
+    ("tasks approve", ["etl", "r9", "gate1"]), ("tasks reject", ["etl", "r9", "gate2", "-m", "not today"]),
     ("dags backfill", ["etl", "--start", "2026-03-01", "--end", "2026-03-01T03:00:00Z"]),
     ("backfills list", ["etl"]), ("backfills show", ["etl", "1"]), ("backfills cancel", ["etl", "1"]),
     ("dags backfill", ["etl", "--start", "2026-03-02", "--end", "2026-03-02T03:00:00Z", "--wait"]),
@@ -160,6 +161,14 @@ def _seed(url: str) -> None:
         conn.execute("UPDATE dag_runs SET state = 'success', ended_at = now() WHERE run_id = 'r1'")
         conn.execute("INSERT INTO notifications (run_pk, dag_id, run_id, event, target, payload, give_up_at) "
                      "SELECT id, dag_id, run_id, 'success', 'default', '{}', now() FROM dag_runs WHERE run_id = 'r1'")
+        # A run whose two tasks wait for an approval (tasks approve, tasks reject).
+        conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state) "
+                     "SELECT dag_id, 'r9', current_version_id, 'manual', 'running' FROM dags WHERE dag_id = 'etl'")
+    for gate in ("gate1", "gate2"):
+        seed_task(url, "etl", "r9", gate, state="waiting")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO task_waits (task_instance_id, position, dag_id, kind) "
+                     "SELECT id, 0, 'etl', 'approval' FROM task_instances WHERE state = 'waiting'")
 
 
 def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
