@@ -226,6 +226,34 @@ def _dataset_cases() -> list[Case]:
     ]
 
 
+def _schedule_cases() -> list[Case]:
+    start = "2026-01-01T00:00:00Z"
+    return [
+        spec_case(limits.SCHEDULE_CRONS, "20 crons", dag(schedule=[f"{m} * * * *" for m in range(20)]), None),
+        spec_case(limits.SCHEDULE_CRONS, "21 crons", dag(schedule=[f"{m} * * * *" for m in range(21)]), "schedule",
+                  words="21"),
+        spec_case(limits.SCHEDULE_EVERY, "every 60 s", dag(schedule={"every": 60}), None),
+        spec_case(limits.SCHEDULE_EVERY, "every 59 s", dag(schedule={"every": "59s"}), "schedule.every"),
+        spec_case(limits.SCHEDULE_EVERY, "every 366 days", dag(schedule={"every": "366d"}), None),
+        spec_case(limits.SCHEDULE_EVERY, "every 366 days and a second", dag(schedule={"every": "366d1s"}),
+                  "schedule.every"),
+        spec_case(limits.END_DATE, "end_date a second after start_date",
+                  dag(schedule="@hourly", start_date=start, end_date="2026-01-01T00:00:01Z"), None),
+        spec_case(limits.END_DATE, "end_date at start_date", dag(schedule="@hourly", start_date=start, end_date=start),
+                  "end_date", words="after start_date"),
+        spec_case(limits.END_DATE, "end_date in 2200", dag(end_date="2200-01-01T00:00:00Z"), "end_date"),
+        spec_case(limits.STARTING_DEADLINE, "deadline of 366 days",
+                  dag(schedule="@daily", starting_deadline_seconds=366 * 86_400), None),
+        spec_case(limits.STARTING_DEADLINE, "deadline of 0", dag(schedule="@daily", starting_deadline_seconds=0),
+                  "starting_deadline_seconds"),
+        run_case(limits.LOGICAL_DATE, "logical_date in 1970", {"logical_date": "1970-01-01T00:00:00Z"}, None),
+        run_case(limits.LOGICAL_DATE, "logical_date in 1969", {"logical_date": "1969-12-31T23:59:59Z"},
+                 "logical_date"),
+        run_case(limits.LOGICAL_DATE, "logical_date in 2200", {"logical_date": "2200-01-01T00:00:00Z"},
+                 "logical_date"),
+    ]
+
+
 CASES: list[Case] = [
     spec_case(limits.DAG_ID, "dag_id 50", dag(dag_id="d" * 50), None),
     spec_case(limits.DAG_ID, "dag_id 51", dag(dag_id="d" * 51), "dag_id"),
@@ -469,6 +497,7 @@ CASES: list[Case] = [
     *_access_cases(),
     *_oidc_cases(),
     *_dataset_cases(),
+    *_schedule_cases(),
 ]
 
 
