@@ -254,9 +254,7 @@ def _render_timeout(value: float | None) -> float:
 
 def _render_python(root: Path, timeout: float | None) -> list[Rendered]:
     """Every ``*.py`` DAG file under ``root`` rendered (a few at a time, each in its own child process)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from leoflow.sdk.render import PARALLEL, python_files, render_file
+    from leoflow.sdk.render import python_files, render_files
 
     seconds = _render_timeout(timeout)
     try:
@@ -265,15 +263,13 @@ def _render_python(root: Path, timeout: float | None) -> list[Rendered]:
         raise ClientError(f"{root}: cannot read the Python DAG files ({exc})") from None
     if not found:
         return []
-    base = root if root.is_dir() else root.parent
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        return list(pool.map(lambda item: render_file(item[1], item[0], root=base, timeout=seconds), found))
+    return render_files(found, root=root if root.is_dir() else root.parent, timeout=seconds)
 
 
 def dags_render(args: argparse.Namespace, client: ClientSettings) -> int:
     """Print the specs of Python DAG files; every problem of every file on stderr (exit 1), nothing printed then."""
     from leoflow.model.files.yaml_loader import dump_yaml
-    from leoflow.sdk.render import FileProblem, render_file
+    from leoflow.sdk.render import FileProblem, render_files
 
     seconds = _render_timeout(args.timeout)
     for name in args.files:
@@ -281,7 +277,7 @@ def dags_render(args: argparse.Namespace, client: ClientSettings) -> int:
             usage(f"{name}: render takes Python DAG files (*.py); YAML files are specs already")
         if not Path(name).is_file():
             usage(f"{name}: no such file")
-    results = [render_file(Path(name), name, timeout=seconds) for name in args.files]
+    results = render_files([(name, Path(name)) for name in args.files], root=Path.cwd(), timeout=seconds)
     problems = [p for r in results for p in r.problems]
     for result in results:
         if not result.problems and not result.dags:

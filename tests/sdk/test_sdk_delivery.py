@@ -129,3 +129,26 @@ def test_bad_render_arguments_are_usage_errors_naming_the_flag_or_file(
         f"leoflow: error: {yaml_file}: render takes Python DAG files (*.py); YAML files are specs already"]
     assert cli(capsys, "dags", "render", str(tmp_path / "missing.py"))[2] == [
         f"leoflow: error: {tmp_path / 'missing.py'}: no such file"]
+
+
+def test_many_files_render_in_forked_children_each_isolated_and_under_its_own_deadline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = {"a_good.py": GOOD, "b_loop.py": "import time\nwhile True:\n    time.sleep(0.01)\n",
+             "c_print.py": "import os\nos.write(1, b'raw')\n", "d_raise.py": "import json\njson.loads('{')\n",
+             # A module-level side effect of one file is not seen by the next (each child starts afresh).
+             "e_state.py": "import leoflow.sdk.dag as d\nassert not d.made_dags(), 'leaked'\n"
+                           "from leoflow.sdk import DAG, Task\nwith DAG('e'):\n    Task('t', image='x')\n"}
+    write(tmp_path, files)
+    code, out, err = cli(capsys, "dags", "render", *(str(tmp_path / n) for n in files), "--timeout", "3")
+    assert (code, out) == (1, [])
+    shown = [e.replace(str(tmp_path) + "/", "") for e in err]
+    assert shown == [
+        "leoflow: error: b_loop.py:3: did not finish within 3 s (a loop, or waiting on the network?): "
+        "nothing was rendered",
+        "leoflow: error: c_print.py: wrote to standard output (render prints the specs there): b'raw'; "
+        "log to sys.stderr instead",
+        "leoflow: error: d_raise.py:2: raised JSONDecodeError: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)",
+    ]
+    code, out, err = cli(capsys, "dags", "render", str(tmp_path / "a_good.py"), str(tmp_path / "e_state.py"))
+    assert (code, err) == (0, []) and out.count("---") == 2  # etl-eu, etl-us, e
