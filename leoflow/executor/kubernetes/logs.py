@@ -21,6 +21,10 @@ Logs never block each other:
   unavailable with the reason (``task_tries.logs_unavailable``; the API shows it) and count as
   settled, so garbage collection proceeds instead of waiting forever while pods pile up.
 
+With a log archive (``LEOFLOW_LOG_ARCHIVE_URL``), the whole log of **every container** of the pod —
+init containers and sidecars too — is archived before the tail is stored (:func:`archive_pod_logs`):
+after the pod ended, while it still exists, so its garbage collection waits for it.
+
 A pod that no longer exists (404) or whose container never started (400) is settled at once with
 a one-line note instead of logs. Logs read while the database is away (a restart, a partition)
 are kept and their store retried; a replica that dies mid-read stops renewing its claim, so
@@ -32,7 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db.connection.database import Connection, Database
@@ -41,9 +47,11 @@ from leoflow.db.stores.task_logs import ShippingClaim
 from leoflow.errors import DatabaseError
 from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
 from leoflow.executor.kubernetes.kube_client import LOG_READ_TIMEOUT, KubernetesApi
+from leoflow.executor.log_archive import LogArchiver
 from leoflow.executor.log_tail import CappedOutput, cap_tail
 from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
 from leoflow.settings import Settings
+from leoflow.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +65,10 @@ RENEWALS_PER_CLAIM = 3
 #: the claim, so a short outage costs no second read; if the claim lapsed meanwhile and another
 #: replica stored the same log first, the late store writes the same log again (never a shorter one).
 STORE_RETRY_SECONDS = 150.0
+#: Seconds a finished pod's log archive keeps retrying a failing storage before the tail is stored
+#: anyway (the archive stays incomplete): shorter than a claim renewed a few times, so a storage
+#: outage delays a pod's garbage collection by a minute, not forever.
+ARCHIVE_GIVE_UP = 60.0
 
 
 async def fetch_pod_logs(api: KubernetesApi, pod_name: str, max_bytes: int, *,
@@ -79,6 +91,39 @@ async def fetch_pod_logs(api: KubernetesApi, pod_name: str, max_bytes: int, *,
     return CappedOutput(capped.text, size > max_bytes, size)
 
 
+async def archive_pod_logs(archiver: LogArchiver, api: KubernetesApi, task_try_id: int, pod: str) -> None:
+    """Archive the whole log of every container of ``pod`` (init containers and sidecars too).
+
+    Each log is streamed from the API server into a spool file (never held in memory), then
+    shipped by the archiver, which resumes where the index ends: a replica that died mid-way left
+    a claim that lapses, and the next one archives what is missing, once. A container whose log
+    cannot be read is skipped (logged); the tail in PostgreSQL is stored either way.
+    """
+    try:
+        spec = await api.get_pod(pod)
+    except KubernetesError as err:
+        log.warning("cannot list the pod's containers to archive their logs", extra={"pod": pod, "error": str(err)})
+        return
+    if spec is None:
+        return
+    containers = [c["name"] for group in ("initContainers", "containers")
+                  for c in (spec.get("spec", {}).get(group) or [])]
+    ended = asyncio.Event()
+    ended.set()
+    with tempfile.TemporaryDirectory(prefix="leoflow-log-spool-") as spool:
+        for name in containers:
+            path = Path(spool) / f"{name}.log"
+            try:
+                with path.open("wb") as sink:
+                    await api.copy_log(pod, name, sink)
+            except (KubernetesError, OSError) as err:
+                log.warning("cannot read a container's log to archive it",
+                            extra={"pod": pod, "container": name, "error": str(err)[:300]})
+                continue
+            await archiver.follow_file(task_try_id, name, path, ended)
+            path.unlink()
+
+
 async def store_pod_logs(db: Database, task_try_id: int, logs: CappedOutput) -> None:
     """Store a try's final logs (and mark them shipped) in one short transaction."""
     async with db.transaction() as conn:
@@ -93,7 +138,8 @@ class PodLogShipper:
 
     def __init__(self, *, interval: float = 2.0, batch: int = 20, concurrency: int = 4,
                  api: KubernetesApi | None = None, backoff_base: float = 2.0, backoff_cap: float = 60.0,
-                 store_retry_base: float = 0.5, claim_seconds: float = CLAIM_SECONDS) -> None:
+                 store_retry_base: float = 0.5, claim_seconds: float = CLAIM_SECONDS,
+                 archive_give_up: float = ARCHIVE_GIVE_UP) -> None:
         self.interval = interval
         self.claim_seconds = claim_seconds
         self.store_retry_base = store_retry_base
@@ -102,6 +148,9 @@ class PodLogShipper:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self._api = api
+        #: Seconds a pod's archive keeps retrying a failing storage before its tail is stored anyway.
+        self.archive_give_up = archive_give_up
+        self._archive_store: ObjectStore | None = None
 
     async def run(self, settings: Settings, db: Database) -> None:
         api = self._api or KubernetesApi(settings, concurrency=self.concurrency)
@@ -158,9 +207,25 @@ class PodLogShipper:
             except KubernetesError as err:
                 await cancel_and_wait(keeper)
                 return await self._failed(settings, db, claim, err)
+            archiver = self._log_archiver(settings, db)
+            if archiver is not None:
+                await archive_pod_logs(archiver, api, record.task_try_id, record.executor_ref)
             return await self._store(db, claim, logs)
         finally:
             await cancel_and_wait(keeper)
+
+    def _log_archiver(self, settings: Settings, db: Database) -> LogArchiver | None:
+        config = settings.log_archive
+        if config.active_url is None:
+            return None
+        if self._archive_store is None:
+            try:
+                self._archive_store = ObjectStore(config.active_url, timeout=config.timeout)
+            except (ValueError, OSError) as exc:
+                log.error("the log archive cannot be used; pod logs are kept in the database only",
+                          extra={"error": str(exc)[:300]})
+                return None
+        return LogArchiver(self._archive_store, db, settings.cluster.name, give_up_after=self.archive_give_up)
 
     async def _keep_claim(self, db: Database, claim: ShippingClaim) -> None:
         """Renew the claim :data:`RENEWALS_PER_CLAIM` times a claim until cancelled (a lease: see the module)."""
