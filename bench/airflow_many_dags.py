@@ -84,6 +84,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "1200",
                         "AIRFLOW__CORE__DAG_FILE_PROCESSOR_TIMEOUT": "1200"}
             airflow = Airflow(args.workdir, pg.create_database("airflow"), settings)
+            airflow.venv = args.venv  # shared with bench/vs_airflow.py: one install
             airflow.install()
             load_before = os.getloadavg()
             started = time.monotonic()
@@ -178,7 +179,10 @@ def main() -> int:
     parser.add_argument("--slack", type=float, default=5.0,
                         help="least seconds between unpausing the DAGs and the boundary (default 5)")
     parser.add_argument("--timeout", type=float, default=1_800.0, help="seconds after the boundary to give up")
-    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".work" / "vs_airflow")
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".work" / "airflow_many_dags",
+                        help="Airflow's home goes here (its own, so a vs_airflow run beside it keeps its DAG folder)")
+    parser.add_argument("--venv", type=Path, default=ROOT / "bench" / ".work" / "vs_airflow" / "airflow-venv",
+                        help="Airflow's virtualenv (bench/vs_airflow.py's, created there if missing)")
     args = parser.parse_args()
     if not 1 <= args.dags <= 10_000 or args.create_per_loop < 1:
         parser.error("--dags must be 1..10,000 and --create-per-loop at least 1")
