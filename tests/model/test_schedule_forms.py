@@ -135,6 +135,23 @@ def test_a_dst_zone_fires_on_wall_clock_time_and_the_interval_follows() -> None:
     assert previous_fire("30 3 * * *", "Europe/Berlin", after) == before  # a 23-hour interval, as the wall clock
 
 
+def test_the_autumn_change_does_not_run_a_daily_cron_twice() -> None:
+    """Berlin, 2026-10-25: 02:30 local happens twice (00:30Z in summer time, 01:30Z in winter time).
+    ``30 2 * * *`` runs once that day (croniter alone fires in both passes); a cron with ``*`` hours
+    runs on real time, in both."""
+    first = next_fire_after("30 2 * * *", "Europe/Berlin", datetime(2026, 10, 24, 12, tzinfo=UTC))
+    assert first == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
+    assert next_fire_after("30 2 * * *", "Europe/Berlin", first) == datetime(2026, 10, 26, 1, 30, tzinfo=UTC)
+    assert previous_fire("30 2 * * *", "Europe/Berlin", datetime(2026, 10, 26, 1, 30, tzinfo=UTC)) == first
+    plan = plan_scheduled_runs("30 2 * * *", "Europe/Berlin", catchup=True, next_run_at=first,
+                               now=datetime(2026, 10, 26, 2, tzinfo=UTC), limit=50)
+    assert plan.logical_dates == (first, datetime(2026, 10, 26, 1, 30, tzinfo=UTC))
+    half_hours = [datetime(2026, 10, 25, 0, 0, tzinfo=UTC)]
+    for _ in range(4):
+        half_hours.append(next_fire_after("*/30 * * * *", "Europe/Berlin", half_hours[-1]))
+    assert [h.minute + 60 * h.hour for h in half_hours] == [0, 30, 60, 90, 120]
+
+
 def test_the_tick_planner_keys_on_end_date_and_deadline_too() -> None:
     planner = TickPlanner(T0 + timedelta(hours=2), 50)
     plain = planner.plan("@hourly", "UTC", catchup=True, next_run_at=T0)

@@ -14,8 +14,9 @@ run's **data interval** ends at its logical date and starts at the fire time bef
 calls the *start* of the interval the logical date and runs it at the end, the most asked-about
 confusion of its scheduler; here the date a run is named after is the moment it is for). The
 schedule forms (lists of crons, ``@once``, ``every:``) are :mod:`leoflow.model.spec.schedules.forms`;
-all are evaluated in the DAG's time zone, so ``0 2 * * *`` in a zone with daylight saving time
-fires once a day on wall-clock time, as croniter resolves the missing and the repeated hour.
+all are evaluated in the DAG's time zone, so ``30 2 * * *`` in a zone with daylight saving time
+fires once a day on wall-clock time: on the spring change at the first moment after the missing
+hour, on the autumn change in the first pass of the repeated hour only (:func:`_repeated`).
 
 A tick plans every due DAG, and real installs put hundreds or thousands of them on the same
 expression (``0 0 * * *``) at the same last fire: :class:`TickPlanner` plans each distinct
@@ -130,13 +131,39 @@ def _crons(schedule: str) -> tuple[str, ...]:
     return timetable.crons
 
 
+def _repeated(expression: str, fire: datetime) -> bool:
+    """A fire in the second pass of a wall-clock hour the clocks went back over, of a cron that names
+    its hours: ``30 2 * * *`` means once a day, so the second 02:30 of the autumn change is not a
+    slot (Vixie cron and Airflow agree; croniter alone fires twice). A cron whose hour is ``*`` fires
+    in both passes: ``*/30 * * * *`` means every half hour of real time."""
+    if expression.split()[1] == "*":
+        return False
+    zone = fire.tzinfo
+    local = fire.astimezone(UTC).astimezone(zone)
+    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
+
+
+def _next_cron(expression: str, local: datetime) -> datetime:
+    fire = next_fire(expression, local)
+    while _repeated(expression, fire):  # at most the fires of one repeated hour
+        fire = next_fire(expression, fire)
+    return fire
+
+
+def _previous_cron(expression: str, local: datetime) -> datetime:
+    fire = previous_cron_fire(expression, local)
+    while _repeated(expression, fire):
+        fire = previous_cron_fire(expression, fire)
+    return fire
+
+
 def next_fire_at_or_after(schedule: str, timezone: str, moment: datetime) -> datetime:
     """The first fire time ``>= moment`` (of any of the crons, evaluated in ``timezone``), in UTC."""
     every = decode(schedule).every
     if every is not None:
         return every.at_or_after(moment)
     local = moment.astimezone(ZoneInfo(timezone)) - timedelta(microseconds=1)
-    return min(next_fire(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
+    return min(_next_cron(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
 
 
 def next_fire_after(schedule: str, timezone: str, moment: datetime) -> datetime:
@@ -145,7 +172,7 @@ def next_fire_after(schedule: str, timezone: str, moment: datetime) -> datetime:
     if every is not None:
         return every.after(moment)
     local = moment.astimezone(ZoneInfo(timezone))
-    return min(next_fire(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
+    return min(_next_cron(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
 
 
 def last_fire_at_or_before(schedule: str, timezone: str, moment: datetime) -> datetime:
@@ -154,7 +181,7 @@ def last_fire_at_or_before(schedule: str, timezone: str, moment: datetime) -> da
     if every is not None:
         return every.at_or_before(moment)
     local = moment.astimezone(ZoneInfo(timezone)) + timedelta(microseconds=1)
-    return max(previous_cron_fire(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
+    return max(_previous_cron(cron_expression(c), local) for c in _crons(schedule)).astimezone(UTC)
 
 
 def previous_fire(schedule: str, timezone: str, moment: datetime) -> datetime:
