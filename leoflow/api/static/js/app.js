@@ -9,6 +9,7 @@ import auditPage from "./pages/audit.js";
 import clusterPage from "./pages/cluster.js";
 import dagPage from "./pages/dag.js";
 import dagsPage from "./pages/dags.js";
+import datasetsPage from "./pages/datasets.js";
 import logsPage from "./pages/logs.js";
 import poolsPage from "./pages/pools.js";
 import runPage from "./pages/run.js";
@@ -24,6 +25,7 @@ const ROUTES = [
   [/^\/dags$/, dagsPage, "dags"],
   [/^\/audit$/, auditPage, "audit"],
   [/^\/pools$/, poolsPage, "pools"],
+  [/^\/datasets$/, datasetsPage, "datasets"],
   [/^\/tokens$/, tokensPage, "tokens"],
   [/^\/dags\/([^/]+)$/, dagPage, "dags", ["dagId"]],
   [/^\/dags\/([^/]+)\/runs\/([^/]+)$/, runPage, "dags", ["dagId", "runId"]],
