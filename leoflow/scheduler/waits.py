@@ -29,15 +29,20 @@ task ran does (its try number moved on).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 
 from leoflow.db.stores.task_instances.transitions import ReadyTask
 from leoflow.db.stores.waits import scheduling as wait_store
 from leoflow.db.stores.waits.scheduling import ToPark
+from leoflow.metrics import waits as wait_metrics
 from leoflow.model.spec.dag import TaskSpec
 from leoflow.scheduler.step import Step
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two refreshes of the per-DAG wait gauges (one grouped read of the waiting rows).
+GAUGE_INTERVAL = 30.0
 
 
 async def hold_waiting(step: Step, runnable: list[tuple[ReadyTask, TaskSpec]]) -> list[tuple[ReadyTask, TaskSpec]]:
@@ -93,6 +98,7 @@ class WaitChecker:
         self.watching = True
         #: A full page of due waits was judged: more may be due behind it.
         self.more = False
+        self._next_gauges = 0.0
 
     def runs_ended(self, dag_ids: Iterable[str]) -> bool:
         """Runs of ``dag_ids`` ended (committed): True if a wait may care (the caller pokes the loop)."""
@@ -107,6 +113,9 @@ class WaitChecker:
         ids = await wait_store.due_task_instances(step.conn, self.batch_size)
         self.more = len(ids) >= self.batch_size
         self.watching = bool(ids) or await wait_store.watching(step.conn)
+        if time.monotonic() >= self._next_gauges:
+            self._next_gauges = time.monotonic() + GAUGE_INTERVAL
+            wait_metrics.publish(await wait_store.pending_by_dag(step.conn) if self.watching else {})
         return ids
 
     async def apply(self, step: Step, ti_ids: Sequence[int]) -> None:

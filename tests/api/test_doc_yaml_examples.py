@@ -94,12 +94,24 @@ def test_yaml_example_applies(docs_client: httpx.Client, example: Example) -> No
         _store_cluster_templates(api_client)
     dag_id = "doc-" + re.sub(r"[^a-z0-9]+", "-", example.where.lower()).strip("-")[-40:]
     document = as_dag(load_yaml(example.text), dag_id)
+    _apply_waited_dags(api_client, document)
     # The body is the example's own text when it is a whole DAG, so the server reads what the reader wrote.
     whole = "tasks" in load_yaml(example.text) and "dag_id" in load_yaml(example.text)
     body = example.text if whole else dump_yaml(document)
     answer = api_client.post("/api/v2/dags", content=body.encode(),
                              headers={**ADMIN, "Content-Type": "application/yaml"})
     assert answer.status_code in (200, 201), f"{example.where}: {answer.text[:500]}"
+
+
+def _apply_waited_dags(client: httpx.Client, document: dict[str, Any]) -> None:
+    """The DAGs an example's ``wait_for`` names must exist (a 422 at apply otherwise): stand-ins first."""
+    for task in [*document.get("tasks", []), *document.get("on_exit", [])]:
+        waits = task.get("wait_for") if isinstance(task, dict) else None
+        for wait in waits if isinstance(waits, list) else [waits] if isinstance(waits, dict) else []:
+            other = wait.get("dag") if isinstance(wait, dict) else None
+            if isinstance(other, str) and other != document["dag_id"]:
+                answer = client.post("/api/v2/dags", json={"dag_id": other, "tasks": [_TASK]}, headers=ADMIN)
+                assert answer.status_code in (200, 201), answer.text[:500]
 
 
 def _store_cluster_templates(client: httpx.Client) -> None:

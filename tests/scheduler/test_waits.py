@@ -279,3 +279,26 @@ def test_exactly_one_consumer_launch_when_the_leader_changes_after_the_producers
             assert (state, tries) == ("queued", 1) and launched(old, "report", "r") == 0
 
     asyncio.run(main())
+
+
+def test_the_leader_publishes_waiting_tasks_per_dag(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from leoflow.metrics import waits as wait_metrics
+    from leoflow.scheduler import waits as scheduler_waits
+
+    monkeypatch.setattr(scheduler_waits, "GAUGE_INTERVAL", 0.0)
+
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, consumer("gated", {"approval": {}}))
+            await trigger(st.engine, "gated")
+            await trigger(st.engine, "gated")
+            await st.tick(periodic=True)
+            await st.tick(periodic=True)
+            assert wait_metrics.PENDING.labels(dag_id="gated")._value.get() == 2
+            assert wait_metrics.OLDEST.labels(dag_id="gated")._value.get() >= 0
+            await st.sql("UPDATE task_waits SET timeout_at = now(), check_at = now()")
+            await st.tick(periodic=True)
+            await st.tick(periodic=True)
+            assert "gated" not in {s.labels.get("dag_id") for m in wait_metrics.PENDING.collect() for s in m.samples}
+
+    asyncio.run(main())

@@ -259,3 +259,12 @@ async def watching(conn: AsyncConnection) -> bool:
     """Does any task wait? (Runs that end are then worth remembering; one probe of ``ix_task_waits_due``.)"""
     return bool((await conn.execute(text(
         "SELECT EXISTS (SELECT 1 FROM task_waits WHERE state = 'waiting')"))).scalar_one())
+
+
+async def pending_by_dag(conn: AsyncConnection) -> dict[str, tuple[int, float]]:
+    """Per DAG: task instances waiting and the oldest wait in seconds (the leader's gauges)."""
+    rows = await conn.execute(text("""
+        SELECT dag_id, count(DISTINCT task_instance_id) AS n, extract(epoch FROM now() - min(created_at)) AS oldest
+        FROM task_waits WHERE state = 'waiting' GROUP BY dag_id
+    """))
+    return {r.dag_id: (int(r.n), float(r.oldest)) for r in rows}
