@@ -22,6 +22,7 @@ from leoflow.executor.log_archive import LogArchiver
 from leoflow.storage.objects import ObjectStore
 from tests.api.conftest import ADMIN, READ, READ_TOKEN, api_settings, seed_task, spec
 from tests.api.live import client_for
+from tests.harness.s3_server import S3Server
 
 LOGS = "/api/v2/dags/etl/runs/r1/tasks/extract/logs"
 CHUNK = 10_000
@@ -163,3 +164,22 @@ def test_the_cli_names_a_container_that_has_no_archive(client: httpx.Client, dat
     out, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and out == b""
     assert b"no archived log of container 'istio-proxy' (archived: task)" in err
+
+
+def test_a_bucket_that_cannot_be_read_is_a_503_with_the_reason(database_url: str, s3_env: S3Server, bucket: str,
+                                                               tmp_path: Path) -> None:
+    url = f"s3://{bucket}/archive"
+    settings = api_settings(database_url, LEOFLOW_LOG_ARCHIVE_URL=url)
+    with client_for(create_app(settings)) as http:
+        http.post("/api/v2/dags", json=spec(), headers=ADMIN).raise_for_status()
+        http.post("/api/v2/dags/etl/runs", json={"run_id": "r1"}, headers=ADMIN).raise_for_status()
+        seed_task(database_url, "etl", "r1", "extract", state="success", tries=[{"log": "the tail\n"}])
+        log = tmp_path / "output.log"
+        log.write_bytes(b"archived\n")
+        archive(database_url, url, log)
+        assert http.get(LOGS, params={"tail": 100}, headers=READ).text == "archived\n"
+        s3_env.delete_bucket(bucket)
+        answer = http.get(LOGS, params={"tail": 100}, headers=READ)
+        assert answer.status_code == 503 and "the log archive cannot be read right now" in answer.text
+        assert "the bucket does not exist" in answer.text
+        assert http.get(LOGS, headers=READ).text == "the tail\n"  # the stored tail always remains

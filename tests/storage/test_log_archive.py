@@ -9,7 +9,9 @@ retry, never the log.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from leoflow.db.stores.log_archive import index as archive_store
 from leoflow.executor.log_archive import LogArchiver
 from leoflow.metrics.log_archive import ARCHIVE_FAILURES
 from leoflow.settings import Settings
-from leoflow.storage.log_chunks import chunk_key, decompress
+from leoflow.storage.log_chunks import CHUNK_BYTES, chunk_key, decompress
 from leoflow.storage.objects import ObjectStore
 from tests.executor.world import run_with_term, seed_tries
 from tests.harness.s3_server import S3Server
@@ -174,5 +176,38 @@ def test_chunk_boundaries(settings: Settings, tmp_path: Path, size: int) -> None
         final = await state(engine, t.task_try_id)
         assert final.complete and final.size_bytes == size and final.chunks == -(-size // CHUNK)
         assert await archived_bytes(store, engine, t.task_try_id) == log.read_bytes()
+
+    run_with_term(settings, body, pool_size=4)
+
+
+def test_a_100_mb_line_is_archived_whole_with_bounded_memory(settings: Settings, tmp_path: Path) -> None:
+    """One line of 100 MB (no newline at all): chunks cut it anywhere, memory stays at about two chunks."""
+    log = tmp_path / "output.log"
+    with log.open("wb") as f:
+        for _ in range(100):
+            f.write(os.urandom(512 * 1024).hex().encode())  # 1 MB of hex, no newline
+    size = log.stat().st_size
+
+    async def body(engine: AsyncEngine) -> None:
+        [t] = await seed_tries(engine, 1)
+        store = ObjectStore((tmp_path / "archive").as_uri())
+        ended = asyncio.Event()
+        ended.set()
+        tracemalloc.start()
+        try:
+            await asyncio.wait_for(LogArchiver(store, Database(engine), "default").follow_file(
+                t.task_try_id, "task", log, ended), 300)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 5 * CHUNK_BYTES, f"peak Python allocations {peak / 1e6:.1f} MB for a {size / 1e6:.0f} MB line"
+        final = await state(engine, t.task_try_id)
+        assert final.complete and final.size_bytes == size and final.chunks == -(-size // CHUNK_BYTES)
+        digest = hashlib.sha256()
+        async with engine.connect() as conn:
+            chunks = await archive_store.chunks_between(conn, t.task_try_id, "task", 0, 2**62)
+        for chunk in chunks:
+            digest.update(decompress(await store.get(chunk.object_key)))
+        assert digest.hexdigest() == hashlib.sha256(log.read_bytes()).hexdigest()
 
     run_with_term(settings, body, pool_size=4)

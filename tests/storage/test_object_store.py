@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
+from leoflow.errors import SettingsError
+from leoflow.settings import load_settings
+from leoflow.standalone.config import standalone_settings
 from leoflow.storage.objects import ObjectMissing, ObjectStore, StorageRefused, StorageUnavailable
 from tests.harness.s3_server import HangingEndpoint, S3Server, aws_environment
 
@@ -66,3 +70,30 @@ def test_an_archive_url_with_credentials_or_no_bucket_is_refused() -> None:
                          ("file://relative/dir", "absolute path")):
         with pytest.raises(ValueError, match=problem):
             ObjectStore(url)
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ("http://bucket/x", "must be off or start with"), ("s3://", "names no bucket"),
+    ("file://relative/dir", "absolute path"), ("s3://AKIA:hunter2@bucket/x", "must not carry credentials"),
+    ("s3://bucket/x?secret=hunter2", "must not carry credentials"), ("s3://b/" + "x" * 1100, "at most 1024"),
+])
+def test_a_bad_archive_url_is_a_settings_error_naming_the_variable_without_echoing_it(value: str,
+                                                                                      problem: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"LEOFLOW_DATABASE_URL": "postgresql://u@h/db", "LEOFLOW_LOG_ARCHIVE_URL": value})
+    message = str(caught.value)
+    assert message.startswith("LEOFLOW_LOG_ARCHIVE_URL: ") and problem in message
+    assert "hunter2" not in message
+
+
+def test_off_and_unset_mean_no_archive_and_standalone_archives_under_its_home(tmp_path: Path) -> None:
+    base = {"LEOFLOW_DATABASE_URL": "postgresql://u@h/db", "LEOFLOW_HOME": str(tmp_path)}
+    assert load_settings(base).log_archive.active_url is None
+    off = load_settings({**base, "LEOFLOW_LOG_ARCHIVE_URL": "off"})
+    assert off.log_archive.active_url is None
+    standalone = standalone_settings(load_settings(base), database_url="postgresql://u@h/db", host="127.0.0.1",
+                                     port=8080, admin_token=None)
+    assert standalone.log_archive.active_url == (tmp_path / "log-archive").as_uri()
+    kept_off = standalone_settings(off, database_url="postgresql://u@h/db", host="127.0.0.1", port=8080,
+                                   admin_token=None)
+    assert kept_off.log_archive.active_url is None
