@@ -200,8 +200,9 @@ files in one request, all or nothing. **vs Airflow**: bench/airflow_many_dags.py
 with the LocalExecutor on the same host and PostgreSQL build, the same 1,000 DAGs (`EmptyOperator`)
 unpaused with their next interval ending at one boundary, its defaults but the idle sleep (0.05 s):
 `max_dagruns_to_create_per_loop` stays 10. `ratio` is Airflow's last run succeeded after the
-boundary over Leoflow's best boundary at 1,000 DAGs. Every figure carries the load average of the
-shared 2-core host it was taken at."""
+boundary (its `end_date`) over the moment a poll first saw every Leoflow run succeeded, at its best
+boundary of 1,000 DAGs (the runs' own timestamps are the start of the step that wrote them). Every
+figure carries the load average of the shared 2-core host it was taken at."""
 NOTES = {"chaos": CHAOS_NOTE, "vs_airflow_chain": CHAIN_NOTE, "many_dags": MANY_DAGS_NOTE}
 
 def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
