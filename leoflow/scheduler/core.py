@@ -169,6 +169,8 @@ class SchedulerCore:
         if step.dataset_events or step.dataset_runs:
             dataset_metrics.EVENTS.labels(source="task").inc(step.dataset_events)
             dataset_metrics.TRIGGERED_RUNS.inc(step.dataset_runs)
+            dataset_metrics.count_dags(step.dataset_events_by_dag, step.dataset_runs_by_dag,
+                                       max_dags=self.ctx.settings.notify.metrics_max_dags)
         count(step.faults)
         for run in step.finished:
             metrics.RUNS_FINISHED.labels(state=run.state).inc()

@@ -61,4 +61,5 @@ async def trigger_dataset_runs(step: Step, dag_ids: Sequence[str]) -> int:
     if runs:
         log.info("dataset-triggered runs created", extra={"runs": created, "dag_ids": [r.dag_id for r in runs][:20]})
     step.dataset_runs += created
+    step.dataset_runs_by_dag.update(r.dag_id for r in runs)
     return created

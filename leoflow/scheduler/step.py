@@ -119,6 +119,9 @@ class Step:
     #: Dataset events recorded by producing tasks' successes; runs dataset events triggered.
     dataset_events: int = 0
     dataset_runs: int = 0
+    #: The same by DAG: the producing DAG's events, the consuming DAG's runs (per-DAG metrics).
+    dataset_events_by_dag: Counter[str] = field(default_factory=Counter)
+    dataset_runs_by_dag: Counter[str] = field(default_factory=Counter)
     #: Look for tries to kill before the commit (timeouts, failed entities, the periodic check).
     kill_check: bool = False
     #: Queues the tasks an upstream's success makes ready in the write that counts it, when
@@ -176,6 +179,7 @@ class Step:
                 task = graphs[row.version_id].tasks.get(row.task_id)
                 if task is not None and task.produces:
                     produced += [Produced(row.id, t.try_number, uri) for uri in task.produces]
+                    self.dataset_events_by_dag[row.dag_id] += len(task.produces)
             if t.new_state in FINAL:
                 self.touch([row.run_pk])
                 ended.append(Ended(row.run_pk, row.version_id, row.task_id, t.new_state))

@@ -302,3 +302,37 @@ def test_the_last_events_extra_reaches_the_run_and_its_tasks(settings: Settings)
             assert by_uri[ORDERS]["events"] == 2 and "extra" not in by_uri[CUSTOMERS]
 
     asyncio.run(main())
+
+
+def _sample(name: str, dag_id: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, {"dag_id": dag_id}) or 0.0
+
+
+def test_per_dag_metrics_count_the_producers_events_and_the_consumers_runs(settings: Settings) -> None:
+    events, runs = "leoflow_dag_dataset_events_total", "leoflow_dag_dataset_triggered_runs_total"
+
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, {"dag_id": "m-ingest", "tasks": [container("load", produces=[ORDERS, CUSTOMERS])]})
+            await apply(st.engine, consumer("m-report", "all", ORDERS, CUSTOMERS))
+            run_id = await trigger(st.engine, "m-ingest")
+            await st.tick(periodic=True)
+            st.finish("m-ingest", run_id, "load")
+            await st.tick()
+            await st.tick(periodic=True)
+            assert len(await dataset_runs(st.engine, "m-report")) == 1
+
+    before = (_sample(events, "m-ingest"), _sample(runs, "m-report"))
+    asyncio.run(main())
+    assert (_sample(events, "m-ingest") - before[0], _sample(runs, "m-report") - before[1]) == (2.0, 1.0)
+
+
+def test_per_dag_dataset_metrics_fold_dags_beyond_the_limit_into_other() -> None:
+    from leoflow.metrics import datasets as dataset_metrics
+
+    before = _sample("leoflow_dag_dataset_triggered_runs_total", "_other")
+    dataset_metrics.count_dags({}, {"m-beyond-the-limit": 3}, max_dags=0)
+    assert _sample("leoflow_dag_dataset_triggered_runs_total", "_other") - before == 3.0
+    assert _sample("leoflow_dag_dataset_triggered_runs_total", "m-beyond-the-limit") == 0.0
