@@ -155,9 +155,9 @@ def watch(airflow: Airflow, boundary: datetime, args: argparse.Namespace) -> dic
     wait_for(done, args.timeout, f"Airflow's {args.dags} runs of the boundary")
     polled = (datetime.now(UTC) - boundary).total_seconds()
     rows = query(airflow.db_url, """
-        SELECT extract(epoch FROM queued_at - %(b)s), extract(epoch FROM start_date - %(b)s),
-               extract(epoch FROM end_date - %(b)s)
-        FROM dag_run WHERE data_interval_end = %(b)s""", {"b": boundary})
+        SELECT extract(epoch FROM queued_at - %s), extract(epoch FROM start_date - %s),
+               extract(epoch FROM end_date - %s)
+        FROM dag_run WHERE data_interval_end = %s""", boundary, boundary, boundary, boundary)
     out: dict[str, Any] = {}
     for i, name in enumerate(("created", "started", "succeeded")):
         values = sorted(float(r[i]) for r in rows if r[i] is not None)
