@@ -307,6 +307,18 @@ def test_log_page_follows_a_running_try_until_its_log_is_complete(
     expect(status).to_have_attribute("data-live", "false", timeout=RUN_TIMEOUT_MS)
     expect(page.get_by_test_id("try-tab-1").locator(".badge")).to_have_attribute("data-state", "success",
                                                                                 timeout=RUN_TIMEOUT_MS)
+    # Standalone archives every log (file:// under its home): the process's archived log is a tab of its own.
+    page.get_by_test_id("container-tab-task").click(timeout=RUN_TIMEOUT_MS)
+    expect(status).to_have_attribute("data-source", "archive")
+    expect(page.get_by_test_id("log")).to_have_text("started\nfinished-ok\n")
+    expect(page.get_by_test_id("log-download")).to_be_visible()
+    with page.expect_download() as saved:
+        page.get_by_test_id("log-download").click()
+    assert Path(saved.value.path()).read_text() == "started\nfinished-ok\n"
+    assert saved.value.suggested_filename == "work-try1-task.log"
+    page.get_by_test_id("container-tab-default").click()
+    expect(status).to_have_attribute("data-source", "stored")
+    expect(page.get_by_test_id("log-download")).to_be_hidden()
 
 
 def test_cancel_from_the_run_page_stops_the_run(server: LiveServer, open_page: Callable[..., Browse]) -> None:

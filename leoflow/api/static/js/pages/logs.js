@@ -3,6 +3,9 @@
 // try's log comes live from its pod (X-Leoflow-Log-Source: pod, a bounded tail), read by
 // whichever replica serves the page; a finished try's from the stored copy. Above the log, the
 // outputs the task published (its current ones: those of the try that succeeded), name → value.
+// With a log archive (LEOFLOW_LOG_ARCHIVE_URL), a second row of tabs names every archived
+// container of the try (task, sidecars, init containers): one shows the end of that container's
+// full log from the archive, and "Download" saves all of it.
 
 import { api, enc } from "../api.js";
 import { fill, h, href } from "../dom.js";
@@ -14,6 +17,10 @@ const IDLE_POLL_MS = 5000;
 // An output is at most 4,095 bytes, a whole screen of text: past this many characters a value
 // shows its start and a button for the rest, so one long value does not push the log away.
 const OUTPUT_SHOWN_CHARS = 160;
+// An archived log is shown from its last 512 KiB (the whole of it is one "Download" away).
+const ARCHIVE_VIEW_BYTES = 512 * 1024;
+// How often a running try's archived containers are looked up again (each look reads one object).
+const CONTAINERS_POLL_MS = 10000;
 
 /**
  * The outputs as a list of name → value, by name. Values are text (textContent, via h()), never
@@ -79,14 +86,18 @@ export default {
       outputs.el.hidden = values === null;
       fill(outputs.body, values === null ? null : outputsList(values, expanded, drawOutputs));
     };
+    const containerTabs = h("div", { class: "tabs", role: "tablist", "data-testid": "container-tabs" });
+    containerTabs.hidden = true;
+    const download = h("button", { type: "button", class: "secondary", "data-testid": "log-download" }, "Download");
+    download.hidden = true;
     const follow = h("input", { type: "checkbox", checked: true, "data-testid": "follow" });
     const status = h("span", { class: "muted small", "data-testid": "log-status" });
     const pre = h("pre", { class: "log", "data-testid": "log", tabindex: 0 });
     fill(root,
       crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], [runId, href("dags", dagId, "runs", runId)], taskId),
       h("div", { class: "page-head" }, h("h1", { class: "mono" }, taskId),
-        h("div", { class: "page-actions" }, h("label", { class: "inline" }, follow, " follow"))),
-      errors.el, tabs, meta, instances.el, outputs.el, status, pre);
+        h("div", { class: "page-actions" }, download, h("label", { class: "inline" }, follow, " follow"))),
+      errors.el, tabs, containerTabs, meta, instances.el, outputs.el, status, pre);
 
     const mapIndex = /^[0-9]{1,4}$/.test(ctx.query.get("map_index") || "") ? ctx.query.get("map_index") : null;
     const instanceQuery = mapIndex === null ? {} : { map_index: mapIndex };
@@ -98,6 +109,12 @@ export default {
     // final too, or the page would show that mismatch for a whole idle poll.
     let settled = false;
     let lastText = null;
+    // The archived containers of the selected try, when they were last looked up, and the one shown
+    // (null: the log as before: live or stored).
+    let containers = [];
+    let containersFor = null;
+    let containersAt = 0;
+    let container = null;
 
     pre.addEventListener("scroll", () => {
       const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
@@ -108,14 +125,45 @@ export default {
     const select = (n) => {
       selected = n;
       lastText = null;
+      container = null;
+      containersFor = null;
       const index = mapIndex === null ? "" : `&map_index=${mapIndex}`;
       history.replaceState(null, "", href("dags", dagId, "runs", runId, "tasks", taskId) + `?try=${n}${index}`);
       ctx.refresh();
     };
 
+    const base = `/dags/${enc(dagId)}/runs/${enc(runId)}/tasks/${enc(taskId)}`;
+    const showContainer = (name) => {
+      container = name;
+      lastText = null;
+      ctx.refresh();
+    };
+    download.addEventListener("click", async () => {
+      if (container === null || selected === null) return;
+      try {
+        const whole = await api(`${base}/logs`, { query: { try: selected, container, ...instanceQuery }, text: true });
+        const link = h("a", { href: URL.createObjectURL(new Blob([whole], { type: "text/plain" })),
+          download: `${taskId}-try${selected}-${container}.log` });
+        link.click();
+        URL.revokeObjectURL(link.href);
+      } catch (err) {
+        errors.set(`download failed: ${err.message}`);
+      }
+    });
+    // The try's archived containers (X-Leoflow-Log-Containers); [] without an archive or before one.
+    const archivedContainers = async () => {
+      try {
+        const resp = await api(`${base}/logs`, { query: { try: selected, tail: 1, ...instanceQuery }, text: true,
+          withHeaders: true });
+        return (resp.headers.get("X-Leoflow-Log-Containers") || "").split(",").filter(Boolean);
+      } catch (err) {
+        if (err.status === 404) return [];
+        throw err;
+      }
+    };
+
     return {
       async refresh() {
-        const base = `/dags/${enc(dagId)}/runs/${enc(runId)}/tasks/${enc(taskId)}`;
         const ti = await api(base, { query: instanceQuery });
         if (ti.map_count !== null && ti.map_count !== undefined && mapIndex === null) {
           if (!ctx.isCurrent()) return;
@@ -137,10 +185,21 @@ export default {
         let text = null;
         let missing = false;
         let complete = null; // X-Leoflow-Log-Complete: false while the try runs or logs are in transit
-        let source = null; // X-Leoflow-Log-Source: "pod" (live from the running pod) or "stored"
+        let source = null; // X-Leoflow-Log-Source: "pod" (live from the running pod), "stored" or "archive"
+        let archivedSize = null;
+        if (current && (containersFor !== selected || (!current.ended_at && Date.now() - containersAt > CONTAINERS_POLL_MS))) {
+          containers = await archivedContainers();
+          containersFor = selected;
+          containersAt = Date.now();
+          if (current.ended_at) containersAt = Infinity; // settled: no need to look again
+        }
+        if (container !== null && !containers.includes(container)) container = null;
         if (current) {
+          const query = container === null ? { try: selected, ...instanceQuery }
+            : { try: selected, container, tail: ARCHIVE_VIEW_BYTES, ...instanceQuery };
           try {
-            const resp = await api(`${base}/logs`, { query: { try: selected, ...instanceQuery }, text: true, withHeaders: true });
+            const resp = await api(`${base}/logs`, { query, text: true, withHeaders: true });
+            archivedSize = resp.headers.get("X-Leoflow-Log-Size");
             text = resp.body;
             const header = resp.headers.get("X-Leoflow-Log-Complete");
             complete = header === null ? null : header === "true";
@@ -166,6 +225,16 @@ export default {
           "aria-selected": t.try_number === selected ? "true" : "false", "data-testid": `try-tab-${t.try_number}`,
           onclick: () => select(t.try_number),
         }, `Try ${t.try_number} `, badge(t.state))));
+        containerTabs.hidden = containers.length === 0;
+        download.hidden = container === null;
+        const containerTab = (name, label) => h("button", {
+          type: "button", role: "tab", class: `tab ${container === name ? "active" : ""}`,
+          "aria-selected": container === name ? "true" : "false",
+          "data-testid": name === null ? "container-tab-default" : `container-tab-${name}`,
+          onclick: () => showContainer(name),
+        }, label);
+        fill(containerTabs, containers.length === 0 ? null : [
+          containerTab(null, "Log"), ...containers.map((name) => containerTab(name, `${name} (archive)`))]);
         fill(meta,
           fact("Task state", h("span", { "data-testid": "task-state" }, badge(ti.state))),
           current ? [
@@ -184,8 +253,12 @@ export default {
           pre.textContent = "";
           return;
         }
-        const where = source === "pod" ? " Read live from the running pod (its last lines)." : "";
-        status.textContent = live ? `Live — refreshing every second.${where}` : (missing || !text ? "No log output was captured." : "Complete.");
+        const where = source === "pod" ? " Read live from the running pod (its last lines)."
+          : source === "archive" ? ` The archived log of container ${container}` +
+            (archivedSize !== null && Number(archivedSize) > ARCHIVE_VIEW_BYTES ? `: its last 512 KiB of ${archivedSize} bytes (Download for all).` : ".")
+            : "";
+        status.textContent = live ? `Live — refreshing every second.${where}`
+          : (missing || !text ? "No log output was captured." : `Complete.${where}`);
         status.dataset.source = source || "";
         status.dataset.live = live ? "true" : "false";
         const shown = text ?? "";
