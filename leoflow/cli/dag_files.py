@@ -194,14 +194,17 @@ def _source(args: argparse.Namespace, client: ClientSettings) -> str:
 
 
 def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
-    from leoflow.housekeeping.dag_directory import DagDirectoryError, read_dag_directory
+    from leoflow.housekeeping.dag_directory import DagDirectoryError, DirectorySnapshot, read_dag_directory
 
     if args.prune_unlabeled and not args.prune:
         usage("--prune-unlabeled only applies together with --prune")
     source = _source(args, client)
     try:
-        snapshot = read_dag_directory(Path(args.directory))
-        rendered = _render_python(Path(args.directory), args.timeout)
+        root = Path(args.directory)
+        # One .py file is rendered, not read as a spec (the reader takes any single file as one).
+        one_python_file = root.suffix == ".py" and root.is_file()
+        snapshot = DirectorySnapshot((), (), "") if one_python_file else read_dag_directory(root)
+        rendered = _render_python(root, args.timeout)
     except DagDirectoryError as exc:
         raise ClientError(str(exc)) from None
     if args.prune and not snapshot.files and not snapshot.problems and not rendered:

@@ -82,9 +82,9 @@ def test_sync_applies_python_and_yaml_files_together_and_nothing_when_one_py_fil
     # One .py file that loops forever: nothing changes, the others are still checked.
     write(repo, {"plain.yaml": "dag_id: plain\ntasks:\n  - id: t\n    image: busybox:1.36\n    command: ['false']\n",
                  "stuck.py": "while True:\n    pass\n"})
-    code, out, err = cli(capsys, "dags", "sync", str(repo), "--source", "py", "--timeout", "3")
+    code, out, err = cli(capsys, "dags", "sync", str(repo), "--source", "py", "--timeout", "6")
     assert code == 1
-    assert err == ["leoflow: error: stuck.py:1:1: did not finish within 3 s (a loop, or waiting on the network?): "
+    assert err == ["leoflow: error: stuck.py:1:1: did not finish within 6 s (a loop, or waiting on the network?): "
                    "nothing was rendered",
                    "leoflow: error: 1 problem(s) in 1 file(s); nothing was changed"]
     assert live_dags(api)["plain"]["version"] == 1
@@ -152,3 +152,11 @@ def test_many_files_render_in_forked_children_each_isolated_and_under_its_own_de
     ]
     code, out, err = cli(capsys, "dags", "render", str(tmp_path / "a_good.py"), str(tmp_path / "e_state.py"))
     assert (code, err) == (0, []) and out.count("---") == 2  # etl-eu, etl-us, e
+
+
+def test_sync_of_one_python_file_sends_its_specs_only(api: httpx.Client, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, {"etl.py": GOOD}) / "etl.py"
+    code, _, err = cli(capsys, "dags", "sync", str(path), "--source", "one")
+    assert (code, err) == (0, []), err
+    assert set(live_dags(api)) == {"etl-eu", "etl-us"}
