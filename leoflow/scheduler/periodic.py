@@ -51,7 +51,7 @@ from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.metrics import scheduler as metrics
 from leoflow.model.run_ids import scheduled_run_id
 from leoflow.model.spec.notify import DEADLINE_REASON
-from leoflow.model.spec.timetable import TickPlanner
+from leoflow.model.spec.timetable import TickPlanner, stored_bounds
 from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.datasets import trigger_dataset_runs
@@ -150,8 +150,9 @@ class Periodic:
         plans: list[run_store.PlannedRuns] = []
         for dag in dues:
             try:
+                end_date, deadline = stored_bounds(dag.end_date, dag.deadline)
                 plan = planner.plan(dag.schedule, dag.timezone, catchup=dag.catchup, next_run_at=dag.next_run_at,
-                                    end_date=dag.end_date, deadline=dag.deadline)
+                                    end_date=end_date, deadline=deadline)
                 if dag.overlap == "skip" and dag.active:  # the slots pass, without runs
                     plan = replace(plan, logical_dates=(), interval_starts=())
                 run_ids = [scheduled_run_id(d) for d in plan.logical_dates]

@@ -254,3 +254,22 @@ def test_a_cron_with_datasets_runs_on_the_cron_and_on_the_events(settings: Setti
             assert document[0][0][0]["uri"] == orders
 
     asyncio.run(main())
+
+
+def test_a_hand_edited_end_date_stops_its_dag_not_the_scan(settings: Settings) -> None:
+    """A stored version no apply could have written: that DAG's schedule stops with the reason, the
+    others are planned in the same tick."""
+    clock = FakeClock(T0 + timedelta(minutes=1))
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        await apply(engine, dag("@hourly", end_date="2027-01-01T00:00:00Z"), clock)
+        await apply(engine, {**dag("@hourly"), "dag_id": "healthy"}, clock)
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE dag_versions SET spec = jsonb_set(spec, '{end_date}', '\"not a date\"') "
+                                    "WHERE dag_id = 'forms'"))
+        await core.create_scheduled_runs()
+        assert await rows(engine, "SELECT dag_id FROM dag_runs") == [("healthy",)]
+        error = await rows(engine, "SELECT schedule_error FROM dags WHERE dag_id = 'forms'")
+        assert error[0][0] and "not a date" in error[0][0]
+
+    with_core(settings, clock, body)

@@ -27,6 +27,7 @@ so it is a memo, not a cache: nothing in it outlives the tick or needs invalidat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -122,6 +123,18 @@ class TickPlanner:
     def distinct(self) -> int:
         """Plans made this tick (one per distinct key)."""
         return len(self._plans)
+
+
+def stored_bounds(end_date: str | None, deadline: str | None) -> tuple[datetime | None, float | None]:
+    """A stored version's ``end_date`` and ``starting_deadline_seconds`` (text, as the due scan reads
+    them); a value no apply could have written (a hand edit) raises ValueError, which fails that DAG."""
+    end = None if end_date is None else datetime.fromisoformat(end_date)
+    if end is not None and end.tzinfo is None:
+        raise ValueError(f"stored end_date {end_date!r} has no offset")
+    seconds = None if deadline is None else float(deadline)
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"stored starting_deadline_seconds {deadline!r} is not a positive number")
+    return end, seconds
 
 
 def _crons(schedule: str) -> tuple[str, ...]:

@@ -182,9 +182,10 @@ class DueDag:
     version_id: int
     timezone: str
     catchup: bool
-    #: The version's ``end_date``, ``starting_deadline_seconds`` and ``overlap`` (leoflow.model.spec.schedules).
-    end_date: datetime | None = None
-    deadline: float | None = None
+    #: The version's ``end_date``, ``starting_deadline_seconds`` and ``overlap`` (leoflow.model.spec.schedules),
+    #: as stored text: the leader parses them per DAG, so one hand-edited version fails its own DAG, not the scan.
+    end_date: str | None = None
+    deadline: str | None = None
     overlap: str = "allow"
     #: A run of the DAG is queued or running (read only for ``overlap: skip|replace``).
     active: bool = False
@@ -203,8 +204,7 @@ async def due_dags(conn: AsyncConnection, now: datetime, limit: int) -> list[Due
         SELECT d.dag_id, d.next_run_at, d.schedule, d.current_version_id AS version_id,
                coalesce(v.spec->>'timezone', 'UTC') AS timezone,
                coalesce(v.spec->'catchup' = 'true'::jsonb, false) AS catchup,
-               CAST(v.spec->>'end_date' AS timestamptz) AS end_date,
-               CAST(v.spec->>'starting_deadline_seconds' AS double precision) AS deadline,
+               v.spec->>'end_date' AS end_date, v.spec->>'starting_deadline_seconds' AS deadline,
                coalesce(v.spec->>'overlap', 'allow') AS overlap,
                -- Only DAGs with an overlap rule pay for the probe (a CASE evaluates its branch lazily).
                CASE WHEN v.spec ? 'overlap' THEN EXISTS (
