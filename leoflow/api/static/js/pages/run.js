@@ -91,6 +91,19 @@ export default {
       }
       await ctx.refresh();
     };
+    /** Approve or reject a task waiting for an approval (wait_for: approval); the leader applies it. */
+    const decide = (taskId, decision) => async () => {
+      const input = tasks.body.querySelector(`input[data-testid="approval-comment-${CSS.escape(taskId)}"]`);
+      const comment = input ? input.value : "";
+      try {
+        await api(`/dags/${enc(dagId)}/runs/${enc(runId)}/tasks/${enc(taskId)}/approval`,
+          { method: "POST", body: { decision, comment } });
+        errors.set(`${taskId}: ${decision === "approve" ? "approved" : "rejected"}; the leader applies it.`, "info");
+      } catch (err) {
+        errors.set(`Could not ${decision} ${taskId}: ${err.message}`);
+      }
+      await ctx.refresh();
+    };
     /** POST a clear or mark and say what the leader did. */
     const command = (path, body, label) => async () => {
       try {
@@ -148,7 +161,9 @@ export default {
           run.conf && Object.keys(run.conf).length ? fact("Conf", h("code", { class: "conf" }, JSON.stringify(run.conf))) : null);
 
         const rows = ids.map((id) => instances.get(id));
-        if (!confirmOpen(tasks.body)) fill(tasks.body, table([
+        // Neither a confirmation nor an approval comment being written is redrawn away by the poll.
+        const commenting = [...tasks.body.querySelectorAll("input.approval-comment")].some((i) => i.value || i === document.activeElement);
+        if (!confirmOpen(tasks.body) && !commenting) fill(tasks.body, table([
           { title: "Task", cell: (ti) => h("a", { href: href("dags", dagId, "runs", runId, "tasks", ti.task_id), class: "mono", "data-testid": `task-link-${ti.task_id}` }, ti.task_id) },
           { title: "State", cell: (ti) => (ti.map_states ? h("span", { "data-testid": `map-${ti.task_id}` }, badge(ti.state),
             h("span", { class: "muted small" }, ` ×${ti.map_count}: ` + Object.keys(ti.map_states).sort()
@@ -156,8 +171,16 @@ export default {
           { title: "Tries", cell: (ti) => (ti.map_states ? "—" : `${ti.try_number ?? 0}/${ti.max_tries ?? "?"}`) },
           { title: "Started", class: "opt", cell: (ti) => timeEl(ti.started_at) },
           { title: "Duration", cell: (ti) => (ti.started_at ? fmtDuration(secondsBetween(ti.started_at, ti.ended_at)) : "—") },
-          { title: "Reason", class: "opt", cell: (ti) => ti.reason ? h("span", { class: "reason" }, ti.reason) : "" },
+          { title: "Reason", class: "opt", cell: (ti) => ti.reason ? h("span", { class: "reason" }, ti.reason)
+            : ti.state === "waiting" ? h("a", { href: href("dags", dagId, "runs", runId, "tasks", ti.task_id), class: "muted small",
+              "data-testid": `waiting-${ti.task_id}` }, "waiting for its conditions (wait_for)") : "" },
           ...(ctx.canWrite && run.state !== "queued" ? [{ title: "", cell: (ti) => h("span", { class: "row-actions" },
+            ti.state === "waiting" ? h("input", { type: "text", class: "approval-comment", maxlength: "2000",
+              placeholder: "comment", "aria-label": `comment on ${ti.task_id}`, "data-testid": `approval-comment-${ti.task_id}` }) : null,
+            ti.state === "waiting" ? confirmButton("Approve", "Yes, approve", decide(ti.task_id, "approve"),
+              { testid: `approve-${ti.task_id}`, danger: false }) : null,
+            ti.state === "waiting" ? confirmButton("Reject", "Yes, reject", decide(ti.task_id, "reject"),
+              { testid: `reject-${ti.task_id}` }) : null,
             confirmButton("Clear", "Clear it and downstream", command("/clear", { tasks: [ti.task_id], downstream: true }, "Cleared"),
               { testid: `clear-task-${ti.task_id}`, danger: false }),
             ti.state !== "success" ? confirmButton("Mark success", "Yes, success",
