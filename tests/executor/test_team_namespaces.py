@@ -202,3 +202,35 @@ def test_a_410_relists_only_its_own_namespace(settings: Settings, fake_k8s: Fake
         assert relists == {expired["namespace"]}
 
     run(s, body)
+
+
+def test_a_team_namespace_that_cannot_be_listed_does_not_stop_the_others(settings: Settings,
+                                                                         fake_k8s: FakeKubernetes,
+                                                                         tmp_path: Path) -> None:
+    from tests.harness.fake_k8s import Fault
+
+    s = team_settings(settings, tmp_path)
+    path = Path(str(s.api.teams_file))
+    path.write_text(TEAMS + "  - {name: early, dag_id_prefixes: [early-], namespace: aaa-early}\n")
+
+    async def body(engine: AsyncEngine) -> None:
+        [b] = await seed_tries(engine, 1, dag="beta-etl")
+        rec = Recorder(engine)
+        rec.track([b])
+        refused = Fault("list", code=403, message='pods is forbidden: cannot list resource "pods"', times=1000,
+                        namespace="aaa-early")
+        fake_k8s.inject(refused)
+        ex = await started(s, engine, 1, rec)  # starts: the other namespaces are listed and watched
+        await ex.submit(b.launch(["sh", "-c", "echo fine"], term=1))
+        assert (await rec.wait_final(b.key)).state == "success"
+        assert "aaa-early" not in ex._watched
+        fake_k8s.clear_faults()  # its Role is granted
+        deadline = asyncio.get_running_loop().time() + 10
+        while "aaa-early" not in ex._watched:  # the next resync lists and watches it
+            assert asyncio.get_running_loop().time() < deadline, "the refused namespace was never retried"
+            await asyncio.sleep(0.1)
+        await ex.stop()
+        lists = [r for r in fake_k8s.requests if r["verb"] == "list" and r["namespace"] == "aaa-early"]
+        assert lists[0].get("fault") and len(lists) >= 2
+
+    run(s, body)

@@ -80,6 +80,8 @@ class Fault:
     drop: str | None = None
     retry_after: int | None = None
     name_prefix: str | None = None
+    #: Only requests in this namespace (None: any), e.g. a team namespace the executor may not list.
+    namespace: str | None = None
 
     def error(self) -> ApiError:
         headers = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
@@ -208,11 +210,12 @@ class FakeKubernetes:
 
     # ------------------------------------------------------------------ internals used by the handler
 
-    def take_fault(self, verb: str, name: str | None) -> Fault | None:
+    def take_fault(self, verb: str, name: str | None, namespace: str | None = None) -> Fault | None:
         with self._lock:
             for fault in self.faults:
                 prefix_ok = fault.name_prefix is None or (name or "").startswith(fault.name_prefix)
-                if fault.verb in (verb, "*") and prefix_ok:
+                namespace_ok = fault.namespace is None or fault.namespace == namespace
+                if fault.verb in (verb, "*") and prefix_ok and namespace_ok:
                     fault.times -= 1
                     if fault.times <= 0:
                         self.faults.remove(fault)
@@ -314,7 +317,7 @@ class _Handler(BaseHTTPRequestHandler):
         entry["verb"], entry["name"] = verb, name
         entry.setdefault("code", None)
         self._log_entry()  # logged on arrival: a request being delayed is visible as in flight
-        fault = self.fake.take_fault(verb, name)
+        fault = self.fake.take_fault(verb, name, entry.get("namespace"))
         if fault is None:
             return None
         entry["fault"] = True

@@ -154,7 +154,7 @@ class KubernetesExecutor(PodCreation):
                     raise
                 log.warning("initial pod reconcile failed; retrying", extra={"code": err.code, "error": err.message})
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
-        for namespace in namespaces:
+        for namespace in rvs:
             self._watch(namespace, rvs[namespace])
         self._spawn(self._event_loop(), "k8s-events")
         self._spawn(self._resync_loop(), "k8s-resync")
@@ -316,13 +316,24 @@ class KubernetesExecutor(PodCreation):
         """Fresh list of the cluster's pods in ``namespaces`` (else every watched one) → adopt, delete,
         report; returns each namespace's list resourceVersion."""
         ctx = self._require_ctx()
-        listed = sorted(self._watched) if namespaces is None else namespaces
+        asked = sorted(self._watched) if namespaces is None else namespaces
         listed_at = time.monotonic()
         items: list[dict[str, Any]] = []
         rvs: dict[str, str] = {}
-        for namespace in listed:
-            found, rvs[namespace] = await self.api.list_pods(self.selector, namespace=namespace)
+        for namespace in asked:
+            try:
+                found, rvs[namespace] = await self.api.list_pods(self.selector, namespace=namespace)
+            except KubernetesError as err:
+                # A team's namespace the executor may not list (no Role there yet, or no such
+                # namespace) must not stop the other teams' work: it is skipped, logged, and tried
+                # again at the next resync; its pods' creates fail their tries with the API's reason.
+                if namespace == self.namespace or err.retryable:
+                    raise
+                log.error("cannot list task pods in a team namespace; skipping it until the next resync",
+                          extra={"namespace": namespace, "code": err.code, "error": err.message[:300]})
+                continue
             items.extend(found)
+        listed = list(rvs)
         by_name = {p["metadata"]["name"]: p for p in items}
         untracked = [p for n, p in by_name.items() if n not in self._tracked]
         keys = [k for k in (pods.pod_try_key(p) for p in untracked) if k is not None]
@@ -535,7 +546,8 @@ class KubernetesExecutor(PodCreation):
 
     def _watch(self, namespace: str, rv: str) -> None:
         self._watched.add(namespace)
-        self._spawn(self._watch_loop(namespace, rv), f"k8s-watch:{namespace}")
+        # may_return: a watch ends itself only when its namespace can no longer be listed.
+        self._spawn(self._watch_loop(namespace, rv), f"k8s-watch:{namespace}", may_return=True)
 
     async def _ensure_watched(self, namespaces: set[str]) -> None:
         """List and watch the namespaces not watched yet (a team the teams file just added), so the
@@ -551,7 +563,7 @@ class KubernetesExecutor(PodCreation):
                         extra={"namespaces": new, "error": str(err)[:300]})
             return
         for namespace in new:
-            if namespace not in self._watched:
+            if namespace not in self._watched and namespace in rvs:
                 self._watch(namespace, rvs[namespace])
                 log.info("watching a team namespace", extra={"namespace": namespace})
 
@@ -563,7 +575,11 @@ class KubernetesExecutor(PodCreation):
                     rv = await self.api.watch(self.selector, rv, self.watch_timeout, self._on_event,
                                               namespace=namespace)
                 except WatchExpired:  # this namespace's resourceVersion is too old: relist it alone
-                    rv = (await self._reconcile(initial=False, namespaces=[namespace]))[namespace]
+                    rvs = await self._reconcile(initial=False, namespaces=[namespace])
+                    if namespace not in rvs:  # no longer listable (its Role removed): the resync retries
+                        self._watched.discard(namespace)
+                        return
+                    rv = rvs[namespace]
                 failures = 0
             except (KubernetesError, DatabaseError) as err:
                 failures += 1
