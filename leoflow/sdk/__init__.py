@@ -7,7 +7,8 @@ user's files. See docs/python-dags.md.
 
 from __future__ import annotations
 
-from leoflow.sdk.dag import DAG, DagError, Empty, Task
+from leoflow.sdk.dag import DAG, Empty, Task
+from leoflow.sdk.located import DagError
 from leoflow.sdk.pod import (
     Env,
     EnvFrom,

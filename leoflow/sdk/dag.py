@@ -29,65 +29,20 @@ Mistakes the SDK can see at once (a duplicate id, an undeclared output, a task m
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from leoflow.errors import ValidationFailed
 from leoflow.sdk.conf_schema import params_schema
+from leoflow.sdk.located import DagError, Where, caller
 from leoflow.sdk.pod import Output, Pod, Resources, RetryPolicy
-from leoflow.sdk.refs import Ref, plain, refs_in, strings_in, task_expression, tasks_read
+from leoflow.sdk.refs import Outputs, ParamRefs, Ref, plain, refs_in, strings_in, tasks_read
 
 if TYPE_CHECKING:
     from leoflow.model.spec.dag import DagSpec
-
-_SDK_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-@dataclass(frozen=True)
-class Where:
-    """A place in the user's Python source."""
-
-    file: str
-    line: int
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
-
-
-def caller() -> Where:
-    """The first frame outside this package: the user's line that called into the SDK."""
-    frame = sys._getframe(1)
-    while frame.f_back is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _SDK_DIR:
-        frame = frame.f_back
-    return Where(frame.f_code.co_filename, frame.f_lineno)
-
-
-class DagError(ValidationFailed):
-    """A spec problem located in the Python source: ``etl.py:14: tasks[1].image: is required``.
-
-    ``path`` and ``problem`` are the validator's own; ``where`` is the line that made the task
-    (or the edge, or the DAG) the path points into; ``also`` the further problems, located alike.
-    """
-
-    def __init__(self, path: str, problem: str, where: Where, *, also: tuple[DagError, ...] = ()) -> None:
-        super().__init__(path, problem, also=also)
-        self.where = where
-
-    def line(self) -> str:
-        return f"{self.where}: {self.path}: {self.problem}" if self.path else f"{self.where}: {self.problem}"
-
-    def lines(self) -> list[str]:
-        return [self.line(), *(p.line() for p in self.also if isinstance(p, DagError))]
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
-
 
 _active: ContextVar[tuple[DAG, ...]] = ContextVar("leoflow_sdk_dags", default=())
 #: Every DAG made in this process, in order: what ``leoflow dags render`` prints (a DAG made in a
@@ -160,7 +115,7 @@ class DAG:
     @property
     def params(self) -> ParamRefs:
         """``dag.params.day`` / ``dag.params["day"]``: ``{{ params.day }}``, checked against the declaration."""
-        return ParamRefs(self)
+        return ParamRefs(self.params_schema)
 
     def _add(self, task: Task) -> None:
         for other in (*self.tasks, *self.exit_tasks):
@@ -272,57 +227,6 @@ def _with_read_edges(dag: DAG, tasks: list[Task]) -> dict[str, list[tuple[Task, 
                                task.where)
             deps[task.id].append((by_id[read], task.where))
     return deps
-
-
-class ParamRefs:
-    """``dag.params.P``: a reference to a declared run parameter."""
-
-    def __init__(self, dag: DAG) -> None:
-        self._dag = dag
-
-    def __getitem__(self, name: str) -> Ref:
-        schema = self._dag.params_schema
-        declared = (schema or {}).get("properties") or {}
-        if name not in declared:
-            known = ", ".join(sorted(declared)) or "none"
-            raise DagError("params", f"{name!r} is not a declared parameter (declared: {known})", caller())
-        return Ref("params" + Ref("")[name].expression)
-
-    def __getattr__(self, name: str) -> Ref:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return self[name]
-
-
-class Outputs:
-    """A task's declared outputs, readable as references: ``extract.outputs["files"]`` or ``extract.outputs.files``."""
-
-    def __init__(self, task: Task, declared: Mapping[str, str | Output | Mapping[str, Any]]) -> None:
-        self._task = task
-        self.declared = dict(declared)
-
-    def __getitem__(self, name: str) -> Ref:
-        if name not in self.declared:
-            known = ", ".join(self.declared) or "none"
-            raise DagError("outputs", f"task {self._task.id!r} declares no output {name!r} (declared: {known})",
-                           caller())
-        return Ref(task_expression(self._task.id) + ".outputs", self._task)[name]
-
-    def __getattr__(self, name: str) -> Ref:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self[name]
-
-    def to_spec(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, decl in self.declared.items():
-            if isinstance(decl, str):
-                out[name] = {"type": decl}
-            elif isinstance(decl, Output):
-                out[name] = decl.to_spec()
-            else:
-                out[name] = dict(decl)
-        return out
 
 
 class Task:

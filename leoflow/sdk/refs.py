@@ -11,7 +11,11 @@ language requires (an output is only readable downstream of its task).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
+
+from leoflow.sdk.located import DagError, caller
+from leoflow.sdk.pod import Output
 
 #: A key readable as ``.K`` in a reference (others are written ``["K"]``, as in CEL).
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -130,3 +134,53 @@ def strings_in(value: Any) -> list[str]:
     if isinstance(value, dict):
         return [s for v in value.values() for s in strings_in(v)]
     return []
+
+
+class ParamRefs:
+    """``dag.params.P``: a reference to a declared run parameter."""
+
+    def __init__(self, schema: Mapping[str, Any] | None) -> None:
+        self._schema = schema
+
+    def __getitem__(self, name: str) -> Ref:
+        declared = (self._schema or {}).get("properties") or {}
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise DagError("params", f"{name!r} is not a declared parameter (declared: {known})", caller())
+        return Ref("params" + Ref("")[name].expression)
+
+    def __getattr__(self, name: str) -> Ref:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self[name]
+
+
+class Outputs:
+    """A task's declared outputs, readable as references: ``extract.outputs["files"]`` or ``extract.outputs.files``."""
+
+    def __init__(self, task: Any, declared: Mapping[str, str | Output | Mapping[str, Any]]) -> None:
+        self._task = task
+        self.declared = dict(declared)
+
+    def __getitem__(self, name: str) -> Ref:
+        if name not in self.declared:
+            known = ", ".join(self.declared) or "none"
+            raise DagError("outputs", f"task {self._task.id!r} declares no output {name!r} (declared: {known})",
+                           caller())
+        return Ref(task_expression(self._task.id) + ".outputs", self._task)[name]
+
+    def __getattr__(self, name: str) -> Ref:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+    def to_spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, decl in self.declared.items():
+            if isinstance(decl, str):
+                out[name] = {"type": decl}
+            elif isinstance(decl, Output):
+                out[name] = decl.to_spec()
+            else:
+                out[name] = dict(decl)
+        return out

@@ -330,7 +330,7 @@ def _shown(name: str, path: str, file: str) -> str:
 
 
 def _raised(name: str, path: str, exc: BaseException) -> list[dict[str, Any]]:
-    from leoflow.sdk.dag import DagError
+    from leoflow.sdk.located import DagError
 
     if isinstance(exc, DagError):
         return [FileProblem(_shown(name, path, p.where.file), p.where.line, p.problem, p.path).to_json()
@@ -340,7 +340,8 @@ def _raised(name: str, path: str, exc: BaseException) -> list[dict[str, Any]]:
 
 
 def _specs(name: str, path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    from leoflow.sdk.dag import DagError, made_dags
+    from leoflow.sdk.dag import made_dags
+    from leoflow.sdk.located import DagError
 
     made = made_dags()
     dags: list[dict[str, Any]] = []

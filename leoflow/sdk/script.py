@@ -40,7 +40,8 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from leoflow.errors import ValidationFailed
 from leoflow.sdk.conf_schema import check_json, json_text
-from leoflow.sdk.dag import DagError, Task, _active, caller
+from leoflow.sdk.dag import Task, _active
+from leoflow.sdk.located import DagError, caller
 from leoflow.sdk.refs import Ref
 
 _P = ParamSpec("_P")
