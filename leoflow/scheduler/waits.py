@@ -108,15 +108,32 @@ class WaitChecker:
         return True
 
     async def due(self, step: Step) -> list[int]:
+        if not self.watching:  # no task waited at the last look: one probe, nothing else
+            self.watching = await wait_store.watching(step.conn)
+            if not self.watching:
+                if self._gauges_due():
+                    self._publish({})
+                return []
+            # Tasks were parked since: runs that ended meanwhile were not remembered, so wake them all.
+            self.event_id = None
         ended, self.ended_dags = sorted(self.ended_dags), set()
         self.event_id, _ = await wait_store.wake_changes(step.conn, self.event_id, ended)
         ids = await wait_store.due_task_instances(step.conn, self.batch_size)
         self.more = len(ids) >= self.batch_size
         self.watching = bool(ids) or await wait_store.watching(step.conn)
-        if time.monotonic() >= self._next_gauges:
-            self._next_gauges = time.monotonic() + GAUGE_INTERVAL
-            wait_metrics.publish(await wait_store.pending_by_dag(step.conn) if self.watching else {})
+        if self._gauges_due():
+            self._publish(await wait_store.pending_by_dag(step.conn) if self.watching else {})
         return ids
+
+    def _gauges_due(self) -> bool:
+        if time.monotonic() < self._next_gauges:
+            return False
+        self._next_gauges = time.monotonic() + GAUGE_INTERVAL
+        return True
+
+    @staticmethod
+    def _publish(pending: dict[str, tuple[int, float]]) -> None:
+        wait_metrics.publish(pending)
 
     async def apply(self, step: Step, ti_ids: Sequence[int]) -> None:
         if ti_ids:
