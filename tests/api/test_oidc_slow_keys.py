@@ -41,7 +41,7 @@ class SlowProvider(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: SlowProvider
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
+    def do_GET(self) -> None:  # the http.server protocol names it
         if self.path == "/.well-known/openid-configuration":
             body = {"issuer": self.server.issuer, "jwks_uri": self.server.issuer + "/jwks"}
         else:

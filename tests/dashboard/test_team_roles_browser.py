@@ -14,7 +14,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.dashboard.conftest import ADMIN_TOKEN, DESKTOP, READ_TOKEN, Browse, LiveServer, api_settings, serve_api, sign_in
+from tests.dashboard.conftest import (
+    ADMIN_TOKEN,
+    DESKTOP,
+    READ_TOKEN,
+    Browse,
+    LiveServer,
+    api_settings,
+    serve_api,
+    sign_in,
+)
 from tests.harness.postgres import PostgresServer
 
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")

@@ -19,7 +19,8 @@ TEAMS: dict[str, Any] = {
          "serviceAccount": "data-tasks", "groups": {"data-eng": "editor", "data-viewers": "viewer"},
          "podTemplate": {"metadata": {"labels": {"cost-center": "data"}}},
          "networkPolicy": {"enabled": True,
-                           "ingressFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}],
+                           "ingressFrom": [{"namespaceSelector": {
+                               "matchLabels": {"kubernetes.io/metadata.name": "mon"}}}],
                            "egress": [{"ports": [{"port": 53, "protocol": "UDP"}]}]}},
         {"name": "ml", "dagIdPrefixes": ["ml-"], "namespace": "team-ml", "groups": {"ml": "operator"}},
         {"name": "shared", "dagIdPrefixes": ["shared-"], "namespace": "team-ml"},  # one namespace, two teams

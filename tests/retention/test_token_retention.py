@@ -3,8 +3,6 @@ database's clock, in fenced batches; usable tokens and recently spent ones stay 
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import psycopg
 import pytest
 
