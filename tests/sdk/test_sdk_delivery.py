@@ -160,3 +160,17 @@ def test_sync_of_one_python_file_sends_its_specs_only(api: httpx.Client, tmp_pat
     code, _, err = cli(capsys, "dags", "sync", str(path), "--source", "one")
     assert (code, err) == (0, []), err
     assert set(live_dags(api)) == {"etl-eu", "etl-us"}
+
+
+def test_a_file_imports_helpers_from_its_directory_and_the_synced_root(tmp_path: Path) -> None:
+    from leoflow.sdk.render import render_files
+
+    root = write(tmp_path, {
+        "common.py": "IMAGE = 'busybox:1.36'\n",
+        "team/naming.py": "def dag_id(x):\n    return 'team-' + x\n",
+        "team/etl.py": "from common import IMAGE\nfrom naming import dag_id\nfrom leoflow.sdk import DAG, Task\n"
+                       "with DAG(dag_id('etl')):\n    Task('t', image=IMAGE)\n",
+    })
+    [rendered] = render_files([("team/etl.py", root / "team" / "etl.py")], root=root)
+    assert rendered.problems == ()
+    assert [d.spec for d in rendered.dags] == [{"dag_id": "team-etl", "tasks": [{"id": "t", "image": "busybox:1.36"}]}]
