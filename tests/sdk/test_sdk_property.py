@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from leoflow.model.files.yaml_loader import dump_yaml, load_yaml
 from leoflow.model.spec.dag import parse_dag_spec
-from leoflow.sdk import DAG, Empty, Pod, Resources, Task, Toleration, item, map_index
+from leoflow.sdk import DAG, Empty, Pod, Resources, Task, Toleration, item, map_index, run
 from leoflow.sdk.refs import Ref
 
 PARAMS = {"type": "object", "properties": {"day": {"type": "string", "default": "2026-01-01"},
@@ -115,7 +115,18 @@ def _ref_text(node_ids: list[str], ref: tuple[Any, ...]) -> str:
     return "{{ " + f"{name}.outputs.{ref[2]}" + " }}"
 
 
-def generator_yaml(dag_id: str, nodes: list[Node]) -> str:
+#: Exit tasks: (id, indexes of earlier exit tasks it depends on); each reports the run's state.
+Exits = list[tuple[str, list[int]]]
+
+
+@st.composite
+def exit_tasks(draw: st.DrawFn) -> Exits:
+    ids = draw(st.lists(st.from_regex(r"exit[0-9]", fullmatch=True), max_size=3, unique=True))
+    return [(task_id, sorted(draw(st.sets(st.integers(0, i - 1), max_size=2))) if i else [])
+            for i, task_id in enumerate(ids)]
+
+
+def generator_yaml(dag_id: str, nodes: list[Node], exits: Exits = ()) -> str:  # type: ignore[assignment]
     """The YAML a person (or a template engine) writes for the DAG: built field by field, as text."""
     ids = [n.id for n in nodes]
     tasks = []
@@ -149,10 +160,15 @@ def generator_yaml(dag_id: str, nodes: list[Node]) -> str:
         if node.tolerate:
             task["tolerations"] = [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
         tasks.append(task)
-    return dump_yaml({"dag_id": dag_id, "params": PARAMS, "tasks": tasks})
+    doc: dict[str, Any] = {"dag_id": dag_id, "params": PARAMS, "tasks": tasks}
+    if exits:
+        doc["on_exit"] = [{"id": task_id, "image": "curlimages/curl:8.10.1", "args": ["-d", "{{ run.state }}"],
+                           **({"depends_on": [exits[d][0] for d in deps]} if deps else {})}
+                          for task_id, deps in exits]
+    return dump_yaml(doc)
 
 
-def sdk_dag(dag_id: str, nodes: list[Node]) -> DAG:
+def sdk_dag(dag_id: str, nodes: list[Node], exits: Exits = ()) -> DAG:  # type: ignore[assignment]
     with DAG(dag_id, params=PARAMS) as dag:
         made: list[Task] = []
 
@@ -193,14 +209,20 @@ def sdk_dag(dag_id: str, nodes: list[Node]) -> DAG:
                                  else ref(node.map))
                     task.map(over=over, max_parallel=node.max_parallel)
             made.append(task)
+        with dag.exit_handlers():
+            handlers: list[Task] = []
+            for task_id, deps in exits:
+                handler = Task(task_id, image="curlimages/curl:8.10.1", args=["-d", run.state])
+                [handlers[d] for d in deps] >> handler
+                handlers.append(handler)
     return dag
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(dags())
-def test_every_sdk_dag_validates_and_equals_the_generators_yaml(nodes: list[Node]) -> None:
-    dag = sdk_dag("prop", nodes)
-    written = load_yaml(generator_yaml("prop", nodes))
+@given(dags(), exit_tasks())
+def test_every_sdk_dag_validates_and_equals_the_generators_yaml(nodes: list[Node], exits: Exits) -> None:
+    dag = sdk_dag("prop", nodes, exits)
+    written = load_yaml(generator_yaml("prop", nodes, exits))
     built = dag.to_spec()
     assert built == written
     ours, theirs = parse_dag_spec(built), parse_dag_spec(written)
