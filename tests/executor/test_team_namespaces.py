@@ -234,3 +234,28 @@ def test_a_team_namespace_that_cannot_be_listed_does_not_stop_the_others(setting
         assert lists[0].get("fault") and len(lists) >= 2
 
     run(s, body)
+
+
+def test_a_lost_create_answer_is_adopted_on_409_in_the_teams_namespace(settings: Settings, fake_k8s: FakeKubernetes,
+                                                                      tmp_path: Path) -> None:
+    from tests.harness.fake_k8s import Fault
+
+    s = team_settings(settings, tmp_path)
+
+    async def body(engine: AsyncEngine) -> None:
+        [a] = await seed_tries(engine, 1, dag="alpha-etl")
+        rec = Recorder(engine)
+        rec.track([a])
+        name = try_name("default", a.key)
+        # The API server creates the pod but the answer never arrives: the retry meets 409 → GET → adopt.
+        fake_k8s.inject(Fault("create", drop="after", name_prefix=name, namespace="team-alpha"))
+        ex = await started(s, engine, 1, rec)
+        await ex.submit(a.launch(["sh", "-c", "sleep 0.3"], term=1))
+        assert (await rec.wait_final(a.key)).state == "success"
+        await ex.stop()
+        assert [r["code"] for r in fake_k8s.creates() if r["name"] == name] == [201, 409]
+        gets = [r for r in fake_k8s.requests if r["verb"] == "get" and r["name"] == name]
+        assert gets and {r["namespace"] for r in gets} == {"team-alpha"}
+        assert where(fake_k8s, name) == ["team-alpha"]
+
+    run(s, body)
