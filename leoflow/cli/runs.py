@@ -1,12 +1,12 @@
 """``leoflow runs ...``: DAG runs — trigger, list, show, cancel, clear, mark, and follow one live.
 
-Following a run (``runs trigger --wait``, ``runs wait``) long-polls the run document
-(:mod:`leoflow.api.run_waits`): each request carries the ETag of what the CLI has and waits up
-to :data:`LONG_POLL` seconds for a change, so the CLI learns that the run ended within about a
-tenth of a second, without polling on a fixed period. A server that cannot wait (an older
-replica, or one already serving its maximum of waiting requests) answers at once; the CLI then
-paces itself (:data:`MIN_PACE` growing to :data:`MAX_PACE`). Short outages (a failover, a
-restarting database) are ridden out for up to :data:`OUTAGE_TOLERANCE` seconds. Exit code 0
+Following a run (``runs trigger --wait``, ``runs wait``) is the typed client's
+(:class:`leoflow.client.waiting.RunFollower`, the same loop as ``run.wait()`` in a script): it
+long-polls the run document (:mod:`leoflow.api.run_waits`), each request carrying the ETag of
+what the CLI has and waiting for a change, so the CLI learns that the run ended within about a
+tenth of a second, without polling on a fixed period. A server that cannot wait answers at
+once; the follower then paces itself. Short outages (a failover, a restarting database) are
+ridden out for up to two minutes. Exit code 0
 when the run succeeded, 1 otherwise. With ``--output json|yaml`` the status lines go to stderr
 and stdout carries only the run (as triggered, or as it ended with ``--wait``).
 
@@ -20,25 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+from itertools import islice
 from typing import TYPE_CHECKING, Any, TextIO
 
 from leoflow.cli.dags import in_dag_order
 from leoflow.cli.output import emitted, for_scripts, short, table, usage
-from leoflow.cli.verbs import noun, verb
-from leoflow.client.api import Api, ApiUnavailable, ClientError, dag_path, run_path
-from leoflow.model.states import TERMINAL_RUN_STATES
+from leoflow.cli.verbs import connect, noun, verb
 
 if TYPE_CHECKING:
+    from leoflow.client.typed import Client
     from leoflow.settings import ClientSettings
 
-#: Seconds one long-poll request waits for the run to change.
-LONG_POLL = 25.0
-#: Pacing when the server answers without waiting: start fast, slow down to at most this.
-MIN_PACE = 0.05
-MAX_PACE = 1.0
-#: How long following keeps retrying while the API is unreachable before giving up.
-OUTAGE_TOLERANCE = 120.0
 STATE_ORDER = ("success", "running", "queued", "up_for_retry", "pending", "cancelling", "failed",
                "upstream_failed", "skipped", "cancelled")
 RUN = "/api/v2/dags/{dag_id}/runs/{run_id}"
@@ -105,15 +97,10 @@ def _conf(value: str) -> dict[str, Any]:
 
 def runs_trigger(args: argparse.Namespace, client: ClientSettings) -> int:
     out = sys.stderr if for_scripts(args) else sys.stdout  # stdout carries only the run, then
-    with Api(client) as api:
-        body: dict[str, Any] = {"conf": args.conf or {}}
-        if args.run_id:
-            body["run_id"] = args.run_id
-        if args.run_timeout is not None:
-            body["run_timeout_seconds"] = args.run_timeout  # the API validates it and names the field
-        if args.logical_date is not None:
-            body["logical_date"] = args.logical_date  # likewise
-        run = api.request("POST", f"{dag_path(args.dag_id)}/runs", ok=(201,), json=body).json()
+    with connect(client) as api:
+        # The API validates --run-timeout and --logical-date, and names the field.
+        run = api.trigger_run(args.dag_id, run_id=args.run_id or None, conf=args.conf or {},
+                              run_timeout_seconds=args.run_timeout, logical_date=args.logical_date).to_dict()
         print(f"{run['dag_id']}: triggered run {run['run_id']}", file=out, flush=True)
         code = 0
         if args.wait:
@@ -125,13 +112,14 @@ def runs_trigger(args: argparse.Namespace, client: ClientSettings) -> int:
 def runs_list(args: argparse.Namespace, client: ClientSettings) -> int:
     if args.limit < 1:
         usage("--limit must be at least 1")
-    params = {"state": args.state, "since": args.since}
+    page_size = min(500, args.limit)
     # One DAG's list answers 404 for a DAG that does not exist; the list of every DAG's runs filters by time.
-    path = f"{dag_path(args.dag_id)}/runs" if args.dag_id and not args.since else "/api/v2/runs"
-    if args.dag_id and args.since:
-        params["dag_id"] = args.dag_id
-    with Api(client) as api:
-        runs = api.pages(path, {k: v for k, v in params.items() if v}, limit=args.limit)
+    with connect(client) as api:
+        found = (api.iter_runs(args.dag_id, state=args.state or None, page_size=page_size)
+                 if args.dag_id and not args.since else
+                 api.iter_runs_of_every_dag(state=args.state or None, since=args.since or None,
+                                            dag_id=args.dag_id or None, page_size=page_size))
+        runs = [r.to_dict() for r in islice(found, args.limit)]
     if emitted(args, runs):
         return 0
     rows = [[r["run_id"], r["state"], r["run_type"], short(r["created_at"]), short(r["ended_at"])] for r in runs]
@@ -143,12 +131,12 @@ def runs_list(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def runs_show(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        run = api.json("GET", run_path(args.dag_id, args.run_id))
+    with connect(client) as api:
+        run = api.get_run(args.dag_id, args.run_id).to_dict()
         if for_scripts(args):
             emitted(args, run)
             return 0
-        run["tasks"] = in_dag_order(run["tasks"], api.json("GET", dag_path(args.dag_id)).get("spec"))
+        run["tasks"] = in_dag_order(run["tasks"], api.get_dag(args.dag_id).spec)
     print(f"dag:      {run['dag_id']} (version {run['dag_version']})")
     print(f"run:      {run['run_id']} ({run['run_type']})")
     print(f"state:    {run['state']}" + (f" ({run['reason']})" if run.get("reason") else ""))
@@ -164,15 +152,15 @@ def runs_show(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def runs_cancel(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        run = api.json("POST", f"{run_path(args.dag_id, args.run_id)}/cancel")
+    with connect(client) as api:
+        run = api.cancel_run(args.dag_id, args.run_id)
     if not emitted(args, run):
         print(f"{run['dag_id']}: run {run['run_id']} {run['state']}")
     return 0
 
 
 def runs_wait(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
+    with connect(client) as api:
         code, run = follow(api, args.dag_id, args.run_id, sys.stderr if for_scripts(args) else sys.stdout)
     emitted(args, run)
     return code
@@ -199,47 +187,23 @@ def unsuccessful(run: dict[str, Any]) -> str:
     return "".join(f"; {p}" for p in parts)
 
 
-def follow(api: Api, dag_id: str, run_id: str, out: TextIO) -> tuple[int, dict[str, Any]]:
+def follow(api: Client, dag_id: str, run_id: str, out: TextIO) -> tuple[int, dict[str, Any]]:
     """Follow the run until it ends, redrawing one status line on a TTY (a line per change otherwise).
 
     Returns the exit code (0: the run succeeded) and the run as it ended.
     """
+    from leoflow.client.waiting import RunFollower
+
     tty = out.isatty()
-    path = run_path(dag_id, run_id)
-    etag: str | None = None
-    run: dict[str, Any] | None = None
-    last = ""
-    outage_since: float | None = None
-    pace = MIN_PACE
-    while run is None or run["state"] not in TERMINAL_RUN_STATES:
-        asked = time.monotonic()
-        try:
-            headers = {"If-None-Match": etag} if etag else {}
-            answer = api.request("GET", path, ok=(200, 304), params={"wait": LONG_POLL} if etag else None,
-                                 headers=headers, timeout=LONG_POLL + 30)
-            outage_since = None
-        except ApiUnavailable as exc:
-            if run is None and outage_since is None and "refused" in str(exc):
-                raise  # never reached: a wrong LEOFLOW_URL, not an outage to ride out
-            outage_since = outage_since or time.monotonic()
-            if time.monotonic() - outage_since > OUTAGE_TOLERANCE:
-                raise ClientError(f"gave up waiting for run {run_id}: {exc}") from None
-            time.sleep(1.0)
-            continue
-        new_etag = answer.headers.get("etag")
-        if answer.status_code == 200:
-            run = answer.json()
-            line = summary(run)
-            if line != last:
-                print(("\r\033[K" + line) if tty else line, end="" if tty else "\n", file=out, flush=True)
-                last = line
-        if new_etag is None or (answer.status_code == 304 and time.monotonic() - asked < LONG_POLL / 2):
-            # The server did not wait (or cannot): pace ourselves instead of spinning.
-            time.sleep(pace)
-            pace = min(MAX_PACE, pace * 1.5)
-        else:
-            pace = MIN_PACE
-        etag = new_etag
+    last = [""]
+
+    def show(run: dict[str, Any]) -> None:
+        line = summary(run)
+        if line != last[0]:
+            print(("\r\033[K" + line) if tty else line, end="" if tty else "\n", file=out, flush=True)
+            last[0] = line
+
+    run = api.follow(RunFollower(dag_id, run_id, on_change=show)).to_dict()
     if tty:
         print(file=out)
     if run["state"] != "success":
@@ -253,23 +217,25 @@ def runs_clear(args: argparse.Namespace, client: ClientSettings) -> int:
     if not args.tasks and not args.failed:
         usage("runs clear: say what to clear: --failed (every unsuccessful task), --task TASK (repeatable), "
               "or both")
-    body: dict[str, Any] = {"downstream": args.downstream}
-    if args.tasks:
-        body["tasks"] = args.tasks
-    if args.failed:
-        body["failed_only"] = True
-    if args.map_index is not None:  # the API says when it needs exactly one task
-        body["map_index"] = args.map_index
-    with Api(client) as api:
-        answer = api.request("POST", f"{run_path(args.dag_id, args.run_id)}/clear", ok=(200, 202), json=body)
-    return report(args, answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id}")
+    with connect(client) as api:
+        # --map-index: the API says when it needs exactly one task.
+        done = api.clear_task_instances(args.dag_id, args.run_id, tasks=args.tasks or None,
+                                        failed_only=True if args.failed else None, downstream=args.downstream,
+                                        map_index=args.map_index)
+    return report(args, *command_answer(done), f"{args.dag_id}: run {args.run_id}")
 
 
 def runs_mark(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        answer = api.request("POST", f"{run_path(args.dag_id, args.run_id)}/mark", ok=(200, 202),
-                             json={"state": args.state})
-    return report(args, answer.status_code, answer.json(), f"{args.dag_id}: run {args.run_id}")
+    with connect(client) as api:
+        done = api.mark_run(args.dag_id, args.run_id, state=args.state)
+    return report(args, *command_answer(done), f"{args.dag_id}: run {args.run_id}")
+
+
+def command_answer(done: Any) -> tuple[int, dict[str, Any]]:
+    """(status, body) of a day-2 command's answer: 202 when it is recorded but no leader applied it yet."""
+    from leoflow.client.models import CommandPending
+
+    return (202 if isinstance(done, CommandPending) else 200), done.to_dict()
 
 
 def report(args: argparse.Namespace, status: int, body: dict[str, Any], subject: str) -> int:
