@@ -8,6 +8,12 @@ for a task that has not started a try yet, and rides out short API outages like
 before the last lines were read and the stored copy comes whole), the lines already printed
 are recognised at the end of the stored copy and not printed twice; if they cannot be found,
 a marker line precedes the stored copy.
+
+``--container C`` (and ``--offset``, ``--tail-bytes``) reads the archived log instead
+(:func:`print_archive`): ``GET …/logs?container=&offset=&length=`` in windows of :data:`WINDOW`
+bytes, written as archived — binary output included — so a 2 GB log is printed with a few MiB in
+memory; with ``--follow`` it keeps asking from the cursor until the server says the log is
+complete, the same for a running try (seconds behind the task) and one from last month.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 if TYPE_CHECKING:
     from leoflow.client.api import Api
@@ -79,3 +85,44 @@ def unseen(printed: list[str], text: str) -> str:
         if plain[end - len(anchor):end] == anchor:
             return "".join(lines[end:])
     return "[leoflow: the pod is gone; its stored log follows in full]\n" + text
+
+
+#: Bytes asked for per request: a few archive chunks, a few MiB held at once.
+WINDOW = 8 * 1024 * 1024
+
+
+def print_archive(api: Api, path: str, query: Mapping[str, object], out: BinaryIO, *, offset: int | None,
+                  tail: int | None, follow: bool, outage_tolerance: float,
+                  sleep: Callable[[float], None] = time.sleep) -> int:
+    """Write the archived log at ``path`` (``query``: container, try, map_index) from ``offset``
+    (or its last ``tail`` bytes) to ``out``; with ``follow``, until it is complete.
+
+    The try is pinned after the first answer: a retry starting meanwhile does not switch logs.
+    """
+    from leoflow.client.api import ApiUnavailable
+
+    params: dict[str, object] = dict(query)
+    first: dict[str, object] = {"tail": tail} if tail is not None else {"offset": offset or 0}
+    outage_since: float | None = None
+    while True:
+        try:
+            answer = api.request("GET", path, params={**params, **first, "length": WINDOW} if "offset" in first
+                                 else {**params, **first})
+        except ApiUnavailable:
+            outage_since = outage_since or time.monotonic()
+            if not follow or time.monotonic() - outage_since > outage_tolerance:
+                raise
+            sleep(FOLLOW_POLL)
+            continue
+        outage_since = None
+        params.setdefault("try", int(answer.headers.get("X-Leoflow-Try") or 1))
+        if answer.content:
+            out.write(answer.content)
+            out.flush()
+        at = int(answer.headers.get("X-Leoflow-Log-Cursor", "b0")[1:])
+        first = {"offset": at}
+        if at < int(answer.headers.get("X-Leoflow-Log-Size", "0")):
+            continue  # more is archived already: the next window at once
+        if answer.headers.get("X-Leoflow-Log-Complete") == "true" or not follow:
+            return 0
+        sleep(FOLLOW_POLL)

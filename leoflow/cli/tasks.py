@@ -240,7 +240,7 @@ def tasks_logs(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def _archived_logs(args: argparse.Namespace, client: ClientSettings, path: str, instance: dict[str, Any]) -> int:
-    from leoflow.cli.log_archive import print_archive
+    from leoflow.cli.log_follow import print_archive
 
     if args.offset is not None and args.offset < 0:
         usage("--offset must be at least 0")
