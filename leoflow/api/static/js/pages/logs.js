@@ -237,6 +237,8 @@ export default {
           containerTab(null, "Log"), ...containers.map((name) => containerTab(name, `${name} (archive)`))]);
         fill(meta,
           fact("Task state", h("span", { "data-testid": "task-state" }, badge(ti.state))),
+          (ti.waiting_for || []).length ? fact("Waiting for", h("ul", { class: "waits", "data-testid": "waiting-for" },
+            ti.waiting_for.map((w) => h("li", {}, `[${w.state}] ${w.reason}` + (w.failure ? ` — ${w.failure}` : ""))))) : null,
           current ? [
             fact("Try", `${current.try_number}/${ti.max_tries ?? "?"}`),
             fact("Started", timeEl(current.started_at)),
@@ -249,6 +251,7 @@ export default {
         if (!current) {
           status.textContent = TERMINAL_TASK_STATES.has(ti.state)
             ? "This task finished without running a process, so there is no log."
+            : ti.state === "waiting" ? "The task waits for its conditions (Waiting for, above); nothing runs meanwhile."
             : "The task has not started yet; waiting for its first try…";
           pre.textContent = "";
           return;

@@ -102,6 +102,7 @@ export default {
       } catch (err) {
         errors.set(`Could not ${decision} ${taskId}: ${err.message}`);
       }
+      if (input) input.value = ""; // sent: the poll may redraw the row again
       await ctx.refresh();
     };
     /** POST a clear or mark and say what the leader did. */
