@@ -69,8 +69,8 @@ def test_a_succeeded_tasks_outputs_are_in_its_document_and_its_outputs_route(
     document, answer = both(run_r1, "extract")
     assert answer == {"try_number": 2, "state": "success", "outputs": PUBLISHED}
     assert document["outputs"] == PUBLISHED
-    # Beside the fields it had, before the tries; the tries themselves do not repeat them.
-    assert list(document)[-2:] == ["outputs", "tries"]
+    # Beside the fields it had, before the tries (and what it waited for); the tries do not repeat them.
+    assert list(document)[-3:] == ["outputs", "tries", "waiting_for"]
     assert [t["try_number"] for t in document["tries"]] == [1, 2]
     assert all("outputs" not in t for t in document["tries"])
     # The admin reads the same (nothing is masked for readers: outputs are task data).
