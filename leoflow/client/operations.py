@@ -107,7 +107,7 @@ OPERATIONS: dict[str, Operation] = {
     'delete_cluster_template': Operation('delete_cluster_template', 'DELETE', '/api/v2/templates/{name}', {204: ('empty', None)}, (), (), None, ()),
     'record_dataset_event': Operation('record_dataset_event', 'POST', '/api/v2/datasets/events', {201: ('json', 'DatasetEvent')}, (), (), 'DatasetEventRequest', ('uri', 'extra')),
     'list_datasets': Operation('list_datasets', 'GET', '/api/v2/datasets', {200: ('json', 'DatasetList')}, ('limit', 'cursor', 'uri', 'dag_id'), (), None, ()),
-    'approve_or_reject_a_task_waiting_for_an_approval': Operation('approve_or_reject_a_task_waiting_for_an_approval', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval', {200: ('json', 'Approval')}, (), (), 'ApprovalRequest', ('decision', 'comment')),
+    'decide_approval': Operation('decide_approval', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval', {200: ('json', 'Approval')}, (), (), 'ApprovalRequest', ('decision', 'comment')),
 }
 
 
@@ -358,9 +358,9 @@ class Operations(Calls):
         """Every item of ``GET /api/v2/datasets``, following ``next_cursor`` page by page."""
         return self._pages(OPERATIONS['list_datasets'], {}, {'uri': uri, 'dag_id': dag_id, 'limit': page_size})
 
-    def approve_or_reject_a_task_waiting_for_an_approval(self, dag_id: str, run_id: str, task_id: str, *, decision: str, comment: str | None = None) -> Approval:
-        """Approve or reject a task waiting for an approval: ``POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval``."""
-        return self._call(OPERATIONS['approve_or_reject_a_task_waiting_for_an_approval'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {}, {'decision': decision, 'comment': comment}, {})  # type: ignore[no-any-return]
+    def decide_approval(self, dag_id: str, run_id: str, task_id: str, *, decision: str, comment: str | None = None) -> Approval:
+        """Decide approval: ``POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval``."""
+        return self._call(OPERATIONS['decide_approval'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {}, {'decision': decision, 'comment': comment}, {})  # type: ignore[no-any-return]
 
 
 class AsyncOperations(AsyncCalls):
@@ -610,6 +610,6 @@ class AsyncOperations(AsyncCalls):
         """Every item of ``GET /api/v2/datasets``, following ``next_cursor`` page by page."""
         return self._apages(OPERATIONS['list_datasets'], {}, {'uri': uri, 'dag_id': dag_id, 'limit': page_size})
 
-    async def approve_or_reject_a_task_waiting_for_an_approval(self, dag_id: str, run_id: str, task_id: str, *, decision: str, comment: str | None = None) -> Approval:
-        """Approve or reject a task waiting for an approval: ``POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval``."""
-        return await self._acall(OPERATIONS['approve_or_reject_a_task_waiting_for_an_approval'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {}, {'decision': decision, 'comment': comment}, {})  # type: ignore[no-any-return]
+    async def decide_approval(self, dag_id: str, run_id: str, task_id: str, *, decision: str, comment: str | None = None) -> Approval:
+        """Decide approval: ``POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval``."""
+        return await self._acall(OPERATIONS['decide_approval'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {}, {'decision': decision, 'comment': comment}, {})  # type: ignore[no-any-return]

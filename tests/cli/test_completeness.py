@@ -161,7 +161,11 @@ def _seed(url: str) -> None:
         conn.execute("UPDATE dag_runs SET state = 'success', ended_at = now() WHERE run_id = 'r1'")
         conn.execute("INSERT INTO notifications (run_pk, dag_id, run_id, event, target, payload, give_up_at) "
                      "SELECT id, dag_id, run_id, 'success', 'default', '{}', now() FROM dag_runs WHERE run_id = 'r1'")
-        # A run whose two tasks wait for an approval (tasks approve, tasks reject).
+
+
+def _seed_gates(url: str) -> None:
+    """A run whose two tasks wait for an approval (tasks approve, tasks reject)."""
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state) "
                      "SELECT dag_id, 'r9', current_version_id, 'manual', 'running' FROM dags WHERE dag_id = 'etl'")
     for gate in ("gate1", "gate2"):
@@ -195,6 +199,8 @@ def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, mon
             argv = [*name.split(), *(files.get(a, a) for a in args)]
             if argv == ["runs", "trigger", "etl", "--run-id", "r2"]:
                 _seed(database_url)
+            if argv[:2] == ["tasks", "approve"]:
+                _seed_gates(database_url)
             recorder.seen.clear()
             if "--wait" in argv or name in ("runs clear", "tasks mark", "runs mark"):  # no leader: end it from the side
                 threading.Thread(target=_end_soon, args=(database_url, ENDINGS[name]), daemon=True).start()

@@ -32,7 +32,7 @@ from leoflow.client.models import (
 from leoflow.client.operations import OPERATIONS
 from tests.api.conftest import ADMIN_TOKEN, api_settings
 from tests.api.live import serve
-from tests.cli.test_completeness import SeenOperations, _end_soon, _seed
+from tests.cli.test_completeness import SeenOperations, _end_soon, _seed, _seed_gates
 
 SPEC_YAML = ("dag_id: etl\nschedule: '0 * * * *'\nstart_date: 2026-01-01T00:00:00Z\npaused: true\n"
              "tasks:\n  - {id: extract, image: busybox, command: ['true']}\n")
@@ -80,6 +80,8 @@ def _calls(c: Client, database_url: str) -> None:
     assert isinstance(c.mark_task_instance("etl", "r1", "extract", state="failed"), CommandResult | CommandPending)
     _applied_soon(database_url)
     assert isinstance(c.mark_run("etl", "r1", state="success"), CommandResult | CommandPending)
+    _seed_gates(database_url)  # run r9: two tasks waiting for an approval
+    assert c.decide_approval("etl", "r9", "gate1", decision="approve", comment="ok").decided_by == "boss"
     assert [t.task_id for t in c.list_task_instances("etl", "r1").items] == ["extract"]
     assert c.list_task_instances_of_every_run(state="success").items[0].dag_id == "etl"
     assert c.get_task_instance("etl", "r1", "extract").tries[0].try_number == 1

@@ -50,7 +50,7 @@ def parse_approval(document: object) -> tuple[approval_store.Decision, str]:
     return decision, comment
 
 
-@OPERATIONS("POST", TASK + "/approval", "Approve or reject a task waiting for an approval",
+@OPERATIONS("POST", TASK + "/approval", "Decide approval",
             oas.json_answer("200", "Approval"), body="ApprovalRequest", auth="admin", errors="404 409",
             params=[*oas.RUN_PATH, oas.TASK_ID])
 async def decide_approval(request: Request) -> Response:
