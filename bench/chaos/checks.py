@@ -131,6 +131,7 @@ def check_database(verdict: Verdict, conn: psycopg.Connection[Any], workload: Wo
 
     check_failures(verdict, conn)
     check_mapped(verdict, conn)
+    check_datasets(verdict, conn)
 
     stale = audit.stale_writes(conn)
     verdict.add("no_write_from_stale_term", not stale,
@@ -157,6 +158,30 @@ def check_mapped(verdict: Verdict, conn: psycopg.Connection[Any]) -> None:
             wrong.append({"run_id": run_id, "instances": [list(r[1:]) for r in instances][:10]})
     verdict.add("mapped_instances_exactly_once", bool(by_run) and not wrong,
                 {"successful_map_runs": len(by_run), "wrong": wrong[:5]})
+
+
+def check_datasets(verdict: Verdict, conn: psycopg.Connection[Any]) -> None:
+    """Every dataset event triggered each consuming DAG exactly once (ADR 0018): per consumer and URI,
+    the events recorded equal those its dataset-triggered runs consumed plus those still queued,
+    and no event id is in two of its runs. Read once the workload drained (nothing moves)."""
+    recorded = dict(conn.execute("SELECT uri, count(*) FROM dataset_events GROUP BY uri").fetchall())
+    consumers = conn.execute("SELECT dag_id, uri FROM dataset_references WHERE role = 'consumer'").fetchall()
+    counted: dict[tuple[str, str], int] = Counter()
+    spans: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for dag_id, events in conn.execute("SELECT dag_id, triggering_events FROM dag_runs "
+                                       "WHERE run_type = 'dataset'").fetchall():
+        for e in events or []:
+            counted[(dag_id, e["uri"])] += e["events"]
+            spans[(dag_id, e["uri"])].append((e["first_event_id"], e["last_event_id"]))
+    for dag_id, uri, events in conn.execute("SELECT dag_id, uri, events FROM dataset_queue").fetchall():
+        counted[(dag_id, uri)] += events
+    wrong = [{"dag_id": d, "uri": u, "recorded": recorded.get(u, 0), "consumed_or_queued": counted[(d, u)]}
+             for d, u in consumers if counted[(d, u)] != recorded.get(u, 0)]
+    overlapping = [{"dag_id": d, "uri": u} for (d, u), s in spans.items()
+                   if any(a[1] >= b[0] for a, b in itertools.pairwise(sorted(s)))]
+    verdict.add("dataset_events_trigger_once", not wrong and not overlapping,
+                {"events": sum(recorded.values()), "dataset_runs": sum(len(s) for s in spans.values()),
+                 "wrong": wrong[:10], "in_two_runs": overlapping[:10]})
 
 
 def check_failures(verdict: Verdict, conn: psycopg.Connection[Any]) -> None:

@@ -150,7 +150,8 @@ class Soak:
             self.supervise()
 
     def finished(self) -> bool:
-        """All triggered runs and task instances terminal and every finished try's logs shipped."""
+        """All triggered runs and task instances terminal, every finished try's logs shipped, no dataset
+        event waiting to start a run."""
         if not self.workload.done.is_set():
             return False
         try:
@@ -161,11 +162,13 @@ class Soak:
                              WHERE state NOT IN ('success', 'failed', 'upstream_failed', 'cancelled')),
                            (SELECT count(*) FROM task_tries WHERE executor_ref IS NOT NULL
                              AND ended_at IS NOT NULL AND logs_shipped_at IS NULL),
-                           (SELECT count(*) FROM dag_runs)""").fetchone()
+                           (SELECT count(*) FROM dag_runs),
+                           (SELECT count(*) FROM dataset_queue)""").fetchone()
         except psycopg.Error:
             return False
         triggered = sum(r.triggered_at is not None for r in self.workload.runs)
-        return bool(row and row[0] == 0 and row[1] == 0 and row[2] == 0 and row[3] >= triggered)
+        # Events still queued start one more dataset run (every consumer waits on ``any``).
+        return bool(row and row[0] == 0 and row[1] == 0 and row[2] == 0 and row[3] >= triggered and row[4] == 0)
 
     def drain(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

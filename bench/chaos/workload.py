@@ -50,10 +50,28 @@ def dag_spec(dag_id: str, tasks: int, rng: random.Random, *, flaky: int = 3) -> 
         specs.append(spec)
     # One task long enough to be running at a failover, with a timeout shorter than the clock
     # skew the soak injects: a leader whose clock is ahead must not time it out early.
+    # Its success is a dataset event too (DATASET_DAG waits on it): each must trigger it exactly once.
     specs.append({"id": "slow", "image": "busybox:1.36", "command": ["sh", "-c", f"echo {dag_id} slow; sleep 6"],
-                  "timeout_seconds": SLOW_TIMEOUT, "retries": 3, "retry_delay_seconds": 1})
+                  "timeout_seconds": SLOW_TIMEOUT, "retries": 3, "retry_delay_seconds": 1,
+                  "produces": [dataset_uri(dag_id)]})
     return {"dag_id": dag_id, "description": "chaos soak workload", "schedule": None,
             "max_active_runs": 1000, "tasks": specs}
+
+
+#: The DAG that runs on the layered DAGs' datasets (each ``slow`` success is an event): the soak checks
+#: that every event was consumed by exactly one of its runs or still waits in its queue.
+DATASET_DAG = "chaos-datasets"
+
+
+def dataset_uri(dag_id: str) -> str:
+    return f"chaos://{dag_id}/slow"
+
+
+def dataset_dag_spec(producers: list[str]) -> dict[str, Any]:
+    return {"dag_id": DATASET_DAG, "description": "chaos soak dataset consumer",
+            "schedule": {"datasets": {"any": [dataset_uri(d) for d in producers]}},
+            "tasks": [{"id": "consume", "image": "busybox:1.36", "retries": 3, "retry_delay_seconds": 1,
+                       "command": ["sh", "-c", "echo consumed $LEOFLOW_TRIGGERING_EVENTS"]}]}
 
 
 #: The list → map → combine DAG of the workload, and how many items its list publishes.
@@ -141,7 +159,8 @@ class Workload:
              dag_count: int = 2) -> Workload:
         rng = random.Random(seed)
         dags = [dag_spec(f"chaos-{chr(ord('a') + i)}", tasks, rng) for i in range(dag_count)] + [map_dag_spec()]
-        dag_count += 1
+        dag_count += 1  # triggered by the workload; the dataset consumer below is started by their events
+        dags.append(dataset_dag_spec([d["dag_id"] for d in dags[:dag_count - 1]]))
         cancel_count = cancellations if cancellations is not None else max(1, runs // 16)
         cancelled = set(rng.sample(range(runs), min(cancel_count, runs)))
         planned = []
