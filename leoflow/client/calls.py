@@ -81,8 +81,20 @@ def request_of(op: Operation, path: Mapping[str, Any], query: Mapping[str, Any],
         json_body = body.to_dict()
     elif isinstance(body, Mapping):
         json_body = {k: v for k, v in body.items() if v is not None} if op.body_fields else dict(body)
+    if json_body is not None:
+        content = _json_of(op, json_body)
+        json_body = None
+        sent_headers["Content-Type"] = "application/json"
     return Request(op.method, target, {k: _query_value(v) for k, v in query.items() if v is not None},
                    sent_headers, json_body, content, tuple(op.answers))
+
+
+def _json_of(op: Operation, body: Any) -> bytes:
+    """The body as JSON, or a :class:`ClientError` naming what cannot be sent (a set, a date, NaN)."""
+    try:
+        return json.dumps(body, allow_nan=False).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ClientError(f"{op.name}: the request body cannot be sent as JSON ({exc})") from None
 
 
 def result_of(op: Operation, status: int, content: bytes, client: Any) -> Any:

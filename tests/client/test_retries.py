@@ -133,3 +133,13 @@ def test_configuration_comes_from_the_environment(monkeypatch: pytest.MonkeyPatc
     assert endpoint_from_environment(env={"LEOFLOW_URL": "http://h:1"}) == ("http://h:1", "stored")
     with pytest.raises(ClientError, match="LEOFLOW_URL"):
         Client("ftp://nowhere")
+
+
+def test_a_body_json_cannot_carry_is_a_clear_error_before_any_request() -> None:
+    script = Script(200)
+    with stand_in(script) as url, Client(url, "t") as client:
+        with pytest.raises(ClientError, match=r"trigger_run: the request body cannot be sent as JSON .*set"):
+            client.trigger_run("etl", conf={"ids": {1, 2}})
+        with pytest.raises(ClientError, match=r"cannot be sent as JSON \(Out of range float"):
+            client.trigger_run("etl", run_timeout_seconds=float("nan"))
+    assert script.seen == []
