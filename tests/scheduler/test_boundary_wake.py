@@ -23,8 +23,8 @@ from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows
 from tests.scheduler.stepper import T0, stepper
 
-EVERY_FIVE = {"dag_id": "five", "schedule": "*/5 * * * *", "catchup": False, "start_date": (T0 + timedelta(minutes=5)).isoformat(),
-              "tasks": [{"id": "t", "kind": "empty"}]}
+EVERY_FIVE = {"dag_id": "five", "schedule": "*/5 * * * *", "catchup": False,
+              "start_date": (T0 + timedelta(minutes=5)).isoformat(), "tasks": [{"id": "t", "kind": "empty"}]}
 
 
 async def scheduled(engine: AsyncEngine) -> list[tuple[str, str]]:
