@@ -15,10 +15,11 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from leoflow.cli.output import emitted, for_scripts, short, table
-from leoflow.cli.verbs import noun, verb
-from leoflow.client.api import Api, ApiUnavailable, ClientError, dag_path
+from leoflow.cli.verbs import connect, noun, verb
+from leoflow.client.api import ApiUnavailable, ClientError
 
 if TYPE_CHECKING:
+    from leoflow.client.typed import Client
     from leoflow.settings import ClientSettings
 
 #: Seconds between progress reads of ``--wait`` (a backfill's runs take minutes to hours).
@@ -63,11 +64,9 @@ def progress(b: dict[str, Any]) -> str:
 
 
 def dags_backfill(args: argparse.Namespace, client: ClientSettings) -> int:
-    body: dict[str, Any] = {"start": args.start, "end": args.end, "rerun_failed": args.rerun_failed}
-    if args.max_active_runs is not None:
-        body["max_active_runs"] = args.max_active_runs
-    with Api(client) as api:
-        b = api.request("POST", f"{dag_path(args.dag_id)}/backfill", ok=(201,), json=body).json()
+    with connect(client) as api:
+        b = api.start_backfill(args.dag_id, start=args.start, end=args.end, rerun_failed=args.rerun_failed,
+                               max_active_runs=args.max_active_runs).to_dict()
         # With --output json|yaml stdout carries one document (the backfill, at its end with
         # --wait): the progress lines go to stderr.
         out = sys.stderr if for_scripts(args) else sys.stdout
@@ -80,10 +79,9 @@ def dags_backfill(args: argparse.Namespace, client: ClientSettings) -> int:
     return code
 
 
-def _follow(api: Api, b: dict[str, Any], out: TextIO) -> tuple[int, dict[str, Any]]:
+def _follow(api: Client, b: dict[str, Any], out: TextIO) -> tuple[int, dict[str, Any]]:
     """Show the progress until the backfill ends: (exit code, the backfill as it ended)."""
     tty = out.isatty()
-    path = f"{dag_path(b['dag_id'])}/backfills/{b['id']}"
     last = ""
     outage_since: float | None = None
     while True:
@@ -95,7 +93,7 @@ def _follow(api: Api, b: dict[str, Any], out: TextIO) -> tuple[int, dict[str, An
             break
         time.sleep(PROGRESS_INTERVAL)
         try:
-            b = api.json("GET", path)
+            b = api.get_backfill(b["dag_id"], b["id"]).to_dict()
             outage_since = None
         except ApiUnavailable as exc:
             outage_since = outage_since or time.monotonic()
@@ -113,8 +111,8 @@ def _follow(api: Api, b: dict[str, Any], out: TextIO) -> tuple[int, dict[str, An
 
 
 def backfills_list(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        items = api.pages(f"{dag_path(args.dag_id)}/backfills")
+    with connect(client) as api:
+        items = [b.to_dict() for b in api.iter_backfills(args.dag_id, page_size=500)]
     if emitted(args, items):
         return 0
     table([[str(b["id"]), b["state"], short(b["start"]), short(b["end"]), str(b["slots_total"]),
@@ -124,8 +122,8 @@ def backfills_list(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def backfills_show(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        b = api.json("GET", f"{dag_path(args.dag_id)}/backfills/{args.backfill_id}")
+    with connect(client) as api:
+        b = api.get_backfill(args.dag_id, args.backfill_id).to_dict()
     if emitted(args, b):
         return 0
     print(progress(b))
@@ -139,8 +137,8 @@ def backfills_show(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def backfills_cancel(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        b = api.json("POST", f"{dag_path(args.dag_id)}/backfills/{args.backfill_id}/cancel")
+    with connect(client) as api:
+        b = api.cancel_backfill(args.dag_id, args.backfill_id).to_dict()
     if not emitted(args, b):
         print(progress(b))
     return 0
