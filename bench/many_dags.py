@@ -29,8 +29,9 @@ replica, lets it settle for ``--idle-settle`` s and reports the leader's CPU ove
 sequential ``GET /api/v2/dags?limit=100`` over one keep-alive connection after 20 warm-up requests
 (client-side p50/p99; bench/dag_list.py measures every filter). With ``--sync N`` it writes N DAG
 files (YAML, one ``kind: empty`` task each) and times ``leoflow dags sync`` of the directory
-against a replica on an empty database (one request, all or nothing), then checks that N DAGs
-are stored. With ``--airflow`` it runs bench/airflow_many_dags.py (Airflow 2.10.5, the same
+against a replica on an empty database (one request, all or nothing; ``LEOFLOW_MAX_BODY_BYTES``
+raised to ``--sync-body-bytes``: 10,000 files do not fit the default 1 MiB), then checks that N
+DAGs are stored. With ``--airflow`` it runs bench/airflow_many_dags.py (Airflow 2.10.5, the same
 1,000 DAGs at one boundary) after the Leoflow sizes and sets the two side by side: Airflow's last
 run succeeded (its ``end_date``) over the moment every Leoflow run was seen succeeded (polled).
 
@@ -301,7 +302,10 @@ def sync(args: argparse.Namespace) -> dict[str, Any]:
     with database(None) as url:
         migrations.upgrade(url)
         port = free_port()
-        env = {"LEOFLOW_EXECUTOR": args.executor, "LEOFLOW_HOME": str(home / "home")}
+        # 10,000 files are ~2 MB of JSON: over the default 1 MiB body limit (a 413 naming
+        # LEOFLOW_MAX_BODY_BYTES); an install syncing that many raises it, as this does.
+        env = {"LEOFLOW_EXECUTOR": args.executor, "LEOFLOW_HOME": str(home / "home"),
+               "LEOFLOW_MAX_BODY_BYTES": str(args.sync_body_bytes)}
         with replica(url, port, env), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
             wait_for(lambda: http.get("/readyz").status_code == 200, "the replica to be ready")
             load_before = os.getloadavg()
@@ -381,6 +385,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--idle-seconds", type=float, default=60.0, help="seconds the idle CPU is measured over")
     parser.add_argument("--list-requests", type=int, default=500, help="DAG list requests timed with --idle")
     parser.add_argument("--sync", type=int, default=0, help="also: dags sync of this many files (0: skip)")
+    parser.add_argument("--sync-body-bytes", type=int, default=64 * 1024 * 1024,
+                        help="LEOFLOW_MAX_BODY_BYTES of the sync's replica (default 64 MiB; the server's is 1 MiB)")
     parser.add_argument("--airflow", action="store_true",
                         help="also: bench/airflow_many_dags.py's 1,000 DAGs, side by side with --dags 1000")
     args = parser.parse_args(argv)
