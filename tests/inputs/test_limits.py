@@ -226,6 +226,46 @@ def _dataset_cases() -> list[Case]:
     ]
 
 
+def _approval_comment(comment: str) -> Callable[[], object]:
+    """The approval route's body check, its 422 read as a refusal naming the field."""
+    def run() -> object:
+        from leoflow.api.errors import ApiError
+        from leoflow.api.routes.approvals import parse_approval
+        try:
+            return parse_approval({"decision": "reject", "comment": comment})
+        except ApiError as exc:
+            raise ValidationFailed(str(exc.details["field"]), exc.message) from None
+    return run
+
+
+def _wait_cases() -> list[Case]:
+    """wait_for conditions (leoflow.model.spec.waits) and an approval's comment."""
+    on = "tasks[0].wait_for"
+    return [
+        spec_case(limits.WAIT_FOR, "20 conditions", with_task(wait_for=[{"dataset": f"u{i}"} for i in range(20)]),
+                  None),
+        spec_case(limits.WAIT_FOR, "21 conditions", with_task(wait_for=[{"dataset": f"u{i}"} for i in range(21)]),
+                  on, words="21"),
+        spec_case(limits.WAIT_OFFSET, "offset of -366 days", with_task(wait_for=[{"dag": "a", "offset": "-366d"}]),
+                  None),
+        spec_case(limits.WAIT_OFFSET, "offset of -366 days and a second",
+                  with_task(wait_for=[{"dag": "a", "offset": "-366d1s"}]), on + "[0].offset"),
+        spec_case(limits.WAIT_OFFSET, "not_before of 10^300 s", with_task(wait_for=[{"not_before": 1e300}]),
+                  on + "[0].not_before"),
+        spec_case(limits.WAIT_TIMEOUT, "timeout of 30 days",
+                  with_task(wait_for=[{"approval": {}, "timeout_seconds": 30 * 86_400}]), None),
+        spec_case(limits.WAIT_TIMEOUT, "timeout of 0", with_task(wait_for=[{"approval": {}, "timeout_seconds": 0}]),
+                  on + "[0].timeout_seconds"),
+        spec_case(limits.APPROVAL_MESSAGE, "message of 500",
+                  with_task(wait_for=[{"approval": {"message": "m" * 500}}]), None),
+        spec_case(limits.APPROVAL_MESSAGE, "message of 501",
+                  with_task(wait_for=[{"approval": {"message": "m" * 501}}]), on + "[0].approval.message",
+                  words="501"),
+        Case(limits.APPROVAL_COMMENT, "comment of 2,000", _approval_comment("c" * 2_000), None),
+        Case(limits.APPROVAL_COMMENT, "comment of 2,001", _approval_comment("c" * 2_001), "comment", words="2,001"),
+    ]
+
+
 def _schedule_cases() -> list[Case]:
     start = "2026-01-01T00:00:00Z"
     return [
@@ -497,6 +537,7 @@ CASES: list[Case] = [
     *_access_cases(),
     *_oidc_cases(),
     *_dataset_cases(),
+    *_wait_cases(),
     *_schedule_cases(),
 ]
 
