@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from leoflow.cli.output import emitted, for_scripts, short, table, usage
-from leoflow.cli.verbs import noun, verb
+from leoflow.cli.verbs import connect, noun, verb
 from leoflow.client.api import Api, ClientError, q
 
 if TYPE_CHECKING:
@@ -88,8 +88,8 @@ def templates_apply(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def templates_list(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        items = api.json("GET", "/api/v2/templates")["items"]
+    with connect(client) as api:
+        items = api.list_cluster_templates().items
     if emitted(args, items):
         return 0
     table([[f"cluster/{t['name']}", str(t["version"]), str(t["versions"]), short(t["created_at"]), t["created_by"]]
@@ -98,9 +98,8 @@ def templates_list(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def templates_get(args: argparse.Namespace, client: ClientSettings) -> int:
-    query = f"?version={args.version}" if args.version is not None else ""
-    with Api(client) as api:
-        found = api.json("GET", f"/api/v2/templates/{q(args.name)}{query}")
+    with connect(client) as api:
+        found = api.get_cluster_template(args.name, version=args.version)
     if emitted(args, found):
         return 0
     from leoflow.model.files.yaml_loader import dump_yaml
@@ -112,8 +111,8 @@ def templates_get(args: argparse.Namespace, client: ClientSettings) -> int:
 
 
 def templates_delete(args: argparse.Namespace, client: ClientSettings) -> int:
-    with Api(client) as api:
-        api.request("DELETE", f"/api/v2/templates/{q(args.name)}", ok=(204,))
+    with connect(client) as api:
+        api.delete_cluster_template(args.name)
     if not emitted(args, {"name": args.name, "deleted": True}):
         print(f"deleted cluster/{args.name} (DAG versions that use it keep their copy)")
     return 0
