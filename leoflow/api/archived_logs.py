@@ -18,6 +18,7 @@ answers 404 naming it; an archive that cannot be read (storage down) 503 with th
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -39,8 +40,33 @@ _STORES: dict[str, ObjectStore] = {}
 ARCHIVE_PARAMS = ("container", "offset", "length", "tail")
 
 
+@dataclass(frozen=True)
+class ArchiveQuery:
+    """What a request asks of the archive, checked before anything is read from the database."""
+
+    container: str
+    offset: int | None
+    length: int | None
+    tail: int | None
+
+
 def wants_archive(request: Request) -> bool:
     return any(name in request.query_params for name in ARCHIVE_PARAMS)
+
+
+def archive_query(request: Request) -> ArchiveQuery | None:
+    """The archive parameters of ``request`` (None when it asks for none), or a 400 naming the bad one.
+
+    Checked first, like ``try``: a malformed parameter answers the same 400 whether or not the
+    task exists, so a caller learns nothing about runs from a bad query.
+    """
+    if not wants_archive(request):
+        return None
+    offset = query_int(request, "offset", LOG_OFFSET)
+    tail = query_int(request, "tail", LOG_TAIL)
+    if tail is not None and offset is not None:
+        raise bad_field("tail", "cannot be combined with offset (tail counts from the end)")
+    return ArchiveQuery(_container(request), offset, query_int(request, "length", LOG_LENGTH), tail)
 
 
 def _store(url: str, timeout: float) -> ObjectStore:
@@ -57,14 +83,9 @@ def _container(request: Request) -> str:
     return name
 
 
-async def archived_log(request: Request, entry: dict[str, Any]) -> Response:
+async def archived_log(request: Request, entry: dict[str, Any], query: ArchiveQuery) -> Response:
     """The answer for ``entry`` (a try as :func:`leoflow.db.stores.task_logs.get_task_log` returns it)."""
-    container = _container(request)
-    offset = query_int(request, "offset", LOG_OFFSET)
-    length = query_int(request, "length", LOG_LENGTH)
-    tail = query_int(request, "tail", LOG_TAIL)
-    if tail is not None and offset is not None:
-        raise bad_field("tail", "cannot be combined with offset (tail counts from the end)")
+    container, offset, length, tail = query.container, query.offset, query.length, query.tail
     state = api_state(request)
     config = state.settings.log_archive
     if config.active_url is None:

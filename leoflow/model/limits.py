@@ -418,11 +418,13 @@ PAGE_LIMIT = Range("`limit` (list query parameter)", 1, 500, "one page is one da
                    integer=True)
 DEFAULT_PAGE_LIMIT = 100
 TRY_NUMBER = Range("`try` (log query parameter)", 1, 2**31 - 1, "a PostgreSQL integer", integer=True)
-LOG_OFFSET = Range("`offset` (archived log query parameter)", 0, 2**62, "a byte offset into a log; past the "
-                   "end answers nothing", integer=True)
-LOG_LENGTH = Range("`length` (archived log query parameter)", 1, 2**62, "bytes to read; the answer streams, so "
-                   "a whole log may be asked for", integer=True)
-LOG_TAIL = Range("`tail` (archived log query parameter)", 1, 2**62, "the last bytes of a log; the answer "
+#: 1 PB: beyond any log, and within the 18 digits a query integer may have.
+LOG_BYTES_MAX = 10**15
+LOG_OFFSET = Range("`offset` (archived log query parameter)", 0, LOG_BYTES_MAX, "a byte offset into a log; past "
+                   "the end answers nothing", integer=True)
+LOG_LENGTH = Range("`length` (archived log query parameter)", 1, LOG_BYTES_MAX, "bytes to read; the answer "
+                   "streams, so a whole log may be asked for", integer=True)
+LOG_TAIL = Range("`tail` (archived log query parameter)", 1, LOG_BYTES_MAX, "the last bytes of a log; the answer "
                  "streams", integer=True)
 LOG_CONTAINER = Length("`container` (archived log query parameter)", 63,
                        "a Kubernetes container name (a DNS label): it is part of the archive's object names")

@@ -84,6 +84,8 @@ def spec(dag_id: str = "poison", **fields: Any) -> dict[str, Any]:
 #: A run of :data:`HEALTHY` that the task-instance route poisons (``?map_index=``) aim at, so their
 #: query is judged past the run's lookup. Whoever throws the corpus triggers it first, with this run id.
 HEALTHY_RUN = "poison-run"
+#: The log route of a run that does not exist: a valid query reaches the 404, a bad one stops at 400.
+NO_RUN_LOGS = f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?"
 
 #: A DAG whose ``params`` hold issue 44's backtracking pattern (``^(a+)+$``: seconds of Python's
 #: re for 28 ``a`` and a ``!``, microseconds of RE2). Whoever throws the corpus applies it first
@@ -469,6 +471,18 @@ def corpus() -> list[Poison]:
         Poison("limit 0", "GET", "/api/v2/dags?limit=0", None, JSON, 400, "limit"),
         Poison("try 0", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?try=0", None, JSON, 400, "try"),
         Poison("try 2^31", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?try={2**31}", None, JSON, 400, "try"),
+        Poison("log offset -1", "GET", f"{NO_RUN_LOGS}offset=-1", None, JSON, 400, "offset"),
+        Poison("log offset 1 PB + 1", "GET", f"{NO_RUN_LOGS}offset={limits.LOG_BYTES_MAX + 1}", None, JSON, 400,
+               "offset"),
+        Poison("log length 0", "GET", f"{NO_RUN_LOGS}length=0", None, JSON, 400, "length"),
+        Poison("log length 1 PB + 1", "GET", f"{NO_RUN_LOGS}length={limits.LOG_BYTES_MAX + 1}", None, JSON, 400,
+               "length"),
+        Poison("log tail 0", "GET", f"{NO_RUN_LOGS}tail=0", None, JSON, 400, "tail"),
+        Poison("log tail with offset", "GET", f"{NO_RUN_LOGS}tail=5&offset=1", None, JSON, 400, "tail"),
+        Poison("log container 64 chars", "GET", f"{NO_RUN_LOGS}container={'c' * 64}", None, JSON, 400,
+               "container"),
+        Poison("log container not a DNS label", "GET", f"{NO_RUN_LOGS}container=..%2Fetc", None, JSON, 400,
+               "container"),
         # Small inputs that were 500s (issue 44, item 13): a 4xx naming the parameter.
         Poison("cursor of 2,000 nested [", "GET", f"/api/v2/dags?cursor={cursor_of(b'[' * 2_000)}", None, JSON, 400,
                "cursor"),
@@ -479,7 +493,7 @@ def corpus() -> list[Poison]:
         Poison("backfill \u00b2", "GET", f"/api/v2/dags/{HEALTHY}/backfills/%C2%B2", None, JSON, 404, "backfill_id"),
         Poison("notification \u00b2 retried", "POST", "/api/v2/notifications/%C2%B2/retry", None, JSON, 404,
                "notification_id"),
-        Poison("log cursor b\u00b2", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?since=b%C2%B2", None, JSON,
+        Poison("log cursor b\u00b2", "GET", f"{NO_RUN_LOGS}since=b%C2%B2", None, JSON,
                400, "since"),
         Poison("YAML key 1 on PATCH", "PATCH", f"/api/v2/dags/{HEALTHY}", b"paused: false\n1: x\n", YAML, 422, "1"),
         _run("YAML key 1 in conf", b"conf: {a: b, 1: x}\n", 422, "conf.1", YAML),
@@ -520,4 +534,10 @@ def corpus() -> list[Poison]:
         # A valid try number: validation passes, the run simply does not exist.
         Poison("try exactly 2^31 - 1", "GET", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/a/logs?try={2**31 - 1}", None,
                JSON, 404, None),
+        # Valid archive ranges: validation passes, the run simply does not exist.
+        Poison("log offset exactly 1 PB", "GET", f"{NO_RUN_LOGS}offset={limits.LOG_BYTES_MAX}", None, JSON, 404, None),
+        Poison("log offset exactly 0", "GET", f"{NO_RUN_LOGS}offset=0", None, JSON, 404, None),
+        Poison("log length exactly 1", "GET", f"{NO_RUN_LOGS}length=1", None, JSON, 404, None),
+        Poison("log tail exactly 1 PB", "GET", f"{NO_RUN_LOGS}tail={limits.LOG_BYTES_MAX}", None, JSON, 404, None),
+        Poison("log container exactly 63 chars", "GET", f"{NO_RUN_LOGS}container={'c' * 63}", None, JSON, 404, None),
     ]

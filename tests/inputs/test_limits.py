@@ -15,6 +15,7 @@ import pytest
 from leoflow.api.oidc.verifier import TokenRefused, check_bearer_size, groups_of
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
+from leoflow.model.access.teams import parse_teams
 from leoflow.model.access.tokens import check_token_capacity, parse_token_request
 from leoflow.model.bounds import check_document_shape, check_size
 from leoflow.model.dataset_events import parse_event_request
@@ -150,6 +151,11 @@ def _token_request(max_days: int = 90, **fields: Any) -> object:
     return parse_token_request({"name": "ci", "role": "viewer", "expires_in_days": 7, **fields}, max_days=max_days)
 
 
+def _team(**fields: object) -> object:
+    """A teams file of one team with ``fields`` (the file's reader, as the server reads it)."""
+    return parse_teams({"teams": [{"name": "data", **fields}]})
+
+
 def _access_cases() -> list[Case]:
     """Runtime API tokens and teams (docs/access-control.md)."""
     return [
@@ -165,6 +171,13 @@ def _access_cases() -> list[Case]:
              "expires_in_days"),
         Case(limits.TOKEN_EXPIRY, "91 days over the default cap", lambda: _token_request(expires_in_days=91),
              "expires_in_days", words="LEOFLOW_API_TOKEN_MAX_DAYS"),
+        Case(limits.TEAM_NAMESPACE, "namespace 63", lambda: _team(namespace="n" * 63), None),
+        Case(limits.TEAM_NAMESPACE, "namespace 64", lambda: _team(namespace="n" * 64), "teams[0].namespace"),
+        Case(limits.TEAM_NAMESPACE, "namespace with a capital", lambda: _team(namespace="Data"),
+             "teams[0].namespace"),
+        Case(limits.TEAM_SERVICE_ACCOUNT, "service account 253", lambda: _team(service_account="s" * 253), None),
+        Case(limits.TEAM_SERVICE_ACCOUNT, "service account 254", lambda: _team(service_account="s" * 254),
+             "teams[0].service_account"),
         Case(limits.TOKENS, "the 10,000th token", lambda: check_token_capacity(9_999), None),
         Case(limits.TOKENS, "the 10,001st token", lambda: check_token_capacity(10_000), "tokens", words="10,000"),
     ]
@@ -559,7 +572,9 @@ def test_every_limit_has_an_accepted_and_a_refused_boundary_case() -> None:
     for case in CASES:
         by_subject.setdefault(case.limit.subject, set()).add(case.refused_at is None)
     # The query parameters are checked over HTTP only (tests/inputs/test_poison_api.py).
-    for limit, name in ((limits.PAGE_LIMIT, "limit="), (limits.TRY_NUMBER, "try=")):
+    for limit, name in ((limits.PAGE_LIMIT, "limit="), (limits.TRY_NUMBER, "try="), (limits.LOG_OFFSET, "offset="),
+                        (limits.LOG_LENGTH, "length="), (limits.LOG_TAIL, "tail="),
+                        (limits.LOG_CONTAINER, "container=")):
         for poison in corpus():
             if name in poison.path:
                 by_subject.setdefault(limit.subject, set()).add(poison.field != name[:-1])

@@ -41,7 +41,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from leoflow.api.archived_logs import archived_log, wants_archive
+from leoflow.api.archived_logs import archive_query, archived_log
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, bad_field
 from leoflow.api.openapi import components as oas
@@ -79,6 +79,7 @@ async def get_task_logs(request: Request) -> Response:
     since = request.query_params.get("since")
     if since is not None and not _CURSOR.fullmatch(since):
         raise bad_field("since", "must be a cursor from X-Leoflow-Log-Cursor (or empty to start)")
+    archive = archive_query(request)
     state = api_state(request)
     async with state.db.connect() as conn:
         ti = await task_or_404(request, conn)
@@ -91,11 +92,11 @@ async def get_task_logs(request: Request) -> Response:
             raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")
         raise bad_field("try", f"task {ti['task_id']!r} has no try {try_number} "
                         f"(tries so far: {ti['try_number']})", status=404)
-    if wants_archive(request):
+    if archive is not None:
         if entry["task_try_id"] is None:
             raise bad_field("container", f"try {entry['try_number']} has not started: nothing is archived yet",
                             status=404)
-        return await archived_log(request, entry)
+        return await archived_log(request, entry, archive)
     finished = entry["ended_at"] is not None
     note = None
     pod_cursor = since is not None and since.startswith("t")
