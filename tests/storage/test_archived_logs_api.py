@@ -87,8 +87,10 @@ def test_ranges_of_an_archived_log_stream_back_exactly(client: httpx.Client, dat
     assert past.status_code == 200 and past.content == b""
     sidecar = client.get(LOGS, params={"container": "agent"}, headers=READ)
     assert sidecar.text == "the sidecar's one line\n"
-    # Without archive parameters the answer is what it always was: the stored tail.
-    assert client.get(LOGS, headers=READ).text == "the tail\n"
+    # Without archive parameters the answer is what it always was: the stored tail, plus the names
+    # of the archived containers (what the dashboard's container tabs are drawn from).
+    plain = client.get(LOGS, headers=READ)
+    assert plain.text == "the tail\n" and plain.headers["X-Leoflow-Log-Containers"] == "agent,task"
 
 
 def test_a_running_logs_archive_is_readable_and_says_it_is_not_complete(

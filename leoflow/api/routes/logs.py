@@ -50,6 +50,7 @@ from leoflow.api.operations import Operations
 from leoflow.api.routes.runs import TASK, task_or_404
 from leoflow.api.url_params import query_int
 from leoflow.db.stores import task_logs as log_store
+from leoflow.db.stores.log_archive import index as archive_store
 from leoflow.model.limits import TRY_NUMBER
 from leoflow.model.live_logs import LiveLog
 
@@ -87,6 +88,11 @@ async def get_task_logs(request: Request) -> Response:
             raise bad_field("map_index", f"task {ti['task_id']!r} is mapped ({ti['map_count']} instances): "
                             "name one with ?map_index=")
         entry = await log_store.get_task_log(conn, ti, try_number)
+        # The try's archived containers ride along on the plain answer, so a reader (the dashboard's
+        # container tabs) learns them without a probe that would 404 for a try with nothing archived.
+        archived = (await archive_store.archived_logs(conn, entry["task_try_id"])
+                    if archive is None and entry is not None and entry["task_try_id"] is not None
+                    and state.settings.log_archive.active_url is not None else None)
     if entry is None:
         if try_number is None:
             raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")
@@ -104,10 +110,16 @@ async def get_task_logs(request: Request) -> Response:
         live = await state.live_logs.read(entry["executor_ref"], since=since[1:] if pod_cursor and since else None,
                                           max_lines=LIVE_TAIL_LINES, max_bytes=LIVE_TAIL_BYTES)
         if live is not None and live.unavailable is None:
-            return _from_pod(entry, live, since, finished)
+            return _with_containers(_from_pod(entry, live, since, finished), archived)
         if live is not None:
             note = f"[leoflow: the pod's live log cannot be read ({live.unavailable}); showing what is stored]\n"
-    return _stored(entry, since, note)
+    return _with_containers(_stored(entry, since, note), archived)
+
+
+def _with_containers(response: Response, archived: list[archive_store.ArchivedLog] | None) -> Response:
+    if archived is not None:
+        response.headers["X-Leoflow-Log-Containers"] = ",".join(sorted(log.container for log in archived))
+    return response
 
 
 def _headers(entry: dict[str, Any], complete: bool, source: str, **extra: str) -> dict[str, str]:

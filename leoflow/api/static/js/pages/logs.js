@@ -19,8 +19,6 @@ const IDLE_POLL_MS = 5000;
 const OUTPUT_SHOWN_CHARS = 160;
 // An archived log is shown from its last 512 KiB (the whole of it is one "Download" away).
 const ARCHIVE_VIEW_BYTES = 512 * 1024;
-// How often a running try's archived containers are looked up again (each look reads one object).
-const CONTAINERS_POLL_MS = 10000;
 
 /**
  * The outputs as a list of name → value, by name. Values are text (textContent, via h()), never
@@ -113,7 +111,6 @@ export default {
     // (null: the log as before: live or stored).
     let containers = [];
     let containersFor = null;
-    let containersAt = 0;
     let container = null;
 
     pre.addEventListener("scroll", () => {
@@ -150,18 +147,6 @@ export default {
         errors.set(`download failed: ${err.message}`);
       }
     });
-    // The try's archived containers (X-Leoflow-Log-Containers); [] without an archive or before one.
-    const archivedContainers = async () => {
-      try {
-        const resp = await api(`${base}/logs`, { query: { try: selected, tail: 1, ...instanceQuery }, text: true,
-          withHeaders: true });
-        return (resp.headers.get("X-Leoflow-Log-Containers") || "").split(",").filter(Boolean);
-      } catch (err) {
-        if (err.status === 404) return [];
-        throw err;
-      }
-    };
-
     return {
       async refresh() {
         const ti = await api(base, { query: instanceQuery });
@@ -187,11 +172,9 @@ export default {
         let complete = null; // X-Leoflow-Log-Complete: false while the try runs or logs are in transit
         let source = null; // X-Leoflow-Log-Source: "pod" (live from the running pod), "stored" or "archive"
         let archivedSize = null;
-        if (current && (containersFor !== selected || (!current.ended_at && Date.now() - containersAt > CONTAINERS_POLL_MS))) {
-          containers = await archivedContainers();
+        if (containersFor !== selected) { // another try: its containers come with its log (below)
+          containers = [];
           containersFor = selected;
-          containersAt = Date.now();
-          if (current.ended_at) containersAt = Infinity; // settled: no need to look again
         }
         if (container !== null && !containers.includes(container)) container = null;
         if (current) {
@@ -200,6 +183,9 @@ export default {
           try {
             const resp = await api(`${base}/logs`, { query, text: true, withHeaders: true });
             archivedSize = resp.headers.get("X-Leoflow-Log-Size");
+            // The try's archived containers (absent without an archive on this cluster).
+            const names = resp.headers.get("X-Leoflow-Log-Containers");
+            if (names !== null) containers = names.split(",").filter(Boolean);
             text = resp.body;
             const header = resp.headers.get("X-Leoflow-Log-Complete");
             complete = header === null ? null : header === "true";
