@@ -86,7 +86,8 @@ def test_sign_in_sets_a_session_the_api_accepts_with_csrf_on_writes(site: httpx.
     jar = {"leoflow_session": cookies["leoflow_session"]}
     csrf = cookies["leoflow_csrf"]
     assert site.get("/dashboard/session", headers=with_cookies(jar)).json() == {
-        "authenticated": True, "auth": "enabled", "scope": "admin", "name": "alice@example.com", "sso": True}
+        "authenticated": True, "auth": "enabled", "scope": "admin", "name": "alice@example.com", "sso": True,
+        "role": "admin", "admin": True}
     assert site.get("/api/v2/dags", headers=with_cookies(jar)).status_code == 200
     # A write without the CSRF header (what a cross-site form would send) is refused, and writes nothing.
     forged = site.post("/api/v2/dags", json=spec("csrf"), headers=with_cookies(jar))

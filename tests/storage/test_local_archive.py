@@ -25,13 +25,18 @@ from tests.executor.world import Recorder, run_with_term, seed_tries
 from tests.harness.s3_server import S3Server
 
 PY = sys.executable
-#: Prints a checksummed line a few times a second for a while, then one 6 MB line, then binary garbage.
+#: Prints a checksummed line a few times a second for a while, waits until the gate file (argv[1])
+#: exists — the test opens it once it saw the archive while the try runs, so that observation never
+#: depends on how fast a loaded host runs the script — then one 6 MB line, then binary garbage.
 SCRIPT = r"""
 import hashlib, os, sys, time
 for i in range(8):
     line = f"line {i} " + "x" * 100
     sys.stdout.write(f"{line} {hashlib.sha256(line.encode()).hexdigest()[:12]}\n"); sys.stdout.flush()
     time.sleep(0.1)
+deadline = time.monotonic() + 60
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.02)
 sys.stdout.write("L" * 6_000_000 + "\n")
 sys.stdout.flush()
 os.write(1, bytes(range(256)) * 64)
@@ -59,7 +64,8 @@ def test_a_local_try_is_archived_while_it_runs_and_completed_byte_for_byte(setti
         rec = Recorder(engine)
         ex = LocalExecutor(s)
         await ex.start(LeaderContext(1, s, Database(engine)), rec)
-        await ex.submit(t.launch([PY, "-c", SCRIPT], term=1))
+        gate = tmp_path / "gate"
+        await ex.submit(t.launch([PY, "-c", SCRIPT, str(gate)], term=1))
         # While it runs, its first lines are in the archive already (flushed within the interval).
         deadline = time.monotonic() + 30
         while True:
@@ -70,6 +76,7 @@ def test_a_local_try_is_archived_while_it_runs_and_completed_byte_for_byte(setti
             assert time.monotonic() < deadline, "nothing archived while the try ran"
             await asyncio.sleep(0.05)
         assert not running.complete
+        gate.touch()
         final = await rec.wait_final(t.key)
         assert final.state == "success"
         assert await archives_settled(60)
