@@ -81,7 +81,7 @@ def test_sync_applies_python_and_yaml_files_together_and_nothing_when_one_py_fil
 
     # One .py file that loops forever: nothing changes, the others are still checked.
     write(repo, {"plain.yaml": "dag_id: plain\ntasks:\n  - id: t\n    image: busybox:1.36\n    command: ['false']\n",
-                 "stuck.py": "while True:\n    pass\n"})
+                 "stuck.py": "while True: pass  # one line: wherever the deadline lands, it is line 1\n"})
     code, out, err = cli(capsys, "dags", "sync", str(repo), "--source", "py", "--timeout", "6")
     assert code == 1
     assert err == ["leoflow: error: stuck.py:1:1: did not finish within 6 s (a loop, or waiting on the network?): "
