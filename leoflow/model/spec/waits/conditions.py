@@ -65,20 +65,6 @@ class Wait:
     timeout_seconds: float | None = DEFAULT_WAIT_TIMEOUT
     soft_fail: bool = False
 
-    def describe(self, logical_date: str | None = None) -> str:
-        """The human reason a waiting task shows (``waiting_for``)."""
-        if self.kind == "dag":
-            when = (f"logical date {_signed(self.offset_seconds)}" if self.offset_seconds
-                    else "the same logical date")
-            return f"DAG {self.target!r}, run at {when}, to be {' or '.join(self.states)}"
-        if self.kind == "dataset":
-            return f"an event of dataset {self.target!r} after the run started"
-        if self.kind == "time":
-            return f"the logical date {_signed(self.offset_seconds)} to pass"
-        if self.kind == "approval":
-            return "an approval" + (f": {self.target}" if self.target else "")
-        return "the same task of the previous run to succeed or be skipped"
-
     def canonical(self) -> dict[str, Any]:
         out: dict[str, Any]
         if self.kind == "dag":
