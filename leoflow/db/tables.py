@@ -430,6 +430,27 @@ class LogArchiveGarbage(Base):
     queued_at: Mapped[datetime] = mapped_column(server_default=_NOW)
 
 
+class PodEvent(Base):
+    """One Kubernetes Event of a try's pod (leoflow.executor.kubernetes.pod_events), by event uid.
+
+    The API server folds a repeated event into one object whose ``count`` grows; the row follows it.
+    At most ``MAX_POD_EVENTS_PER_TRY`` rows per try, messages cut to ``MAX_POD_EVENT_MESSAGE``.
+    """
+
+    __tablename__ = "pod_events"
+
+    task_try_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("task_tries.id", ondelete="CASCADE"), primary_key=True)
+    uid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    type: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(String(128))
+    message: Mapped[str] = mapped_column(Text)
+    container: Mapped[str | None] = mapped_column(String(63))
+    count: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    first_seen: Mapped[datetime] = mapped_column()
+    last_seen: Mapped[datetime] = mapped_column()
+
+
 # --------------------------------------------------------------------------- cluster
 
 class ClusterLeadership(Base):
