@@ -100,6 +100,10 @@ class Dag(Base):
     schedule: Mapped[str | None] = mapped_column(Text)  # a cron, or the encoding of a schedule form
     # The logical date of the next scheduled run the leader should create (None: not scheduled).
     next_run_at: Mapped[datetime | None]
+    # ``combine: and``: the cron slot waiting for the DAG's datasets (its logical date and data
+    # interval start; None: no slot waits). Set and cleared by the leader's fenced step.
+    pending_slot_at: Mapped[datetime | None]
+    pending_slot_start: Mapped[datetime | None]
     # The sync source label that owns this DAG (``dags sync --source``, LEOFLOW_DAGS_SOURCE);
     # None for a DAG applied by hand. Pruning deletes only DAGs of the pruning sync's source.
     source: Mapped[str | None] = mapped_column(String(63))
