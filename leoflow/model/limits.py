@@ -428,6 +428,30 @@ LOG_TAIL = Range("`tail` (archived log query parameter)", 1, LOG_BYTES_MAX, "the
                  "streams", integer=True)
 LOG_CONTAINER = Length("`container` (archived log query parameter)", 63,
                        "a Kubernetes container name (a DNS label): it is part of the archive's object names")
+POD_EVENTS = Count("Kubernetes events kept per try (distinct events; a repeat only counts up)", 0, 200, "events",
+                   "a pod stuck in a back-off loop repeats a handful of events (their `count` grows); later "
+                   "new ones are dropped and the kept ones still say why")
+POD_EVENT_MESSAGE = Length("a kept Kubernetes event's message", 1_024,
+                           "a kubelet or scheduler message is one line; a longer one is cut, marked with '…'")
+
+# --------------------------------------------------------------------------- task artifacts
+
+ARTIFACT_NAME = Name("`tasks[].artifacts` (a name)", OUTPUT_NAME_RE, 64,
+                     "1-64 of letters, digits and '_', not starting with a digit",
+                     "an identifier in `{{ tasks.T.artifacts.NAME }}` references and part of an object name")
+ARTIFACT_PATH = Length("`tasks[].artifacts[].path`", 255,
+                       "relative to `$LEOFLOW_ARTIFACTS`, segments of letters, digits, '.', '_' and '-' not "
+                       "starting with '.', so no absolute path and no `..` can leave the artifacts directory")
+ARTIFACT_DECLS = Count("`tasks[].artifacts.outputs` / `.inputs` (each)", 0, 32, "artifacts",
+                       "each one is a tar archive moved by the executor (or, on Kubernetes, a sidecar) per try")
+ARTIFACT_BYTES = Range("an output artifact (bytes before compression)", 0, 5 * 1024**3,
+                       "5 GiB: larger is data for the user's own storage; a bigger output fails the try's "
+                       "upload with this reason", integer=True)
+ARTIFACT_TRY_BYTES = Range("all output artifacts of one try (bytes before compression)", 0, 20 * 1024**3,
+                           "20 GiB: the artifacts volume and the upload time of one try stay bounded",
+                           integer=True)
+ARTIFACT_FILES = Count("files and directories in one artifact", 0, 100_000, "entries",
+                       "an archive is unpacked before the consuming task starts: a bound on inodes and time")
 
 # --------------------------------------------------------------------------- OpenID Connect tokens
 
@@ -449,6 +473,7 @@ LIMITS: tuple[Limit, ...] = (
     WHEN, WHEN_MACROS, WHEN_ACTIVATION, SKIP_EXIT_CODES, ON_EXIT,
     RETRY_FACTOR, RETRY_MAX_DURATION, RETRY_EXIT_CODES, MAP_ITEMS, MAX_PARALLEL, MAP_SOURCE,
     BEARER_JWT, OIDC_GROUPS,
+    ARTIFACT_NAME, ARTIFACT_PATH, ARTIFACT_DECLS, ARTIFACT_BYTES, ARTIFACT_TRY_BYTES, ARTIFACT_FILES,
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
     TOKEN_NAME, TEAM_NAME, TEAM_NAMESPACE, TEAM_SERVICE_ACCOUNT, TOKEN_EXPIRY, TOKENS,
     DATASET_URI, PRODUCES, DATASET_CONDITION, DATASET_EXTRA,

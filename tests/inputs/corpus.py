@@ -128,6 +128,59 @@ def _run(name: str, body: Any, status: int, field: str | None, ctype: str = JSON
     return Poison(name, "POST", f"/api/v2/dags/{HEALTHY}/runs", body, ctype, status, field)
 
 
+def _artifact_poisons() -> list[Poison]:
+    """``artifacts:``: paths that could leave the artifacts directory, bad names and counts, and
+    ``from:`` references to nothing; with the values exactly at a limit that must still pass."""
+    def out(**fields: Any) -> dict[str, Any]:
+        return {"name": "rep", "path": "out", **fields}
+
+    def consumer(source: str, **fields: Any) -> dict[str, Any]:
+        return spec(tasks=[task("a", artifacts={"outputs": [out()]}),
+                           task("b", depends_on=["a"], artifacts={"inputs": [{"name": "i", "from": source,
+                                                                               "path": "in", **fields}]})])
+
+    def producer(*outputs: dict[str, Any]) -> dict[str, Any]:
+        return spec(tasks=[task(artifacts={"outputs": list(outputs)})])
+
+    at = "tasks[0].artifacts.outputs[0]"
+    most = limits.ARTIFACT_DECLS.maximum
+    return [
+        _dag("artifacts as a list", spec(tasks=[task(artifacts=[out()])]), 422, "tasks[0].artifacts"),
+        _dag("artifact path with ..", producer(out(path="a/../../etc")), 422, f"{at}.path"),
+        _dag("artifact path ..", producer(out(path="..")), 422, f"{at}.path"),
+        _dag("artifact absolute path", producer(out(path="/etc/passwd")), 422, f"{at}.path"),
+        _dag("artifact path with a NUL", producer(out(path="a\x00b")), 422, f"{at}.path"),
+        _dag("artifact path of 10 KB", producer(out(path="a" * 10_000)), 422, f"{at}.path"),
+        _dag("artifact path of a number", producer(out(path=7)), 422, f"{at}.path"),
+        _dag("artifact name with a slash", producer(out(name="a/b")), 422, f"{at}.name"),
+        _dag("artifact name of 65 characters", producer(out(name="n" * 65)), 422, f"{at}.name"),
+        _dag("artifact optional of a string", producer(out(optional="yes")), 422, f"{at}.optional"),
+        _dag("artifact of an unknown field", producer(out(archive="none")), 422, f"{at}.archive"),
+        _dag("two artifacts of one name", producer(out(), out(path="other")), 422,
+             "tasks[0].artifacts.outputs[1].name"),
+        _dag("artifact paths nested", producer(out(), out(name="inner", path="out/inner")), 422,
+             "tasks[0].artifacts.outputs[1].path"),
+        _dag(f"{most + 1} output artifacts", producer(*[out(name=f"n{i}", path=f"p{i}") for i in range(most + 1)]),
+             422, "tasks[0].artifacts.outputs"),
+        _dag("artifacts on an empty task", spec(tasks=[{"id": "a", "kind": "empty", "artifacts": {"outputs": [out()]}}]),
+             422, "tasks[0].artifacts"),
+        _dag("artifact from an undeclared artifact", consumer("{{ tasks.a.artifacts.nope }}"), 422,
+             "tasks[1].artifacts.inputs[0].from"),
+        _dag("artifact from an unknown task", consumer("{{ tasks.zz.artifacts.rep }}"), 422,
+             "tasks[1].artifacts.inputs[0].from"),
+        _dag("artifact from text that is no reference", consumer("s3://bucket/key"), 422,
+             "tasks[1].artifacts.inputs[0].from"),
+        _dag("artifact from a task downstream", spec(tasks=[
+            task("a", artifacts={"inputs": [{"name": "i", "from": "{{ tasks.b.artifacts.rep }}", "path": "in"}]}),
+            task("b", depends_on=["a"], artifacts={"outputs": [out()]})]), 422, "tasks[0].artifacts.inputs[0].from"),
+        # Exactly at a limit: accepted.
+        _dag(f"exactly {most} output artifacts, names of 64 and a path of 255", spec(
+            "at-artifacts", tasks=[task(artifacts={"outputs": [
+                out(name=f"n{i}".ljust(64, "x"), path=f"p{i}/" + "q" * (limits.ARTIFACT_PATH.maximum - 4))
+                for i in range(most)]})]), 201, ""),
+    ]
+
+
 def corpus() -> list[Poison]:
     """Every poison, and the values exactly at a limit that must still be accepted."""
     day = 24 * 3600
@@ -379,6 +432,8 @@ def corpus() -> list[Poison]:
              422, "tasks[0].wait_for[0].approval.message"),
         _dag("depends_on_past of a string", spec(tasks=[task(depends_on_past="true")]), 422,
              "tasks[0].depends_on_past"),
+        # Artifacts: names, paths and from: references, checked at apply.
+        *_artifact_poisons(),
         Poison("approval of a task that does not wait", "POST",
                f"/api/v2/dags/{HEALTHY}/runs/no-such-run/tasks/t/approval", {"decision": "approve"}, JSON, 404, None),
         Poison("approval with a 100 KB comment", "POST", f"/api/v2/dags/{HEALTHY}/runs/r/tasks/t/approval",

@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo
 
 from leoflow.errors import ValidationFailed
 from leoflow.model import limits
+from leoflow.model.artifacts.declared import NO_ARTIFACTS, TaskArtifacts, check_artifact_sources, parse_artifacts
 from leoflow.model.bounds import check_count, check_cron_fires, check_name, check_size, shown_repr, within
 from leoflow.model.cron import cron_expression
 from leoflow.model.fields import (
@@ -105,7 +106,7 @@ _DAG_FIELDS = {"dag_id", "description", "schedule", "timezone", "catchup", "star
 _TASK_FIELDS = {"id", "kind", "image", "command", "args", "env", "retries", "retry_delay_seconds",
                 "max_retry_delay_seconds", "timeout_seconds", "resources", "depends_on", "trigger_rule", *POD_FIELDS,
                 "pool", "priority", "outputs", "when", "skip_on_exit_code", "retry_policy", "uses", "inputs",
-                "map_over", "max_parallel", "produces", "wait_for", "depends_on_past"}
+                "map_over", "max_parallel", "produces", "wait_for", "depends_on_past", "artifacts"}
 #: What a template (``templates:``, a cluster template) may set: a task's shape, not its place in the graph.
 _TEMPLATE_FIELDS = (_TASK_FIELDS - NOT_IN_TEMPLATE) | {"name", "inputs", "description"}
 
@@ -162,6 +163,8 @@ class TaskSpec:
     #: holding no slot, until they are met.
     wait_for: tuple[Wait, ...] = ()
     depends_on_past: bool = False
+    #: ``artifacts:`` (leoflow.model.artifacts.declared): files handed to later tasks through object storage.
+    artifacts: TaskArtifacts = NO_ARTIFACTS
 
     @property
     def waits(self) -> tuple[Wait, ...]:
@@ -228,6 +231,8 @@ class TaskSpec:
             out["wait_for"] = [w.canonical() for w in self.wait_for]
         if self.depends_on_past:
             out["depends_on_past"] = True
+        if self.artifacts:  # absent when none: existing hashes stay
+            out["artifacts"] = self.artifacts.to_canonical()
         return out
 
 
@@ -441,6 +446,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
         problems.check(lambda: check_references(tasks, params, outputs={t.id: t.outputs for t in tasks},
                                                 written=doc.get("tasks")), None)
         problems.check(lambda: check_map_sources(tasks, params), None)
+        problems.check(lambda: check_artifact_sources(tasks, doc.get("tasks")), None)
     tasks = problems.check(lambda: _with_conditions(tasks, params, doc.get("tasks")), tasks)
     on_exit = problems.check(lambda: _exit_tasks(doc, default_retries, defaults, params, {t.id for t in tasks},
                                                  problems, expand), no_tasks)
@@ -631,7 +637,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
     templates: TaskTemplates | None = None
     if kind == "empty":
         for key in ("image", "command", "args", "env", "resources", "pool", "priority", "outputs",
-                    "skip_on_exit_code", "retry_policy", "produces", *POD_FIELDS):
+                    "skip_on_exit_code", "retry_policy", "produces", "artifacts", *POD_FIELDS):
             if doc.get(key) not in (None, [], {}):
                 raise ValidationFailed(f"{path}.{key}", "is not allowed on an empty task (kind: empty)")
     else:
@@ -664,6 +670,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
         raise ValidationFailed(f"{path}.max_parallel", "bounds the instances of a mapped task: set map_over too")
     outputs = parse_output_decls(doc.get("outputs"), f"{path}.outputs")
     produces = parse_produces(doc.get("produces"), f"{path}.produces")
+    artifacts = parse_artifacts(doc.get("artifacts"), f"{path}.artifacts")
     wait_for = parse_wait_for(doc.get("wait_for"), f"{path}.wait_for")
     depends_on_past = parse_depends_on_past(doc.get("depends_on_past"), f"{path}.depends_on_past")
     retries = int(within(doc.get("retries", default_retries), f"{path}.retries", limits.RETRIES))
@@ -696,7 +703,7 @@ def _task(raw: object, path: str, default_retries: int, defaults: dict[str, Any]
                     pod_own=pod_own, trigger_rule=trigger_rule, pool=pool, priority=priority, outputs=outputs,
                     templates=templates, skip_on_exit_code=skip_codes, retry_policy=retry_policy, uses=uses,
                     map_over=map_over, max_parallel=max_parallel, produces=produces,
-                    wait_for=wait_for, depends_on_past=depends_on_past)
+                    wait_for=wait_for, depends_on_past=depends_on_past, artifacts=artifacts)
 
 
 def _check_graph(tasks: Sequence[TaskSpec], at: Sequence[int] | None = None, unparsed: Collection[str] = (),
