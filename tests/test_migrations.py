@@ -107,6 +107,7 @@ def test_data_dropping_downgrades_follow_the_declarations(empty_database_url: st
     assert migrations.data_dropping_downgrades(empty_database_url, head) == []
     assert "0024" in migrations.data_dropping_downgrades(empty_database_url, "0023")  # the pods' events
     assert "0025" in migrations.data_dropping_downgrades(empty_database_url, "0024")  # pending slots
+    assert "0026" in migrations.data_dropping_downgrades(empty_database_url, "0025")  # the artifacts' index
     upto = lambda url, rev: [  # noqa: E731  (what later migrations drop is asserted on their own lines)
         r for r in migrations.data_dropping_downgrades(url, rev) if r <= "0023"]
     drops = lambda url, rev: [r for r in upto(url, rev) if r not in ("0021", "0022")]  # noqa: E731

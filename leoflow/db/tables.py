@@ -455,6 +455,29 @@ class PodEvent(Base):
     last_seen: Mapped[datetime] = mapped_column()
 
 
+class TaskArtifact(Base):
+    """One output artifact of one try (leoflow.model.artifacts), in the log archive's bucket.
+
+    ``complete``: the object is written whole and this row was added after it; a row without an
+    object says in ``problem`` why (nothing at the path, over a limit, storage refused).
+    """
+
+    __tablename__ = "task_artifacts"
+
+    task_try_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("task_tries.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str | None] = mapped_column(String(16))
+    object_key: Mapped[str | None] = mapped_column(String(400))
+    size_bytes: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    stored_bytes: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    files: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    digest: Mapped[str | None] = mapped_column(String(80))
+    complete: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    problem: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=_NOW)
+
+
 # --------------------------------------------------------------------------- cluster
 
 class ClusterLeadership(Base):
