@@ -54,7 +54,7 @@ from leoflow.model.spec.notify import DEADLINE_REASON
 from leoflow.model.spec.timetable import TickPlanner, stored_bounds
 from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
-from leoflow.scheduler.datasets import trigger_dataset_runs
+from leoflow.scheduler.datasets import pending_slot, record_slots, trigger_dataset_runs
 from leoflow.scheduler.fanout import failure_rows, within_budget
 from leoflow.scheduler.graphs import VersionGraphs
 from leoflow.scheduler.step import Step
@@ -148,6 +148,7 @@ class Periodic:
         step.due += len(dues)
         planner = TickPlanner(step.now, CATCHUP_RUNS_PER_TICK)
         plans: list[run_store.PlannedRuns] = []
+        slots: dict[str, tuple[datetime, datetime]] = {}
         for dag in dues:
             try:
                 end_date, deadline = stored_bounds(dag.end_date, dag.deadline)
@@ -155,6 +156,7 @@ class Periodic:
                                     end_date=end_date, deadline=deadline)
                 if dag.overlap == "skip" and dag.active:  # the slots pass, without runs
                     plan = replace(plan, logical_dates=(), interval_starts=())
+                plan = pending_slot(dag.dag_id, dag.schedule, plan, slots)  # combine: and waits for data
                 run_ids = [scheduled_run_id(d) for d in plan.logical_dates]
             except Exception as exc:  # containment: this DAG's schedule, whatever makes it unplannable
                 step.fail("dag", dag.dag_id, exc)
@@ -165,6 +167,7 @@ class Periodic:
         # least one, so a catch-up of CATCHUP_RUNS_PER_TICK runs always goes through).
         taken = within_budget((len(p.run_ids) + 1 for p in plans), self.row_budget)
         created = await run_store.create_due_runs(step.conn, plans[:taken], step.now, step.term)
+        await record_slots(step, slots, created)
         await self._replace_overlapped(step, [p for p in plans[:taken] if created.get(p.dag_id)],
                                        {d.dag_id for d in dues if d.overlap == "replace" and d.active})
         # More are due (left over the budget, or past the page read): the next step at once, but

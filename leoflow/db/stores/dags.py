@@ -110,7 +110,8 @@ async def apply_dag(conn: AsyncConnection, spec: DagSpec, *, clock: Clock) -> Ap
     sets = ("current_version_id = :vid, schedule = :schedule, max_active_tasks = :max_active_tasks, "
             "deleted = false, updated_at = :now")
     if replan:
-        sets += ", next_run_at = :next_run_at, schedule_error = NULL"
+        # A slot waiting for datasets (combine: and) belongs to the schedule it was planned by.
+        sets += ", next_run_at = :next_run_at, schedule_error = NULL, pending_slot_at = NULL, pending_slot_start = NULL"
         params["next_run_at"] = first_scheduled_run(spec, now)
     if dag["deleted"]:
         sets += ", paused = :paused"

@@ -75,6 +75,10 @@ from leoflow.model.spec.reuse import (
     uses_record,
 )
 from leoflow.model.spec.schedules.forms import (
+    Timetable,
+    check_awaiting_slot,
+    combine_field,
+    encode,
     end_date_field,
     overlap_field,
     parse_time_schedule,
@@ -325,6 +329,8 @@ class DagSpec:
         return out
 
     def _canonical_schedule(self) -> Any:
+        if self.schedule_form is not None:  # a list, @once, every:, or a cron and datasets
+            return self.schedule_form
         if self.dataset_schedule is not None and self.schedule is not None:  # cron or datasets
             return {"cron": self.schedule, **self.dataset_schedule.canonical()}
         if self.dataset_schedule is not None:
@@ -415,6 +421,7 @@ def parse_dag_spec(data: object, *, now: datetime | None = None, stored: bool = 
     schedule, schedule_form, dataset_schedule = form
     end_date = problems.check(lambda: end_date_field(doc.get("end_date"), timezone, start_date), None)
     overlap = problems.check(lambda: overlap_field(doc.get("overlap"), catchup), "allow")
+    problems.check(lambda: check_awaiting_slot(schedule, catchup, overlap), None)
     starting_deadline = problems.check(lambda: starting_deadline_field(doc.get("starting_deadline_seconds")), None)
     max_active_runs = problems.check(lambda: int(within(doc.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS),
                                                         "max_active_runs", limits.MAX_ACTIVE_RUNS)),
@@ -470,10 +477,10 @@ _NO_SCHEDULE: _ScheduleParts = (None, None, None)
 def _schedule(value: object, timezone: str, start_date: datetime | None, now: datetime | None) -> _ScheduleParts:
     """``schedule:`` in any of its forms (leoflow.model.spec.schedules.forms, .datasets)."""
     if isinstance(value, dict) and "cron" in value:
-        unknown = [k for k in value if k not in ("cron", "datasets")]
+        unknown = [k for k in value if k not in ("cron", "datasets", "combine")]
         if unknown:
-            raise ValidationFailed(f"schedule.{unknown[0]}", "unknown field (a cron with datasets takes cron "
-                                   "and datasets)")
+            raise ValidationFailed(f"schedule.{unknown[0]}", "unknown field (a cron with datasets takes cron, "
+                                   "datasets and combine)")
         if "datasets" not in value:
             raise ValidationFailed("schedule.datasets", "required with schedule.cron (a plain cron is "
                                    "written as the string itself)")
@@ -481,7 +488,11 @@ def _schedule(value: object, timezone: str, start_date: datetime | None, now: da
         if cron is None:
             raise ValidationFailed("schedule.cron", "must be a cron expression or a preset, got null")
         _check_fires(cron, timezone, start_date, now, "schedule.cron")
-        return cron, None, parse_dataset_schedule({"datasets": value["datasets"]})
+        condition = parse_dataset_schedule({"datasets": value["datasets"]})
+        if combine_field(value.get("combine"), "schedule.combine") == "and":  # slots wait for the data
+            return (encode(Timetable(crons=(cron,), awaits_datasets=True)),
+                    {"cron": cron, **condition.canonical(), "combine": "and"}, condition)
+        return cron, None, condition
     form = parse_time_schedule(value, "schedule", start_date)
     if form is not None:
         for i, cron in enumerate(form.timetable.crons):

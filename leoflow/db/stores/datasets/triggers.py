@@ -3,7 +3,8 @@
 In the leader's fenced step (:mod:`leoflow.scheduler.periodic`):
 
 1. :func:`waiting_dags` scans for DAGs with queued events that are live, not paused, not stopped
-   (``schedule_error``) and have **no unfinished dataset-triggered run** — the rule that keeps a
+   (``schedule_error``), hold a pending cron slot if their schedule is ``combine: and``
+   (:mod:`.slots`) and have **no unfinished dataset-triggered run** — the rule that keeps a
    dataset cycle (A feeds B feeds A), or a producer faster than its consumer, from stacking runs:
    while a DAG's dataset-triggered run is queued or running, its events coalesce in the queue,
    and the next run starts from all of them once it ends (Airflow's users got one run per event
@@ -42,6 +43,8 @@ _WAITING = text(f"""
     WHERE NOT d.deleted AND NOT d.paused AND d.schedule_error IS NULL
       AND NOT EXISTS (SELECT 1 FROM dag_runs r WHERE r.dag_id = q.dag_id AND r.state IN {ACTIVE_RUNS_SQL}
                       AND r.run_type = 'dataset')
+      -- combine: and: events wait for a cron slot (leoflow.db.stores.datasets.slots)
+      AND (d.pending_slot_at IS NOT NULL OR d.schedule IS NULL OR d.schedule NOT LIKE '@and %')
     GROUP BY q.dag_id
     ORDER BY min(q.last_at), q.dag_id
     LIMIT :limit

@@ -10,12 +10,24 @@ What users write (``schedule:``), beside a single cron or preset and ``{datasets
   one, so ``every: 15m`` fires at :00, :15, :30, :45), not at the wall clock of the apply: the
   slots, and so the run ids, are a pure function of the spec, and re-applying it never shifts them;
 - ``{cron: "0 6 * * *", datasets: {any: […]}}``: the cron's runs *and* a run whenever the dataset
-  condition is met — Airflow's ``DatasetOrTimeSchedule``. An "and" (a slot that waits for its
-  data) is what ``wait_for`` on the first task says, with the slot's logical date and a timeout.
+  condition is met — Airflow's ``DatasetOrTimeSchedule`` (``combine: or``, the default);
+- ``{cron: "0 6 * * *", datasets: {all: […]}, combine: and}``: "the daily run, but only once orders
+  were refreshed". Each cron slot becomes the DAG's *pending slot*; its run starts when the dataset
+  condition is met by events since the DAG's last run (events before the slot count: data that
+  landed at 05:50 is the 06:00 run's data). The run is a scheduled run of the slot (its run id,
+  logical date and data interval are the slot's) that also carries ``triggering_events``. At most
+  one slot is pending: a newer slot replaces one still waiting (the older is logged as skipped, as
+  ``catchup: false`` skips missed slots), and ``starting_deadline_seconds`` drops a slot that waited
+  longer than that. ``catchup: true`` and ``overlap: replace`` are refused with it: a backlog of
+  slots is what "at most one pending" rules out, and replacing a run at the moment its data arrives
+  would cancel the run the previous data started. Dagster writes this ``on_cron & any_deps_updated``;
+  Airflow has no such form (its users write a sensor as the first task, which holds a worker slot).
 
 The leader does not re-read the spec to plan: ``dags.schedule`` holds an encoding of the time part
 (:func:`encode`), a plain cron as itself (so every existing DAG row and spec hash stays as it
-was), a list as ``cron; cron``, an interval as ``@every <seconds>s@<anchor ISO>``, and ``@once``.
+was), a list as ``cron; cron``, an interval as ``@every <seconds>s@<anchor ISO>``, ``@once``, and a
+cron whose slots wait for datasets as ``@and <cron>`` (the planner reads the cron; the leader makes
+the slot pending instead of a run).
 :func:`decode` is the inverse, memoised: 10,000 DAGs on one schedule decode it once.
 
 Beside the schedule, three DAG fields shape scheduled runs (absent from the canonical form when
@@ -44,6 +56,10 @@ from leoflow.model.fields import schedule_field, start_date_field
 
 ONCE = "@once"
 EVERY_PREFIX = "@every "
+#: ``dags.schedule`` of a cron whose slots wait for the DAG's datasets (``combine: and``).
+AND_PREFIX = "@and "
+Combine = Literal["or", "and"]
+COMBINES: tuple[Combine, ...] = ("or", "and")
 LIST_SEPARATOR = "; "
 #: Where ``every:`` is anchored when the DAG has no ``start_date``.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -84,6 +100,8 @@ class Timetable:
     crons: tuple[str, ...] = ()
     every: Every | None = None
     once: bool = False
+    #: Each slot waits for the DAG's dataset condition (``combine: and``) instead of running at once.
+    awaits_datasets: bool = False
 
 
 @lru_cache(maxsize=4096)
@@ -91,6 +109,8 @@ def decode(schedule: str) -> Timetable:
     """The timetable ``dags.schedule`` encodes (:func:`encode`); a plain cron is one cron."""
     if schedule == ONCE:
         return Timetable(once=True)
+    if schedule.startswith(AND_PREFIX):
+        return Timetable(crons=(schedule.removeprefix(AND_PREFIX),), awaits_datasets=True)
     if schedule.startswith(EVERY_PREFIX):
         seconds, _, anchor = schedule.removeprefix(EVERY_PREFIX).partition("@")
         return Timetable(every=Every(int(seconds.removesuffix("s")), datetime.fromisoformat(anchor)))
@@ -102,7 +122,31 @@ def encode(timetable: Timetable) -> str:
         return ONCE
     if timetable.every is not None:
         return f"{EVERY_PREFIX}{timetable.every.seconds}s@{timetable.every.anchor.astimezone(UTC).isoformat()}"
+    if timetable.awaits_datasets:
+        return AND_PREFIX + timetable.crons[0]
     return LIST_SEPARATOR.join(timetable.crons)
+
+
+def combine_field(value: object, path: str) -> Combine:
+    """``schedule.combine`` of a cron with datasets: ``or`` (either starts a run, the default) or ``and``."""
+    if value is None or value == "or":
+        return "or"
+    if value == "and":
+        return "and"
+    got = shown(value) if isinstance(value, str) else type_name(value)
+    raise ValidationFailed(path, f"must be and or or, got {got}")
+
+
+def check_awaiting_slot(schedule: str | None, catchup: bool, overlap: str) -> None:
+    """``combine: and`` keeps at most one pending slot: no catch-up backlog, no ``overlap: replace``."""
+    if schedule is None or not decode(schedule).awaits_datasets:
+        return
+    if catchup:
+        raise ValidationFailed("catchup", "a cron that waits for datasets (combine: and) keeps at most one "
+                               "pending slot, so it cannot catch up a backlog of them; use catchup: false")
+    if overlap == "replace":
+        raise ValidationFailed("overlap", "replace would cancel a run when the next slot's data "
+                               "arrives; with combine: and use allow or skip")
 
 
 def duration_text(seconds: int) -> str:
