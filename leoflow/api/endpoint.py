@@ -231,13 +231,16 @@ def _decode_large(raw: bytes, ctype: str, limit: int) -> Any:
         return _decode(raw, ctype, limit)
 
 
-async def read_document(request: Request) -> Any:
+async def read_document(request: Request, *, limit: int | None = None,
+                        setting: str = "LEOFLOW_MAX_BODY_BYTES") -> Any:
     """The request body parsed as JSON or YAML (None when empty); 400/413/415 on bad input.
 
     Bodies above :data:`INLINE_DECODE_BYTES` are decoded on a worker thread, so one large
     body does not stall every other request this replica serves (its /healthz included).
+    ``limit`` (named by ``setting`` in the 413) replaces ``LEOFLOW_MAX_BODY_BYTES`` for a route
+    whose body is legitimately larger than every other's: the DAG sync.
     """
-    limit = api_state(request).settings.api.max_body_bytes
+    limit = api_state(request).settings.api.max_body_bytes if limit is None else limit
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -245,13 +248,13 @@ async def read_document(request: Request) -> Any:
         except ValueError:
             raise bad_field("Content-Length", "must be an integer") from None
         if too_big:
-            raise ApiError(413, f"request body exceeds {limit} bytes (LEOFLOW_MAX_BODY_BYTES)")
+            raise ApiError(413, f"request body exceeds {limit} bytes ({setting})")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ApiError(413, f"request body exceeds {limit} bytes (LEOFLOW_MAX_BODY_BYTES)")
+            raise ApiError(413, f"request body exceeds {limit} bytes ({setting})")
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():

@@ -219,7 +219,7 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
             "files": sorted(files, key=lambda f: f["name"])}
     api = Api(client)
     try:
-        plan = api.json("POST", "/api/v2/dags:sync", json=body)
+        plan = api.json("POST", "/api/v2/dags:sync", json=body, timeout=SYNC_ANSWER_TIMEOUT)
     except ApiUnavailable:
         raise
     except ClientError as exc:
@@ -238,6 +238,13 @@ def dags_sync(args: argparse.Namespace, client: ClientSettings) -> int:
     if not emitted(args, plan):
         _print_plan(plan)
     return 0
+
+
+#: Seconds the CLI waits for a sync's answer. The server bounds the work itself (its request
+#: deadline, ``LEOFLOW_DB_STATEMENT_TIMEOUT`` + 10 s, rolls the whole sync back), so the CLI must not
+#: give up first: at the client's usual 30 s, a 10,000-file sync was abandoned at 35 s while the
+#: server still worked on it. Well past the default server deadline, still finite if it hangs.
+SYNC_ANSWER_TIMEOUT = 600.0
 
 
 #: Most seconds ``--timeout`` grants one file: an hour is far past any file that only builds specs.

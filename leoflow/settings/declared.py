@@ -315,6 +315,10 @@ TEAMS_FILE = Variable[str | None](
 METRICS_AUTH = Variable("LEOFLOW_METRICS_AUTH", False, boolean, "Require a token on /metrics.")
 MAX_BODY_BYTES = Variable("LEOFLOW_MAX_BODY_BYTES", 1024 * 1024, integer(),
                           "Largest accepted request body (413 above it).")
+SYNC_MAX_BODY_BYTES = Variable(
+    "LEOFLOW_SYNC_MAX_BODY_BYTES", 64 * 1024 * 1024, integer(minimum=1024, maximum=1024 * 1024 * 1024),
+    "Largest accepted body of `POST /api/v2/dags:sync` (413 above it): a sync carries every DAG file in one "
+    "request, 10,000 files take about 10 MiB as JSON. 1 KiB to 1 GiB.")
 EXECUTOR = Variable("LEOFLOW_EXECUTOR", "kubernetes", choice("kubernetes", "local", "memory"),
                     "`kubernetes`, `local` (subprocesses) or `memory` (tests).")
 HOME = Variable("LEOFLOW_HOME", "~/.local/share/leoflow", text, "Standalone data, local task logs and work dirs.")
@@ -503,7 +507,7 @@ OIDC_SESSION_SECRET = Variable[str | None](
 VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     DATABASE_URL, DB_POOL_SIZE, DB_STATEMENT_TIMEOUT, CLUSTER, NODE_ID, HOST, PORT, API_URL, URL, TOKEN, AUTH,
     API_TOKENS, API_TOKENS_FILE, API_TOKEN_MAX_DAYS, TEAMS_FILE, METRICS_AUTH, MAX_BODY_BYTES, EXECUTOR, HOME,
-    LOG_FORMAT, LOG_LEVEL,
+    SYNC_MAX_BODY_BYTES, LOG_FORMAT, LOG_LEVEL,
     ELECTION_POLL_INTERVAL, KEEPALIVE_INTERVAL, LEADER_LEASE, SHUTDOWN_GRACE, SCHEDULER_STALL_TIMEOUT,
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
     TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, KILL_GRACE, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,

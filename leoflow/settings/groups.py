@@ -63,6 +63,8 @@ class ApiSettings:
     teams_file: str | None = v.TEAMS_FILE.default
     metrics_auth: bool = v.METRICS_AUTH.default
     max_body_bytes: int = v.MAX_BODY_BYTES.default
+    #: Largest body of a DAG sync (LEOFLOW_SYNC_MAX_BODY_BYTES): every file of a directory in one request.
+    sync_max_body_bytes: int = v.SYNC_MAX_BODY_BYTES.default
 
 
 @dataclass(frozen=True)

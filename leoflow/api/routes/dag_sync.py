@@ -12,10 +12,12 @@ Answers: 200 with the plan (``dags[]`` with ``action`` ``created``/``changed``/`
 because ``prune`` was off); 422 with ``details.errors[]`` listing *every* problem of *every*
 file (nothing applied); 409 with the same shape when files define DAGs another source owns.
 Parsing runs in a worker thread so a large body does not stall other requests. The body is
-bounded by ``LEOFLOW_MAX_BODY_BYTES`` like every other, and so is what its files mean, *all files
-together*: one :class:`~leoflow.model.files.yaml_loader.YamlBudget` per request holds the YAML of every
-file to the body limit in bytes and :data:`~leoflow.model.limits.DOCUMENT`'s values (aliases
-expanded), and to the request's deadline — the thread cannot be cancelled, so it stops itself.
+bounded by its own ``LEOFLOW_SYNC_MAX_BODY_BYTES`` (64 MiB by default: a directory of 10,000 DAG
+files is about 10 MiB as JSON, far above the 1 MiB every other route takes), and so is what its
+files mean, *all files together*: one :class:`~leoflow.model.files.yaml_loader.YamlBudget` per
+request holds the YAML of every file to the body limit in bytes and
+:data:`~leoflow.model.limits.DOCUMENT`'s values (aliases expanded), and to the request's
+deadline — the thread cannot be cancelled, so it stops itself.
 Twenty alias-heavy files cost what one does (issue 44, item 15), not twenty times as much.
 """
 
@@ -113,9 +115,11 @@ OPERATIONS = Operations()
             oas.json_answer("200", "DagSyncResult", "The plan (applied unless dry_run)"), body="DagSyncRequest",
             auth="admin", errors="409")
 async def sync_dags(request: Request) -> Response:
-    files, options = sync_request(require_object(await read_document(request)))
     state = api_state(request)
-    budget = YamlBudget(DOCUMENT.max_values, state.settings.api.max_body_bytes,
+    limit = state.settings.api.sync_max_body_bytes
+    files, options = sync_request(require_object(await read_document(request, limit=limit,
+                                                                     setting="LEOFLOW_SYNC_MAX_BODY_BYTES")))
+    budget = YamlBudget(DOCUMENT.max_values, limit,
                         deadline=time.monotonic() + state.request_timeout, subject="the files of this sync")
     catalog = await cluster_templates(request, cluster_templates_named(files))
     dag_set = await asyncio.to_thread(parse_dag_files, files, budget,
