@@ -1,5 +1,6 @@
 """Outside dataset events, written in batches: the reports that arrive while a replica's previous
-write commits go into its next write, one transaction for all of them (a group commit).
+write commits go into its next write, one transaction for all of them (a group commit), in two
+statements whatever their number (the events with their queue upserts, then the audit rows).
 
 Why: every event of a URI upserts the same queue rows (one per consuming DAG), and a row lock is
 held until commit, so one transaction per report made a burst of one URI a line of commits —
@@ -8,7 +9,9 @@ connection, so the replica's other requests waited for connections too. Batched,
 one connection and one commit per batch, and a quiet replica still writes a lone report at once
 (a batch of one: no timer, no added latency).
 
-Each report still commits with its audit row before its request is answered 201; a report is
+A request may carry a list of events (the list form of the endpoint): they go into one batch
+together, never split, so they are kept all or none. Each event still commits with its own audit
+row before its request is answered 201; a report is
 answered only after the transaction holding it committed. If that transaction fails, every
 request in the batch gets the same error (a deadlock: the endpoint runs each handler again, as
 for any write; the database down: 503) and nothing of the batch was kept. Without a background
@@ -30,16 +33,27 @@ from leoflow.db.stores import audit as audit_store
 from leoflow.db.stores.datasets.events import ApiEvent, record_api_events
 from leoflow.errors import DatabaseUnavailable
 
-#: Reports one transaction writes at most: 500 events with their audit rows take a few tens of
-#: milliseconds to write, the wait of the report that arrived first in a full batch.
-MAX_BATCH = 500
+#: Events one transaction writes at most (a request's events are never split, so a batch holds
+#: this many or one request's list): 2,000 events with their audit rows are two statements of a
+#: few tens of milliseconds, the wait of the report that arrived first in a full batch.
+MAX_BATCH = 2_000
 
 
 @dataclass
 class _Pending:
     request: Request
-    event: ApiEvent
-    answer: asyncio.Future[int]
+    events: list[ApiEvent]
+    answer: asyncio.Future[list[int]]
+
+
+def _take(pending: list[_Pending]) -> tuple[list[_Pending], list[_Pending]]:
+    """The reports of the next batch (the oldest first, at least one) and those left."""
+    size = 0
+    for i, report in enumerate(pending):
+        size += len(report.events)
+        if size > MAX_BATCH and i:
+            return pending[:i], pending[i:]
+    return pending, []
 
 
 class EventBatches:
@@ -50,24 +64,32 @@ class EventBatches:
         self._pending: list[_Pending] = []
         self._lock = asyncio.Lock()
 
-    async def record(self, request: Request, event: ApiEvent) -> int:
-        """Record ``event`` (validated) with its audit row; the DAGs it was queued for."""
-        mine = _Pending(request, event, asyncio.get_running_loop().create_future())
+    async def record(self, request: Request, events: list[ApiEvent]) -> list[int]:
+        """Record ``events`` (validated; one request's, all or none) with an audit row each; per
+        event, the DAGs it was queued for."""
+        mine = _Pending(request, events, asyncio.get_running_loop().create_future())
         self._pending.append(mine)
         async with self._lock:
             while not mine.answer.done():  # more than a batch waiting: the earlier ones go first
-                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                batch, self._pending = _take(self._pending)
                 await self._write(batch)
         return mine.answer.result()
 
     async def _write(self, batch: list[_Pending]) -> None:
+        events = [event for pending in batch for event in pending.events]
         try:
             async with self._db.transaction() as conn:
-                queued = await record_api_events(conn, [p.event for p in batch], SystemClock().now())
-                for pending, count in zip(batch, queued, strict=True):
-                    entry = entry_for(pending.request, 201, {"uri": pending.event.uri[:200], "queued_for": count})
-                    if entry is not None:
-                        await audit_store.record(conn, entry)
+                queued = await record_api_events(conn, events, SystemClock().now())
+                answers = []
+                entries = []
+                for pending in batch:
+                    counts, queued = queued[:len(pending.events)], queued[len(pending.events):]
+                    answers.append(counts)
+                    for event, count in zip(pending.events, counts, strict=True):
+                        entry = entry_for(pending.request, 201, {"uri": event.uri[:200], "queued_for": count})
+                        if entry is not None:
+                            entries.append(entry)
+                await audit_store.record_many(conn, entries)
         except BaseException as exc:
             # The others' answer is this failure; a cancelled writer (its client went away) is not
             # theirs to inherit, so they hear the batch was not written and may send it again.
@@ -77,9 +99,9 @@ class EventBatches:
                 if not pending.answer.done():
                     pending.answer.set_exception(failure)
             raise
-        for pending, count in zip(batch, queued, strict=True):
+        for pending, counts in zip(batch, answers, strict=True):
             pending.request.state.audited = True
-            pending.answer.set_result(count)
+            pending.answer.set_result(counts)
 
 
 def event_batches(request: Request, db: PooledDatabase) -> EventBatches:

@@ -47,7 +47,7 @@ class Dag(Model):
 class DagDetail(Model):
     """The DagDetail object of the API."""
 
-    _fields: ClassVar[tuple[str, ...]] = ('dag_id', 'paused', 'version', 'schedule', 'next_run_at', 'source', 'schedule_error', 'created_at', 'updated_at', 'spec', 'env_values_hidden', 'template_changes')
+    _fields: ClassVar[tuple[str, ...]] = ('dag_id', 'paused', 'version', 'schedule', 'next_run_at', 'source', 'schedule_error', 'created_at', 'updated_at', 'spec', 'env_values_hidden', 'pending_slot', 'template_changes')
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
     dag_id: str
     paused: bool
@@ -64,6 +64,8 @@ class DagDetail(Model):
     spec: dict[str, Any] | None
     env_values_hidden: bool
     """True when plain env values in the spec are shown as <hidden> (a read-scoped token; admin tokens see the spec as stored)."""
+    pending_slot: dict[str, Any] | None
+    """A schedule with combine: and: the cron slot waiting for the DAG's datasets (its logical_date and data_interval_start); null when none waits"""
     template_changes: list[dict[str, Any]]
     """Applying only: the cluster templates whose version this apply changed (from: null when newly used)"""
 
@@ -808,25 +810,29 @@ class TaskTemplateList(Model):
 
 
 class DatasetEventRequest(Model):
-    """The DatasetEventRequest object of the API."""
+    """One event (uri, extra) or the list form (events)"""
 
-    _fields: ClassVar[tuple[str, ...]] = ('uri', 'extra')
+    _fields: ClassVar[tuple[str, ...]] = ('uri', 'extra', 'events')
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
     uri: str
     """Any string without control characters; compared as written, never read"""
     extra: dict[str, Any] | None
     """Stored with the event (null: none); at most 16,384 bytes of canonical JSON, nested at most 8 deep, at most 1,000 keys and items"""
+    events: list[dict[str, Any]]
+    """The list form, instead of uri/extra: recorded in one transaction, all or none, each event audited; the answer lists each event in order"""
 
 
 class DatasetEvent(Model):
     """The DatasetEvent object of the API."""
 
-    _fields: ClassVar[tuple[str, ...]] = ('uri', 'source', 'queued_for')
+    _fields: ClassVar[tuple[str, ...]] = ('uri', 'source', 'queued_for', 'events')
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
     uri: str
     source: str
     queued_for: int
     """Consuming DAGs whose queue took the event"""
+    events: list[dict[str, Any]]
+    """The list form's answer, in order"""
 
 
 class Dataset(Model):

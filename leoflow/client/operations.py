@@ -105,7 +105,7 @@ OPERATIONS: dict[str, Operation] = {
     'get_cluster_template': Operation('get_cluster_template', 'GET', '/api/v2/templates/{name}', {200: ('json', 'TaskTemplate')}, ('version',), (), None, ()),
     'put_cluster_template': Operation('put_cluster_template', 'PUT', '/api/v2/templates/{name}', {200: ('json', 'TaskTemplate'), 201: ('json', 'TaskTemplate')}, (), (), 'TaskTemplateSpec', ()),
     'delete_cluster_template': Operation('delete_cluster_template', 'DELETE', '/api/v2/templates/{name}', {204: ('empty', None)}, (), (), None, ()),
-    'record_dataset_event': Operation('record_dataset_event', 'POST', '/api/v2/datasets/events', {201: ('json', 'DatasetEvent')}, (), (), 'DatasetEventRequest', ('uri', 'extra')),
+    'record_dataset_event': Operation('record_dataset_event', 'POST', '/api/v2/datasets/events', {201: ('json', 'DatasetEvent')}, (), (), 'DatasetEventRequest', ('uri', 'extra', 'events')),
     'list_datasets': Operation('list_datasets', 'GET', '/api/v2/datasets', {200: ('json', 'DatasetList')}, ('limit', 'cursor', 'uri', 'dag_id'), (), None, ()),
     'decide_approval': Operation('decide_approval', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval', {200: ('json', 'Approval')}, (), (), 'ApprovalRequest', ('decision', 'comment')),
 }
@@ -346,9 +346,9 @@ class Operations(Calls):
         """Delete cluster template: ``DELETE /api/v2/templates/{name}``."""
         return self._call(OPERATIONS['delete_cluster_template'], {'name': name}, {}, None, {})  # type: ignore[no-any-return]
 
-    def record_dataset_event(self, *, uri: str, extra: dict[str, Any] | None = None) -> DatasetEvent:
+    def record_dataset_event(self, *, uri: str | None = None, extra: dict[str, Any] | None = None, events: list[dict[str, Any]] | None = None) -> DatasetEvent:
         """Record dataset event: ``POST /api/v2/datasets/events``."""
-        return self._call(OPERATIONS['record_dataset_event'], {}, {}, {'uri': uri, 'extra': extra}, {})  # type: ignore[no-any-return]
+        return self._call(OPERATIONS['record_dataset_event'], {}, {}, {'uri': uri, 'extra': extra, 'events': events}, {})  # type: ignore[no-any-return]
 
     def list_datasets(self, *, limit: int | None = None, cursor: str | None = None, uri: str | None = None, dag_id: str | None = None) -> DatasetList:
         """List datasets: ``GET /api/v2/datasets``."""
@@ -598,9 +598,9 @@ class AsyncOperations(AsyncCalls):
         """Delete cluster template: ``DELETE /api/v2/templates/{name}``."""
         return await self._acall(OPERATIONS['delete_cluster_template'], {'name': name}, {}, None, {})  # type: ignore[no-any-return]
 
-    async def record_dataset_event(self, *, uri: str, extra: dict[str, Any] | None = None) -> DatasetEvent:
+    async def record_dataset_event(self, *, uri: str | None = None, extra: dict[str, Any] | None = None, events: list[dict[str, Any]] | None = None) -> DatasetEvent:
         """Record dataset event: ``POST /api/v2/datasets/events``."""
-        return await self._acall(OPERATIONS['record_dataset_event'], {}, {}, {'uri': uri, 'extra': extra}, {})  # type: ignore[no-any-return]
+        return await self._acall(OPERATIONS['record_dataset_event'], {}, {}, {'uri': uri, 'extra': extra, 'events': events}, {})  # type: ignore[no-any-return]
 
     async def list_datasets(self, *, limit: int | None = None, cursor: str | None = None, uri: str | None = None, dag_id: str | None = None) -> DatasetList:
         """List datasets: ``GET /api/v2/datasets``."""

@@ -347,6 +347,9 @@ DATASET_CONDITION = Count("`schedule.datasets.all` / `schedule.datasets.any`", 1
                           "a DAG's queue keeps one coalesced row per URI it waits on, so this also bounds it")
 DATASET_EXTRA = Size("`extra` (dataset event request)", 16 * 1024, 8, 1_000,
                      "stored with the event and shown to the runs it triggers (LEOFLOW_TRIGGERING_EVENTS)")
+DATASET_EVENT_BATCH = Count("`events` (dataset event request, the list form)", 1, 1_000, "events",
+                            "recorded in one transaction, all or none, each with its audit row; an outside "
+                            "system that reports many events sends one request per thousand, not one per event")
 
 # --------------------------------------------------------------------------- schedule forms and data intervals
 
@@ -476,7 +479,7 @@ LIMITS: tuple[Limit, ...] = (
     ARTIFACT_NAME, ARTIFACT_PATH, ARTIFACT_DECLS, ARTIFACT_BYTES, ARTIFACT_TRY_BYTES, ARTIFACT_FILES,
     TEMPLATES, TEMPLATE_NAME, TEMPLATE_INPUTS, INPUT_NAME, CLUSTER_TEMPLATE, CLUSTER_TEMPLATE_NAMES,
     TOKEN_NAME, TEAM_NAME, TEAM_NAMESPACE, TEAM_SERVICE_ACCOUNT, TOKEN_EXPIRY, TOKENS,
-    DATASET_URI, PRODUCES, DATASET_CONDITION, DATASET_EXTRA,
+    DATASET_URI, PRODUCES, DATASET_CONDITION, DATASET_EXTRA, DATASET_EVENT_BATCH,
     WAIT_FOR, WAIT_OFFSET, WAIT_TIMEOUT, APPROVAL_MESSAGE, APPROVAL_COMMENT,
     SCHEDULE_CRONS, SCHEDULE_EVERY, END_DATE, STARTING_DEADLINE, LOGICAL_DATE,
 )

@@ -10,16 +10,29 @@ from leoflow.model import limits
 _URI = {"type": "string", "minLength": 1, "maxLength": limits.DATASET_URI.maximum,
         "description": "Any string without control characters; compared as written, never read"}
 
+_EXTRA = {**nullable("object"), "description": f"Stored with the event (null: none); {limits.DATASET_EXTRA.rule}"}
+_ANSWER = {
+    "uri": STR, "source": {"type": "string", "enum": ["task", "api"]},
+    "queued_for": {"type": "integer", "description": "Consuming DAGs whose queue took the event"},
+}
+
 SCHEMAS: dict[str, Any] = {
-    "DatasetEventRequest": obj({
-        "uri": _URI,
-        "extra": {**nullable("object"), "description": f"Stored with the event (null: none); "
-                                                       f"{limits.DATASET_EXTRA.rule}"},
-    }, required=["uri"]),
+    "DatasetEventRequest": {
+        **obj({
+            "uri": _URI,
+            "extra": _EXTRA,
+            "events": {"type": "array", "minItems": limits.DATASET_EVENT_BATCH.minimum,
+                       "maxItems": limits.DATASET_EVENT_BATCH.maximum,
+                       "items": obj({"uri": _URI, "extra": _EXTRA}, required=["uri"]),
+                       "description": "The list form, instead of uri/extra: recorded in one transaction, all "
+                                      "or none, each event audited; the answer lists each event in order"},
+        }, required=[]),
+        "description": "One event (uri, extra) or the list form (events)",
+    },
     "DatasetEvent": obj({
-        "uri": STR, "source": {"type": "string", "enum": ["task", "api"]},
-        "queued_for": {"type": "integer", "description": "Consuming DAGs whose queue took the event"},
-    }),
+        **_ANSWER,
+        "events": {"type": "array", "items": obj(_ANSWER), "description": "The list form's answer, in order"},
+    }, required=list(_ANSWER)),
     "Dataset": obj({
         "uri": STR,
         "producers": {"type": "array", "items": obj({"dag_id": STR, "task_id": STR})},

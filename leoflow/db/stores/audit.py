@@ -73,6 +73,37 @@ async def record(conn: AsyncConnection, entry: AuditRecord) -> None:
     """), _values(entry))
 
 
+_MANY = text("""
+    INSERT INTO audit_events (actor, scope, method, route, path, status, remote_addr, forwarded_for, user_agent,
+                              dag_id, run_id, details, actor_kind, actor_subject, team)
+    SELECT actor, scope, method, route, path, status, remote_addr, forwarded_for, user_agent,
+           dag_id, run_id, details, actor_kind, actor_subject, team
+    FROM ROWS FROM (jsonb_to_recordset(CAST(:rows AS jsonb)) AS (
+        actor text, scope text, method text, route text, path text, status int, remote_addr text,
+        forwarded_for text, user_agent text, dag_id text, run_id text, details jsonb, actor_kind text,
+        actor_subject text, team text)) WITH ORDINALITY AS r(
+        actor, scope, method, route, path, status, remote_addr, forwarded_for, user_agent, dag_id, run_id,
+        details, actor_kind, actor_subject, team, n)
+    ORDER BY n
+""")
+
+
+async def record_many(conn: AsyncConnection, entries: list[AuditRecord]) -> None:
+    """Insert ``entries`` in one statement, in order (ids follow the list).
+
+    Why: a group commit of a thousand dataset events wrote a thousand single-row inserts, a round
+    trip each — most of the batch's time under load, longer than its commit.
+    """
+    if not entries:
+        return
+    rows = []
+    for entry in entries:
+        values = _values(entry)
+        values["details"] = entry.details
+        rows.append(values)
+    await conn.execute(_MANY, {"rows": json.dumps(rows, default=str)})
+
+
 # The window is cut from the database's clock (every replica counts into the same row); the
 # row keeps the first refusal's path, target and client, and counts the others.
 _DENIAL = text("""

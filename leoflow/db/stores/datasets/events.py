@@ -36,7 +36,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db import arrays
-from leoflow.db.connection.wakeup import notify_wakeup
+from leoflow.db.connection.wakeup import WAKEUP_CHANNEL, notify_wakeup
 
 #: Queue the events of ``ev`` (id, uri, created_at) for every live consumer of their URIs.
 _QUEUE = """
@@ -51,8 +51,10 @@ _QUEUE = """
             last_event_id = greatest(dataset_queue.last_event_id, excluded.last_event_id),
             last_at = greatest(dataset_queue.last_at, excluded.last_at),
             events = dataset_queue.events + excluded.events
-        RETURNING dag_id
-    )
+        RETURNING dag_id, uri
+    )"""
+
+_QUEUED = _QUEUE + """
     SELECT (SELECT count(*) FROM ev) AS events, (SELECT min(dag_id) FROM q) AS consumer,
            (SELECT count(*) FROM q) AS queued
 """
@@ -70,14 +72,14 @@ _TASK_EVENTS = text("""
         LEFT JOIN task_tries tt ON tt.task_instance_id = p.ti_id AND tt.try_number = p.try_number
         ORDER BY p.n
         RETURNING id, uri, created_at
-    ),""" + _QUEUE)
+    ),""" + _QUEUED)
 
 _API_EVENT = text("""
     WITH ev AS (
         INSERT INTO dataset_events (uri, source, extra, created_by, created_at)
         VALUES (:uri, 'api', CAST(:extra AS jsonb), :created_by, :now)
         RETURNING id, uri, created_at
-    ),""" + _QUEUE)
+    ),""" + _QUEUED)
 
 
 _API_EVENTS = text("""
@@ -88,14 +90,10 @@ _API_EVENTS = text("""
         INSERT INTO dataset_events (uri, source, extra, created_by, created_at)
         SELECT p.uri, 'api', CAST(p.extra AS jsonb), p.created_by, :now FROM p ORDER BY p.n
         RETURNING id, uri, created_at
-    ),""" + _QUEUE)
-
-#: Each URI's live consumers: what an outside event of it was queued for.
-_CONSUMERS = text("""
-    SELECT c.uri, count(*) AS consumers
-    FROM dataset_references c JOIN dags d ON d.dag_id = c.dag_id AND NOT d.deleted
-    WHERE c.uri = ANY(CAST(:uris AS text[])) AND c.role = 'consumer'
-    GROUP BY c.uri
+    ),""" + _QUEUE + """
+    SELECT (SELECT pg_notify(:channel, min(dag_id)) FROM q HAVING count(*) > 0) AS woke,
+           (SELECT coalesce(jsonb_object_agg(uri, consumers), '{}')
+            FROM (SELECT uri, count(*) AS consumers FROM q GROUP BY uri) s) AS consumers
 """)
 
 
@@ -150,16 +148,17 @@ async def record_api_event(conn: AsyncConnection, uri: str, extra: Mapping[str, 
 
 async def record_api_events(conn: AsyncConnection, reports: Sequence[ApiEvent], now: datetime) -> list[int]:
     """Record ``reports`` in one statement and queue them (each consuming DAG's row of a URI takes
-    all of that URI's events at once); per report, the DAGs it was queued for. Wakes the leader."""
+    all of that URI's events at once); per report, the DAGs it was queued for. Wakes the leader.
+
+    One statement, one round trip: the wake-up and each URI's consumer count come back from the
+    same statement (a burst's batches are a line of commits, so every round trip inside one
+    lengthens the line)."""
     if not reports:
         return []
-    uris = [r.uri for r in reports]
     row = (await conn.execute(_API_EVENTS, {
-        "uris": arrays.texts(uris), "extras": arrays.texts(json.dumps(dict(r.extra)) for r in reports),
+        "uris": arrays.texts(r.uri for r in reports),
+        "extras": arrays.texts(json.dumps(dict(r.extra)) for r in reports),
         "created_by": arrays.texts(None if r.created_by is None else r.created_by[:100] for r in reports),
-        "now": now})).one()
-    if not row.queued:
-        return [0] * len(reports)
-    await notify_wakeup(conn, str(row.consumer))
-    consumers = {r.uri: int(r.consumers) for r in await conn.execute(_CONSUMERS, {"uris": arrays.texts(set(uris))})}
-    return [consumers.get(uri, 0) for uri in uris]
+        "now": now, "channel": WAKEUP_CHANNEL})).one()
+    consumers: dict[str, int] = row.consumers
+    return [consumers.get(r.uri, 0) for r in reports]
