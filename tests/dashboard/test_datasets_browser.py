@@ -3,9 +3,11 @@ which URI), the list with "no producer", and on a DAG that runs on datasets why 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.dashboard.conftest import DESKTOP, PHONE, Browse, LiveServer, sign_in
@@ -70,3 +72,36 @@ def test_the_datasets_page_fits_a_phone(server: LiveServer, open_page: Callable[
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 1, f"page is {overflow}px wider than the phone"
     browse.screenshot("datasets")
+
+
+def test_a_cron_and_datasets_dag_says_since_which_slot_it_waits(server: LiveServer,
+                                                                  open_page: Callable[..., Browse]) -> None:
+    """``combine: and``: the pending slot and what it waits for (last here: it adds nodes to the graph)."""
+    daily, c, d = "dash-daily", "s3://dash/daily-orders", "s3://dash/daily-customers"
+    with server.client() as client:
+        spec = {"dag_id": daily, "start_date": "2026-01-01T00:00:00Z",
+                "schedule": {"cron": "0 6 * * *", "datasets": {"all": [c, d]}, "combine": "and"},
+                "tasks": [task("report")]}
+        answer = client.post("/api/v2/dags", json=spec)
+        assert answer.status_code in (200, 201), answer.text
+        assert answer.json()["pending_slot"] is None  # the leader makes the last 06:00 slot pending
+        assert client.post("/api/v2/datasets/events", json={"uri": c}).status_code == 201
+        if not server.runs_execute:  # no leader here: plant the slot its step would have written
+            with psycopg.connect(server.database_url) as conn:
+                conn.execute("UPDATE dags SET pending_slot_at = '2026-01-02T06:00:00Z', "
+                             "pending_slot_start = '2026-01-01T06:00:00Z' WHERE dag_id = %s", (daily,))
+        for _ in range(100):
+            slot = client.get(f"/api/v2/dags/{daily}").json()["pending_slot"]
+            if slot is not None:
+                break
+            time.sleep(0.1)
+        assert slot is not None and slot["logical_date"].endswith(("06:00:00Z", "06:00:00+00:00"))
+    browse = open_page(DESKTOP)
+    page = browse.page
+    sign_in(browse, server, fragment="#/dags")
+    expect(page.locator(f"[data-dag={daily}]")).to_contain_text(f"0 6 * * * and datasets all: {c}, {d}")
+    page.get_by_test_id(f"dag-link-{daily}").click()
+    wait = page.get_by_test_id("dataset-wait")
+    expect(wait).to_contain_text(f"Waiting for {d} since the")
+    expect(wait).to_contain_text("slot: 1 of 2 datasets updated.")
+    browse.screenshot("dag-slot-waiting-for-datasets")

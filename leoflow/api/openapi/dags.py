@@ -74,6 +74,10 @@ SCHEMAS: dict[str, Any] = {
                 "last_run_state": {"type": ["string", "null"], "enum": [*RUN_STATES, None],
                                              "description": "Its state"}}),
     "DagDetail": obj({**_DAG, "spec": nullable("object"), "env_values_hidden": ENV_VALUES_HIDDEN,
+                      "pending_slot": {**nullable("object"), "description": "A schedule with combine: and: the "
+                                       "cron slot waiting for the DAG's datasets (its logical_date and "
+                                       "data_interval_start); null when none waits", "properties": {
+                                           "logical_date": TIME, "data_interval_start": TIME}},
                       "template_changes": {"type": "array", "description": "Applying only: the cluster templates "
                                            "whose version this apply changed (from: null when newly used)",
                                            "items": obj({"template": STR, "from": nullable("integer"),

@@ -3,6 +3,7 @@
 // entries list a URI's producers (DAG and task), consumers and the events queued per consumer.
 
 import { h } from "./dom.js";
+import { timeEl } from "./format.js";
 import { taskGraph } from "./graph.js";
 
 /** A URI's node id in the lineage graph: marked, so a URI that reads like a DAG id stays apart. */
@@ -64,7 +65,15 @@ export function datasetWait(dag, datasets, runs) {
   const unfinished = runs.find((r) => r.run_type === "dataset" && (r.state === "queued" || r.state === "running"));
   const count = `${updated.length} of ${uris.length} dataset${uris.length === 1 ? "" : "s"} updated`;
   let why;
-  if (dag.paused) {
+  const slot = dag.pending_slot;
+  if (dag.schedule.combine === "and" && !dag.paused && !slot) {
+    // A cron AND datasets: without a pending slot, events wait for the next cron slot.
+    why = [`${count}; the next run starts at the next slot of `, h("code", {}, dag.schedule.cron),
+      " once every condition is met (", timeEl(dag.next_run_at), ")."];
+  } else if (dag.schedule.combine === "and" && !dag.paused && (mode === "all" ? missing.length : !updated.length)) {
+    why = ["Waiting for ", ...codeList(mode === "all" ? missing : uris), " since the ", timeEl(slot.logical_date, { relative: false }),
+      ` slot: ${count}.`];
+  } else if (dag.paused) {
     why = [`Paused: events are held (${count}); the run starts once it is unpaused.`];
   } else if (unfinished && updated.length) {
     why = [`${count}; the next run starts when dataset run `, h("code", {}, unfinished.run_id),

@@ -77,7 +77,9 @@ export function scheduleText(schedule) {
   if (schedule === null || schedule === undefined || schedule === "") return null;
   if (typeof schedule === "string") return schedule;
   if (typeof schedule.datasets === "object" && schedule.datasets !== null) {
-    return Object.entries(schedule.datasets).map(([mode, uris]) => `datasets ${mode}: ${[].concat(uris).join(", ")}`).join("; ");
+    const data = Object.entries(schedule.datasets).map(([mode, uris]) => `datasets ${mode}: ${[].concat(uris).join(", ")}`).join("; ");
+    // A cron with datasets: "and" waits at each slot for the data, "or" runs on either.
+    return schedule.cron ? `${schedule.cron} ${schedule.combine === "and" ? "and" : "or"} ${data}` : data;
   }
   return JSON.stringify(schedule);
 }
