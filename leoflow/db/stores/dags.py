@@ -331,22 +331,22 @@ def shown_schedule(spec: object, planned: str | None) -> object:
 
 
 def _list_sql(flt: DagListFilter, *, bounded: bool) -> str:
-    # ``dag_id >= %(prefix)s`` lets the scan start where the prefix's ids start: a string sorts after
-    # its own prefixes under C and under the libc/ICU collations. ``dag_id < %(end)s`` stops it where
+    # ``dag_id >= :prefix`` lets the scan start where the prefix's ids start: a string sorts after
+    # its own prefixes under C and under the libc/ICU collations. ``dag_id < :end`` stops it where
     # they end, when the order allows (``bounded``); otherwise the LIKE decides and the scan
     # budget bounds the walk.
-    start = " AND dag_id >= %(prefix)s" if flt.prefix is not None else ""
+    start = " AND dag_id >= :prefix" if flt.prefix is not None else ""
     if bounded:
-        start += " AND dag_id < %(end)s"
+        start += " AND dag_id < :end"
     keep = ["true"]
     if flt.paused is not None:
-        keep.append("s.paused = %(paused)s")
+        keep.append("s.paused = :paused")
     if flt.prefix is not None:
-        keep.append("s.dag_id LIKE %(pattern)s ESCAPE '\\'")
+        keep.append("s.dag_id LIKE :pattern ESCAPE '\\'")
     if flt.last_run_state == "none":
         keep.append("r.state IS NULL")
     elif flt.last_run_state is not None:
-        keep.append("r.state = %(state)s")
+        keep.append("r.state = :state")
     # The window is not materialised: the page's LIMIT stops the walk as soon as enough DAGs
     # matched (a dense filter reads about ``limit`` rows, not the whole budget).
     return f"""
@@ -357,109 +357,55 @@ def _list_sql(flt: DagListFilter, *, bounded: bool) -> str:
                            ORDER BY id DESC LIMIT 1) r ON true
         LEFT JOIN dag_versions v ON v.id = s.current_version_id
         WHERE {" AND ".join(keep)}
-        ORDER BY s.dag_id LIMIT %(limit)s
+        ORDER BY s.dag_id LIMIT :limit
     """
 
 
 def _window_sql(start: str) -> str:
-    """The live DAGs one request may examine: up to ``%(scan)s`` after ``%(after)s``, in id order."""
+    """The live DAGs one request may examine: up to ``:scan`` after ``:after``, in id order."""
     return ("SELECT dag_id, paused, schedule, current_version_id, next_run_at, source, schedule_error, "
-            f"created_at, updated_at FROM dags WHERE NOT deleted AND dag_id > %(after)s{start} "
-            "ORDER BY dag_id LIMIT %(scan)s")
+            f"created_at, updated_at FROM dags WHERE NOT deleted AND dag_id > :after{start} "
+            "ORDER BY dag_id LIMIT :scan")
 
 
 def _window_end_sql(flt: DagListFilter, *, bounded: bool) -> str:
     """How many DAGs the window held and its last id: where a short page's next page starts."""
-    start = ((" AND dag_id >= %(prefix)s" if flt.prefix is not None else "")
-             + (" AND dag_id < %(end)s" if bounded else ""))
+    start = (" AND dag_id >= :prefix" if flt.prefix is not None else "") + (" AND dag_id < :end" if bounded else "")
     return f"SELECT count(*) AS scanned, max(dag_id) AS scanned_to FROM ({_window_sql(start)}) w"
 
 
-#: One DAG of the list as the API shows it: the fields and their order of the ``Dag`` schema.
-_DAG_JSON = """json_build_object(
-    'dag_id', p.dag_id, 'paused', p.paused, 'schedule', p.schedule, 'version', p.version,
-    'next_run_at', p.next_run_at, 'source', p.source, 'schedule_error', p.schedule_error,
-    'created_at', p.created_at, 'updated_at', p.updated_at, 'last_run_id', p.last_run_id,
-    'last_run_state', p.last_run_state)"""
-
-
-def _document_sql(flt: DagListFilter, *, bounded: bool) -> str:
-    """The page rendered by PostgreSQL: the first ``%(page)s`` matches as a JSON array, how many
-    matched (``%(page)s + 1`` means there is more) and the page's last id (the next cursor's)."""
-    return f"""
-        SELECT coalesce(json_agg({_DAG_JSON} ORDER BY p.dag_id) FILTER (WHERE p.n <= %(page)s), '[]')::text,
-               count(*), max(p.dag_id) FILTER (WHERE p.n <= %(page)s)
-        FROM (SELECT l.*, row_number() OVER (ORDER BY l.dag_id) AS n FROM ({_list_sql(flt, bounded=bounded)}) l) p
-    """
-
-
-@dataclass(frozen=True)
-class DagListDocument:
-    """A page of the DAG list as JSON text (``items``), and where the next page starts, if anywhere:
-    after the page's last DAG when more matched, else where the scan budget ran out (``next_after``)."""
-
-    items: str
-    next_after: str | None
-
-
-#: Per database (host, port, name): whether it orders ids bytewise (:data:`_ORDERS_IDS_BYTEWISE`).
-#: A database's collation does not change under a running replica, and asking it on every prefix
-#: request was one more round trip of the hottest list.
-_BYTEWISE: dict[tuple[str, int, str], bool] = {}
-
-
-async def _orders_ids_bytewise(conn: psycopg.AsyncConnection[Any]) -> bool:
-    key = (conn.info.host, conn.info.port, conn.info.dbname)
-    known = _BYTEWISE.get(key)
-    if known is None:
-        cursor = await reading_cursor(conn).execute(str(_ORDERS_IDS_BYTEWISE))
-        row = await cursor.fetchone()
-        known = _BYTEWISE[key] = bool(row and row[0])
-    return known
-
-
-async def list_dags(conn: psycopg.AsyncConnection[Any], *, after: str | None, limit: int,
-                    where: DagListFilter | None = None) -> DagListDocument:
-    """Live (not deleted) DAGs ordered by id after ``after`` that ``where`` keeps, up to ``limit``,
-    rendered by PostgreSQL on a raw connection of the API pool (as the hot run read is: no row
-    objects, no datetime conversion, no ``json.dumps`` in the replica).
+async def list_dags(conn: AsyncConnection, *, after: str | None, limit: int,
+                    where: DagListFilter | None = None) -> DagListPage:
+    """Live (not deleted) DAGs ordered by id after ``after`` that ``where`` keeps, up to ``limit + 1``.
 
     Unfiltered, that is one range of the primary key. Filtered, at most ``LIST_SCAN_BUDGET`` DAGs
     are examined (each with one probe of ``ix_dag_runs_dag_id_id`` for its last run); when that
-    budget ends before ``limit + 1`` matched, ``next_after`` says where, and the caller's next
+    budget ends before ``limit + 1`` matched, ``scanned_to`` says where, and the caller's next
     page starts there — a page may then hold fewer than ``limit`` items, even none.
     """
     where = where or DagListFilter()
     scan = limit + 1 if where.empty else max(LIST_SCAN_BUDGET, limit + 1)
-    params: dict[str, Any] = {"after": after or "", "scan": scan, "limit": limit + 1, "page": limit}
+    params: dict[str, Any] = {"after": after or "", "scan": scan, "limit": limit + 1}
     if where.paused is not None:
         params["paused"] = where.paused
     end = None
     if where.prefix is not None:
         if not _ID_CHARS.fullmatch(where.prefix):
-            return DagListDocument("[]", None)  # no id holds '%', '_', capitals, ...
+            return DagListPage([], None)  # no id holds '%', '_', capitals, ...
         params.update(prefix=where.prefix, pattern=like_prefix(where.prefix))
         end = prefix_end(where.prefix)
-        if end is not None and await _orders_ids_bytewise(conn):
+        if end is not None and (await conn.execute(_ORDERS_IDS_BYTEWISE)).scalar():
             params["end"] = end
         else:
             end = None
     if where.last_run_state not in (None, "none"):
         params["state"] = where.last_run_state
     bounded = end is not None
-    cursor = reading_cursor(conn)
-    await cursor.execute(_document_sql(where, bounded=bounded), params)
-    row = await cursor.fetchone()
-    assert row is not None  # an aggregate answers one row
-    items, found, last_id = str(row[0]), int(row[1]), row[2]
-    if found > limit:
-        return DagListDocument(items, last_id)
-    if where.empty:
-        return DagListDocument(items, None)
-    await cursor.execute(_window_end_sql(where, bounded=bounded), params)
-    window = await cursor.fetchone()
-    assert window is not None
-    return DagListDocument(items, window[1] if window[0] >= scan else None)
+    rows = [dict(r) for r in (await conn.execute(text(_list_sql(where, bounded=bounded)), params)).mappings()]
+    if len(rows) > limit or where.empty:
+        return DagListPage(rows, None)
+    window = (await conn.execute(text(_window_end_sql(where, bounded=bounded)), params)).one()
+    return DagListPage(rows, window.scanned_to if window.scanned >= scan else None)
 
 
 async def get_dag(conn: AsyncConnection, dag_id: str) -> dict[str, Any] | None:
