@@ -90,41 +90,37 @@ async def archived_log(request: Request, entry: dict[str, Any], query: ArchiveQu
     config = state.settings.log_archive
     if config.active_url is None:
         raise ApiError(404, "this cluster has no log archive (LEOFLOW_LOG_ARCHIVE_URL is not set)")
+    # The log's state and the object holding the first byte come from one connection, and none is
+    # held while the storage answers.
     async with state.db.connect() as conn:
         logs = await archive_store.archived_logs(conn, entry["task_try_id"])
-    found = {log.container: log for log in logs}
-    if container not in found:
-        names = ", ".join(sorted(found)) or "none yet"
-        raise bad_field("container", f"try {entry['try_number']} has no archived log of container {container!r} "
-                        f"(archived: {names})", status=404)
-    archive = found[container]
-    size = archive.size_bytes
-    start = max(0, size - tail) if tail is not None else min(offset or 0, size)
-    end = size if length is None else min(size, start + length)
+        found = {log.container: log for log in logs}
+        if container not in found:
+            names = ", ".join(sorted(found)) or "none yet"
+            raise bad_field("container", f"try {entry['try_number']} has no archived log of container "
+                            f"{container!r} (archived: {names})", status=404)
+        archive = found[container]
+        size = archive.size_bytes
+        start = max(0, size - tail) if tail is not None else min(offset or 0, size)
+        end = size if length is None else min(size, start + length)
+        chunks = (await archive_store.chunks_between(conn, entry["task_try_id"], container, start, end, limit=1)
+                  if start < end else [])
     store = _store(config.active_url, config.timeout)
     headers = {"X-Leoflow-Try": str(entry["try_number"]), "X-Leoflow-Log-Source": "archive",
                "X-Leoflow-Log-Complete": str(archive.complete and end == size).lower(),
                "X-Leoflow-Log-Size": str(size), "X-Leoflow-Log-Offset": str(start),
                "X-Leoflow-Log-Cursor": f"b{end}", "X-Leoflow-Log-Containers": ",".join(sorted(found))}
-    first = await _first_piece(request, store, entry["task_try_id"], container, start, end)
+    first = await _first_piece(store, chunks[0], start, end) if chunks else (b"", end)
     return StreamingResponse(_rest(request, store, entry["task_try_id"], container, first, end),
                              media_type="text/plain; charset=utf-8", headers=headers)
 
 
-async def _first_piece(request: Request, store: ObjectStore, task_try_id: int, container: str, start: int,
-                       end: int) -> tuple[bytes, int]:
+async def _first_piece(store: ObjectStore, chunk: archive_store.Chunk, start: int, end: int) -> tuple[bytes, int]:
     """The first object's part, read before answering, so a storage failure is a 503, not a cut stream."""
-    if start >= end:
-        return b"", end
-    async with api_state(request).db.connect() as conn:
-        chunks = await archive_store.chunks_between(conn, task_try_id, container, start, end, limit=1)
-    if not chunks:
-        return b"", end
     try:
-        data = decompress(await store.get(chunks[0].object_key))
+        data = decompress(await store.get(chunk.object_key))
     except StorageError as exc:
         raise ApiError(503, f"the log archive cannot be read right now: {exc}") from exc
-    chunk = chunks[0]
     return data[start - chunk.start:min(end, chunk.end) - chunk.start], min(end, chunk.end)
 
 

@@ -17,10 +17,13 @@ from __future__ import annotations
 import re
 import zlib
 
-#: Largest raw chunk: 4 MiB is a few hundred KiB stored, one PUT of well under a second, and
-#: bounds what a ranged read must fetch and decompress to serve any byte (the last 64 KiB of a
-#: 1 GB log is one object). Memory per log being archived is about one compressed chunk.
-CHUNK_BYTES = 4 * 1024 * 1024
+#: Largest raw chunk: it bounds what a ranged read must fetch and decompress to serve any byte
+#: (the last 64 KiB of a 1 GB log is one object of about 250 KB, 1 MiB decompressed, about 1 ms of
+#: CPU; at 4 MiB the decompression alone was 4 ms, and on a loaded host every millisecond of CPU a
+#: read takes becomes many of wall clock). 1 MiB is still one PUT of a fraction of a second and one
+#: index row per MiB (a thousand rows for a 1 GB log). Memory per log being archived is about one
+#: compressed chunk. Objects already written with larger chunks read the same way.
+CHUNK_BYTES = 1024 * 1024
 #: Bytes read from the source at a time while a chunk is compressed.
 READ_BYTES = 256 * 1024
 #: zlib's window bits for a gzip header and trailer.

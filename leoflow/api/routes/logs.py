@@ -44,6 +44,7 @@ from starlette.responses import PlainTextResponse, Response
 from leoflow.api.archived_logs import archive_query, archived_log
 from leoflow.api.endpoint import api_state
 from leoflow.api.errors import ApiError, bad_field
+from leoflow.api.jsonresp import JsonResponse
 from leoflow.api.openapi import components as oas
 from leoflow.api.openapi import runs as run_schemas
 from leoflow.api.operations import Operations
@@ -51,6 +52,7 @@ from leoflow.api.routes.runs import TASK, task_or_404
 from leoflow.api.url_params import query_int
 from leoflow.db.stores import task_logs as log_store
 from leoflow.db.stores.log_archive import index as archive_store
+from leoflow.db.stores.pods import events as pod_event_store
 from leoflow.model.limits import TRY_NUMBER
 from leoflow.model.live_logs import LiveLog
 
@@ -87,7 +89,7 @@ async def get_task_logs(request: Request) -> Response:
         if ti.get("map_states") is not None:
             raise bad_field("map_index", f"task {ti['task_id']!r} is mapped ({ti['map_count']} instances): "
                             "name one with ?map_index=")
-        entry = await log_store.get_task_log(conn, ti, try_number)
+        entry = await log_store.get_task_log(conn, ti, try_number, content=archive is None)
         # The try's archived containers ride along on the plain answer, so a reader (the dashboard's
         # container tabs) learns them without a probe that would 404 for a try with nothing archived.
         archived = (await archive_store.archived_logs(conn, entry["task_try_id"])
@@ -184,3 +186,28 @@ def _stored_follow(entry: dict[str, Any], data: bytes, size: int, since: str, co
     return PlainTextResponse(body.decode("utf-8", errors="replace"), headers=_headers(
         entry, complete, "stored", **{"X-Leoflow-Log-Cursor": f"b{size}",
                                       "X-Leoflow-Log-Continues": str(continues).lower()}))
+
+
+@OPERATIONS("GET", TASK + "/events", "Get task pod events", oas.json_answer("200", "TaskEvents"), errors="400 404",
+            params=[*oas.RUN_PATH, oas.TASK_ID, oas.MAP_INDEX,
+                    oas.param("try", "query", {"type": "integer", "minimum": 1}, "Try number (default: latest)")])
+async def get_task_events(request: Request) -> Response:
+    """The Kubernetes events of a try's pod, kept with the try (``FailedMount``, ``BackOff``, …): what
+    ``kubectl describe pod`` showed while the pod existed, still there after it is gone."""
+    try_number = query_int(request, "try", TRY_NUMBER)
+    async with api_state(request).db.connect() as conn:
+        ti = await task_or_404(request, conn)
+        if ti.get("map_states") is not None:
+            raise bad_field("map_index", f"task {ti['task_id']!r} is mapped ({ti['map_count']} instances): "
+                            "name one with ?map_index=")
+        entry = await log_store.get_task_log(conn, ti, try_number, content=False)
+        if entry is None:
+            if try_number is None:
+                raise ApiError(404, f"task {ti['task_id']!r} has not started a try yet")
+            raise bad_field("try", f"task {ti['task_id']!r} has no try {try_number} "
+                            f"(tries so far: {ti['try_number']})", status=404)
+        rows = (await pod_event_store.events_of_try(conn, entry["task_try_id"])
+                if entry["task_try_id"] is not None else [])
+    return JsonResponse({"try_number": entry["try_number"], "events": [{
+        "type": r.type, "reason": r.reason, "message": r.message, "container": r.container, "count": r.count,
+        "first_seen": r.first_seen, "last_seen": r.last_seen} for r in rows]})

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import null, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.stores.tries import TRY_COLUMNS, TRY_FROM, TryRecord, claimant_prefix, try_record
@@ -145,9 +145,14 @@ _LOG_KEYS = ("task_try_id", "try_number", "state", "ended_at", "logs_shipped_at"
              "content", "truncated", "size_bytes", "log_updated_at")
 
 
-async def get_task_log(conn: AsyncConnection, ti: Mapping[str, Any], try_number: int | None) -> dict[str, Any] | None:
+async def get_task_log(conn: AsyncConnection, ti: Mapping[str, Any], try_number: int | None, *,
+                       content: bool = True) -> dict[str, Any] | None:
     """One try of ``ti`` (a task instance as :func:`get_task_instance` returns it, tries included;
     the newest when ``try_number`` is None) with its stored log, if any.
+
+    ``content=False`` leaves the stored tail out (``content`` is None): a read of the archive needs
+    only the try, and the tail is up to ``LEOFLOW_TASK_LOG_MAX_BYTES`` the database would otherwise
+    detoast and send for nothing.
 
     A queued try whose row is not written yet (ADR 0013) is among ``ti``'s tries already: it is
     answered from there, with nothing stored, without asking the database again.
@@ -159,7 +164,8 @@ async def get_task_log(conn: AsyncConnection, ti: Mapping[str, Any], try_number:
     query = (select(_tries.c.id.label("task_try_id"), _tries.c.try_number, _tries.c.state, _tries.c.ended_at,
                     _tries.c.logs_shipped_at,
                     _tries.c.executor_ref,
-                    _tries.c.logs_unavailable, _logs.c.content, _logs.c.truncated, _logs.c.size_bytes,
+                    _tries.c.logs_unavailable, _logs.c.content if content else null().label("content"),
+                    _logs.c.truncated, _logs.c.size_bytes,
                     _logs.c.updated_at.label("log_updated_at"))
              .select_from(_tries.outerjoin(_logs, _logs.c.task_try_id == _tries.c.id))
              .where(_tries.c.task_instance_id == ti["id"], _tries.c.try_number == wanted["try_number"]))

@@ -106,9 +106,14 @@ async def archived_logs(conn: AsyncConnection, task_try_id: int) -> list[Archive
     return [ArchivedLog(r.container, r.size_bytes, r.stored_bytes, r.chunks, r.complete) for r in rows]
 
 
+#: The chunk holding ``:start`` is the last one starting at or before it (chunks are contiguous), found
+#: by one backward step on the primary key: without that bound, the scan for the tail of a 1 GB log
+#: walked every earlier chunk's row to filter it out on ``end_offset``.
 _CHUNKS = text("""
     SELECT start_offset, end_offset, object_key FROM log_archive_chunks
     WHERE task_try_id = :id AND container = :container AND end_offset > :start AND start_offset < :end
+      AND start_offset >= COALESCE((SELECT max(start_offset) FROM log_archive_chunks
+                                    WHERE task_try_id = :id AND container = :container AND start_offset <= :start), 0)
     ORDER BY start_offset LIMIT :limit
 """)
 
