@@ -22,8 +22,16 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db.fragments import sql_list
 from leoflow.db.stores.runs.lifecycle import _MAX_ACTIVE_RUNS, StartableRun
 from leoflow.db.stores.runs.lifecycle import startable_runs as startable_by_dag
+from leoflow.model.states import ACTIVE_RUN_STATES
+
+#: The states ``ix_dag_runs_active`` holds. A DAG's older queued runs are counted through it, not
+#: through ``ix_dag_runs_queued`` (which would walk every older queued run of every DAG): the
+#: condition names them by ``state IN`` this list and ``state = q.state``, which implies the first
+#: index's predicate and not the second's.
+_ACTIVE = sql_list(ACTIVE_RUN_STATES)
 
 #: Oldest queued runs read per call, in units of the runs asked for: room for the runs of DAGs at
 #: their limit among them, small enough that a full window of such runs costs a few milliseconds
@@ -34,7 +42,12 @@ WINDOW = 4
 async def startable_runs(conn: AsyncConnection, limit: int) -> list[StartableRun]:
     """Queued runs that ``max_active_runs`` lets start, oldest first, at most ``limit`` (see the module docstring)."""
     window = max(1, limit) * WINDOW
-    rows = (await conn.execute(_STARTABLE, {"window": window, "limit": limit})).all()
+    saved = (await conn.execute(_INDEX_PLANS_ONLY)).one()
+    try:
+        rows = (await conn.execute(_STARTABLE, {"window": window, "limit": limit})).all()
+    finally:
+        await conn.execute(_RESTORE_PLANS, {"seqscan": saved.seqscan, "sort": saved.sort,
+                                            "hashjoin": saved.hashjoin, "mergejoin": saved.mergejoin})
     startable = [StartableRun(int(r.id), int(r.dag_version_id)) for r in rows if r.ok]
     # Fewer than asked for out of a full window: runs of other DAGs may wait behind it.
     if len(startable) < limit and any(r.n >= window for r in rows):
@@ -42,31 +55,58 @@ async def startable_runs(conn: AsyncConnection, limit: int) -> list[StartableRun
     return startable
 
 
+#: The read's plan, whatever the statistics say: probes of indexes only, for this statement alone
+#: (``set_config(..., true)`` lasts until the transaction ends, so :data:`_RESTORE_PLANS` puts the
+#: caller's values back at once). Statistics taken while ``dag_runs`` was nearly empty (a fresh
+#: install before autovacuum looks again, the state at a first busy minute boundary) made sequential
+#: scans of ``dag_runs`` look cheapest for every probe: ~41,000 rows of work for 300 queued runs
+#: instead of ~23 per run returned. Every node of the intended plan is an index probe bounded by a
+#: ``LIMIT``, so turning the other access paths off never makes it worse.
+_INDEX_PLANS_ONLY = text("""
+    SELECT current_setting('enable_seqscan') AS seqscan, current_setting('enable_sort') AS sort,
+           current_setting('enable_hashjoin') AS hashjoin, current_setting('enable_mergejoin') AS mergejoin,
+           set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true),
+           set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
+""")
+_RESTORE_PLANS = text("""
+    SELECT set_config('enable_seqscan', :seqscan, true), set_config('enable_sort', :sort, true),
+           set_config('enable_hashjoin', :hashjoin, true), set_config('enable_mergejoin', :mergejoin, true)
+""")
+
+
 #: One queued run after another in id order, each one probe of ``ix_dag_runs_queued`` (a
-#: recursive step with ``LIMIT 1``, so no plan reads the whole queue to sort it), judged by the
-#: room left in its DAG: its running runs and its older queued runs, two ranges of
+#: recursive step reading ``dag_runs`` alone with ``ORDER BY id LIMIT 1``: the ordered partial index
+#: answers it at the cost of one row under any statistics, where a join in the same step let a
+#: planner that believed ``dag_runs`` empty hash-join ``dags`` with the whole queue and sort it, per
+#: run: ~41,000 rows of work for 300 queued runs), judged by the room left in its DAG: the limit of
+#: its DAG's current version (a primary-key probe of ``dags`` and ``dag_versions``; no current
+#: version, no start), its running runs and its older queued runs, two ranges of
 #: ``ix_dag_runs_active`` each counted only up to the limit (a DAG with 100,000 queued runs costs as
-#: much as one with a few). It stops at ``limit`` startable
-#: runs or ``window`` runs read, whichever comes first.
+#: much as one with a few). It stops at ``limit`` startable runs or ``window`` runs read, whichever
+#: comes first.
 _STARTABLE = text(f"""
-    WITH RECURSIVE w(id, dag_version_id, ok, n, taken) AS (
-        SELECT 0::bigint, 0::bigint, false, 0, 0
+    WITH RECURSIVE w(id, dag_id, dag_version_id, ok, n, taken) AS (
+        SELECT 0::bigint, ''::text, 0::bigint, false, 0, 0
         UNION ALL
-        SELECT x.id, x.dag_version_id, x.ok, w.n + 1, w.taken + x.ok::int
+        SELECT x.id, x.dag_id, x.dag_version_id, x.ok, w.n + 1, w.taken + x.ok::int
         FROM w CROSS JOIN LATERAL (
-            SELECT r.id, r.dag_version_id,
+            SELECT q.id, q.dag_id, q.dag_version_id, coalesce(
                    (SELECT count(*) FROM (
-                        SELECT 1 FROM dag_runs a WHERE a.dag_id = r.dag_id AND a.state = 'running'
-                        LIMIT {_MAX_ACTIVE_RUNS}) running)
+                        SELECT 1 FROM dag_runs a WHERE a.dag_id = q.dag_id AND a.state = 'running'
+                        LIMIT m.lim) running)
                    + (SELECT count(*) FROM (
-                        SELECT 1 FROM dag_runs a WHERE a.dag_id = r.dag_id AND a.state = 'queued' AND a.id < r.id
-                        LIMIT {_MAX_ACTIVE_RUNS}) older) < {_MAX_ACTIVE_RUNS} AS ok
-            FROM dag_runs r
-            JOIN dags d ON d.dag_id = r.dag_id
-            JOIN dag_versions v ON v.id = d.current_version_id
-            WHERE r.state = 'queued' AND r.id > w.id
-            ORDER BY r.id
-            LIMIT 1) x
+                        SELECT 1 FROM dag_runs a WHERE a.dag_id = q.dag_id AND a.state IN {_ACTIVE}
+                          AND a.state = q.state AND a.id < q.id
+                        LIMIT m.lim) older) < m.lim, false) AS ok
+            FROM (SELECT r.id, r.dag_id, r.dag_version_id, r.state FROM dag_runs r
+                  WHERE r.state = 'queued' AND r.id > w.id
+                  ORDER BY r.id
+                  LIMIT 1) q
+            LEFT JOIN LATERAL (
+                SELECT {_MAX_ACTIVE_RUNS} AS lim
+                FROM dags d JOIN dag_versions v ON v.id = d.current_version_id
+                WHERE d.dag_id = q.dag_id) m ON true
+            OFFSET 0) x
         WHERE w.n < :window AND w.taken < :limit
     )
     SELECT id, dag_version_id, ok, n FROM w WHERE ok OR n >= :window ORDER BY id
