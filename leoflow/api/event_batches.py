@@ -81,15 +81,15 @@ class EventBatches:
             async with self._db.transaction() as conn:
                 queued = await record_api_events(conn, events, SystemClock().now())
                 answers = []
-                entries = []
+                audited = []
                 for pending in batch:
                     counts, queued = queued[:len(pending.events)], queued[len(pending.events):]
                     answers.append(counts)
-                    for event, count in zip(pending.events, counts, strict=True):
-                        entry = entry_for(pending.request, 201, {"uri": event.uri[:200], "queued_for": count})
-                        if entry is not None:
-                            entries.append(entry)
-                await audit_store.record_many(conn, entries)
+                    entry = entry_for(pending.request, 201, {})
+                    if entry is not None:
+                        audited.append((entry, [{"uri": event.uri[:200], "queued_for": count}
+                                                for event, count in zip(pending.events, counts, strict=True)]))
+                await audit_store.record_many(conn, audited)
         except BaseException as exc:
             # The others' answer is this failure; a cancelled writer (its client went away) is not
             # theirs to inherit, so they hear the batch was not written and may send it again.
