@@ -46,6 +46,7 @@ COMMAND_MODULES = (
     "leoflow.cli.audit",
     "leoflow.cli.server",
     "leoflow.cli.access.login",
+    "leoflow.cli.data.artifacts",
 )
 #: The exit code of a command whose reader went away, as a shell reports death by SIGPIPE (128 + 13).
 BROKEN_PIPE = 141

@@ -115,6 +115,11 @@ class ObjectStore:
         """Write the whole object at once: readers see all of it or nothing (never a half object)."""
         await self._call(obstore.put_async(self._store, key, data))
 
+    async def put_file(self, key: str, path: Path) -> None:
+        """Write the object from a local file, in parts for a large one (multipart on S3, GCS and
+        Azure): readers see it only once the upload is complete."""
+        await self._call(obstore.put_async(self._store, key, path))
+
     async def get(self, key: str) -> bytes:
         result = await self._call(obstore.get_async(self._store, key))
         return bytes(await self._call(result.bytes_async()))
