@@ -43,6 +43,7 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from leoflow.db.fragments import LIVE_TRIES_SQL, TERMINAL_RUNS_SQL
+from leoflow.db.stores.log_archive import artifacts as archive_artifacts
 from leoflow.db.stores.log_archive import garbage as archive_garbage
 
 #: How long after a try ended pending executor clean-up (log collection, pod deletion) keeps
@@ -178,6 +179,7 @@ async def purge_runs(conn: AsyncConnection, policy: RetentionPolicy, *, after: t
         return batch
     if policy.delete_archived_logs and not dry_run:  # in this transaction, before the rows cascade away
         await archive_garbage.queue_run_objects(conn, doomed)
+        await archive_artifacts.queue_run_artifacts(conn, doomed)  # the artifacts share the bucket and the queue
     for table, statement in (_COUNT_RUN_ROWS if dry_run else _DELETE_RUN_ROWS):
         result = await conn.execute(statement, {"ids": doomed})
         setattr(batch.counts, table, int(result.scalar_one()) if dry_run else result.rowcount)
