@@ -30,7 +30,10 @@ RUN groupadd --system --gid 10001 leoflow \
     && mkdir -p /var/lib/leoflow \
     && chown 10001:10001 /var/lib/leoflow
 COPY --from=build /dist/ /tmp/dist/
-RUN pip install /tmp/dist/*.whl \
+# [otel]: the OpenTelemetry SDK, imported only when OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/tracing.md).
+# DL3013: the wheel is this build's own file; its extra's versions are bounded in pyproject.toml.
+# hadolint ignore=DL3013
+RUN for wheel in /tmp/dist/*.whl; do pip install --no-cache-dir "${wheel}[otel]"; done \
     && rm -rf /tmp/dist
 WORKDIR /var/lib/leoflow
 USER 10001:10001

@@ -42,11 +42,13 @@ import contextlib
 import gc
 import importlib
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import uvicorn
 
+from leoflow import tracing
 from leoflow.aiotasks import Registry, cancel_and_wait, restarting, start_guarded, wait_at_most
 from leoflow.clock import Clock, SystemClock
 from leoflow.db.connection.budget import ConnectionBudget
@@ -292,5 +294,10 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 def run(settings: Settings, *, extra_leader_services: Sequence[LeaderService] = ()) -> int:
     """Run a replica until SIGTERM/SIGINT; the exit code (0 after a clean handover)."""
     claim_database(settings)
-    with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-        return runner.run(Replica(settings, extra_leader_services=extra_leader_services).serve())
+    # Traces when an OTLP endpoint is set (leoflow.tracing: the SDK reads its own OTEL_* variables).
+    tracing.configure(os.environ, node_id=settings.cluster.node_id)
+    try:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            return runner.run(Replica(settings, extra_leader_services=extra_leader_services).serve())
+    finally:
+        tracing.shutdown()

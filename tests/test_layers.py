@@ -63,6 +63,9 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
     # What a leader service is and receives, and guarded tasks: below every service, beside each other.
     ("leoflow.leadership", ("leoflow.aiotasks", "leoflow.metrics", *_SERVICES)),
     ("leoflow.aiotasks", ("leoflow.leadership", "leoflow.metrics", *_SERVICES)),
+    # Traces (OpenTelemetry, when configured): any service may emit, so tracing knows only the domain.
+    ("leoflow.tracing", ("leoflow.db", "leoflow.settings", "leoflow.leadership", "leoflow.aiotasks",
+                         "leoflow.metrics", *_SERVICES)),
 )
 #: The one module that may import the official Kubernetes client.
 KUBERNETES_DOOR = "leoflow.executor.kubernetes.kube_client"

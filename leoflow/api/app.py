@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
+from leoflow import tracing
 from leoflow.api.access import AccessControl, TeamsSource, action_for
 from leoflow.api.auth import Authenticator, Scope, ensure_auth_configured
 from leoflow.api.dashboard import dashboard_routes
@@ -47,6 +48,7 @@ from leoflow.logging_setup import redact_url
 from leoflow.model.access.roles import Action
 from leoflow.model.live_logs import LiveLogs
 from leoflow.settings import Settings
+from leoflow.tracing.asgi import RequestSpans
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +147,8 @@ def create_app(settings: Settings, *, election_health: ElectionHealth | None = N
         routes=routes + dashboard_routes() + (web_login.routes() if web_login else [])
         + login_config_routes(settings.oidc),
         middleware=[Middleware(RequestMetrics),
+                    # A span per request when tracing is on (leoflow.tracing.asgi; off: not in the stack).
+                    *([Middleware(RequestSpans)] if tracing.enabled() else []),
                     *([Middleware(SessionCookieAuth, signer=web_login.session_cookies, login=web_login)]
                       if web_login else []),
                     Middleware(HotRoutes, routes=hot)],

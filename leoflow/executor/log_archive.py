@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from leoflow import tracing
 from leoflow.db.connection.database import Database
 from leoflow.db.stores.log_archive import index as archive_store
 from leoflow.errors import DatabaseError
@@ -142,7 +143,8 @@ class LogArchiver:
                 compressed, end = data
                 upcoming = self._compress(path, end, size, partial)
                 key = chunk_key(self.cluster, task_try_id, container, archived)
-                await self.store.put(key, compressed)
+                with tracing.span("leoflow.log_archive.upload", container=container, bytes=len(compressed)):
+                    await self.store.put(key, compressed)
                 async with self.db.transaction() as conn:
                     appended = await archive_store.append_chunk(conn, task_try_id, container, start=archived,
                                                                 end=end, stored_bytes=len(compressed), object_key=key)

@@ -52,6 +52,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TypeVar
 
+from leoflow import tracing
 from leoflow.db.stores import tries as try_store
 from leoflow.db.stores.runs import endings as run_endings
 from leoflow.db.stores.task_instances import transitions as ti_store
@@ -175,6 +176,7 @@ class SchedulerCore:
         for run in step.finished:
             metrics.RUNS_FINISHED.labels(state=run.state).inc()
             log.info("run finished", extra={"dag_id": run.dag_id, "run_id": run.run_id, "state": run.state})
+            tracing.run_ended(run.dag_id, run.run_id, run.state, run.started_at, step.now, reason=run.reason)
         if step.finished and self.periodic.waits.runs_ended(run.dag_id for run in step.finished):
             self.poke()  # a task may wait for one of these runs (leoflow.scheduler.waits)
         self.kills.spawn(step.kills)

@@ -26,6 +26,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 
+from leoflow import tracing
 from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.db.stores.task_instances.transitions import LiveTaskInstance, Transition, TryChange
 from leoflow.model.outputs import CheckedOutputs, OutputsRejected, check_outputs
@@ -110,6 +111,9 @@ class ReportApplier:
                 transitions.append(folded)
         try_changes = [self._try_change(key, f, outputs) for key, f in facts.items()] if record_tries else []
         applied = await ti_store.apply_transitions(step.conn, transitions, step.now, step.term, try_changes=try_changes)
+        if tracing.enabled():  # once per try: only the reports whose transition was applied
+            self._trace_ended([u for u in batch if (r := by_key.get(
+                (u.key.dag_id, u.key.run_id, u.key.task_id, u.key.map_index))) is not None and r.id in applied])
         await step.after_transitions([t for t in transitions if t.ti_id in applied], rows_by_id, graphs)
         missed: list[TryKey] = []
         for t in transitions:
@@ -124,6 +128,19 @@ class ReportApplier:
             else:
                 self.inflight.pop(key, None)
         return missed
+
+    def _trace_ended(self, batch: Sequence[StatusUpdate]) -> None:
+        """The ended tries' spans (leoflow.tracing), started when they started running: a
+        ``running`` report in the same batch, what this leader saw, else the end (a try adopted
+        from an earlier leader whose ``running`` report this one never saw)."""
+        began = {u.key: u.at for u in batch if u.state == "running"}
+        for update in batch:
+            if update.state == "running":
+                continue
+            entry = self.inflight.get(update.key)
+            started = began.get(update.key) or (entry.started_at if entry is not None else None)
+            tracing.try_ended(update.key, update.state, started, update.at, exit_code=update.exit_code,
+                              reason=update.reason)
 
     def _declares_outputs(self, version_id: int, graphs: dict[int, DagGraph]) -> bool:
         declaring = self._declaring.get(version_id)

@@ -33,6 +33,7 @@ from leoflow.model.limits import RUN_ID, TASK_ID
 from leoflow.model.run_request import parse_run_request
 from leoflow.model.spec.params import validate_conf
 from leoflow.model.states import RUN_STATES, TASK_STATES, TERMINAL_RUN_STATES
+from leoflow.tracing.asgi import request_names_run
 
 PUBLIC_RUN = ("dag_id", "run_id", "run_type", "state", "logical_date", "conf", "created_at", "started_at",
                "ended_at", "updated_at", "dag_version", "reason", "backfill_id", "deadline_at", "body_state",
@@ -93,6 +94,7 @@ async def trigger_run(request: Request) -> Response:
         write.details["run_id"] = write.run_id = created
         run = await run_reads.get_run(write.conn, dag_id, created)
     assert run is not None
+    request_names_run(dag_id, created)  # the request's span joins the new run's trace (leoflow.tracing.asgi)
     return JsonResponse(_run(run), status_code=201)
 
 

@@ -33,6 +33,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from leoflow import tracing
 from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFailed, is_leader_fault
 from leoflow.executor.failures import try_error
@@ -152,7 +153,8 @@ class PodCreation:
             elif claim.was_claimed and claim.seen_running:
                 self._spawn(self._adopt_claimed(t), f"k8s-adopt:{t.name}", may_return=True)
             else:  # new, or claimed before but never seen: create (a 409 means it exists: adopt it)
-                self._spawn(self._create(launch, t), f"k8s-create:{t.name}", may_return=True)
+                with tracing.in_try(launch.key):  # its spans are the try's (leoflow.tracing)
+                    self._spawn(self._create(launch, t), f"k8s-create:{t.name}", may_return=True)
 
     async def _create(self, launch: TaskLaunch, t: Tracked) -> None:
         """Create the pod (or adopt it on 409), retrying transient failures until ``create_deadline``."""
@@ -173,15 +175,17 @@ class PodCreation:
         while not t.final:
             error: LeoflowError
             try:
-                created = await self._require_calls().call(
-                    lambda send_by: self.api.create_pod(body, send_by=send_by))
+                with tracing.span("leoflow.pod.create", pod=t.name):
+                    created = await self._require_calls().call(
+                        lambda send_by: self.api.create_pod(body, send_by=send_by))
                 PODS_CREATED.inc()
                 await self._seen(t, created)
                 return
             except ObjectAlreadyExists as err:
                 existing = await self._get_quietly(t.ref)
                 if existing is not None:
-                    await self._adopt_existing(t, existing)
+                    with tracing.span("leoflow.pod.adopt", pod=t.name):
+                        await self._adopt_existing(t, existing)
                     return
                 error = err  # deleted between our create and our get: create again
             except FencedOut as exc:

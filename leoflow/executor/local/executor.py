@@ -53,6 +53,7 @@ import logging
 import os
 from dataclasses import dataclass, field, replace
 
+from leoflow import tracing
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db.stores import task_logs as log_store
 from leoflow.db.stores import tries as try_store
@@ -257,7 +258,8 @@ class LocalExecutor:
                 return
             running = _Running(launch.key, launch.task_try_id, TryFiles(self.home, name))
             _RUNNING[name] = running
-            start_guarded(self._own(running, launch), f"local-process:{name}", may_return=True, registry=_OWNERS)
+            with tracing.in_try(launch.key):  # the owner task's spans (launch, log shipping) are the try's
+                start_guarded(self._own(running, launch), f"local-process:{name}", may_return=True, registry=_OWNERS)
             self._watch(running)
             # Hold the slot until the process ends; shield so stop() does not kill the process.
             await asyncio.shield(running.outcome)
@@ -292,7 +294,8 @@ class LocalExecutor:
                 env.update(files.outputs_environment())
             self._archive(running.task_try_id, files, ended)
             try:
-                running.process = await spawn(argv, files, env)
+                with tracing.span("leoflow.process.launch"):
+                    running.process = await spawn(argv, files, env)
             except OSError as exc:
                 with files.log.open("ab") as f:
                     f.write(f"leoflow: cannot start {argv[0] if argv else '(empty command)'}: {exc}\n".encode())

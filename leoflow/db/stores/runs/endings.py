@@ -28,6 +28,9 @@ class FinishedRun:
     dag_id: str
     run_id: str
     state: str
+    #: When the run started (its trace span's start, leoflow.tracing); None where not read.
+    started_at: datetime | None = None
+    reason: str | None = None
 
 
 
@@ -130,7 +133,7 @@ async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: dateti
                ended_at = CASE WHEN d.body_ends THEN r.ended_at ELSE :now END, updated_at = :now, term = :term
         FROM decided d
         WHERE r.id = d.id AND r.state = 'running'
-        RETURNING r.id, r.dag_id, r.run_id, r.state, d.body_ends
+        RETURNING r.id, r.dag_id, r.run_id, r.state, d.body_ends, r.started_at, r.reason
     """), {"ids": list(run_pks), "now": now, "term": term})
     finished: list[FinishedRun] = []
     bodies: list[int] = []
@@ -138,7 +141,7 @@ async def finish_runs(conn: AsyncConnection, run_pks: Sequence[int], now: dateti
         if r.body_ends:
             bodies.append(int(r.id))
         else:
-            finished.append(FinishedRun(int(r.id), r.dag_id, r.run_id, r.state))
+            finished.append(FinishedRun(int(r.id), r.dag_id, r.run_id, r.state, r.started_at, r.reason))
     return RunEndings(finished, bodies)
 
 
@@ -183,13 +186,13 @@ async def fail_runs(conn: AsyncConnection, failures: Sequence[tuple[int, str]], 
         ), failed AS (
             UPDATE dag_runs r SET state = 'failed', reason = c.reason, ended_at = :now, updated_at = :now, term = :term
             FROM c WHERE r.id = c.id AND r.state IN {ACTIVE_RUNS_SQL}
-            RETURNING r.id, r.dag_id, r.run_id, c.reason
+            RETURNING r.id, r.dag_id, r.run_id, c.reason, r.started_at
         ), tasks AS (
             UPDATE task_instances ti SET state = 'cancelled', reason = left('run failed: ' || f.reason, 500),
                    ended_at = :now, updated_at = :now, timeout_at = NULL, next_try_at = NULL, term = :term
             FROM failed f WHERE ti.run_pk = f.id AND ti.state IN {ACTIVE_TASKS_SQL}
             RETURNING ti.id
         ), {cancel_live_tries_sql("tasks", "'run failed'")}
-        SELECT id, dag_id, run_id FROM failed
+        SELECT id, dag_id, run_id, started_at, reason FROM failed
     """), {"ids": [f[0] for f in failures], "reasons": [f[1] for f in failures], "now": now, "term": term})
-    return [FinishedRun(int(r.id), r.dag_id, r.run_id, "failed") for r in rows]
+    return [FinishedRun(int(r.id), r.dag_id, r.run_id, "failed", r.started_at, r.reason) for r in rows]
