@@ -72,6 +72,8 @@ _ACTIONS: dict[tuple[str, str], Action] = {
     ("GET", "/api/v2/tokens"): "edit",
     ("POST", "/api/v2/tokens"): "edit",
     ("DELETE", "/api/v2/tokens/{token_id}"): "edit",
+    # A try's pod events are task data beside its log: read like the log.
+    ("GET", "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/events"): "read",
 }
 
 

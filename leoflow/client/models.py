@@ -395,6 +395,34 @@ class TaskDetail(Model):
     """Its wait_for / depends_on_past conditions (empty: none)"""
 
 
+class PodEvent(Model):
+    """The PodEvent object of the API."""
+
+    _fields: ClassVar[tuple[str, ...]] = ('type', 'reason', 'message', 'container', 'count', 'first_seen', 'last_seen')
+    _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
+    type: str
+    """Normal or Warning"""
+    reason: str
+    """e.g. Scheduled, FailedScheduling, FailedMount, Pulling, BackOff, Killing"""
+    message: str
+    container: str | None
+    """The container the event is about (null: the pod)"""
+    count: int
+    """How often it happened (the API server folds repeats into one event)"""
+    first_seen: str
+    last_seen: str
+
+
+class TaskEvents(Model):
+    """The TaskEvents object of the API."""
+
+    _fields: ClassVar[tuple[str, ...]] = ('try_number', 'events')
+    _nested: ClassVar[dict[str, tuple[str, bool]]] = {'events': ('PodEvent', True)}
+    try_number: int
+    events: list[PodEvent]
+    """The Kubernetes events of the try's pod, oldest first (empty: none kept, or not a Kubernetes try)"""
+
+
 class TaskOutputs(Model):
     """The TaskOutputs object of the API."""
 
@@ -927,6 +955,8 @@ MODELS: dict[str, type[Model]] = {
     'TaskInstanceAnywherePage': TaskInstanceAnywherePage,
     'TaskTry': TaskTry,
     'TaskDetail': TaskDetail,
+    'PodEvent': PodEvent,
+    'TaskEvents': TaskEvents,
     'TaskOutputs': TaskOutputs,
     'Leader': Leader,
     'Node': Node,

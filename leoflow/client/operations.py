@@ -44,6 +44,7 @@ from leoflow.client.models import (
     RunDetail,
     RunPage,
     TaskDetail,
+    TaskEvents,
     TaskInstance,
     TaskInstanceAnywhere,
     TaskInstanceAnywherePage,
@@ -66,6 +67,7 @@ OPERATIONS: dict[str, Operation] = {
     'list_task_instances_of_every_run': Operation('list_task_instances_of_every_run', 'GET', '/api/v2/task-instances', {200: ('json', 'TaskInstanceAnywherePage')}, ('limit', 'cursor', 'state', 'dag_id', 'since'), (), None, ()),
     'get_task_instance': Operation('get_task_instance', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}', {200: ('json', 'TaskDetail')}, ('map_index',), (), None, ()),
     'get_task_log': Operation('get_task_log', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs', {200: ('text', None)}, ('map_index', 'try', 'since', 'container', 'offset', 'length', 'tail'), (), None, ()),
+    'get_task_pod_events': Operation('get_task_pod_events', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/events', {200: ('json', 'TaskEvents')}, ('map_index', 'try'), (), None, ()),
     'get_task_outputs': Operation('get_task_outputs', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/outputs', {200: ('json', 'TaskOutputs')}, ('map_index',), (), None, ()),
     'clear_task_instances': Operation('clear_task_instances', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/clear', {200: ('json', 'CommandResult'), 202: ('json', 'CommandPending')}, (), (), 'ClearRequest', ('tasks', 'failed_only', 'downstream', 'map_index')),
     'mark_task_instance': Operation('mark_task_instance', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark', {200: ('json', 'CommandResult'), 202: ('json', 'CommandPending')}, ('map_index',), (), 'MarkRequest', ('state',)),
@@ -165,6 +167,10 @@ class Operations(Calls):
     def get_task_log(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None, since: str | None = None, container: str | None = None, offset: int | None = None, length: int | None = None, tail: int | None = None) -> str:
         """Get task log: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs``."""
         return self._call(OPERATIONS['get_task_log'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_, 'since': since, 'container': container, 'offset': offset, 'length': length, 'tail': tail}, None, {})  # type: ignore[no-any-return]
+
+    def get_task_pod_events(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None) -> TaskEvents:
+        """Get task pod events: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/events``."""
+        return self._call(OPERATIONS['get_task_pod_events'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_}, None, {})  # type: ignore[no-any-return]
 
     def get_task_outputs(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None) -> TaskOutputs:
         """Get task outputs: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/outputs``."""
@@ -417,6 +423,10 @@ class AsyncOperations(AsyncCalls):
     async def get_task_log(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None, since: str | None = None, container: str | None = None, offset: int | None = None, length: int | None = None, tail: int | None = None) -> str:
         """Get task log: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs``."""
         return await self._acall(OPERATIONS['get_task_log'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_, 'since': since, 'container': container, 'offset': offset, 'length': length, 'tail': tail}, None, {})  # type: ignore[no-any-return]
+
+    async def get_task_pod_events(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None) -> TaskEvents:
+        """Get task pod events: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/events``."""
+        return await self._acall(OPERATIONS['get_task_pod_events'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_}, None, {})  # type: ignore[no-any-return]
 
     async def get_task_outputs(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None) -> TaskOutputs:
         """Get task outputs: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/outputs``."""

@@ -14,6 +14,9 @@ POD_API_ERRORS = Counter("leoflow_pod_api_errors_total",
                          "Failed Kubernetes API calls for task pods, by HTTP status (0: no response)", ["code"])
 PODS_DELETED = Counter("leoflow_pods_deleted_total",
                        "Task pods this replica deleted (cancel, timeout, reconcile, garbage collection)")
+POD_EVENTS_DROPPED = Counter("leoflow_pod_events_dropped_total",
+                             "Kubernetes events of task pods not kept: more were waiting to be written than the "
+                             "executor holds (the database slow or away)")
 TASK_LOGS_UNAVAILABLE = Counter("leoflow_task_logs_unavailable_total",
                                 "Finished tries whose output could not be collected and was marked unavailable "
                                 "(pod log unreadable within LEOFLOW_LOG_SHIP_ATTEMPTS, or files on another host)")

@@ -89,6 +89,7 @@ def _calls(c: Client, database_url: str) -> None:
     assert c.get_task_instance("etl", "r1", "extract").tries[0].try_number == 1
     assert c.get_task_log("etl", "r1", "extract", try_=1) == "hello\n"
     assert c.get_task_outputs("etl", "r1", "extract").try_number == 1
+    assert c.get_task_pod_events("etl", "r1", "extract", try_=1).events == []  # not a Kubernetes try
     backfill = c.start_backfill("etl", start="2026-03-01T00:00:00Z", end="2026-03-01T03:00:00Z")
     assert isinstance(backfill, Backfill)
     assert [b.id for b in c.list_backfills("etl").items] == [backfill.id]

@@ -1,4 +1,4 @@
-"""A faithful fake Kubernetes API server (pods only) for the official ``kubernetes`` client.
+"""A faithful fake Kubernetes API server (pods and their events) for the official ``kubernetes`` client.
 
 Serves HTTP/1.1 on loopback, so tests exercise the real client, its serialisation, its error
 mapping and its connection pool. Implemented: ``/version``, ``/api``, and for pods
@@ -10,7 +10,11 @@ create / get / list / watch / delete / log, namespaced and (list/watch) across n
 - list with label/field selectors, ``limit`` and ``continue``;
 - watch (chunked JSON lines) from a ``resourceVersion`` with ``timeoutSeconds``, ``BOOKMARK``
   events when ``allowWatchBookmarks``, and a 410 ``Expired`` ERROR event for a compacted version;
-- a kubelet (:mod:`.fake_k8s_kubelet`) that runs pods through their phases;
+- a kubelet (:mod:`.fake_k8s_kubelet`) that runs pods through their phases and records core/v1
+  Events about them (``Scheduled``, ``FailedScheduling``, ``FailedMount``, ``Pulling``, ``Failed``,
+  ``BackOff``, ``Created``, ``Started``, ``Killing``; a repeat bumps ``count``), listed and watched
+  under ``/api/v1/[namespaces/NS/]events`` with the Event field selectors (``involvedObject.kind``,
+  ``involvedObject.name``, ``reason``, ``type``, …), sharing the pods' resourceVersions and 410;
 - fault injection (:class:`Fault`): answer the next N matching requests with a given status
   (409 quota conflict, 429 with Retry-After, 500, 403, 422, ...), delay them, or drop the
   connection before or *after* doing the work (a create whose response is lost); drop all open
@@ -45,7 +49,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.harness.fake_k8s_errors import ApiError, bad_request
 from tests.harness.fake_k8s_kubelet import Kubelet
-from tests.harness.fake_k8s_selectors import FieldSelector, LabelSelector
+from tests.harness.fake_k8s_selectors import EVENT_FIELDS, FieldSelector, LabelSelector
 from tests.harness.fake_k8s_store import Pod, PodStore
 
 _DEFAULT_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
@@ -291,6 +295,10 @@ class _Handler(BaseHTTPRequestHandler):
         if seg == ["api", "v1", "pods"] and method == "GET":
             self._list_or_watch(None, query, entry)
             return
+        if method == "GET" and (seg == ["api", "v1", "events"]
+                                or (len(seg) == 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "events")):
+            self._events(seg[3] if len(seg) == 5 else None, query, entry)
+            return
         if len(seg) >= 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
             ns = seg[3]
             if len(seg) == 5 and method == "GET":
@@ -375,6 +383,23 @@ class _Handler(BaseHTTPRequestHandler):
             raise _DroppedConnection()
         self._json(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items})
 
+    def _events(self, ns: str | None, query: dict[str, str], entry: dict[str, Any]) -> None:
+        """core/v1 Events: list or watch with a field selector (events carry no labels of their pod)."""
+        fields = FieldSelector(query.get("fieldSelector"), EVENT_FIELDS)
+        entry["namespace"], entry["selector"] = ns, query.get("fieldSelector")
+        if query.get("watch") in ("true", "1"):
+            self._apply_fault("watch-events", None, entry)
+            entry["code"] = 200
+            self._watch(ns, LabelSelector(None), fields, query, events=True)
+            return
+        fault = self._apply_fault("list-events", None, entry)
+        items, rv = self.fake.store.list_events(ns, fields)
+        entry["code"], entry["count"] = 200, len(items)
+        if fault is not None and fault.drop == "after":
+            raise _DroppedConnection()
+        self._json(200, {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)},
+                         "items": items})
+
     def _log(self, ns: str, name: str, query: dict[str, str], entry: dict[str, Any]) -> None:
         """``GET .../pods/NAME/log``: ``container``, ``timestamps``, ``sinceTime``, ``sinceSeconds``,
         ``tailLines`` and ``limitBytes`` as the kubelet serves them (``follow`` is not supported)."""
@@ -415,8 +440,13 @@ class _Handler(BaseHTTPRequestHandler):
         entry["code"] = 200
         self._send(200, data, "text/plain")
 
-    def _watch(self, ns: str | None, labels: LabelSelector, fields: FieldSelector, query: dict[str, str]) -> None:
+    def _watch(self, ns: str | None, labels: LabelSelector, fields: FieldSelector, query: dict[str, str], *,
+               events: bool = False) -> None:
+        """A watch of pods (or, with ``events``, of core/v1 Events: same resourceVersions, own history)."""
         store, fake = self.fake.store, self.fake
+        current = store.events if events else store.pods
+        after = store.events_events_after if events else store.events_after
+        kind = "Event" if events else "Pod"
         timeout = float(query.get("timeoutSeconds") or 1800)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         rv_param = query.get("resourceVersion") or ""
@@ -431,7 +461,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             with store.cond:
                 if rv_param in ("", "0"):
-                    initial = [p for p in store.pods.values() if (ns is None or p["metadata"]["namespace"] == ns)
+                    initial = [p for p in current.values() if (ns is None or p["metadata"]["namespace"] == ns)
                                and labels.matches(p["metadata"].get("labels") or {}) and fields.matches(p)]
                     chunk = b"".join(json.dumps({"type": "ADDED", "object": p}).encode() + b"\n" for p in initial)
                     cursor = store.rv
@@ -448,19 +478,19 @@ class _Handler(BaseHTTPRequestHandler):
             last_bookmark = time.monotonic()
             while True:
                 with store.cond:
-                    events = store.events_after(cursor)
-                    if not events and not watch.dropped:
+                    changes = after(cursor)
+                    if not changes and not watch.dropped:
                         wait = min(deadline, last_bookmark + self.fake.bookmark_interval) - time.monotonic()
                         store.cond.wait(max(0.0, wait))
-                        events = store.events_after(cursor)
-                    if not events:
+                        changes = after(cursor)
+                    if not changes:
                         cursor = max(cursor, store.rv)  # everything up to rv was seen under this lock
                 if watch.dropped:
                     self._drop()
                     return
-                if events:
-                    cursor = events[-1].rv
-                    payload = b"".join(e.payload() for e in events
+                if changes:
+                    cursor = changes[-1].rv
+                    payload = b"".join(e.payload() for e in changes
                                        if (ns is None or e.namespace == ns)
                                        and labels.matches(e.pod["metadata"].get("labels") or {})
                                        and fields.matches(e.pod))
@@ -469,7 +499,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if bookmarks and now - last_bookmark >= self.fake.bookmark_interval:
                     last_bookmark = now
                     self._chunk(json.dumps({"type": "BOOKMARK", "object": {
-                        "kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": str(cursor)}}}).encode()
+                        "kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(cursor)}}}).encode()
                         + b"\n")
                 if now >= deadline:
                     self._end_chunks()

@@ -174,7 +174,8 @@ class Kubelet:
                                                 "message": why, "lastTransitionTime": now_rfc3339()}]
                 return True
 
-            self._update(step, pending)
+            if self._update(step, pending) is not None:
+                self._event(step, "FailedScheduling", why, type_="Warning", component="default-scheduler")
             self._then(step, self.backoff_interval, "bind")
             return
 
@@ -195,13 +196,48 @@ class Kubelet:
         pod = self._update(step, bind)
         if pod is None:
             return
+        self.store.record_event(pod, "Scheduled", f"Successfully assigned {step.ns}/{step.name} to {self.node_name}",
+                                component="default-scheduler")
         images = [c["image"] for c in self._all_containers(pod)]
-        if any("pull-error" in i or "does-not-exist" in i for i in images):
+        if self._mount_problem(pod) is not None:
+            self._then(step, self.startup_delay, "mount_error")
+        elif any("pull-error" in i or "does-not-exist" in i for i in images):
             self._then(step, self.startup_delay, "pull_error")
         elif any("config-error" in i for i in images) or self._config_problem(pod) is not None:
             self._then(step, self.startup_delay, "config_error")
         else:
             self._then(step, self.startup_delay, "run")
+
+    def _event(self, step: _Step, reason: str, message: str, *, type_: str = "Normal", container: str | None = None,
+               component: str = "kubelet") -> None:
+        """Record an Event about the step's pod (if it is still that pod)."""
+        pod = self.store.pods.get((step.ns, step.name))
+        if pod is not None and pod["metadata"]["uid"] == step.uid:
+            self.store.record_event(pod, reason, message, type_=type_, container=container, component=component)
+
+    def _mount_problem(self, pod: Pod) -> tuple[str, str] | None:
+        """(volume, kubelet message) of the first Secret/ConfigMap volume the kubelet cannot mount."""
+        for volume in pod["spec"].get("volumes") or []:
+            for kind, key, what, known in (("secret", "secretName", "secret", self.secrets),
+                                           ("configMap", "name", "configmap", self.config_maps)):
+                source = volume.get(kind)
+                if source is not None and source.get(key) not in known and not source.get("optional"):
+                    return volume["name"], f'{what} "{source.get(key)}" not found'
+        return None
+
+    def _mount_error(self, step: _Step) -> None:
+        """A volume that cannot be mounted: the pod stays ContainerCreating and ``FailedMount`` repeats."""
+        pod = self.store.pods.get((step.ns, step.name))
+        if pod is None or pod["metadata"]["uid"] != step.uid or "deletionTimestamp" in pod["metadata"]:
+            return
+        problem = self._mount_problem(pod)
+        if problem is None:  # fixed meanwhile (a test created the Secret): start the pod
+            self._then(step, 0.0, "run")
+            return
+        volume, message = problem
+        self._event(step, "FailedMount", f'MountVolume.SetUp failed for volume "{volume}" : {message}',
+                    type_="Warning")
+        self._then(step, self.backoff_interval, "mount_error")
 
     @staticmethod
     def _all_containers(pod: Pod) -> list[dict[str, Any]]:
@@ -224,7 +260,21 @@ class Kubelet:
                     statuses[i] = self._waiting(c, reason, message)
             return True
 
-        if self._update(step, fail) is not None:
+        pod = self._update(step, fail)
+        if pod is not None:
+            for c in self._all_containers(pod):
+                if "pull-error" not in c["image"] and "does-not-exist" not in c["image"]:
+                    continue
+                statuses = [*(pod["status"].get("initContainerStatuses") or []),
+                            *(pod["status"].get("containerStatuses") or [])]
+                waiting = next((cs["state"].get("waiting") or {} for cs in statuses if cs["name"] == c["name"]), {})
+                if waiting.get("reason") == "ErrImagePull":
+                    self._event(step, "Pulling", f'Pulling image "{c["image"]}"', container=c["name"])
+                    self._event(step, "Failed", f'Failed to pull image "{c["image"]}": {waiting.get("message", "")}',
+                                type_="Warning", container=c["name"])
+                else:
+                    self._event(step, "BackOff", f'Back-off pulling image "{c["image"]}"', container=c["name"])
+                    self._event(step, "Failed", "Error: ImagePullBackOff", type_="Warning", container=c["name"])
             self._then(step, self.backoff_interval, "pull_error")
 
     def _config_error(self, step: _Step) -> None:
@@ -233,7 +283,11 @@ class Kubelet:
             pod["status"]["containerStatuses"] = [self._waiting(c, "CreateContainerConfigError", message)
                                                   for c in pod["spec"]["containers"]]
 
-        self._update(step, fail)
+        pod = self._update(step, fail)
+        if pod is not None:
+            message = self._config_problem(pod) or 'secret "missing" not found'
+            for c in pod["spec"]["containers"]:
+                self._event(step, "Failed", f"Error: {message}", type_="Warning", container=c["name"])
 
     def _config_problem(self, pod: Pod) -> str | None:
         for container in self._all_containers(pod):
@@ -315,6 +369,13 @@ class Kubelet:
             return True
 
         pod = self._update(step, run)
+        if pod is not None:
+            for c in self._all_containers(pod):
+                if c["name"] in self._runs.get(step.uid, {}):
+                    self._event(step, "Pulled", f'Container image "{c["image"]}" already present on machine',
+                                container=c["name"])
+                    self._event(step, "Created", f"Created container: {c['name']}", container=c["name"])
+                    self._event(step, "Started", f"Started container {c['name']}", container=c["name"])
         if pod is None or "deletionTimestamp" in pod["metadata"] or failed_init:
             return
         for c in pod["spec"]["containers"]:
@@ -348,6 +409,8 @@ class Kubelet:
                     cs.update(self._terminated_status(cs, code))
                     if cs["name"] in runs:
                         runs[cs["name"]].ended_mono = now
+                        if runs[cs["name"]].program.oom and cs["name"] in codes:
+                            cs["state"]["terminated"]["reason"] = "OOMKilled"
                         message = self._termination_message(specs.get(cs["name"], {}), runs[cs["name"]].program)
                         if message:
                             cs["state"]["terminated"]["message"] = message
@@ -373,9 +436,16 @@ class Kubelet:
         self._update(step, stop)
 
     def _deadline(self, step: _Step) -> None:
+        self._event(step, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline",
+                    type_="Warning")
         self._stop_containers(step, {}, pod_reason="DeadlineExceeded", stop_all=True)
 
     def _terminate(self, step: _Step) -> None:
+        pod = self.store.pods.get((step.ns, step.name))
+        if pod is not None and pod["metadata"]["uid"] == step.uid:
+            for cs in pod["status"].get("containerStatuses") or []:
+                if "running" in cs["state"]:
+                    self._event(step, "Killing", f"Stopping container {cs['name']}", container=cs["name"])
         self._stop_containers(step, {}, pod_reason=None, stop_all=True)
         self.store.finalize_delete(step.ns, step.name, step.uid)
 

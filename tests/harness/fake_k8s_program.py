@@ -10,6 +10,7 @@ or newlines:
   the kubelet copies the file at the container's ``terminationMessagePath`` into its status;
 - ``seq N`` → the lines 1..N (for large logs);
 - ``sleep SECONDS`` → time passes (``sleep infinity`` never ends: a sidecar that runs forever);
+- ``oom`` → the container exceeds its memory limit: killed with exit code 137, reason ``OOMKilled``;
 - ``exit N`` → stop with exit code N; ``false`` → exit code 1; ``true`` and anything else → no-op;
 - ``trap '' TERM`` → the container ignores SIGTERM: a graceful delete stops it only when its grace
   period is over (the kubelet's SIGKILL), not at once.
@@ -36,6 +37,8 @@ class Program:
     duration: float = 0.0
     exit_code: int = 0
     ignores_term: bool = False
+    #: Ended by the kernel's OOM killer (``oom``): exit 137, terminated reason ``OOMKilled``.
+    oom: bool = False
     #: Files the program wrote, by path (the last write wins).
     files: dict[str, str] = field(default_factory=dict)
 
@@ -83,6 +86,9 @@ def interpret(argv: list[str], env: Mapping[str, str] | None = None) -> Program:
                 program.duration += float(rest[0])
         elif verb == "trap" and rest[-1:] in (["TERM"], ["SIGTERM"], ["15"]):
             program.ignores_term = True
+        elif verb == "oom":
+            program.exit_code, program.oom = 137, True
+            break
         elif verb == "exit":
             program.exit_code = int(rest[0]) if rest and rest[0].isdigit() else 0
             break

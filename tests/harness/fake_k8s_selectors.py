@@ -74,15 +74,29 @@ _FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+#: The field selectors the API server supports on core/v1 Events (``fields.Set`` of the event strategy).
+EVENT_FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "metadata.name": lambda e: e["metadata"]["name"],
+    "metadata.namespace": lambda e: e["metadata"]["namespace"],
+    **{f"involvedObject.{f}": (lambda e, f=f: str((e.get("involvedObject") or {}).get(f, "")))  # type: ignore[misc]
+       for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+    "reason": lambda e: e.get("reason", ""),
+    "reportingComponent": lambda e: e.get("reportingComponent", ""),
+    "source": lambda e: (e.get("source") or {}).get("component", ""),
+    "type": lambda e: e.get("type", ""),
+}
+
+
 class FieldSelector:
-    def __init__(self, text: str | None) -> None:
+    def __init__(self, text: str | None, fields: dict[str, Callable[[dict[str, Any]], str]] | None = None) -> None:
         self.checks: list[Callable[[dict[str, Any]], bool]] = []
+        known = _FIELDS if fields is None else fields
         for part in _split_top_level(text or ""):
             m = _CMP_RE.match(part)
-            if not m or m.group(1) not in _FIELDS:
-                raise bad_request(f'"{part.strip()}" is not a known field selector: only "metadata.name", '
-                                  '"metadata.namespace", "status.phase"')
-            getter, op, value = _FIELDS[m.group(1)], m.group(2), m.group(3)
+            if not m or m.group(1) not in known:
+                raise bad_request(f'"{part.strip()}" is not a known field selector: only '
+                                  + ", ".join(f'"{k}"' for k in known))
+            getter, op, value = known[m.group(1)], m.group(2), m.group(3)
             if op == "!=":
                 self.checks.append(lambda pod, g=getter, v=value: g(pod) != v)  # type: ignore[misc]
             else:

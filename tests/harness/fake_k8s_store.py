@@ -119,6 +119,12 @@ class PodStore:
         self.compacted_rv = 1  # watching from an rv below this is "too old"
         self.on_create: list[Callable[[Pod], None]] = []
         self.on_delete: list[Callable[[Pod], None]] = []
+        #: core/v1 Events by (namespace, name), and their own watch history (same resourceVersions).
+        self.events: dict[tuple[str, str], Pod] = {}
+        self.event_history: list[Event] = []
+        self.event_history_rvs: list[int] = []
+        #: (pod uid, reason, message, fieldPath) -> event name: a repeat bumps ``count`` (MODIFIED).
+        self._event_keys: dict[tuple[str, str, str, str], str] = {}
 
     # ----------------------------------------------------------------- writes (hold the lock)
 
@@ -222,7 +228,65 @@ class PodStore:
         with self.cond:
             self.history.clear()
             self.history_rvs.clear()
+            self.event_history.clear()
+            self.event_history_rvs.clear()
             self.compacted_rv = self.rv
+
+    def record_event(self, pod: Pod, reason: str, message: str, *, type_: str = "Normal",
+                     container: str | None = None, component: str = "kubelet") -> Pod:
+        """The kubelet's (or scheduler's) EventRecorder: a new Event about ``pod``, or — for the same
+        reason, message and object — the existing one with ``count`` + 1 and a new ``lastTimestamp``,
+        as the API server's event aggregation does. Events carry no labels of the pod."""
+        meta = pod["metadata"]
+        ns = meta["namespace"]
+        field_path = f"spec.containers{{{container}}}" if container else ""
+        key = (meta["uid"], reason, message, field_path)
+        with self.cond:
+            now = now_rfc3339()
+            name = self._event_keys.get(key)
+            event = self.events.get((ns, name)) if name else None
+            if event is not None:
+                event["count"] += 1
+                event["lastTimestamp"] = now
+                type_of_change = "MODIFIED"
+            else:
+                name = f"{meta['name']}.{uuid.uuid4().hex[:16]}"
+                self._event_keys[key] = name
+                involved = {"kind": "Pod", "namespace": ns, "name": meta["name"], "uid": meta["uid"],
+                            "apiVersion": "v1", "resourceVersion": meta.get("resourceVersion", "")}
+                if field_path:
+                    involved["fieldPath"] = field_path
+                event = {"apiVersion": "v1", "kind": "Event",
+                         "metadata": {"name": name, "namespace": ns, "uid": str(uuid.uuid4()),
+                                      "creationTimestamp": now},
+                         "involvedObject": involved, "reason": reason, "message": message, "type": type_,
+                         "count": 1, "firstTimestamp": now, "lastTimestamp": now,
+                         "source": {"component": component, "host": "fake-node"},
+                         "reportingComponent": component, "reportingInstance": "fake-node"}
+                self.events[(ns, name)] = event
+                type_of_change = "ADDED"
+            self.rv += 1
+            event["metadata"]["resourceVersion"] = str(self.rv)
+            data = json.dumps({"type": type_of_change, "object": event}, separators=(",", ":")).encode() + b"\n"
+            self.event_history.append(Event(self.rv, type_of_change, ns, event, data))
+            self.event_history_rvs.append(self.rv)
+            if len(self.event_history) > self.history_limit * 1.25:
+                drop = len(self.event_history) - self.history_limit
+                self.compacted_rv = max(self.compacted_rv, self.event_history_rvs[drop - 1])
+                del self.event_history[:drop], self.event_history_rvs[:drop]
+            self.cond.notify_all()
+            return _clone(event)
+
+    def list_events(self, ns: str | None, fields: FieldSelector) -> tuple[builtins.list[Pod], int]:
+        """Matching events (by namespace, name) and the list's resourceVersion."""
+        with self.cond:
+            items = [_clone(e) for k, e in sorted(self.events.items())
+                     if (ns is None or k[0] == ns) and fields.matches(e)]
+            return items, self.rv
+
+    def events_events_after(self, rv: int) -> builtins.list[Event]:
+        """Watch events of Events newer than ``rv`` (caller holds ``cond``)."""
+        return self.event_history[bisect.bisect_right(self.event_history_rvs, rv):]
 
     # ----------------------------------------------------------------- reads
 

@@ -119,6 +119,19 @@ SCHEMAS: dict[str, Any] = {
                        "tries": {"type": "array", "items": ref("TaskTry")},
                        "waiting_for": {"type": "array", "items": ref("TaskWait"),
                                        "description": "Its wait_for / depends_on_past conditions (empty: none)"}}),
+    "PodEvent": obj({
+        "type": {"type": "string", "description": "Normal or Warning"},
+        "reason": {**STR, "description": "e.g. Scheduled, FailedScheduling, FailedMount, Pulling, BackOff, Killing"},
+        "message": {**STR, "maxLength": limits.POD_EVENT_MESSAGE.maximum},
+        "container": nullable("string", description="The container the event is about (null: the pod)"),
+        "count": {**INT, "description": "How often it happened (the API server folds repeats into one event)"},
+        "first_seen": {"type": "string", "format": "date-time"},
+        "last_seen": {"type": "string", "format": "date-time"}}),
+    "TaskEvents": obj({
+        "try_number": INT,
+        "events": {"type": "array", "items": ref("PodEvent"), "maxItems": limits.POD_EVENTS.maximum,
+                   "description": "The Kubernetes events of the try's pod, oldest first (empty: none kept, or "
+                                  "not a Kubernetes try)"}}),
     "TaskOutputs": obj({
         "try_number": {**INT, "description": "The try whose outputs these are: the task instance's current one"},
         "state": {"type": "string", "enum": list(TASK_STATES), "description": "The task instance's state"},

@@ -70,6 +70,7 @@ from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, Wat
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.executor.kubernetes.logs import fetch_pod_logs, store_pod_logs
 from leoflow.executor.kubernetes.placement import Placements
+from leoflow.executor.kubernetes.pod_events import PodEvents
 from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
@@ -110,6 +111,7 @@ class KubernetesExecutor(PodCreation):
         self.placements = Placements(self.k8s, self.namespace, teams or TeamsSource(settings.api.teams_file))
         #: Namespaces listed and watched in this term (grows with the teams file, never shrinks).
         self._watched: set[str] = set()
+        self._event_watched: set[str] = set()
         self.resync_interval = resync_interval
         self.watch_timeout = watch_timeout
         self.create_deadline = create_deadline
@@ -133,6 +135,9 @@ class KubernetesExecutor(PodCreation):
         self._report: Report | None = None
         self._to_record: list[tuple[TaskLaunch, Tracked]] = []
         self._recorder: asyncio.Task[None] | None = None
+        #: The Kubernetes events of the tracked pods (kept with their tries; see .pod_events).
+        self.pod_events = PodEvents(self.api, lambda: self._require_ctx().db, owner=self._event_owner,
+                                    on_blocking=self._on_blocking_event, watch_timeout=watch_timeout)
 
     # ------------------------------------------------------------------ Executor protocol
 
@@ -156,6 +161,7 @@ class KubernetesExecutor(PodCreation):
                 await asyncio.sleep(min(5.0, 0.2 * 2 ** attempt))
         for namespace in rvs:
             self._watch(namespace, rvs[namespace])
+        self._spawn(self.pod_events.flush_loop(), "k8s-pod-events-writer")
         self._spawn(self._event_loop(), "k8s-events")
         self._spawn(self._resync_loop(), "k8s-resync")
 
@@ -284,12 +290,31 @@ class KubernetesExecutor(PodCreation):
             if t.reported != "running":
                 await self._emit(t, "running", None, None)
         elif outcome.stuck:
-            now = time.monotonic()
-            t.stuck_since = t.stuck_since or now
-            if now - t.stuck_since > self.k8s.pending_timeout:
-                self._start_kill(t, f"{outcome.stuck} (pending longer than {self.k8s.pending_timeout:g}s)")
+            self._pending_too_long(t, outcome.stuck)
+        elif (blocked := self.pod_events.blocked(t.name)) is not None:
+            self._pending_too_long(t, blocked)  # e.g. FailedMount: the status only says ContainerCreating
         else:
             t.stuck_since = None
+
+    def _pending_too_long(self, t: Tracked, why: str) -> None:
+        """Note that ``t``'s pod cannot start (``why``); kill it once that has lasted the pending timeout."""
+        now = time.monotonic()
+        t.stuck_since = t.stuck_since or now
+        if now - t.stuck_since > self.k8s.pending_timeout:
+            self._start_kill(t, f"{why} (pending longer than {self.k8s.pending_timeout:g}s)")
+
+    def _event_owner(self, namespace: str, pod: str) -> int | None:
+        """The try id of a pod this executor tracks in ``namespace`` (None: not ours, or not known yet)."""
+        t = self._tracked.get(pod)
+        if t is None or t.task_try_id is None or self.api.where(t.ref)[0] != namespace:
+            return None
+        return t.task_try_id
+
+    async def _on_blocking_event(self, pod: str, why: str) -> None:
+        """A tracked pod's event says it cannot start (``FailedMount``): its status will not change."""
+        t = self._tracked.get(pod)
+        if t is not None and not t.final and not t.killing and t.reported != "running":
+            self._pending_too_long(t, why)
 
     async def _handle_untracked(self, pod: dict[str, Any], record: try_store.TryRecord | None) -> None:
         name = pod["metadata"]["name"]
@@ -510,6 +535,9 @@ class KubernetesExecutor(PodCreation):
     async def _finish(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
                       outputs: bytes | None = None) -> None:
         t.final = True
+        if state == "failed":  # what only the pod's events tell (FailedMount, BackOff …) joins the reason
+            reason = self.pod_events.explain(t.name, reason)
+        self.pod_events.forget(t.name)
         await self._emit(t, state, exit_code, reason, outputs=outputs)
 
     async def _emit(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
@@ -548,6 +576,9 @@ class KubernetesExecutor(PodCreation):
         self._watched.add(namespace)
         # may_return: a watch ends itself only when its namespace can no longer be listed.
         self._spawn(self._watch_loop(namespace, rv), f"k8s-watch:{namespace}", may_return=True)
+        if namespace not in self._event_watched:  # its pods' events: listed and watched beside them
+            self._event_watched.add(namespace)
+            self._spawn(self.pod_events.follow(namespace), f"k8s-pod-events:{namespace}")
 
     async def _ensure_watched(self, namespaces: set[str]) -> None:
         """List and watch the namespaces not watched yet (a team the teams file just added), so the

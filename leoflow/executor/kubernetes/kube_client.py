@@ -77,8 +77,9 @@ LOG_READ_TIMEOUT = 120.0
 MAX_CALL_DEADLINE = 30.0
 
 
-#: Watches at once: one per watched namespace (a team's, or the cluster's); a thread each.
-MAX_WATCHES = 1_001
+#: Watches at once: two per watched namespace (a team's, or the cluster's: its pods and its pods'
+#: events); a thread each.
+MAX_WATCHES = 2_002
 
 
 def call_deadline_for(leader_lease: float) -> float:
@@ -136,7 +137,7 @@ class KubernetesApi:
         #: Total seconds a create or delete may take (see the module docstring).
         self.call_deadline = call_deadline or call_deadline_for(settings.election.leader_lease)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="leoflow-k8s")
-        # Threads start as watches do: one per watched namespace (MAX_WATCHES bounds it).
+        # Threads start as watches do: two per watched namespace (MAX_WATCHES bounds it).
         self._watch_pool = ThreadPoolExecutor(max_workers=MAX_WATCHES, thread_name_prefix="leoflow-k8s-watch")
         self._watch_responses: dict[str, Any] = {}
         self._closing = False
@@ -313,10 +314,37 @@ class KubernetesApi:
 
     # ------------------------------------------------------------------ watch
 
+    async def list_events(self, field_selector: str, *, namespace: str | None = None,
+                          page: int = 500) -> tuple[list[dict[str, Any]], str]:
+        """Every core/v1 Event of ``namespace`` (else the cluster's) matching ``field_selector`` (paginated),
+        fresh from the API server, and the list's resourceVersion. Events carry no labels of the pod
+        they are about, so they are selected by field (``involvedObject.kind=Pod``), not by label."""
+        where = namespace or self.namespace
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"field_selector": field_selector, "limit": page, "_preload_content": False,
+                                      "_request_timeout": REQUEST_TIMEOUT}
+            if token:
+                kwargs["_continue"] = token
+
+            def page_call(kw: dict[str, Any] = kwargs) -> Any:
+                return self._json(self.core.list_namespaced_event(where, **kw))
+
+            data = await self._call(page_call)
+            items.extend(data.get("items") or [])
+            token = (data.get("metadata") or {}).get("continue")
+            if not token:
+                return items, str((data.get("metadata") or {}).get("resourceVersion", ""))
+
     async def watch(self, selector: str, resource_version: str, timeout_seconds: int,
-                    on_event: Callable[[str, dict[str, Any]], None], *, namespace: str | None = None) -> str:
+                    on_event: Callable[[str, dict[str, Any]], None], *, namespace: str | None = None,
+                    events: bool = False) -> str:
         """Stream one watch connection on ``namespace`` (else the cluster's); ``on_event`` is called on the
         event loop for each event. A resourceVersion belongs to its namespace's list: never resume another's.
+
+        With ``events``, the watch is of core/v1 Events and ``selector`` is a *field* selector
+        (events carry no labels); otherwise of pods, by label selector.
 
         Returns the resourceVersion to resume from when the server ends the watch (its timeout);
         raises :class:`~.errors.WatchExpired` on 410 Gone (list again) and another
@@ -326,13 +354,17 @@ class KubernetesApi:
         loop = asyncio.get_running_loop()
         where = namespace or self.namespace
 
+        lister: Callable[..., Any] = self.core.list_namespaced_event if events else self.core.list_namespaced_pod
+        chooser: dict[str, Any] = {"field_selector" if events else "label_selector": selector}
+        slot = f"events:{where}" if events else where
+
         def stream() -> str:
             rv = resource_version
-            response: Any = self.core.list_namespaced_pod(
-                where, label_selector=selector, watch=True, resource_version=rv,
+            response: Any = lister(
+                where, watch=True, resource_version=rv,
                 allow_watch_bookmarks=True, timeout_seconds=timeout_seconds, _preload_content=False,
-                _request_timeout=(5.0, timeout_seconds + 15.0))
-            self._watch_responses[where] = response
+                _request_timeout=(5.0, timeout_seconds + 15.0), **chooser)
+            self._watch_responses[slot] = response
             try:
                 for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                     if not line:
@@ -346,7 +378,7 @@ class KubernetesApi:
                         loop.call_soon_threadsafe(on_event, event["type"], obj)
                 return rv
             finally:
-                self._watch_responses.pop(where, None)
+                self._watch_responses.pop(slot, None)
                 response.release_conn()
 
         def guarded() -> str:
