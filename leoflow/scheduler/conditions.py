@@ -5,8 +5,9 @@ A condition is evaluated once per task instance, when its trigger rule says run 
 queued (a first try: a retry never asks again), in the step's fenced transaction: the facts it
 reads (:func:`leoflow.db.stores.task_instances.conditions.condition_inputs`, one statement for all
 of a round's candidates) are the run's conf with the params' defaults, ``run.id``,
-``run.logical_date`` and the current outputs of the ancestors it names — all stored, none of which
-change while the task waits, so a leader that replays the step after a failover decides the same.
+``run.logical_date``, ``run.data_interval_start/end`` and the current outputs of the ancestors it
+names — all stored, none of which change while the task waits, so a leader that replays the step
+after a failover decides the same.
 
 - true: the task is queued like any other;
 - false: ``skipped`` with the reason ``when was false``; its downstream counts a skip, and the
@@ -85,7 +86,9 @@ def judge(row: ReadyTask, task: TaskSpec, facts: RunFacts | None, graph: DagGrap
             raise WhenFailed(f"when was not evaluated: the run's conf is a JSON {type(conf).__name__}")
         params = fill_defaults(graph.spec.params, conf)
         variables = activation(params, facts.run_id, facts.logical_date,
-                               {t: facts.outputs.get(t, {}) for t in task.when.tasks})
+                               {t: facts.outputs.get(t, {}) for t in task.when.tasks},
+                               data_interval_start=facts.data_interval_start,
+                               data_interval_end=facts.data_interval_end)
         if evaluate_when(task.when, variables):
             return None
         return Verdict(row.id, "skipped", WHEN_FALSE)

@@ -132,7 +132,8 @@ def test_nested_and_too_many_macros_are_refused() -> None:
 def test_names_and_paths_are_checked() -> None:
     assert refused("x > 1") == "unknown name 'x': a condition reads params, run and tasks"
     assert refused("params.nope == 1") == "unknown param 'nope' (not in params.properties)"
-    assert refused("run.state == 'x'") == "run has id and logical_date, not 'state'"
+    assert refused("run.state == 'x'") == ("run has id, logical_date, data_interval_start, data_interval_end, "
+                                           "not 'state'")
     assert refused("tasks.other.outputs.x == 1").startswith("task 'other' is not upstream of this task")
     assert refused("tasks.plain.outputs.x == 1") == "task 'plain' declares no outputs"
     assert refused("tasks.list.outputs.nope == 1") == "task 'list' declares no output 'nope' (it declares partitions)"
@@ -291,3 +292,13 @@ def test_a_dag_without_conditions_never_loads_the_cel_library() -> None:
             "assert 'cel' in sys.modules\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_data_interval_reads_as_timestamps_and_defaults_to_the_logical_date() -> None:
+    """``run.data_interval_start/end``: CEL timestamps; a run stored without one reads its logical date."""
+    six, noon = datetime(2026, 3, 1, 6, tzinfo=UTC), datetime(2026, 3, 1, 12, tzinfo=UTC)
+    six_hours = compiled("run.data_interval_end - run.data_interval_start == duration('6h') "
+                         "&& run.data_interval_start.getHours() == 6")
+    assert evaluate_when(six_hours, activation({}, "s", noon, {}, data_interval_start=six, data_interval_end=noon))
+    assert not evaluate_when(six_hours, activation({}, "m", noon, {}))  # both ends at the logical date
+    assert "type error" in refused("run.data_interval_start > 3")  # a timestamp, not a number

@@ -8,9 +8,10 @@ carry the skip on), an error fails it with the message, without a try and withou
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
-from leoflow.clock import SystemClock
+from leoflow.clock import FakeClock, SystemClock
 from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows
@@ -110,5 +111,28 @@ def test_a_non_boolean_fails_and_a_root_task_is_judged_when_the_run_starts(setti
             assert tasks["skip"] == ("skipped", "when was false")
             assert tasks["gate"][0] == "success" and tasks["next"][0] == "queued"
             assert launched(st, run) == ["next"]
+
+    asyncio.run(main())
+
+
+def test_a_condition_reads_the_runs_data_interval_as_timestamps(settings: Settings) -> None:
+    """``run.data_interval_start/end``: an hourly slot's interval is an hour; a manual run's is empty."""
+    start = datetime(2026, 3, 1, 11, 30, tzinfo=UTC)
+    clock = FakeClock(start)
+    when = ("run.data_interval_end - run.data_interval_start == duration('1h') "
+            "&& run.data_interval_end == run.logical_date && run.data_interval_start.getHours() == 11")
+
+    async def main() -> None:
+        async with stepper(settings, clock=clock) as st:
+            await apply(st.engine, {"dag_id": "hourly", "schedule": "0 * * * *", "start_date": start.isoformat(),
+                                    "tasks": [container("b", when=when)]}, clock)
+            clock.advance(1800 + 5)
+            await st.tick(periodic=True)  # the 12:00 slot: interval 11:00-12:00
+            async with st.engine.begin() as conn:
+                manual = await run_store.trigger_run(conn, "hourly", run_id=None, conf={}, clock=clock)
+            await st.tick(periodic=True)
+            states = dict(await rows(st.engine, "SELECT r.run_type, ti.state FROM task_instances ti "
+                                                "JOIN dag_runs r ON r.id = ti.run_pk"))  # type: ignore[arg-type]
+            assert states == {"scheduled": "queued", "manual": "skipped"}, manual
 
     asyncio.run(main())

@@ -13,13 +13,14 @@ the spec is parsed:
   lexical scan outside string literals, so ``"x.map(y, y)"`` inside quotes is text;
 - the names read are ``params``, ``run`` and ``tasks`` (plus the variables the macros bind),
   from the library's own reference listing; ``params.P`` must be declared in the params
-  schema; ``run.id`` and ``run.logical_date`` exist; ``tasks.T`` (or ``tasks["T"]`` for ids
-  with ``-``) must be an ancestor of the task and be followed by ``.outputs``, and a named
-  output must be declared by T.
+  schema; ``run.id``, ``run.logical_date`` and ``run.data_interval_start/end`` exist;
+  ``tasks.T`` (or ``tasks["T"]`` for ids with ``-``) must be an ancestor of the task and be
+  followed by ``.outputs``, and a named output must be declared by T.
 
 At run time (:func:`evaluate_when`) a condition reads what :func:`activation` builds: ``params``
-(the run's conf with the schema's defaults), ``run`` (``id``, ``logical_date`` as a CEL
-timestamp) and ``tasks.T.outputs`` of the tasks it names (``{}`` for one that did not succeed).
+(the run's conf with the schema's defaults), ``run`` (``id``; ``logical_date``,
+``data_interval_start`` and ``data_interval_end`` as CEL timestamps) and ``tasks.T.outputs`` of
+the tasks it names (``{}`` for one that did not succeed).
 Every failure there — a missing key, a type error, a result that is not a boolean, an
 activation over :data:`~leoflow.model.limits.WHEN_ACTIVATION` — raises :class:`WhenFailed`
 with one line the scheduler stores as the task's reason; it is deterministic, so it is never
@@ -44,7 +45,7 @@ from leoflow.model.outputs import OutputDecl
 #: The names a condition may read.
 ROOTS = ("params", "run", "tasks")
 #: What ``run`` holds.
-RUN_FIELDS = ("id", "logical_date")
+RUN_FIELDS = ("id", "logical_date", "data_interval_start", "data_interval_end")
 #: Comprehension macros that visit each item once.
 LINEAR_MACROS = frozenset({"all", "exists", "exists_one"})
 #: Comprehension macros refused, with the reason.
@@ -181,8 +182,9 @@ def _dry_run(program: Any, path: str, params: Mapping[str, Any] | None,
             sample_params[name] = _SAMPLES[schema["type"]]
     tasks = {task: {"outputs": {k: _SAMPLES[d.type] for k, d in decls.items() if d.type in _SAMPLES}}
              for task, decls in read.items()}
-    variables = {"params": sample_params, "run": {"id": "", "logical_date": datetime(2026, 1, 1, tzinfo=UTC)},
-                 "tasks": tasks}
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    variables = {"params": sample_params, "run": {"id": "", "logical_date": moment, "data_interval_start": moment,
+                                                  "data_interval_end": moment}, "tasks": tasks}
     try:
         result = program.execute(variables)
     except TypeError as exc:
@@ -355,7 +357,7 @@ def _check_paths(tokens: list[_Token], path: str, bound: Collection[str], params
                 raise ValidationFailed(path, f"unknown param {name!r} ({where})")
         elif tok.text == "run" and selected:
             if selected[0] not in RUN_FIELDS:
-                raise ValidationFailed(path, f"run has {' and '.join(RUN_FIELDS)}, not {selected[0]!r}")
+                raise ValidationFailed(path, f"run has {', '.join(RUN_FIELDS)}, not {selected[0]!r}")
         elif tok.text == "tasks":
             read.add(_check_task_path(selected, path, ancestors))
     return read
@@ -388,9 +390,17 @@ def _declared_params(schema: Mapping[str, Any] | None) -> frozenset[str]:
 
 
 def activation(params: Mapping[str, Any], run_id: str, logical_date: datetime | None,
-               outputs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The variables a condition reads: ``outputs`` by task id (only the tasks it names)."""
-    return {"params": dict(params), "run": {"id": run_id, "logical_date": logical_date},
+               outputs: Mapping[str, Mapping[str, Any]], *, data_interval_start: datetime | None = None,
+               data_interval_end: datetime | None = None) -> dict[str, Any]:
+    """The variables a condition reads: ``outputs`` by task id (only the tasks it names).
+
+    The data interval is the run's (a scheduled run: the previous slot to its logical date; a manual
+    or dataset-triggered one: its logical date at both ends); a run stored before runs had one reads
+    its logical date at both ends, as a manual run would, rather than failing on a missing key."""
+    return {"params": dict(params),
+            "run": {"id": run_id, "logical_date": logical_date,
+                    "data_interval_start": data_interval_start or logical_date,
+                    "data_interval_end": data_interval_end or logical_date},
             "tasks": {task: {"outputs": dict(values)} for task, values in outputs.items()}}
 
 

@@ -37,15 +37,19 @@ class RunFacts:
     #: An expanded-to-nothing task has an empty list. Its ``outputs`` entry is then every output
     #: name as the list of the instances' values (None where one did not succeed).
     instances: dict[str, list[tuple[str, dict[str, Any] | None]]] = field(default_factory=dict)
+    #: The run's data interval (``run.data_interval_start/end``); None for a run stored before it had one.
+    data_interval_start: datetime | None = None
+    data_interval_end: datetime | None = None
 
 
 _READ = text("""
     SELECT r.id AS run_pk, r.run_id, r.logical_date, r.conf::text AS conf, NULL AS task_id, NULL AS state,
-           NULL::jsonb AS outputs, octet_length(r.conf::text) AS size, -1 AS map_index, NULL::int AS map_count
+           NULL::jsonb AS outputs, octet_length(r.conf::text) AS size, -1 AS map_index, NULL::int AS map_count,
+           r.data_interval_start, r.data_interval_end
     FROM dag_runs r WHERE r.id = ANY(CAST(:run_ids AS bigint[]))
     UNION ALL
     SELECT ti.run_pk, NULL, NULL, NULL, ti.task_id, ti.state, tt.outputs, coalesce(tt.outputs_bytes, 0),
-           ti.map_index, ti.map_count
+           ti.map_index, ti.map_count, NULL::timestamptz, NULL::timestamptz
     FROM unnest(CAST(:runs AS bigint[]), CAST(:tasks AS text[])) AS w(run_pk, task_id)
     JOIN task_instances ti ON ti.run_pk = w.run_pk AND ti.task_id = w.task_id
     LEFT JOIN task_tries tt ON ti.state = 'success' AND tt.task_instance_id = ti.id AND tt.try_number = ti.try_number
@@ -65,7 +69,9 @@ async def condition_inputs(conn: AsyncConnection, runs: Iterable[int],
     facts: dict[int, RunFacts] = {}
     for r in rows:
         if r.task_id is None:
-            facts[int(r.run_pk)] = RunFacts(r.run_id, r.logical_date, r.conf or "{}", int(r.size or 0))
+            facts[int(r.run_pk)] = RunFacts(r.run_id, r.logical_date, r.conf or "{}", int(r.size or 0),
+                                            data_interval_start=r.data_interval_start,
+                                            data_interval_end=r.data_interval_end)
     for r in sorted(rows, key=lambda r: r.map_index):
         run = facts.get(int(r.run_pk))
         if r.task_id is None or run is None:
