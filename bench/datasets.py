@@ -15,16 +15,22 @@ over, so what is measured is the scheduler's part) on a private embedded Postgre
    /api/v2/datasets/events`` for each, one at a time, wall clock from sending the request until the
    run row is seen (polling every 2 ms; target p99 < 100 ms), and the database's view
    (``dag_runs.created_at - dataset_events.created_at``).
-3. **fan-in**: ``--fan`` (1,000) DAGs each waiting on one of as many URIs; one event each, recorded
-   in one transaction (an outside batch); from its commit until every run was created and until
-   every run has started (left ``queued``; target < 5 s). The scheduler's tick p99 (from the
-   replica's ``leoflow_scheduler_tick_duration_seconds`` histogram, the bucket bound) is read over
-   an idle window before the DAGs exist, an idle window with them waiting, and the burst.
-4. **burst**: ``--burst-events`` (100,000) events of one URI three DAGs wait on, sent with ``wrk``
-   at ``--burst-rate`` (1,700/s, 100,000 in a minute) through the API, while a probe reads ``GET
-   /api/v2/dags`` and ``GET /api/v2/datasets`` one request at a time (p50/p99 beside the same probe
-   without the burst). Afterwards: the events recorded, the queue rows of the URI (coalesced: one per
-   consumer), the runs each consumer got, and the replica's RSS before and after.
+3. **fan-in**: ``--fan`` (1,000) DAGs each waiting on one of as many URIs; one event each, sent
+   as one request of the list form (one transaction); from its answer until every run was created
+   and until every run has started (left ``queued``; target < 5 s). The scheduler's tick p99 (from
+   the replica's ``leoflow_scheduler_tick_duration_seconds`` histogram, the bucket bound) is read
+   over an idle window before the DAGs exist, an idle window with them waiting, and the burst.
+4. **burst**: ``--burst-events`` (100,000) events of one URI three DAGs wait on, sent through the
+   API in the list form, ``--burst-per-request`` (200) events a request, on a fixed schedule at
+   ``--burst-rate`` (1,700/s, 100,000 in a minute; open loop, at most ``--burst-connections`` in
+   flight), while a probe reads ``GET /api/v2/dags`` and
+   ``GET /api/v2/datasets`` one request at a time (p50/p99 beside the same probe without the
+   burst). Afterwards: the events recorded and audited, the queue rows of the URI (coalesced: one
+   per consumer), the runs each consumer got, the replica's CPU per event and RSS before and after.
+5. **single form**: ``--single-seconds`` (10) of one event a request from ``--single-connections``
+   (64) clients as fast as the replica answers: its rate and CPU per event, beside the list form's.
+
+Every phase carries the 1-minute load average of the host it ran on.
 
 Prints one JSON object as the last line and saves a PNG (``--png``, default bench/datasets.png).
 
@@ -37,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -55,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from bench.api import AUTH, TOKEN, database, replica, wait_for  # noqa: E402
+from bench.api import AUTH, TOKEN, database, process_cpu_seconds, replica, wait_for  # noqa: E402
 from bench.chain import refuse_below_one  # noqa: E402
 from bench.plots import paired_bars  # noqa: E402
 from bench.scheduler import percentile, rss_kb  # noqa: E402
@@ -171,24 +178,15 @@ def tick_p99(before: dict[float, float], after: dict[float, float]) -> dict[str,
     return {"ticks": int(total), "p99_bucket_s": bound}
 
 
-async def record_batch(url: str, uris: list[str]) -> float:
-    """Record one event of each URI in one transaction (as the API's statement does); its commit time."""
-    from leoflow.clock import SystemClock
-    from leoflow.db.connection.engine import make_async_engine
-    from leoflow.db.stores.datasets.events import record_api_event
-    from leoflow.settings import DatabaseSettings
-
-    engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)
-    try:
-        async with engine.begin() as conn:
-            for uri in uris:
-                await record_api_event(conn, uri, {}, created_by="bench", now=SystemClock().now())
-        return time.perf_counter()
-    finally:
-        await engine.dispose()
+def record_list(client: httpx.Client, uris: list[str]) -> float:
+    """Record one event of each URI through the API's list form (one request, one transaction); the
+    moment its 201 arrived (the answer follows the commit)."""
+    answer = client.post("/api/v2/datasets/events", json={"events": [{"uri": uri} for uri in uris]}, headers=AUTH)
+    answer.raise_for_status()
+    return time.perf_counter()
 
 
-def phase_fan(client: httpx.Client, db: psycopg.Connection[Any], url: str, fan: int) -> dict[str, Any]:
+def phase_fan(client: httpx.Client, db: psycopg.Connection[Any], fan: int) -> dict[str, Any]:
     first = tick_histogram(client)
     time.sleep(IDLE_WINDOW_S)
     before_dags = tick_p99(first, tick_histogram(client))
@@ -199,7 +197,7 @@ def phase_fan(client: httpx.Client, db: psycopg.Connection[Any], url: str, fan: 
     time.sleep(IDLE_WINDOW_S)
     third = tick_histogram(client)
     waiting = tick_p99(second, third)
-    committed = asyncio.run(record_batch(url, [f"s3://bench/f/{i:04d}" for i in range(fan)]))
+    committed = record_list(client, [f"s3://bench/f/{i:04d}" for i in range(fan)])
     count = "SELECT count(*) FROM dag_runs WHERE dag_id LIKE 'f%%' AND run_type = 'dataset'"
     poll(lambda: scalar(db, count) >= fan, "every fan-in run created", timeout=60)
     created = time.perf_counter() - committed
@@ -207,7 +205,8 @@ def phase_fan(client: httpx.Client, db: psycopg.Connection[Any], url: str, fan: 
     started = time.perf_counter() - committed
     time.sleep(1.0)
     burst = tick_p99(third, tick_histogram(client))
-    return {"dags": fan, "all_runs_created_s": round(created, 3), "all_runs_started_s": round(started, 3),
+    return {"dags": fan, "load_avg_1m": round(os.getloadavg()[0], 1),
+            "all_runs_created_s": round(created, 3), "all_runs_started_s": round(started, 3),
             "tick_p99_without_dataset_dags": before_dags, "tick_p99_with_dags_waiting": waiting,
             "tick_p99_over_the_burst": burst, "target_all_started<5s": started < FAN_ALL_STARTED_S,
             # Unchanged: 1,000 DAGs waiting on datasets do not raise the idle tick's p99 bucket.
@@ -216,7 +215,7 @@ def phase_fan(client: httpx.Client, db: psycopg.Connection[Any], url: str, fan: 
 
 WRK_POST = """
 wrk.method = "POST"
-wrk.body = '{"uri": "s3://bench/hot", "extra": {"rows": 1}}'
+wrk.body = [[%s]]
 wrk.headers["Content-Type"] = "application/json"
 function delay() return %d end
 done = function(summary, latency, requests)
@@ -224,6 +223,29 @@ done = function(summary, latency, requests)
     summary.requests, summary.duration, summary.errors.status, latency:percentile(99)))
 end
 """
+
+
+def event_body(per_request: int) -> str:
+    """One event (``per_request`` 1: the single form) or the list form of ``per_request`` events."""
+    one = {"uri": "s3://bench/hot", "extra": {"rows": 1}}
+    return json.dumps(one if per_request == 1 else {"events": [one] * per_request})
+
+
+def send_events(base: str, seconds: int, connections: int, per_request: int, delay_ms: int) -> dict[str, Any]:
+    """``wrk`` posting events for ``seconds``; its summary and the replica's answer."""
+    script = Path(tempfile.mkstemp(suffix=".lua")[1])
+    script.write_text(WRK_POST % (event_body(per_request), delay_ms))
+    try:
+        done = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
+                               "-H", f"Authorization: Bearer {TOKEN}", "-s", str(script),
+                               f"{base}/api/v2/datasets/events"], capture_output=True, text=True,
+                              timeout=seconds + 120)
+    finally:
+        script.unlink()
+    match = re.search(r"^WRKJSON (.*)$", done.stdout, re.M)
+    if not match:
+        raise SystemExit(f"bench/datasets.py: wrk failed: {done.stdout}{done.stderr}")
+    return dict(json.loads(match.group(1)))
 
 
 def probe(base: str, stop: threading.Event, out: dict[str, list[float]]) -> None:
@@ -252,8 +274,48 @@ def probed(base: str, seconds: float, during: Callable[[], Any] | None = None) -
     return {path: summary(s) for path, s in samples.items()}, value
 
 
-def phase_burst(client: httpx.Client, db: psycopg.Connection[Any], base: str, pid: int, events: int,
-                rate: int, connections: int) -> dict[str, Any]:
+async def _open_loop(base: str, body: bytes, requests: int, per_second: float, in_flight: int,
+                     ) -> tuple[list[float], int, float]:
+    """Send ``requests`` posts of ``body`` at ``per_second`` on a fixed schedule (open loop: a slow
+    answer does not slow the sending, up to ``in_flight`` outstanding); latencies, non-201s, seconds."""
+    headers = {**AUTH, "Content-Type": "application/json"}
+    latencies: list[float] = []
+    failed = 0
+    gate = asyncio.Semaphore(in_flight)
+    async with httpx.AsyncClient(base_url=base, timeout=60,
+                                 limits=httpx.Limits(max_connections=in_flight)) as client:
+        async def one() -> None:
+            nonlocal failed
+            async with gate:
+                started = time.perf_counter()
+                answer = await client.post("/api/v2/datasets/events", content=body, headers=headers)
+                latencies.append(time.perf_counter() - started)
+                failed += answer.status_code != 201
+
+        begun = time.perf_counter()
+        tasks = []
+        for i in range(requests):
+            await asyncio.sleep(max(0.0, begun + i / per_second - time.perf_counter()))
+            tasks.append(asyncio.create_task(one()))
+        await asyncio.gather(*tasks)
+        return latencies, failed, time.perf_counter() - begun
+
+
+def phase_single(base: str, pid: int, seconds: int, connections: int) -> dict[str, Any]:
+    """The single form (one event a request) as fast as ``connections`` clients send it: the
+    replica's rate and CPU per event, beside the list form's."""
+    cpu = process_cpu_seconds(pid)
+    sent = send_events(base, seconds, connections, 1, 0)
+    cpu = process_cpu_seconds(pid) - cpu
+    wall = sent["duration_us"] / 1e6
+    return {"connections": connections, "events_per_s": round(sent["requests"] / wall, 1),
+            "post_p99_ms": round(sent["p99_us"] / 1000, 1), "non_2xx": sent["non_2xx"],
+            "replica_cpu_ms_per_event": round(1000 * cpu / max(1, sent["requests"]), 3),
+            "load_avg_1m": round(os.getloadavg()[0], 1)}
+
+
+def phase_burst(client: httpx.Client, db: psycopg.Connection[Any], base: str, pid: int, args: argparse.Namespace,
+                ) -> dict[str, Any]:
     consumers = ("hot-a", "hot-b", "hot-c")
     for dag_id in consumers:
         apply(client, waiting_on(dag_id, "s3://bench/hot"))
@@ -261,26 +323,18 @@ def phase_burst(client: httpx.Client, db: psycopg.Connection[Any], base: str, pi
         client.patch(f"/api/v2/dags/{dag_id}", json={"paused": True}, headers=AUTH).raise_for_status()
     rss_before = rss_kb(pid)[0]
     quiet, _ = probed(base, 10.0)
-    seconds = max(1, round(events / rate))
-    script = Path(tempfile.mkstemp(suffix=".lua")[1])
-    script.write_text(WRK_POST % max(0, round(1000 * connections / rate)))
-
-    def send() -> dict[str, Any]:
-        done = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s",
-                               "-H", f"Authorization: Bearer {TOKEN}", "-s", str(script),
-                               f"{base}/api/v2/datasets/events"], capture_output=True, text=True,
-                              timeout=seconds + 120)
-        match = re.search(r"^WRKJSON (.*)$", done.stdout, re.M)
-        if not match:
-            raise SystemExit(f"bench/datasets.py: wrk failed: {done.stdout}{done.stderr}")
-        return dict(json.loads(match.group(1)))
-
-    try:
-        loaded, sent = probed(base, 0, send)
-    finally:
-        script.unlink()
+    per = args.burst_per_request
+    requests = max(1, args.burst_events // per)
+    body = event_body(per).encode()
+    cpu = process_cpu_seconds(pid)
+    loaded, (latencies, failed, wall) = probed(base, 0, lambda: asyncio.run(
+        _open_loop(base, body, requests, args.burst_rate / per, args.burst_connections)))
+    cpu = process_cpu_seconds(pid) - cpu
+    load = os.getloadavg()[0]
     rss_after = rss_kb(pid)[0]
     recorded = scalar(db, "SELECT count(*) FROM dataset_events WHERE uri = 's3://bench/hot'")
+    audited = scalar(db, "SELECT count(*) FROM audit_events WHERE path = '/api/v2/datasets/events' AND status = 201 "
+                         "AND details->>'uri' = 's3://bench/hot'")
     queue = db.execute("SELECT dag_id, events FROM dataset_queue WHERE uri = 's3://bench/hot' "
                        "ORDER BY dag_id").fetchall()
     for dag_id in consumers:
@@ -290,18 +344,24 @@ def phase_burst(client: httpx.Client, db: psycopg.Connection[Any], base: str, pi
         poll(partial(scalar, db, runs_sql, dag_id), f"the run of {dag_id}")
     time.sleep(2.0)
     runs = {dag_id: scalar(db, runs_sql, dag_id) for dag_id in consumers}
-    wall = sent["duration_us"] / 1e6
+    events = requests * per
     probe_p99 = max(s["p99_ms"] for s in loaded.values())
 
     def reads(probed: dict[str, Any]) -> dict[str, Any]:
         return {path.split("?")[0].rsplit("/", 1)[1]: f"{s['p50_ms']} / {s['p99_ms']}" for path, s in probed.items()}
 
-    return {"events_sent": sent["requests"], "events_recorded": recorded, "non_2xx": sent["non_2xx"],
-            "seconds": round(wall, 1), "events_per_s": round(sent["requests"] / wall, 1),
-            "post_p99_ms": round(sent["p99_us"] / 1000, 1), "queue_rows": {d: n for d, n in queue},
+    post = summary(latencies)
+    return {"events_per_request": per, "requests": requests, "events_sent": events,
+            "events_recorded": recorded, "events_audited": audited, "non_201": failed,
+            "seconds": round(wall, 1), "events_per_s": round(events / wall, 1),
+            "post_p50_ms": post.get("p50_ms"), "post_p99_ms": post.get("p99_ms"),
+            "replica_cpu_ms_per_event": round(1000 * cpu / max(1, events), 3),
+            "load_avg_1m": round(load, 1), "queue_rows": {d: n for d, n in queue},
             "runs_per_consumer": runs, "replica_rss_mb_before": round(rss_before / 1024, 1),
             "replica_rss_mb_after": round(rss_after / 1024, 1),
             "target_coalesced": len(queue) == len(consumers) and all(n == 1 for n in runs.values()),
+            "target_every_event_recorded_and_audited": recorded == audited == events and not failed,
+            "target_100000_in_a_minute": events >= 100_000 and wall <= 60.0 + 1.0 and recorded == events,
             "read_p50_p99_ms_quiet": reads(quiet), "read_p50_p99_ms_during_burst": reads(loaded),
             "target_read_p99<40ms_during_burst": probe_p99 < 40}
 
@@ -326,11 +386,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fan", type=int, default=1000, help="0 skips the fan-in phase")
     parser.add_argument("--burst-events", type=int, default=100_000, help="0 skips the burst phase")
     parser.add_argument("--burst-rate", type=int, default=1_700)
-    parser.add_argument("--burst-connections", type=int, default=16)
+    parser.add_argument("--burst-connections", type=int, default=16, help="requests in flight at most")
+    parser.add_argument("--burst-per-request", type=int, default=200,
+                        help="events per request: 1 is the single form, more the list form (at most 1,000)")
+    parser.add_argument("--single-seconds", type=int, default=10,
+                        help="seconds of the single form at full speed beside the burst (0 skips it)")
+    parser.add_argument("--single-connections", type=int, default=64)
     parser.add_argument("--database-url", default=None, help="an empty database (default: a private server)")
     parser.add_argument("--png", type=Path, default=Path(__file__).with_name("datasets.png"))
     args = parser.parse_args(argv)
-    refuse_below_one(parser, args, ["pairs", "burst_rate", "burst_connections"])
+    refuse_below_one(parser, args, ["pairs", "burst_rate", "burst_connections", "burst_per_request",
+                                    "single_connections"])
+    if args.burst_per_request > 1_000 or args.single_seconds < 0:
+        parser.error("--burst-per-request: at most 1,000 (the list form's limit); --single-seconds: 0 or more")
     if args.fan < 0 or args.burst_events < 0:
         parser.error("--fan and --burst-events: 0 or more")
     return args
@@ -348,10 +416,11 @@ def main() -> int:
             result: dict[str, Any] = {"producer": phase_producer(client, db, args.pairs),
                                       "outside": phase_outside(client, db, args.pairs)}
             if args.fan:
-                result["fan"] = phase_fan(client, db, url, args.fan)
+                result["fan"] = phase_fan(client, db, args.fan)
             if args.burst_events:
-                result["burst"] = phase_burst(client, db, base, proc.pid, args.burst_events, args.burst_rate,
-                                              args.burst_connections)
+                result["burst"] = phase_burst(client, db, base, proc.pid, args)
+            if args.single_seconds:
+                result["single_form"] = phase_single(base, proc.pid, args.single_seconds, args.single_connections)
     plot(result, args.png)
     print(json.dumps(result))
     return 0
