@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import date, datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import Any, NoReturn
 from zoneinfo import ZoneInfo
 
@@ -82,13 +83,23 @@ def check_moment(moment: datetime, path: str, limit: Moments) -> datetime:
 
 def check_cron_fires(expression: str, timezone: str, reference: datetime, path: str, limit: Cron) -> None:
     """Refuse a cron expression that does not fire within ``limit.fires_within_years`` of ``reference``."""
-    from leoflow.model import cron  # here, not at the top: bounds is read by clients that never parse cron
-
     zone: tzinfo = ZoneInfo(timezone)
-    if not cron.fires_within(expression, reference.astimezone(zone), limit.fires_within_years):
+    if not _fires_within(expression, timezone, reference, limit.fires_within_years):
         raise ValidationFailed(path, f"{expression!r} never fires within {limit.fires_within_years} years "
                                f"of {reference.astimezone(zone):%Y-%m-%d} (a date that does not exist, "
                                "like 31 February?)")
+
+
+@lru_cache(maxsize=4096)
+def _fires_within(expression: str, timezone: str, reference: datetime, years: int) -> bool:
+    """:func:`leoflow.model.cron.fires_within` from ``reference`` in ``timezone``: a pure function of
+    its arguments, so cached. The scheduler compiles stored specs against one fixed reference, and
+    10,000 DAGs due at one boundary share a handful of expressions: uncached, croniter's walk was
+    half of each cold compile. Keyed by the zone's name as well as the instant, since two equal
+    instants in different zones are different local times."""
+    from leoflow.model import cron  # here, not at the top: bounds is read by clients that never parse cron
+
+    return cron.fires_within(expression, reference.astimezone(ZoneInfo(timezone)), years)
 
 
 def shown(text: str) -> str:

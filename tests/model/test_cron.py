@@ -35,3 +35,28 @@ def test_env_names() -> None:
     assert ENV_PREFIX == "LEOFLOW_"
     assert is_env_name("_A1") and not is_env_name("1A") and not is_env_name("A-B") and not is_env_name("")
     assert is_reserved("LEOFLOW_RUN_ID") and is_reserved("leoflow_x") and not is_reserved("MY_LEOFLOW_X")
+
+
+def test_compiling_many_specs_walks_each_schedule_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler compiles 10,000 stored specs at a cold boundary, most sharing one cron: the
+    "fires within N years" walk is asked once per expression, zone and reference, not per spec
+    (uncached it was ~60 % of a compile). The zone is part of the key: one instant in two zones
+    is two local times, and each is walked."""
+    from leoflow.model import bounds
+    from leoflow.model.spec.dag import parse_dag_spec
+
+    walked: list[tuple[str, datetime]] = []
+    real = cron.fires_within
+
+    def counting(expression: str, local_reference: datetime, years: int) -> bool:
+        walked.append((expression, local_reference))
+        return real(expression, local_reference, years)
+
+    monkeypatch.setattr(cron, "fires_within", counting)
+    bounds._fires_within.cache_clear()
+    for i in range(50):
+        for zone in ("UTC", "Asia/Tokyo"):
+            parse_dag_spec({"dag_id": f"d{i}", "schedule": "17 3 * * *", "timezone": zone,
+                            "tasks": [{"id": "t", "kind": "empty"}]}, stored=True)
+    assert [(e, str(r.tzinfo)) for e, r in walked] == [("17 3 * * *", "UTC"), ("17 3 * * *", "Asia/Tokyo")]
+    assert walked[0][1] == walked[1][1]  # the same instant, two local times
