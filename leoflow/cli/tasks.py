@@ -13,6 +13,9 @@ A mapped task (``map_over``) is one row of ``tasks list`` with its instances cou
 the task up, ``outputs`` prints each output as the list of its instances' values (as its
 downstream reads them), and ``logs`` asks for an index (the API's 400 says so).
 
+``tasks events DAG RUN TASK [--try N]`` prints the Kubernetes events of a try's pod
+(``FailedMount``, ``BackOff``, …), kept with the try after its pod is gone.
+
 ``tasks approve|reject DAG RUN TASK [-m COMMENT]`` decides a task waiting for an approval
 (``wait_for: [{approval: …}]``); ``tasks show`` lists what a waiting task waits for.
 """
@@ -67,6 +70,13 @@ def register(sub: Any) -> None:
                       "init container; needs LEOFLOW_LOG_ARCHIVE_URL on the server)")
     logs.add_argument("--offset", type=int, help="archived log: start at this byte")
     logs.add_argument("--tail-bytes", type=int, help="archived log: only its last N bytes")
+    events = verb(tasks, "events", "print the Kubernetes events of a try's pod, kept with the try (latest try "
+                  "unless --try)", tasks_events, f"GET {TASK}/{{task_id}}/events")
+    events.add_argument("dag_id", metavar="DAG")
+    events.add_argument("run_id", metavar="RUN")
+    events.add_argument("task_id", metavar="TASK")
+    _map_index_argument(events)
+    events.add_argument("--try", dest="try_number", type=int, help="try number (default: the latest)")
     outputs = verb(tasks, "outputs", "print the outputs a task published (those of its try that succeeded)",
                    tasks_outputs, f"GET {TASK}/{{task_id}}/outputs")
     outputs.add_argument("dag_id", metavar="DAG")
@@ -176,6 +186,25 @@ def tasks_show(args: argparse.Namespace, client: ClientSettings) -> int:
         print("outputs:")
         for line in output_lines(ti["outputs"]):
             print(f"  {line}")
+    return 0
+
+
+def tasks_events(args: argparse.Namespace, client: ClientSettings) -> int:
+    """One line per kept event, as ``kubectl describe pod`` lists them (its count when it repeated)."""
+    params = _map_query(args)
+    if args.try_number is not None:
+        params["try"] = args.try_number
+    with Api(client) as api:
+        answer = api.json("GET", f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/events",
+                          params=params)
+    if emitted(args, answer):
+        return 0
+    if not answer["events"]:
+        print(f"{args.dag_id}: run {args.run_id} task {args.task_id} try {answer['try_number']}: no pod events kept")
+        return 0
+    table([[short(e["last_seen"]), e["type"], e["reason"], e["container"] or "-",
+            str(e["count"]), e["message"]] for e in answer["events"]],
+          ["LAST SEEN", "TYPE", "REASON", "CONTAINER", "COUNT", "MESSAGE"])
     return 0
 
 

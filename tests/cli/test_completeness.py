@@ -109,7 +109,7 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("tasks mark", ["etl", "r1", "extract", "failed"]), ("runs mark", ["etl", "r1", "success"]),
     ("tasks list", ["etl", "r1"]), ("tasks list", ["--state", "success"]),
     ("tasks show", ["etl", "r1", "extract"]), ("tasks logs", ["etl", "r1", "extract"]),
-    ("tasks outputs", ["etl", "r1", "extract"]),
+    ("tasks outputs", ["etl", "r1", "extract"]), ("tasks events", ["etl", "r1", "extract", "--try", "1"]),
     ("tasks approve", ["etl", "r9", "gate1"]), ("tasks reject", ["etl", "r9", "gate2", "-m", "not today"]),
     ("dags backfill", ["etl", "--start", "2026-03-01", "--end", "2026-03-01T03:00:00Z"]),
     ("backfills list", ["etl"]), ("backfills show", ["etl", "1"]), ("backfills cancel", ["etl", "1"]),
