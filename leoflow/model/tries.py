@@ -14,6 +14,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from leoflow.model.artifacts.declared import TaskArtifacts
+
 if TYPE_CHECKING:  # model.pod imports the run context, which imports this module
     from leoflow.model.k8s.pod import PodFields
 
@@ -73,6 +75,9 @@ class TaskLaunch(NamedTuple):
     #: The task declares outputs (leoflow.model.outputs): the try gets ``LEOFLOW_OUTPUTS`` and its
     #: executor reads what it wrote when it succeeds.
     outputs_declared: bool = False
+    #: ``artifacts:`` (leoflow.model.artifacts.declared); None: the task declares none. The executor
+    #: fetches the inputs before the try starts and uploads the outputs when it ends.
+    artifacts: TaskArtifacts | None = None
 
 
 #: What an executor can say about a try: it started, or it ended and how. ``skipped`` is never an

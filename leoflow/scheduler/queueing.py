@@ -72,7 +72,7 @@ def build_launch(task: TaskSpec, key: TryKey, task_try_id: int, term: int, run: 
     env = task_environment(key, run, task.env)
     tracing.add_traceparent(env, key)  # TRACEPARENT: the task's spans join its run's trace (when tracing is on)
     return TaskLaunch(key, task_try_id, term, task.image, task.command, task.args, env, task.resources,
-                      task.timeout_seconds, task.pod, bool(task.outputs))
+                      task.timeout_seconds, task.pod, bool(task.outputs), task.artifacts or None)
 
 
 def run_context(conf_json: str, logical_date: object, body_state: str | None = None,

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import stat
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from leoflow.errors import LeoflowError
 from leoflow.model import limits
@@ -190,3 +192,30 @@ async def download_input(store: ObjectStore, key: str, dest: Path, *, digest: st
         if digest is not None and f"sha256:{sha.hexdigest()}" != digest:
             raise ArtifactRejected(f"{key}: the object's digest is not the indexed {digest}")
         return await asyncio.to_thread(unpack, packed, dest)
+
+
+async def fetch_inputs(store: ObjectStore, root: Path, inputs: Sequence[dict[str, Any]], *,
+                       report: Callable[[str], object] | None = None) -> list[str]:
+    """Unpack each input under ``root``; the problems of required inputs, one line each (empty: all there).
+
+    ``inputs``: ``{name, key, path, digest, optional, problem}`` each, as the executor resolved them
+    from the index (``key`` None: the upstream try stored none, ``problem`` says why). An optional
+    input that cannot be fetched is left absent. ``report`` gets one JSON line per fetched input.
+    """
+    problems: list[str] = []
+    for item in inputs:
+        name = item.get("name")
+        key = item.get("key")
+        if not key:
+            if not item.get("optional"):
+                problems.append(f"input artifact {name!r}: {item.get('problem') or 'the upstream try stored none'}")
+            continue
+        try:
+            size = await download_input(store, str(key), root / str(item["path"]), digest=item.get("digest"))
+        except (StorageError, ArtifactRejected) as exc:
+            if not item.get("optional"):
+                problems.append(f"input artifact {name!r}: {str(exc)[:300]}")
+            continue
+        if report is not None:
+            report(json.dumps({"fetched": name, "bytes": size}))
+    return problems

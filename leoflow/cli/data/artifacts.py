@@ -30,10 +30,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from leoflow.settings import Settings
 
-#: The manifest object of a try, beside its artifacts.
-MANIFEST = "manifest.json"
-
-
 def register(sub: Any) -> None:
     # No help=: an internal verb of the pods Leoflow renders, left out of ``leoflow --help``.
     parser = sub.add_parser("artifacts", description="the pod side of task artifacts (internal)")
@@ -66,41 +62,20 @@ def _store(settings: Settings) -> Any:
 def _fetch(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
+    from leoflow.storage.artifacts import fetch_inputs
+
     inputs = _json_list(args.inputs, "--inputs")
-    failed = asyncio.run(fetch_inputs(_store(settings), args.root, inputs))
+    failed = asyncio.run(fetch_inputs(_store(settings), args.root, inputs, report=print))
     for line in failed:
         print(f"leoflow artifacts: {line}", file=sys.stderr)
     return 1 if failed else 0
 
 
-async def fetch_inputs(store: Any, root: Path, inputs: list[dict[str, Any]]) -> list[str]:
-    """Unpack each input under ``root``; the problems of required inputs, one line each (empty: all there)."""
-    from leoflow.storage.artifacts import ArtifactRejected, download_input
-    from leoflow.storage.objects import StorageError
-
-    problems: list[str] = []
-    for item in inputs:
-        name = item.get("name")
-        key = item.get("key")
-        if not key:
-            if not item.get("optional"):
-                problems.append(f"input artifact {name!r}: {item.get('problem') or 'the upstream try stored none'}")
-            continue
-        try:
-            size = await download_input(store, str(key), root / str(item["path"]), digest=item.get("digest"))
-        except (StorageError, ArtifactRejected) as exc:
-            if not item.get("optional"):
-                problems.append(f"input artifact {name!r}: {str(exc)[:300]}")
-            continue
-        print(json.dumps({"fetched": name, "bytes": size}))
-    return problems
-
-
 def _upload(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
+    from leoflow.executor.artifacts import manifest_key
     from leoflow.model.artifacts.declared import OutputArtifact
-    from leoflow.model.artifacts.objects import artifact_key
     from leoflow.storage.artifacts import upload_outputs
 
     outputs = [OutputArtifact(str(o["name"]), str(o["path"]), bool(o.get("optional")))
@@ -112,8 +87,7 @@ def _upload(args: argparse.Namespace, settings: Settings) -> int:
     async def run() -> list[dict[str, object]]:
         results = await upload_outputs(store, args.cluster, args.try_id, args.root, outputs)
         manifest = [r.to_json() for r in results]
-        key = artifact_key(args.cluster, args.try_id, "manifest").removesuffix("manifest.tar.gz") + MANIFEST
-        await store.put(key, json.dumps(manifest).encode())
+        await store.put(manifest_key(args.cluster, args.try_id), json.dumps(manifest).encode())
         return manifest
 
     manifest = asyncio.run(run())

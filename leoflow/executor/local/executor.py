@@ -52,6 +52,7 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from leoflow import tracing
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
@@ -59,6 +60,7 @@ from leoflow.db.stores import task_logs as log_store
 from leoflow.db.stores import tries as try_store
 from leoflow.db.stores import try_outcomes
 from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
+from leoflow.executor.artifacts import ARTIFACTS_ENV, fetch_for_try, upload_for_try
 from leoflow.executor.base import Report
 from leoflow.executor.failures import try_error
 from leoflow.executor.local.process import (
@@ -150,6 +152,8 @@ class LocalExecutor:
         self._pending: dict[str, asyncio.Task[None]] = {}
         self._watchers: Registry = set()
         self._archiver: LogArchiver | None = None
+        #: The bucket artifacts go to: the log archive's (leoflow.model.artifacts.objects says why).
+        self._artifact_store: ObjectStore | None = None
         #: Seconds the archive of an ended try keeps retrying a failing storage (tests pass less).
         self.archive_give_up = archive_give_up
 
@@ -159,6 +163,7 @@ class LocalExecutor:
         self._ctx, self._report = ctx, report
         _STARTED.add(id(self))
         self._archiver = self._log_archiver(ctx)
+        self._artifact_store = self._archiver.store if self._archiver is not None else None
         async with ctx.db.connect() as conn:
             claims = await try_store.unfinished_claims(conn, ctx.cluster)
         for record in claims:
@@ -292,22 +297,34 @@ class LocalExecutor:
             env = child_environment(os.environ, launch.env)
             if launch.outputs_declared:
                 env.update(files.outputs_environment())
+            artifacts_root = files.root / "artifacts"
+            if launch.artifacts is not None:
+                artifacts_root.mkdir(exist_ok=True)
+                env[ARTIFACTS_ENV] = str(artifacts_root.absolute())
             self._archive(running.task_try_id, files, ended)
-            try:
-                with tracing.span("leoflow.process.launch"):
-                    running.process = await spawn(argv, files, env)
-            except OSError as exc:
+            missing_input = await self._fetch_artifacts(launch, artifacts_root)
+            if missing_input is not None:  # the task never runs without its inputs
                 with files.log.open("ab") as f:
-                    f.write(f"leoflow: cannot start {argv[0] if argv else '(empty command)'}: {exc}\n".encode())
-                outcome = Outcome("failed", 127, f"cannot start process: {exc.strerror or exc}")
+                    f.write(f"leoflow: {missing_input}\n".encode())
+                outcome = Outcome("failed", None, missing_input)
             else:
-                files.write_process(running.process.pid)
-                if running.cancel_requested:  # cancelled while it was being spawned
-                    await terminate(running.process, self.kill_grace)
-                await self._emit(running.key, "running", None, None, files.root.name)
-                outcome = await self._wait(running, launch.timeout_seconds)
+                try:
+                    with tracing.span("leoflow.process.launch"):
+                        running.process = await spawn(argv, files, env)
+                except OSError as exc:
+                    with files.log.open("ab") as f:
+                        f.write(f"leoflow: cannot start {argv[0] if argv else '(empty command)'}: {exc}\n".encode())
+                    outcome = Outcome("failed", 127, f"cannot start process: {exc.strerror or exc}")
+                else:
+                    files.write_process(running.process.pid)
+                    if running.cancel_requested:  # cancelled while it was being spawned
+                        await terminate(running.process, self.kill_grace)
+                    await self._emit(running.key, "running", None, None, files.root.name)
+                    outcome = await self._wait(running, launch.timeout_seconds)
             if outcome.state == "success" and launch.outputs_declared:
                 outcome = replace(outcome, outputs=files.read_outputs() or b"")
+            if launch.artifacts is not None and missing_input is None:
+                outcome = await self._upload_artifacts(running.task_try_id, launch, artifacts_root, outcome)
             files.write_outcome(outcome)
             ended.set()
             try:
@@ -322,6 +339,21 @@ class LocalExecutor:
         finally:
             _RUNNING.pop(files.root.name, None)
         running.outcome.set_result(outcome)
+
+    async def _fetch_artifacts(self, launch: TaskLaunch, root: Path) -> str | None:
+        """Unpack the try's input artifacts before it starts; why it cannot start, else None."""
+        if launch.artifacts is None:
+            return None
+        return await fetch_for_try(self._require_started().db, self._artifact_store, launch, root)
+
+    async def _upload_artifacts(self, task_try_id: int, launch: TaskLaunch, root: Path, outcome: Outcome) -> Outcome:
+        """Upload and index the try's output artifacts; a success whose required output is missing,
+        too large or not stored becomes a failure saying so (leoflow.executor.artifacts)."""
+        ctx = self._require_started()
+        problem = await upload_for_try(ctx.db, self._artifact_store, ctx.cluster, task_try_id, launch.artifacts, root)
+        if problem is None or outcome.state != "success":
+            return outcome
+        return Outcome("failed", outcome.exit_code, problem)
 
     async def _wait(self, running: _Running, timeout: float | None) -> Outcome:
         """Wait for the process (killing it at ``timeout``), storing its output as it grows."""
