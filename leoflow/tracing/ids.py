@@ -11,7 +11,7 @@ without asking anyone:
 - the run span's id: SHA-256 of the same with another prefix, first 8 bytes;
 - a try's span id: SHA-256 of (``dag_id``, ``run_id``, ``task_id``, map index, try number).
 
-Consequences (ADR 0024): a run deleted and triggered again under the same run id lands in the
+Consequences (ADR 0021): a run deleted and triggered again under the same run id lands in the
 old trace (two clusters of spans, years apart at worst); ids are not secret (anyone who knows a
 run's name can compute them), which W3C trace context never promised either.
 """

@@ -31,3 +31,7 @@ def traced(collector: Collector, monkeypatch: pytest.MonkeyPatch) -> Iterator[Co
         yield collector
     finally:
         tracing.shutdown()
+
+
+# The Kubernetes executor's fixture: the fake API server the official client is pointed at.
+from tests.executor.conftest import fake_k8s  # noqa: E402, F401
