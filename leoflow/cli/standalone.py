@@ -21,7 +21,7 @@ DEFAULT_HOST = "127.0.0.1"
 
 #: The sample DAGs in ``leoflow/examples/`` (file stems; a test keeps this list equal to the folder).
 #: Named here, not read from the package, so that parsing a command line reads no files.
-EXAMPLES = ("example", "conditional", "cleanup_and_alert", "fan_out", "datasets")
+EXAMPLES = ("example", "conditional", "cleanup_and_alert", "fan_out", "datasets", "daily_when_data")
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
