@@ -402,7 +402,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _log(self, ns: str, name: str, query: dict[str, str], entry: dict[str, Any]) -> None:
         """``GET .../pods/NAME/log``: ``container``, ``timestamps``, ``sinceTime``, ``sinceSeconds``,
-        ``tailLines`` and ``limitBytes`` as the kubelet serves them (``follow`` is not supported)."""
+        ``tailLines``, ``limitBytes`` and ``follow`` (chunked: the lines so far, then each new one as it
+        is written, until the container ends or the pod is gone) as the kubelet serves them."""
         entry["namespace"] = ns
         self._apply_fault("log", name, entry)
         pod = self.fake.store.get(ns, name)
@@ -438,7 +439,39 @@ class _Handler(BaseHTTPRequestHandler):
         if query.get("limitBytes"):
             data = data[: int(query["limitBytes"])]
         entry["code"] = 200
+        if query.get("follow") in ("true", "1"):
+            self._follow(pod["metadata"]["uid"], container, data, len(self.fake.kubelet.log_lines(
+                pod["metadata"]["uid"], container) or []), stamp)
+            return
         self._send(200, data, "text/plain")
+
+    def _follow(self, uid: str, container: str, first: bytes, seen: int, stamp: bool) -> None:
+        """Stream a container's log as it is written (``follow=true``); droppable like a watch."""
+        self._log_entry()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        watch = _Watch()
+        with self.fake._lock:
+            self.fake._watches.add(watch)
+        try:
+            self._chunk(first)
+            kubelet = self.fake.kubelet
+            while not watch.dropped:
+                ended = kubelet.ended(uid, container)  # read before the lines: none written after it is missed
+                lines = kubelet.log_lines(uid, container) or []
+                fresh = lines[seen:]
+                seen = len(lines)
+                self._chunk("".join(f"{_rfc3339_nano(t)} {x}\n" if stamp else f"{x}\n" for t, x in fresh).encode())
+                if ended:
+                    self._end_chunks()
+                    return
+                time.sleep(0.02)
+            self._drop()
+        finally:
+            with self.fake._lock:
+                self.fake._watches.discard(watch)
 
     def _watch(self, ns: str | None, labels: LabelSelector, fields: FieldSelector, query: dict[str, str], *,
                events: bool = False) -> None:

@@ -113,6 +113,14 @@ class Kubelet:
         return [(run.started_wall + offset * self.time_scale, text) for offset, text in run.program.lines
                 if offset * self.time_scale <= until]
 
+    def ended(self, uid: str, container: str) -> bool:
+        """Whether ``container`` has stopped (or never ran, or its pod is gone): a log follow ends then."""
+        run = self._runs.get(uid, {}).get(container)
+        if run is None or run.ended_mono is not None:
+            return True
+        with self.store.cond:
+            return not any(p["metadata"]["uid"] == uid for p in self.store.pods.values())
+
     def logs(self, uid: str, container: str = "task") -> str | None:
         lines = self.log_lines(uid, container)
         return None if lines is None else "".join(f"{text}\n" for _, text in lines)

@@ -68,10 +68,12 @@ from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.create import PodCreation, Tracked
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, WatchExpired
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
+from leoflow.executor.kubernetes.live_archive import LiveArchive
 from leoflow.executor.kubernetes.logs import fetch_pod_logs, store_pod_logs
 from leoflow.executor.kubernetes.placement import Placements
 from leoflow.executor.kubernetes.pod_events import PodEvents
 from leoflow.executor.kubernetes.windows import FencedCalls
+from leoflow.executor.log_archive import LogArchiver
 from leoflow.executor.naming import try_name
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import PODS_DELETED
@@ -79,6 +81,7 @@ from leoflow.model.states import FINISHED_TRY_STATES
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.settings import Settings
 from leoflow.settings.teams_file import TeamsSource
+from leoflow.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,9 @@ class KubernetesExecutor(PodCreation):
         #: Namespaces listed and watched in this term (grows with the teams file, never shrinks).
         self._watched: set[str] = set()
         self._event_watched: set[str] = set()
+        #: Running pods' logs streamed into the archive (None: no archive); pods followed this term.
+        self._live: LiveArchive | None = None
+        self._live_followed: set[str] = set()
         self.resync_interval = resync_interval
         self.watch_timeout = watch_timeout
         self.create_deadline = create_deadline
@@ -143,6 +149,7 @@ class KubernetesExecutor(PodCreation):
 
     async def start(self, ctx: LeaderContext, report: Report) -> None:
         self._ctx, self._report = ctx, report
+        self._live = self._live_archive(ctx)
         # One fenced window at a time, starting calls for a quarter of the lease (see .windows).
         self._calls = FencedCalls(ctx, budget=self.api.call_deadline, concurrency=self._concurrency)
         self._spawn(self._calls.run(), "k8s-fenced-calls")
@@ -287,6 +294,7 @@ class KubernetesExecutor(PodCreation):
             await self._finish(t, "failed", None, "the pod is being deleted before it finished (not by Leoflow)")
         elif outcome.state == "running":
             t.stuck_since = None
+            self._start_live_archive(t, pod)
             if t.reported != "running":
                 await self._emit(t, "running", None, None)
         elif outcome.stuck:
@@ -296,12 +304,39 @@ class KubernetesExecutor(PodCreation):
         else:
             t.stuck_since = None
 
+    def _start_live_archive(self, t: Tracked, pod: dict[str, Any]) -> None:
+        """Follow the running pod's containers (and native sidecars) into the log archive, once per pod
+        per term (see .live_archive); a new leader resumes where the archive's index ends."""
+        if self._live is None or t.task_try_id is None or t.name in self._live_followed:
+            return
+        spec = pod.get("spec") or {}
+        containers = [c["name"] for c in spec.get("containers") or []] + [
+            c["name"] for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+        if not containers:
+            return
+        self._live_followed.add(t.name)
+        self._spawn(self._live.follow_pod(t.task_try_id, t.ref, containers), f"k8s-live-log:{t.name}",
+                    may_return=True)
+
     def _pending_too_long(self, t: Tracked, why: str) -> None:
         """Note that ``t``'s pod cannot start (``why``); kill it once that has lasted the pending timeout."""
         now = time.monotonic()
         t.stuck_since = t.stuck_since or now
         if now - t.stuck_since > self.k8s.pending_timeout:
             self._start_kill(t, f"{why} (pending longer than {self.k8s.pending_timeout:g}s)")
+
+    def _live_archive(self, ctx: LeaderContext) -> LiveArchive | None:
+        """The live archive of this term, or None without a log archive (or one that cannot be set up)."""
+        config = self.settings.log_archive
+        if config.active_url is None:
+            return None
+        try:
+            store = ObjectStore(config.active_url, timeout=config.timeout)
+        except (ValueError, OSError) as exc:
+            log.error("the log archive cannot be used; running pods' logs are not archived live",
+                      extra={"error": str(exc)[:300]})
+            return None
+        return LiveArchive(self.api, LogArchiver(store, ctx.db, ctx.cluster, flush_interval=config.flush_interval))
 
     def _event_owner(self, namespace: str, pod: str) -> int | None:
         """The try id of a pod this executor tracks in ``namespace`` (None: not ours, or not known yet)."""

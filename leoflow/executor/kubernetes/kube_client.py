@@ -44,6 +44,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +81,11 @@ MAX_CALL_DEADLINE = 30.0
 #: Watches at once: two per watched namespace (a team's, or the cluster's: its pods and its pods'
 #: events); a thread each.
 MAX_WATCHES = 2_002
+#: Container logs followed at once by one replica (the live archive of running pods): a thread and
+#: a connection each; pods beyond it are archived when they end, as before.
+MAX_LOG_FOLLOWS = 256
+#: Seconds a followed log may stay silent before its stream is ended (and followed again).
+FOLLOW_IDLE_TIMEOUT = 300.0
 
 
 def call_deadline_for(leader_lease: float) -> float:
@@ -138,7 +144,10 @@ class KubernetesApi:
         self.call_deadline = call_deadline or call_deadline_for(settings.election.leader_lease)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="leoflow-k8s")
         # Threads start as watches do: two per watched namespace (MAX_WATCHES bounds it).
-        self._watch_pool = ThreadPoolExecutor(max_workers=MAX_WATCHES, thread_name_prefix="leoflow-k8s-watch")
+        self._watch_pool = ThreadPoolExecutor(max_workers=MAX_WATCHES + MAX_LOG_FOLLOWS,
+                                              thread_name_prefix="leoflow-k8s-watch")
+        self._follow_lock = threading.Lock()
+        self._follows: set[str] = set()
         self._watch_responses: dict[str, Any] = {}
         self._closing = False
         self._in_flight: set[asyncio.Future[Any]] = set()
@@ -289,11 +298,13 @@ class KubernetesApi:
         return await self._call(read)
 
     async def copy_log(self, ref: str, container: str, sink: BinaryIO, *,
-                       read_timeout: float = LOG_READ_TIMEOUT) -> int:
+                       read_timeout: float = LOG_READ_TIMEOUT, skip: int = 0) -> int:
         """The whole log of one ``container`` of the pod, streamed into ``sink`` (never held whole); its size.
 
         For the log archive (an init container or a sidecar as well as ``task``): a 2 GB log costs
         one 64 KiB buffer. ``read_timeout`` bounds each wait for data, as in :meth:`read_log_tail`.
+        The first ``skip`` bytes are read and not written (what the archive has already); the size
+        returned counts them.
         """
         timeout = (min(5.0, read_timeout), read_timeout)
         namespace, name = self.where(ref)
@@ -304,13 +315,65 @@ class KubernetesApi:
             size = 0
             try:
                 for chunk in response.stream(64 * 1024):
-                    sink.write(chunk)
+                    if size + len(chunk) > skip:
+                        sink.write(chunk[max(0, skip - size):])
                     size += len(chunk)
             finally:
                 response.release_conn()
             return size
 
         return await self._call(read)
+
+    async def follow_log(self, ref: str, container: str, sink: BinaryIO, *, skip: int = 0) -> int:
+        """Follow one container's log (``follow=true``) into ``sink`` until the container ends or the
+        stream is cut; the bytes written. The first ``skip`` bytes are read and dropped: the log API
+        has no byte offset, so a follower resuming where the archive ends re-reads that much (one
+        64 KiB buffer at a time), never holds it.
+
+        Runs on its own threads (:data:`MAX_LOG_FOLLOWS`, never the pool creates and deletes use);
+        raises :class:`~.errors.CallNotSent` when all are busy, and what the API answers otherwise.
+        A pause in the output longer than :data:`FOLLOW_IDLE_TIMEOUT` ends the stream (the caller
+        follows again if the container still runs).
+        """
+        namespace, name = self.where(ref)
+        key = f"log:{ref}:{container}"
+        with self._follow_lock:
+            if self._closing or len(self._follows) >= MAX_LOG_FOLLOWS:
+                raise CallNotSent(f"{MAX_LOG_FOLLOWS} logs are followed already")
+            self._follows.add(key)
+
+        def read() -> int:
+            response: Any = self.core.read_namespaced_pod_log(
+                name, namespace, container=container, follow=True, _preload_content=False,
+                _request_timeout=(5.0, FOLLOW_IDLE_TIMEOUT))
+            self._watch_responses[key] = response
+            written, dropped = 0, 0
+            try:
+                for chunk in response.stream(64 * 1024):
+                    if dropped < skip:
+                        cut = min(len(chunk), skip - dropped)
+                        dropped += cut
+                        chunk = chunk[cut:]
+                    if chunk:
+                        sink.write(chunk)
+                        sink.flush()
+                        written += len(chunk)
+            finally:
+                self._watch_responses.pop(key, None)
+                response.release_conn()
+            return written
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._watch_pool, _translated(read))
+        finally:
+            with self._follow_lock:
+                self._follows.discard(key)
+
+    def stop_following(self, ref: str, container: str) -> None:
+        """End a :meth:`follow_log` stream now (its thread returns what it wrote)."""
+        response = self._watch_responses.get(f"log:{ref}:{container}")
+        if response is not None:
+            _shutdown(response)
 
     # ------------------------------------------------------------------ watch
 

@@ -23,7 +23,9 @@ Logs never block each other:
 
 With a log archive (``LEOFLOW_LOG_ARCHIVE_URL``), the whole log of **every container** of the pod —
 init containers and sidecars too — is archived before the tail is stored (:func:`archive_pod_logs`):
-after the pod ended, while it still exists, so its garbage collection waits for it.
+after the pod ended, while it still exists, so its garbage collection waits for it. The leader
+streams running containers into the archive meanwhile (:mod:`.live_archive`); this then reads
+past what is archived already and completes each log.
 
 A pod that no longer exists (404) or whose container never started (400) is settled at once with
 a one-line note instead of logs. Logs read while the database is away (a restart, a partition)
@@ -47,6 +49,7 @@ from leoflow.db.stores.task_logs import ShippingClaim
 from leoflow.errors import DatabaseError
 from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
 from leoflow.executor.kubernetes.kube_client import LOG_READ_TIMEOUT, KubernetesApi
+from leoflow.executor.kubernetes.live_archive import archived_end
 from leoflow.executor.log_archive import LogArchiver
 from leoflow.executor.log_tail import CappedOutput, cap_tail
 from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
@@ -114,8 +117,17 @@ async def archive_pod_logs(archiver: LogArchiver, api: KubernetesApi, task_try_i
         for name in containers:
             path = Path(spool) / f"{name}.log"
             try:
+                # What the live archive shipped while the pod ran is read past, not written again:
+                # the spool is sparse below it and its offsets stay the output's (see .live_archive).
+                done = await archived_end(archiver.db, task_try_id, name)
+            except DatabaseError:
+                done = 0
+            if done is None:
+                continue  # complete already
+            try:
                 with path.open("wb") as sink:
-                    await api.copy_log(pod, name, sink)
+                    sink.seek(done)
+                    await api.copy_log(pod, name, sink, skip=done)
             except (KubernetesError, OSError) as err:
                 log.warning("cannot read a container's log to archive it",
                             extra={"pod": pod, "container": name, "error": str(err)[:300]})
