@@ -112,7 +112,7 @@ class ReportApplier:
         try_changes = [self._try_change(key, f, outputs) for key, f in facts.items()] if record_tries else []
         applied = await ti_store.apply_transitions(step.conn, transitions, step.now, step.term, try_changes=try_changes)
         if tracing.enabled():  # once per try: only the reports whose transition was applied
-            self._trace_ended([u for u in batch if (r := by_key.get(
+            self._trace_ended([(u, r) for u in batch if (r := by_key.get(
                 (u.key.dag_id, u.key.run_id, u.key.task_id, u.key.map_index))) is not None and r.id in applied])
         await step.after_transitions([t for t in transitions if t.ti_id in applied], rows_by_id, graphs)
         missed: list[TryKey] = []
@@ -129,16 +129,16 @@ class ReportApplier:
                 self.inflight.pop(key, None)
         return missed
 
-    def _trace_ended(self, batch: Sequence[StatusUpdate]) -> None:
+    def _trace_ended(self, batch: Sequence[tuple[StatusUpdate, LiveTaskInstance]]) -> None:
         """The ended tries' spans (leoflow.tracing), started when they started running: a
-        ``running`` report in the same batch, what this leader saw, else the end (a try adopted
-        from an earlier leader whose ``running`` report this one never saw)."""
-        began = {u.key: u.at for u in batch if u.state == "running"}
-        for update in batch:
+        ``running`` report in the same batch, what this leader saw, else what the row says (a try
+        adopted from an earlier leader, whose ``running`` report this one never saw)."""
+        began = {u.key: u.at for u, _ in batch if u.state == "running"}
+        for update, row in batch:
             if update.state == "running":
                 continue
             entry = self.inflight.get(update.key)
-            started = began.get(update.key) or (entry.started_at if entry is not None else None)
+            started = began.get(update.key) or (entry.started_at if entry is not None else None) or row.started_at
             tracing.try_ended(update.key, update.state, started, update.at, exit_code=update.exit_code,
                               reason=update.reason)
 
