@@ -25,6 +25,8 @@ not judged.
 
 from __future__ import annotations
 
+import zlib
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -143,3 +145,117 @@ def later_writers(conn: psycopg.Connection[Any]) -> int:
 def audited_writes(conn: psycopg.Connection[Any]) -> int:
     row = conn.execute("SELECT count(*) FROM chaos_audit WHERE tbl <> 'leader_terms'").fetchone()
     return int(row[0]) if row else 0
+
+
+# --------------------------------------------------------------------------- the log archive
+
+#: Checksummed lines each layered task of the workload prints (after its hello line).
+PRINTED_LINES = 12
+#: What a flaky task's first try prints last (the soak's Kubernetes hook rewrites its marker to this).
+FAILING_BY_DESIGN = "failing try 1 by design"
+
+
+def printed_lines(dag_id: str, task_id: str) -> list[str]:
+    """The lines a layered task prints, each carrying the CRC-32 of what precedes it on the line.
+
+    Known in advance, so the audit compares an archived log with what the task printed, not with
+    another copy the same code made (the PostgreSQL tail comes from the same pod log).
+    """
+    lines = [f"{dag_id} {task_id} says hello"]
+    for i in range(1, PRINTED_LINES + 1):
+        body = f"{dag_id} {task_id} line {i:03d}"
+        lines.append(f"{body} crc={zlib.crc32(body.encode()):08x}")
+    return lines
+
+
+def checksum_ok(line: str) -> bool:
+    """A printed line whose checksum does not match was corrupted on the way (lines without one pass)."""
+    body, sep, crc = line.rpartition(" crc=")
+    return not sep or crc == f"{zlib.crc32(body.encode()):08x}"
+
+
+_ARCHIVED_TRIES = """
+SELECT tt.id, r.dag_id, ti.task_id, tt.try_number, tt.state, tl.content, tl.truncated,
+       la.size_bytes, la.chunks, la.complete
+FROM task_tries tt JOIN task_instances ti ON ti.id = tt.task_instance_id JOIN dag_runs r ON r.id = ti.run_pk
+LEFT JOIN task_logs tl ON tl.task_try_id = tt.id
+LEFT JOIN log_archives la ON la.task_try_id = tt.id AND la.container = 'task'
+WHERE tt.executor_ref IS NOT NULL AND tt.ended_at IS NOT NULL AND tt.state IN ('success', 'failed')
+ORDER BY tt.id
+"""
+_CHUNKS = """SELECT start_offset, end_offset, object_key FROM log_archive_chunks
+             WHERE task_try_id = %s AND container = 'task' ORDER BY start_offset"""
+#: The tail the executor stores when the container never started: nothing was printed to archive.
+NEVER_STARTED = "[leoflow] no logs:"
+
+
+def archived_bytes(conn: psycopg.Connection[Any], archive_root: Path, task_try_id: int,
+                   size: int, chunks: int) -> tuple[bytes | None, str | None]:
+    """The try's archived ``task`` log read object by object as a reader would, or the defect found:
+    a gap or overlap between chunks, an index that disagrees with its chunks, or an object that is
+    missing or does not hold exactly its chunk's bytes (a half object taken for a whole)."""
+    parts, at = [], 0
+    rows = conn.execute(_CHUNKS, (task_try_id,)).fetchall()
+    for start, end, key in rows:
+        if start != at:
+            return None, f"{'gap' if start > at else 'overlap'} at byte {at} (next chunk starts at {start})"
+        try:
+            data = zlib.decompress((archive_root / key).read_bytes(), zlib.MAX_WBITS | 16)
+        except (OSError, zlib.error) as exc:
+            return None, f"object {key} unreadable: {exc}"
+        if len(data) != end - start:
+            return None, f"object {key} holds {len(data)} bytes, its chunk {end - start}"
+        parts.append(data)
+        at = end
+    if at != size or len(rows) != chunks:
+        return None, f"index says {size} bytes in {chunks} chunks, its chunks hold {at} in {len(rows)}"
+    return b"".join(parts), None
+
+
+def archive_audit(conn: psycopg.Connection[Any], archive_root: Path,
+                  layered: dict[tuple[str, str], bool]) -> dict[str, Any]:
+    """Every finished try's archived ``task`` log against what the task printed.
+
+    ``layered`` maps (dag, task) of the workload's checksummed tasks to whether the task is flaky
+    by design. Such a try's archive must be complete and equal its :func:`printed_lines` exactly
+    (plus :data:`FAILING_BY_DESIGN` on a flaky task's first try); every other finished try's must
+    be complete, whole, and equal the tail in PostgreSQL when that tail is the whole output.
+    """
+    checked, compared_with_tail, never_started = 0, 0, 0
+    problems: list[dict[str, Any]] = []
+    for tid, dag, task, try_number, state, tail, truncated, size, chunks, complete in conn.execute(_ARCHIVED_TRIES):
+        name = f"{dag}.{task}#{try_number}"
+        if size is None:
+            if tail is not None and tail.startswith(NEVER_STARTED):
+                never_started += 1
+            else:
+                problems.append({"try": name, "problem": "no archive"})
+            continue
+        if not complete:
+            problems.append({"try": name, "problem": f"incomplete at {size} bytes"})
+            continue
+        data, defect = archived_bytes(conn, archive_root, tid, size, chunks)
+        if defect is not None or data is None:
+            problems.append({"try": name, "problem": defect})
+            continue
+        text = data.decode(errors="replace")
+        bad = [line for line in text.splitlines() if not checksum_ok(line)]
+        if bad:
+            problems.append({"try": name, "problem": "checksum mismatch", "line": bad[0][:200]})
+            continue
+        if (dag, task) in layered:
+            lines = printed_lines(dag, task)
+            if layered[(dag, task)] and try_number == 1 and state == "failed":
+                lines.append(FAILING_BY_DESIGN)
+            expected = "".join(f"{line}\n" for line in lines)
+            checked += 1
+        elif tail is not None and not truncated:
+            expected = tail
+            compared_with_tail += 1
+        else:
+            continue
+        if text != expected:
+            problems.append({"try": name, "problem": "differs from what the task printed",
+                             "archived": text[:300], "printed": expected[:300]})
+    return {"checksummed_tries": checked, "compared_with_tail": compared_with_tail,
+            "never_started": never_started, "problems": problems[:20], "problem_count": len(problems)}
