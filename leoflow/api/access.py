@@ -59,6 +59,9 @@ _ACTIONS: dict[tuple[str, str], Action] = {
     ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark"): "operate",
     ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval"): "operate",
     ("POST", "/api/v2/dags/{dag_id}/runs/{run_id}/mark"): "operate",
+    # A try's artifacts are task data like its log and outputs: listed and downloaded with read.
+    ("GET", "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/artifacts"): "read",
+    ("GET", "/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/artifacts/{name}"): "read",
     ("POST", "/api/v2/dags/{dag_id}/backfill"): "operate",
     ("POST", "/api/v2/dags/{dag_id}/backfills/{backfill_id}/cancel"): "operate",
     ("PATCH", "/api/v2/dags/{dag_id}"): "operate",

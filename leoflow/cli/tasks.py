@@ -77,6 +77,17 @@ def register(sub: Any) -> None:
     events.add_argument("task_id", metavar="TASK")
     _map_index_argument(events)
     events.add_argument("--try", dest="try_number", type=int, help="try number (default: the latest)")
+    artifacts = verb(tasks, "artifacts", "list a task's output artifacts; with NAME, download one (.tar.gz) to "
+                     "--to FILE or stdout", tasks_artifacts, f"GET {TASK}/{{task_id}}/artifacts",
+                     f"GET {TASK}/{{task_id}}/artifacts/{{name}}")
+    artifacts.add_argument("dag_id", metavar="DAG")
+    artifacts.add_argument("run_id", metavar="RUN")
+    artifacts.add_argument("task_id", metavar="TASK")
+    artifacts.add_argument("name", metavar="NAME", nargs="?", help="download this artifact")
+    artifacts.add_argument("--try", dest="try_number", type=int, metavar="N",
+                           help="only this try's (a download: default the newest try that stored it)")
+    artifacts.add_argument("--to", metavar="FILE", help="write the download here (default: stdout, if not a terminal)")
+    _map_index_argument(artifacts)
     outputs = verb(tasks, "outputs", "print the outputs a task published (those of its try that succeeded)",
                    tasks_outputs, f"GET {TASK}/{{task_id}}/outputs")
     outputs.add_argument("dag_id", metavar="DAG")
@@ -222,6 +233,34 @@ def tasks_outputs(args: argparse.Namespace, client: ClientSettings) -> int:
         return 0
     for line in output_lines(answer["outputs"]):
         print(line)
+    return 0
+
+
+def tasks_artifacts(args: argparse.Namespace, client: ClientSettings) -> int:
+    """The artifacts' table, or one artifact's bytes (never to a terminal: it is a .tar.gz)."""
+    params = {**_map_query(args), **({"try": args.try_number} if args.try_number is not None else {})}
+    path = f"{run_path(args.dag_id, args.run_id)}/tasks/{q(args.task_id)}/artifacts"
+    if args.name is not None:
+        if args.to is None and sys.stdout.isatty():
+            usage("the artifact is a .tar.gz: give --to FILE, or redirect stdout")
+        with Api(client) as api:
+            answer = api.request("GET", f"{path}/{q(args.name)}", params=params)
+        if args.to is None:
+            sys.stdout.buffer.write(answer.content)
+            sys.stdout.buffer.flush()
+        else:
+            with open(args.to, "wb") as f:
+                f.write(answer.content)
+            print(f"{args.to}: {len(answer.content):,} bytes (try {answer.headers.get('x-leoflow-try', '?')}, "
+                  f"{answer.headers.get('x-leoflow-artifact-digest', '')})", file=sys.stderr)
+        return 0
+    with Api(client) as api:
+        answer = api.json("GET", path, params=params)
+    if emitted(args, answer):
+        return 0
+    table([[a["name"], str(a["try_number"]), a["kind"] or "-", f"{a['size_bytes']:,}", f"{a['stored_bytes']:,}",
+            "yes" if a["complete"] else "no", a["problem"] or ""] for a in answer["artifacts"]],
+          ["NAME", "TRY", "KIND", "BYTES", "STORED", "COMPLETE", "PROBLEM"])
     return 0
 
 

@@ -104,6 +104,8 @@ def result_of(op: Operation, status: int, content: bytes, client: Any) -> Any:
         raise NotModified("not modified", status=status)
     if kind == "empty":
         return None
+    if kind == "bytes":
+        return content
     if kind == "text":
         return content.decode("utf-8", "replace")
     try:

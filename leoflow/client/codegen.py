@@ -169,6 +169,8 @@ class _Op:
             content = answer.get("content") or {}
             if "application/json" in content:
                 self.answers[int(code)] = ("json", _ref(content["application/json"].get("schema") or {}))
+            elif any((media.get("schema") or {}).get("format") == "binary" for media in content.values()):
+                self.answers[int(code)] = ("bytes", None)  # a download (an artifact's .tar.gz): not text
             elif content:
                 self.answers[int(code)] = ("text", None)
             else:
@@ -190,6 +192,8 @@ class _Op:
                 kinds.append(ref or "dict[str, Any]")
             elif kind == "text":
                 kinds.append("str")
+            elif kind == "bytes":
+                kinds.append("bytes")
             elif 200 <= min(self.answers) < 300 and all(k == "empty" for k, _ in self.answers.values()):
                 kinds.append("None")
         return " | ".join(dict.fromkeys(kinds)) or "None"

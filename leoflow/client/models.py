@@ -930,6 +930,40 @@ class TaskWait(Model):
     comment: str | None
     failure: str | None
 
+
+class TaskArtifact(Model):
+    """The TaskArtifact object of the API."""
+
+    _fields: ClassVar[tuple[str, ...]] = ('name', 'try_number', 'kind', 'size_bytes', 'stored_bytes', 'files', 'digest', 'complete', 'problem', 'created_at')
+    _nested: ClassVar[dict[str, tuple[str, bool]]] = {}
+    name: str
+    try_number: int
+    """The try that left it"""
+    kind: str | None
+    """A file or a directory; null when nothing was stored"""
+    size_bytes: int
+    """Bytes of its files before compression"""
+    stored_bytes: int
+    """Bytes of the stored .tar.gz (what a download sends)"""
+    files: int
+    """Files and directories in it"""
+    digest: str | None
+    """sha256:HEX of the stored .tar.gz"""
+    complete: bool
+    """Stored whole: downloadable, and what a consuming task reads"""
+    problem: str | None
+    """Why nothing was stored (missing, over a limit, storage refused); null when complete"""
+    created_at: str
+
+
+class TaskArtifacts(Model):
+    """The TaskArtifacts object of the API."""
+
+    _fields: ClassVar[tuple[str, ...]] = ('artifacts',)
+    _nested: ClassVar[dict[str, tuple[str, bool]]] = {'artifacts': ('TaskArtifact', True)}
+    artifacts: list[TaskArtifact]
+    """Newest try first, then by name"""
+
 #: Every result class by schema name.
 MODELS: dict[str, type[Model]] = {
     'Error': Error,
@@ -994,4 +1028,6 @@ MODELS: dict[str, type[Model]] = {
     'ApprovalRequest': ApprovalRequest,
     'Approval': Approval,
     'TaskWait': TaskWait,
+    'TaskArtifact': TaskArtifact,
+    'TaskArtifacts': TaskArtifacts,
 }

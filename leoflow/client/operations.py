@@ -43,6 +43,7 @@ from leoflow.client.models import (
     Run,
     RunDetail,
     RunPage,
+    TaskArtifacts,
     TaskDetail,
     TaskEvents,
     TaskInstance,
@@ -110,6 +111,8 @@ OPERATIONS: dict[str, Operation] = {
     'record_dataset_event': Operation('record_dataset_event', 'POST', '/api/v2/datasets/events', {201: ('json', 'DatasetEvent')}, (), (), 'DatasetEventRequest', ('uri', 'extra', 'events')),
     'list_datasets': Operation('list_datasets', 'GET', '/api/v2/datasets', {200: ('json', 'DatasetList')}, ('limit', 'cursor', 'uri', 'dag_id'), (), None, ()),
     'decide_approval': Operation('decide_approval', 'POST', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval', {200: ('json', 'Approval')}, (), (), 'ApprovalRequest', ('decision', 'comment')),
+    'list_task_artifacts': Operation('list_task_artifacts', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/artifacts', {200: ('json', 'TaskArtifacts')}, ('map_index', 'try'), (), None, ()),
+    'download_task_artifact': Operation('download_task_artifact', 'GET', '/api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/artifacts/{name}', {200: ('bytes', None)}, ('map_index', 'try'), (), None, ()),
 }
 
 
@@ -368,6 +371,14 @@ class Operations(Calls):
         """Decide approval: ``POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval``."""
         return self._call(OPERATIONS['decide_approval'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {}, {'decision': decision, 'comment': comment}, {})  # type: ignore[no-any-return]
 
+    def list_task_artifacts(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None) -> TaskArtifacts:
+        """List task artifacts: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/artifacts``."""
+        return self._call(OPERATIONS['list_task_artifacts'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_}, None, {})  # type: ignore[no-any-return]
+
+    def download_task_artifact(self, dag_id: str, run_id: str, task_id: str, name: str, *, map_index: int | None = None, try_: int | None = None) -> bytes:
+        """Download task artifact: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/artifacts/{name}``."""
+        return self._call(OPERATIONS['download_task_artifact'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id, 'name': name}, {'map_index': map_index, 'try': try_}, None, {})  # type: ignore[no-any-return]
+
 
 class AsyncOperations(AsyncCalls):
     """One method per API operation (awaitable)."""
@@ -623,3 +634,11 @@ class AsyncOperations(AsyncCalls):
     async def decide_approval(self, dag_id: str, run_id: str, task_id: str, *, decision: str, comment: str | None = None) -> Approval:
         """Decide approval: ``POST /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/approval``."""
         return await self._acall(OPERATIONS['decide_approval'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {}, {'decision': decision, 'comment': comment}, {})  # type: ignore[no-any-return]
+
+    async def list_task_artifacts(self, dag_id: str, run_id: str, task_id: str, *, map_index: int | None = None, try_: int | None = None) -> TaskArtifacts:
+        """List task artifacts: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/artifacts``."""
+        return await self._acall(OPERATIONS['list_task_artifacts'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id}, {'map_index': map_index, 'try': try_}, None, {})  # type: ignore[no-any-return]
+
+    async def download_task_artifact(self, dag_id: str, run_id: str, task_id: str, name: str, *, map_index: int | None = None, try_: int | None = None) -> bytes:
+        """Download task artifact: ``GET /api/v2/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/artifacts/{name}``."""
+        return await self._acall(OPERATIONS['download_task_artifact'], {'dag_id': dag_id, 'run_id': run_id, 'task_id': task_id, 'name': name}, {'map_index': map_index, 'try': try_}, None, {})  # type: ignore[no-any-return]

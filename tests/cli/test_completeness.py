@@ -9,9 +9,12 @@ the server saw for each, so a declaration cannot claim a call the verb does not 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,6 +24,9 @@ from starlette.types import Message, Receive, Scope, Send
 from leoflow.api.app import create_app
 from leoflow.api.openapi.document import openapi_document
 from leoflow.cli.main import build_parser, main
+from leoflow.model.artifacts.declared import OutputArtifact
+from leoflow.storage.artifacts import upload_outputs
+from leoflow.storage.objects import ObjectStore
 from tests.api.conftest import ADMIN_TOKEN, api_settings, seed_task
 from tests.api.live import serve
 
@@ -110,6 +116,8 @@ INVOCATIONS: list[tuple[str, list[str]]] = [
     ("tasks list", ["etl", "r1"]), ("tasks list", ["--state", "success"]),
     ("tasks show", ["etl", "r1", "extract"]), ("tasks logs", ["etl", "r1", "extract"]),
     ("tasks outputs", ["etl", "r1", "extract"]), ("tasks events", ["etl", "r1", "extract", "--try", "1"]),
+    ("tasks artifacts", ["etl", "r1", "extract"]),
+    ("tasks artifacts", ["etl", "r1", "extract", "report", "--to", "{artifact}"]),
     ("tasks approve", ["etl", "r9", "gate1"]), ("tasks reject", ["etl", "r9", "gate2", "-m", "not today"]),
     ("dags backfill", ["etl", "--start", "2026-03-01", "--end", "2026-03-01T03:00:00Z"]),
     ("backfills list", ["etl"]), ("backfills show", ["etl", "1"]), ("backfills cancel", ["etl", "1"]),
@@ -163,6 +171,26 @@ def _seed(url: str) -> None:
                      "SELECT id, dag_id, run_id, 'success', 'default', '{}', now() FROM dag_runs WHERE run_id = 'r1'")
 
 
+def _seed_artifact(database_url: str, archive_url: str) -> bytes:
+    """An output artifact of r1's extract, as an executor leaves one: the object first, then its row;
+    returns the stored .tar.gz."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute("SELECT tt.id FROM task_tries tt JOIN task_instances ti ON ti.id = tt.task_instance_id "
+                           "JOIN dag_runs r ON r.id = ti.run_pk "
+                           "WHERE r.run_id = 'r1' AND ti.task_id = 'extract'").fetchone()
+    assert row is not None
+    source = Path(tempfile.mkdtemp())
+    (source / "report.txt").write_text("rows: 3\n")
+    store = ObjectStore(archive_url)
+    [packed] = asyncio.run(upload_outputs(store, "default", row[0], source, [OutputArtifact("report", "report.txt")]))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO task_artifacts (task_try_id, name, kind, object_key, size_bytes, stored_bytes, "
+                     "files, digest, complete) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, true)",
+                     (row[0], packed.name, packed.kind, packed.object_key, packed.size_bytes, packed.stored_bytes,
+                      packed.files, packed.digest))
+    return asyncio.run(store.get(packed.object_key or ""))
+
+
 def _seed_gates(url: str) -> None:
     """A run whose two tasks wait for an approval (tasks approve, tasks reject)."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -186,19 +214,22 @@ def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, mon
     (tmp_path / "dags" / "etl.yaml").write_text(spec.read_text())
     template = tmp_path / "template.yaml"
     template.write_text("name: etl\nimage: busybox\ncommand: ['true']\n")
-    recorder = SeenOperations(create_app(api_settings(database_url)))
+    archive = (tmp_path / "archive").as_uri()
+    recorder = SeenOperations(create_app(api_settings(database_url, LEOFLOW_LOG_ARCHIVE_URL=archive)))
     with serve(recorder) as url:  # type: ignore[arg-type]
         monkeypatch.setenv("LEOFLOW_URL", url)
         monkeypatch.setenv("LEOFLOW_TOKEN", ADMIN_TOKEN)
         seen_by: dict[str, set[str]] = {}
         for name, args in INVOCATIONS:
-            files = {"{spec}": str(spec), "{dir}": str(tmp_path / "dags"), "{template}": str(template)}
+            files = {"{spec}": str(spec), "{dir}": str(tmp_path / "dags"), "{template}": str(template),
+                     "{artifact}": str(tmp_path / "report.tar.gz")}
             if "{token}" in args:  # the one tokens create made
                 with psycopg.connect(database_url) as conn:
                     files["{token}"] = conn.execute("SELECT id FROM api_tokens").fetchone()[0]  # type: ignore[index]
             argv = [*name.split(), *(files.get(a, a) for a in args)]
             if argv == ["runs", "trigger", "etl", "--run-id", "r2"]:
                 _seed(database_url)
+                stored = _seed_artifact(database_url, archive)
             if argv[:2] == ["tasks", "approve"]:
                 _seed_gates(database_url)
             recorder.seen.clear()
@@ -211,6 +242,7 @@ def test_every_verb_calls_what_it_declares(database_url: str, tmp_path: Any, mon
             failing = name == "cluster leader" or (name == "dags backfill" and "--wait" in argv)
             assert code == (1 if failing else 0), (argv, out, err)
             seen_by.setdefault(name, set()).update(recorder.seen)
+    assert (tmp_path / "report.tar.gz").read_bytes() == stored  # tasks artifacts ... NAME --to FILE
     for name, parser in verbs.items():
         declared = set(parser.get_default("operations"))
         assert seen_by[name] == declared, f"`leoflow {name}` declares {sorted(declared)}, calls {sorted(seen_by[name])}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -32,7 +33,7 @@ from leoflow.client.models import (
 from leoflow.client.operations import OPERATIONS
 from tests.api.conftest import ADMIN_TOKEN, api_settings
 from tests.api.live import serve
-from tests.cli.test_completeness import SeenOperations, _end_soon, _seed, _seed_gates
+from tests.cli.test_completeness import SeenOperations, _end_soon, _seed, _seed_artifact, _seed_gates
 
 SPEC_YAML = ("dag_id: etl\nschedule: '0 * * * *'\nstart_date: 2026-01-01T00:00:00Z\npaused: true\n"
              "tasks:\n  - {id: extract, image: busybox, command: ['true']}\n")
@@ -44,7 +45,7 @@ def _applied_soon(database_url: str) -> None:
     threading.Thread(target=_end_soon, args=(database_url, APPLIED), daemon=True).start()
 
 
-def _calls(c: Client, database_url: str) -> None:
+def _calls(c: Client, database_url: str, archive_url: str) -> None:
     """One call of every operation, in an order that leaves what each next one needs."""
     assert c.liveness().status == "ok"
     assert c.readiness().status == "ready"
@@ -89,6 +90,10 @@ def _calls(c: Client, database_url: str) -> None:
     assert c.get_task_instance("etl", "r1", "extract").tries[0].try_number == 1
     assert c.get_task_log("etl", "r1", "extract", try_=1) == "hello\n"
     assert c.get_task_outputs("etl", "r1", "extract").try_number == 1
+    stored = _seed_artifact(database_url, archive_url)
+    assert [(a.name, a.complete, a.kind) for a in c.list_task_artifacts("etl", "r1", "extract").artifacts] == [
+        ("report", True, "file")]
+    assert c.download_task_artifact("etl", "r1", "extract", "report") == stored  # bytes, as stored
     assert c.get_task_pod_events("etl", "r1", "extract", try_=1).events == []  # not a Kubernetes try
     backfill = c.start_backfill("etl", start="2026-03-01T00:00:00Z", end="2026-03-01T03:00:00Z")
     assert isinstance(backfill, Backfill)
@@ -124,10 +129,11 @@ def _calls(c: Client, database_url: str) -> None:
     assert c.list_dags().items == []
 
 
-def test_every_operation_through_the_client(database_url: str) -> None:
-    recorder = SeenOperations(create_app(api_settings(database_url)))
+def test_every_operation_through_the_client(database_url: str, tmp_path: Path) -> None:
+    archive = (tmp_path / "archive").as_uri()
+    recorder = SeenOperations(create_app(api_settings(database_url, LEOFLOW_LOG_ARCHIVE_URL=archive)))
     with serve(recorder) as url, Client(url, ADMIN_TOKEN, backoff=0.01) as client:  # type: ignore[arg-type]
-        _calls(client, database_url)
+        _calls(client, database_url, archive)
     seen = set(recorder.seen)
     declared = {f"{op.method} {op.path}" for op in OPERATIONS.values()}
     assert declared - seen == set(), "operations no client call reached"

@@ -143,6 +143,7 @@ def _artifact_poisons() -> list[Poison]:
         return spec(tasks=[task(artifacts={"outputs": list(outputs)})])
 
     at = "tasks[0].artifacts.outputs[0]"
+    listing = f"/api/v2/dags/{HEALTHY}/runs/no-such-run/tasks/a/artifacts"
     most = limits.ARTIFACT_DECLS.maximum
     return [
         _dag("artifacts as a list", spec(tasks=[task(artifacts=[out()])]), 422, "tasks[0].artifacts"),
@@ -173,6 +174,14 @@ def _artifact_poisons() -> list[Poison]:
         _dag("artifact from a task downstream", spec(tasks=[
             task("a", artifacts={"inputs": [{"name": "i", "from": "{{ tasks.b.artifacts.rep }}", "path": "in"}]}),
             task("b", depends_on=["a"], artifacts={"outputs": [out()]})]), 422, "tasks[0].artifacts.inputs[0].from"),
+        # The artifact routes: a bad query or name is a 400 naming it, before any lookup.
+        Poison("artifacts try 0", "GET", f"{listing}?try=0", None, JSON, 400, "try"),
+        Poison("artifacts try of 30 digits", "GET", f"{listing}?try={'9' * 30}", None, JSON, 400, "try"),
+        Poison("artifacts map_index x", "GET", f"{listing}?map_index=x", None, JSON, 400, "map_index"),
+        Poison("artifact name with a dot", "GET", f"{listing}/a.b", None, JSON, 400, "name"),
+        Poison("artifact name of 1,000 characters", "GET", f"{listing}/{'n' * 1000}", None, JSON, 400, "name"),
+        Poison("artifact download try -1", "GET", f"{listing}/rep?try=-1", None, JSON, 400, "try"),
+        Poison("artifact of a run that does not exist", "GET", f"{listing}/rep", None, JSON, 404, None),
         # Exactly at a limit: accepted.
         _dag(f"exactly {most} output artifacts, names of 64 and a path of 255", spec(
             "at-artifacts", tasks=[task(artifacts={"outputs": [

@@ -14,6 +14,7 @@ from typing import Any
 from leoflow import __version__
 from leoflow.api.openapi import (
     approvals,
+    artifacts,
     audit,
     backfills,
     cluster,
@@ -32,7 +33,7 @@ from leoflow.api.routes.table import OPERATIONS
 
 #: The resources in the order the document lists their schemas.
 _SCHEMAS_ORDER = (components, dags, runs, cluster, system, versions, backfills, notifications, audit, pools,
-                  tokens, templates, datasets, approvals)
+                  tokens, templates, datasets, approvals, artifacts)
 
 
 def schemas() -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from leoflow.api.operations import Operation
 from leoflow.api.routes import (
     approvals,
+    artifacts,
     audit,
     backfills,
     cluster,
@@ -30,5 +31,6 @@ from leoflow.api.routes import (
 
 OPERATIONS: tuple[Operation, ...] = tuple(
     operation for module in (runs, logs, outputs, commands, system, cluster, dags, dag_sync, versions, backfills,
-                             notifications, audit, pools, tokens, templates, datasets, approvals)
+                             notifications, audit, pools, tokens, templates, datasets, approvals,
+                             artifacts)
     for operation in module.OPERATIONS)
