@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos", "retention", "chain", "cli", "run_starts", "map",
-              "datasets")
+              "datasets", "waits")
 #: Page titles name what a benchmark measures (the page is for users, not for the tracker).
 TITLES = {"failover": "Leader failover: handover and resumption after crashes and SIGTERMs",
           "scheduler": "Scheduler throughput, dependency latency and leader memory",
@@ -47,6 +47,7 @@ TITLES = {"failover": "Leader failover: handover and resumption after crashes an
           "run_starts": "Starting runs behind a backlog of queued runs",
           "map": "Mapped tasks: fan-out over 1,000 and 10,000 instances, and their expansion",
           "datasets": "Datasets: data arriving → runs started, 1,000 DAGs fed at once, a 100,000-event burst",
+          "waits": "Waits that hold no pod: 10,000 tasks in `wait_for`, the leader's CPU while nothing changes",
           "vs_airflow": "Leoflow vs Airflow",
           "vs_airflow_chain": "Leoflow vs Airflow: chains, trigger to run success",
           "vs_airflow_map": "Leoflow vs Airflow: a 1,000-item map (.expand()), trigger to run success",
@@ -220,8 +221,15 @@ time; the events recorded, the queue rows (one per consumer: coalesced), the run
 (one each) and the replica's RSS. On this shared host the API takes what the CPU allows (see
 `events_per_s`), far below 1,700/s: the coalescing and memory figures hold for any rate, the
 rate itself does not."""
+WAITS_NOTE = """One `leoflow serve` replica (memory executor) on a private PostgreSQL. 10 DAGs of 1,000 `kind: empty`
+tasks, each held by an approval (`wait_for: {approval: …}`), one run each: 10,000 tasks `waiting`, no
+pod and no slot held (`parked_seconds`: from the first apply until all were waiting). Their next
+safety-net checks are then spread over five minutes as in steady state (about 33 re-judged a
+second), and the replica's CPU (user + system, `/proc`) is read over `seconds` while nothing changes
+(target < 5 % of one core). Last, one approval through the API until its task succeeded
+(`approval_to_success_s`). The load average of the shared host is recorded before and after."""
 NOTES = {"chaos": CHAOS_NOTE, "vs_airflow_chain": CHAIN_NOTE, "many_dags": MANY_DAGS_NOTE,
-         "datasets": DATASETS_NOTE}
+         "datasets": DATASETS_NOTE, "waits": WAITS_NOTE}
 
 def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []

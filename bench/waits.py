@@ -15,7 +15,7 @@ CPU < 5 % of one core while nothing changes — on one real ``leoflow serve`` re
 
     python bench/waits.py                    # 10,000 waiting tasks, 60 s measured (~2 min)
 
-Prints one JSON object as the last line.
+Prints one JSON object as the last line and saves a PNG (``--png``, default bench/waits.png).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--png", type=Path, default=Path(__file__).with_name("waits.png"))
     args = parser.parse_args()
     total = args.dags * args.tasks * args.runs
     with database(None) as url:
@@ -100,8 +101,26 @@ def main() -> int:
            "cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
            "load_average_after": [round(x, 2) for x in os.getloadavg()],
            "targets": {f"{total}_waiting_leader_cpu<{TARGET_CPU_PERCENT:g}%": percent < TARGET_CPU_PERCENT}}
+    plot(out, args.png)
     print(json.dumps(out))
     return 0
+
+
+def plot(result: dict[str, Any], png: Path) -> None:
+    """The leader's CPU while every task waits, beside the target (percent of one core)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    labels = [f"{result['waiting_tasks']:,} tasks waiting", "target"]
+    ax.bar(labels, [result["leader_cpu_percent"], TARGET_CPU_PERCENT], color=["tab:blue", "tab:gray"])
+    ax.set_ylabel("leader CPU, % of one core")
+    load = result["load_average_before"][0]
+    ax.set_title(f"Waits: leader CPU while nothing changes (load {load:g})")
+    fig.tight_layout()
+    fig.savefig(png)
 
 
 if __name__ == "__main__":
