@@ -293,10 +293,11 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def run(settings: Settings, *, extra_leader_services: Sequence[LeaderService] = ()) -> int:
     """Run a replica until SIGTERM/SIGINT; the exit code (0 after a clean handover)."""
-    claim_database(settings)
-    # Traces when an OTLP endpoint is set (leoflow.tracing: the SDK reads its own OTEL_* variables).
+    # Traces when an OTLP endpoint is set (leoflow.tracing: the SDK reads its own OTEL_* variables);
+    # first, so that OTEL_* values the SDK refuses stop the replica before it touches the database.
     tracing.configure(os.environ, node_id=settings.cluster.node_id)
     try:
+        claim_database(settings)
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(Replica(settings, extra_leader_services=extra_leader_services).serve())
     finally:

@@ -38,3 +38,17 @@ def test_with_an_endpoint_the_sdk_is_loaded() -> None:
     answer = _probe(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
     assert answer["on"] is True
     assert "opentelemetry.sdk.trace" in answer["otel"]  # type: ignore[operator]
+
+
+def test_otel_values_the_sdk_refuses_stop_serve_with_one_line() -> None:
+    """Poison: a protocol the exporters cannot speak, or batch settings the SDK refuses, stop
+    ``leoflow serve`` at start with exit code 2 and one line naming the variable, no traceback."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LEOFLOW_"))}
+    base = {**clean, "LEOFLOW_DATABASE_URL": "postgresql://u:p@127.0.0.1:9/none", "LEOFLOW_AUTH": "disabled",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    for bad, named in (({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "OTEL_EXPORTER_OTLP_PROTOCOL"),
+                       ({"OTEL_BSP_MAX_QUEUE_SIZE": "1"}, "OpenTelemetry SDK refused")):
+        done = subprocess.run([sys.executable, "-m", "leoflow", "serve"], env={**base, **bad}, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert named in done.stderr and "Traceback" not in done.stderr, done.stderr
