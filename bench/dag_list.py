@@ -131,31 +131,26 @@ def store_times(url: str, count: int, requests: int) -> dict[str, dict[str, floa
     """The same pages read by ``dag_store.list_dags`` in this process: the database's share."""
     import asyncio
 
-    from leoflow.db.connection.engine import make_async_engine
     from leoflow.db.stores import dags as dag_store
-    from leoflow.settings import DatabaseSettings
 
     async def measure_all() -> dict[str, dict[str, float]]:
-        engine = make_async_engine(DatabaseSettings(url=url), pool_size=1)
         out: dict[str, dict[str, float]] = {}
-        try:
-            async with engine.connect() as conn:
-                for name, params in scenarios(count).items():
-                    where = dag_store.DagListFilter(
-                        paused=None if "paused" not in params else params["paused"] == "true",
-                        prefix=params.get("prefix"), last_run_state=params.get("state"))
-                    after = f"dag-{count * 9 // 10:06d}" if "cursor" in params else None
-                    seconds = []
-                    for i in range(WARMUP + requests):
-                        started = time.perf_counter()
-                        await dag_store.list_dags(conn, after=after, limit=100, where=where)
-                        if i >= WARMUP:
-                            seconds.append(time.perf_counter() - started)
-                    seconds.sort()
-                    out[name] = {"p50_ms": round(1000 * (percentile(seconds, 0.5) or 0), 2),
-                                 "p99_ms": round(1000 * (percentile(seconds, 0.99) or 0), 2)}
-        finally:
-            await engine.dispose()
+        # A plain autocommit connection, as the API pool's raw ones the route reads through.
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            for name, params in scenarios(count).items():
+                where = dag_store.DagListFilter(
+                    paused=None if "paused" not in params else params["paused"] == "true",
+                    prefix=params.get("prefix"), last_run_state=params.get("state"))
+                after = f"dag-{count * 9 // 10:06d}" if "cursor" in params else None
+                seconds = []
+                for i in range(WARMUP + requests):
+                    started = time.perf_counter()
+                    await dag_store.list_dags(conn, after=after, limit=100, where=where)
+                    if i >= WARMUP:
+                        seconds.append(time.perf_counter() - started)
+                seconds.sort()
+                out[name] = {"p50_ms": round(1000 * (percentile(seconds, 0.5) or 0), 2),
+                             "p99_ms": round(1000 * (percentile(seconds, 0.99) or 0), 2)}
         return out
 
     return asyncio.run(measure_all())
