@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db import arrays
 from leoflow.db.fragments import unobserved_runs_sql, unobserved_tries_sql
 
 
@@ -140,20 +141,34 @@ async def mark_tries_observed(conn: AsyncConnection, try_pks: Sequence[int], now
 
 
 async def add_run_stats(conn: AsyncConnection, deltas: Sequence[RunStatsDelta]) -> None:
-    """Add run counts, duration sums and histogram bins per (DAG, state)."""
+    """Add run counts, duration sums and histogram bins per (DAG, state), in one statement.
+
+    One row per delta used to be one statement each: 10,000 DAGs' runs ending at one boundary made
+    10,000 round trips here (~1 s of database time and as much of the leader's CPU, beside the
+    scheduler). The deltas are unique per (DAG, state) (:func:`~leoflow.notify.observer.run_stats`
+    sums them), as one ``ON CONFLICT DO UPDATE`` needs, and go in sorted, so two writers lock rows
+    in the same order.
+    """
     if not deltas:
         return
+    ordered = sorted(deltas, key=lambda d: (d.dag_id, d.state))
     await conn.execute(text("""
         INSERT INTO dag_run_stats AS s (dag_id, state, runs, duration_sum, bins, last_ended_at)
-        VALUES (:dag_id, :state, :runs, :duration_sum, CAST(:bins AS bigint[]), :last_ended_at)
+        SELECT x.dag_id, x.state, x.runs, x.duration_sum, CAST(x.bins AS bigint[]), x.last_ended_at
+        FROM unnest(CAST(:dag_ids AS text[]), CAST(:states AS text[]), CAST(:runs AS bigint[]),
+                    CAST(:sums AS float8[]), CAST(:bins AS text[]), CAST(:ended AS timestamptz[])) WITH ORDINALITY
+            AS x(dag_id, state, runs, duration_sum, bins, last_ended_at, n)
+        ORDER BY x.n
         ON CONFLICT (dag_id, state) DO UPDATE SET
             runs = s.runs + excluded.runs,
             duration_sum = s.duration_sum + excluded.duration_sum,
             bins = ARRAY(SELECT coalesce(a, 0) + coalesce(b, 0)
                          FROM unnest(s.bins, excluded.bins) WITH ORDINALITY AS t(a, b, i) ORDER BY i),
             last_ended_at = greatest(s.last_ended_at, excluded.last_ended_at)
-    """), [{"dag_id": d.dag_id, "state": d.state, "runs": d.runs, "duration_sum": d.duration_sum, "bins": d.bins,
-            "last_ended_at": d.last_ended_at} for d in deltas])
+    """), {"dag_ids": arrays.texts(d.dag_id for d in ordered), "states": arrays.texts(d.state for d in ordered),
+           "runs": arrays.ints(d.runs for d in ordered), "sums": arrays.floats(d.duration_sum for d in ordered),
+           "bins": arrays.texts(arrays.ints(d.bins) for d in ordered),
+           "ended": arrays.timestamps(d.last_ended_at for d in ordered)})
 
 
 async def add_task_failures(conn: AsyncConnection, counts: dict[tuple[str, str], int]) -> None:
