@@ -181,10 +181,16 @@ def watch(db: psycopg.Connection[Any], boundary: datetime, count: int, timeout: 
     The runs' own timestamps are the scheduler step's start (a step stamps what it writes with
     one time), so they say how soon the step began; these say when its commit was visible."""
     seen: dict[str, float | None] = {"created": None, "succeeded": None}
+    # Only runs newer than every run that exists before the boundary (a primary-key range): the poll
+    # scanned every run of every earlier boundary, 18 ms of database time ten times a second on the
+    # two cores the scheduler measured here needs (a sixth of the database's time at 10,000 DAGs).
+    floor = db.execute("SELECT coalesce(max(id), 0) FROM dag_runs").fetchone()
+    assert floor is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         row = db.execute("SELECT count(DISTINCT dag_id), count(DISTINCT dag_id) FILTER (WHERE state = 'success') "
-                         "FROM dag_runs WHERE run_type = 'scheduled' AND logical_date >= %s", (boundary,)).fetchone()
+                         "FROM dag_runs WHERE id > %s AND run_type = 'scheduled' AND logical_date >= %s",
+                         (floor[0], boundary)).fetchone()
         after = (datetime.now(UTC) - boundary).total_seconds()
         assert row is not None
         for name, value in zip(seen, row, strict=True):
