@@ -30,13 +30,14 @@ Failure semantics:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from leoflow import tracing
-from leoflow.db.connection.database import Database
+from leoflow.db.connection.database import Connection, Database
 from leoflow.db.stores.log_archive import index as archive_store
 from leoflow.errors import DatabaseError
 from leoflow.metrics.log_archive import ARCHIVE_FAILURES, ARCHIVED_BYTES, ARCHIVED_OBJECTS, ARCHIVES_ABANDONED
@@ -55,6 +56,11 @@ RETRY_CAP = 30.0
 GIVE_UP_AFTER = 600.0
 #: Seconds between looks at a running try's output.
 POLL_INTERVAL = 1.0
+#: Index transactions one archiver runs at once. The archiver shares its pool with the leader's
+#: scheduling; a thousand tries ending together each asked for a connection at once, waited past
+#: the pool's timeout, failed and backed off for up to 30 s (1,000 x 1 MB: the last log complete
+#: 105 s after its try ended). Queued here instead, they go in turn and the pool keeps room.
+INDEX_PARALLEL = 4
 #: A chunk being compressed: its bytes and where it ends (None: nothing there to take).
 Pending = asyncio.Future[tuple[bytes, int] | None]
 
@@ -80,6 +86,7 @@ class LogArchiver:
         self.give_up_after = give_up_after
         self.poll_interval = poll_interval
         self.clock = clock
+        self._index_gate = asyncio.Semaphore(INDEX_PARALLEL)
 
     async def follow_file(self, task_try_id: int, container: str, path: Path, ended: asyncio.Event) -> None:
         """Archive ``path`` while it grows, then the rest once ``ended`` is set, and complete it.
@@ -145,7 +152,7 @@ class LogArchiver:
                 key = chunk_key(self.cluster, task_try_id, container, archived)
                 with tracing.span("leoflow.log_archive.upload", container=container, bytes=len(compressed)):
                     await self.store.put(key, compressed)
-                async with self.db.transaction() as conn:
+                async with self._index() as conn:
                     appended = await archive_store.append_chunk(conn, task_try_id, container, start=archived,
                                                                 end=end, stored_bytes=len(compressed), object_key=key)
                     if not appended:
@@ -177,7 +184,7 @@ class LogArchiver:
         delay = self.retry_base
         while True:
             try:
-                async with self.db.transaction() as conn:
+                async with self._index() as conn:
                     state = await archive_store.open_log(conn, task_try_id, container)
                 return None if state.complete else state.size_bytes
             except DatabaseError as exc:
@@ -188,11 +195,17 @@ class LogArchiver:
 
     async def _complete(self, task_try_id: int, container: str, path: Path) -> None:
         size = _size(path)
-        async with self.db.transaction() as conn:
+        async with self._index() as conn:
             if not await archive_store.complete_log(conn, task_try_id, container, size_bytes=size):
                 state = await archive_store.open_log(conn, task_try_id, container)
                 if not state.complete and state.size_bytes < size:
                     raise StorageNotCaughtUp(f"archive ends at {state.size_bytes} of {size} bytes")
+
+    @contextlib.asynccontextmanager
+    async def _index(self) -> AsyncIterator[Connection]:
+        """A transaction on the archive's index, at most :data:`INDEX_PARALLEL` at once per archiver."""
+        async with self._index_gate, self.db.transaction() as conn:
+            yield conn
 
     def _failed(self, exc: Exception, task_try_id: int, container: str, delay: float) -> None:
         reason = "refused" if isinstance(exc, StorageRefused) else "unavailable"
