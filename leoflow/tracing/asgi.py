@@ -9,6 +9,8 @@ tool's index stays small; the raw path is the ``url.path`` attribute). Its paren
 2. else the span of the run the request names (path parameters ``dag_id`` and ``run_id``, or the
    run a trigger just created, :func:`request_names_run`): requests about a run join its trace;
 3. else none (a trace of its own).
+
+Liveness and readiness probes and metric scrapes (:data:`UNTRACED_PATHS`) are not traced.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from leoflow.tracing import _emit, enabled, ids
+
+#: Probes and scrapes: a span every few seconds per replica that says nothing about any run.
+UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 #: The run the current request created or addressed, for endpoints whose path does not name it.
 _NAMED_RUN: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar("leoflow_request_run",
@@ -46,7 +51,7 @@ class RequestSpans:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not enabled():
+        if scope["type"] != "http" or not enabled() or scope["path"] in UNTRACED_PATHS:
             await self.app(scope, receive, send)
             return
         start = time.time_ns()

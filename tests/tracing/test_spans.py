@@ -101,7 +101,7 @@ def _app() -> Starlette:
 
     return Starlette(routes=[Route("/api/v2/dags/{dag_id}/runs/{run_id}", run),
                              Route("/api/v2/dags/{dag_id}/runs", trigger, methods=["POST"]),
-                             Route("/healthz", plain)],
+                             Route("/api/v2/dags", plain), Route("/healthz", plain)],
                      middleware=[Middleware(RequestSpans)])
 
 
@@ -113,19 +113,23 @@ def test_request_spans_parent_caller_then_run_then_none(traced: Collector) -> No
             assert (await client.get("/api/v2/dags/etl/runs/manual__1")).status_code == 200
             assert (await client.post("/api/v2/dags/etl/runs", headers={
                 "traceparent": f"00-{caller_trace}-{caller_span}-01"})).status_code == 201
-            assert (await client.get("/healthz", headers={"traceparent": "00-nonsense"})).status_code == 200
+            assert (await client.get("/api/v2/dags", headers={"traceparent": "00-nonsense"})).status_code == 200
+            assert (await client.get("/healthz")).status_code == 200  # a probe: not traced
+            assert (await client.get("/api/v2/dags/etl/runs/last")).status_code == 200  # exported after it
 
     asyncio.run(calls())
 
-    about_run = traced.wait_for("HTTP GET /api/v2/dags/{dag_id}/runs/{run_id}")
+    about_run = traced.wait_for("HTTP GET /api/v2/dags/{dag_id}/runs/{run_id}", **{"leoflow.run_id": "manual__1"})
     assert (about_run.trace_id, about_run.parent_span_id) == (TRACE, RUN_SPAN)
     assert about_run.attributes["url.path"] == "/api/v2/dags/etl/runs/manual__1"
     assert about_run.attributes["http.response.status_code"] == 200 and about_run.kind == 2  # SERVER
     trigger = traced.wait_for("HTTP POST /api/v2/dags/{dag_id}/runs")
     assert (trigger.trace_id, trigger.parent_span_id) == (caller_trace, caller_span)
     assert trigger.links == ((TRACE, RUN_SPAN),)  # the caller's trace points at the run it created
-    health = traced.wait_for("HTTP GET /healthz")  # a malformed traceparent: a trace of its own
-    assert health.parent_span_id == "" and health.trace_id not in (TRACE, caller_trace)
+    listing = traced.wait_for("HTTP GET /api/v2/dags")  # a malformed traceparent: a trace of its own
+    assert listing.parent_span_id == "" and listing.trace_id not in (TRACE, caller_trace)
+    traced.wait_for("HTTP GET /api/v2/dags/{dag_id}/runs/{run_id}", **{"leoflow.run_id": "last"})
+    assert traced.named("HTTP GET /healthz") == []  # spans are exported in the order they ended
 
 
 def test_a_hanging_collector_never_blocks_the_caller(monkeypatch: pytest.MonkeyPatch,
