@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from bench.chaos import audit
+from bench.chaos import audit, waits
 from bench.chaos.workload import FLAKY_MARKER, MAP_DAG, MAP_ITEMS, Workload
 
 TERMINAL = ("success", "failed", "upstream_failed", "cancelled")
@@ -254,6 +254,7 @@ def run_checks(conn: psycopg.Connection[Any], requests: list[dict[str, Any]], wo
     tries = _tries(conn)
     check_pods(verdict, requests, clock, cluster, tries)
     check_database(verdict, conn, workload, tries)
+    waits.check_waits(verdict, conn)
     terms = check_terms(verdict, conn, clock, requests)
     return verdict, terms, clock
 

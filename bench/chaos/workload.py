@@ -24,6 +24,8 @@ from typing import Any
 
 import httpx
 
+from bench.chaos import waits
+
 log = logging.getLogger(__name__)
 
 FLAKY_MARKER = "chaos-fail-first-try"
@@ -168,6 +170,10 @@ class Workload:
             at = spread * i / max(1, runs - 1) if runs > 1 else 0.0
             planned.append(PlannedRun(dags[i % dag_count]["dag_id"], f"chaos-{seed}-{i:03d}", at,
                                       rng.uniform(1.0, 6.0) if i in cancelled else None))
+        # Two runs of the waits scenario (bench.chaos.waits), never cancelled: their gates open meanwhile.
+        dags.append(waits.waits_dag_spec())
+        planned += [PlannedRun(waits.WAITS_DAG, f"chaos-{seed}-waits-{i}", spread * share)
+                    for i, share in enumerate((0.2, 0.6))]
         return cls(dags, planned)
 
     @property
@@ -197,6 +203,10 @@ class Workload:
                         run.triggered_at = time.time()
                         if run.cancel_after is not None:
                             actions.append((time.monotonic() - start + run.cancel_after, "cancel", run))
+                        actions += [(at, action, run) for at, action in
+                                    waits.follow_ups(run.dag_id, time.monotonic() - start)]
+                    elif kind in ("event", "approve"):
+                        waits.perform(api, kind, run.dag_id, run.run_id, self.errors)
                     else:
                         response = api.call("POST", f"{path}/{run.run_id}/cancel", accept=(200, 409))
                         run.cancelled_at, run.cancel_status = time.time(), response.status_code

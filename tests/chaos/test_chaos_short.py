@@ -4,7 +4,9 @@ Runs ``bench/chaos.py`` exactly as a user would (its own process: PostgreSQL, th
 Kubernetes API server, three ``leoflow serve`` replicas in network namespaces) with a small
 workload, and requires every check of the soak to hold: one pod per try, no pod or scheduling
 write from a stale term, no overlapping leadership, no run lost, all tasks terminal, logs
-shipped, flaky tasks retried, no try failed but by its own command. Faults are drawn from every
+shipped, flaky tasks retried, no try failed but by its own command, and every ``wait_for`` (a
+dataset event, a time, an approval through the API) resolved exactly once, after its condition
+(bench/chaos/waits.py). Faults are drawn from every
 kind but ``rolling_restart`` (SIGKILL, SIGTERM, SIGSTOP past the lease, pg_terminate_backend,
 PostgreSQL restart, partition, log-API errors, a leader restarted with its clock 60 s off); a
 rolling restart takes ~30 s on its own and has its own test (tests/executor/test_rolling_deploy.py).
@@ -47,7 +49,8 @@ def test_short_soak_holds_every_check(tmp_path: Path) -> None:
         f"stderr tail:\n{stderr[-2000:]}")
     assert set(summary["checks"]) >= {"one_pod_per_try", "no_pod_from_stale_term", "no_write_from_stale_term",
                                       "leadership_never_overlaps", "no_run_lost", "all_tasks_terminal",
-                                      "logs_for_finished_tries", "no_try_failed_but_by_its_command"}
+                                      "logs_for_finished_tries", "no_try_failed_but_by_its_command",
+                                      "waits_resolved_once"}
     assert summary["duplicates"] == 0 and summary["lost"] == 0
     assert len(summary["faults_injected"]) >= 4, summary["faults_injected"]
     assert summary["failovers"] >= 3
