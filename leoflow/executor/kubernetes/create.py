@@ -36,8 +36,10 @@ from typing import Any
 from leoflow import tracing
 from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFailed, is_leader_fault
+from leoflow.executor.artifacts import resolve_inputs
 from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
+from leoflow.executor.kubernetes.artifact_containers import with_artifacts
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, ObjectAlreadyExists
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.executor.kubernetes.placement import Placements, PodPlace
@@ -164,6 +166,10 @@ class PodCreation:
             place = t.place or self.placements.for_team(None)
             body = pods.pod_spec(ctx.cluster, place.namespace, launch, service_account=place.service_account,
                                  image_pull_secrets=self.k8s.image_pull_secrets, template=place.template)
+            if launch.artifacts:  # the fetch init container and the upload sidecar (.artifact_containers)
+                inputs = await resolve_inputs(ctx.db, launch)
+                body = with_artifacts(body, launch, cluster=ctx.cluster, inputs=inputs,
+                                      archive_url=ctx.settings.log_archive.active_url)
         except ValidationFailed as exc:  # never sent: the spec's fields and templates do not add up, or the policy
             await self._finish(t, "failed", None, f"the task's pod is invalid, not created: {exc}"[:1000])
             return
