@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import psycopg
+import pytest
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -123,3 +124,23 @@ def test_a_wait_for_may_name_a_dag_of_the_same_sync(pg_server: PostgresServer) -
         assert rows["a-waiter"][7] == 1 and rows["z-target"][7] == 1
     finally:
         pg_server.drop_database(url)
+
+
+def test_a_schedule_shared_by_many_dags_is_planned_once(pg_server: PostgresServer,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = dag_store.first_scheduled_run
+
+    def counting(spec: DagSpec, now: datetime) -> datetime | None:
+        calls.append(spec.dag_id)
+        return real(spec, now)
+
+    monkeypatch.setattr(dag_store, "first_scheduled_run", counting)
+    url = pg_server.create_database()
+    try:
+        sync(url, [doc(f"d{i:03d}") for i in range(100)] + [doc("other", schedule="0 4 * * *")])
+        firsts = {r[0]: r[4] for r in stored(url)}
+    finally:
+        pg_server.drop_database(url)
+    assert len(calls) == 2, calls
+    assert len({firsts[f"d{i:03d}"] for i in range(100)}) == 1 and firsts["other"] != firsts["d000"]

@@ -26,9 +26,10 @@ Semantics worth knowing:
   the caller owns. It locks and reads the DAG rows the sync may touch, and
   :func:`leoflow.model.files.dag_sync.plan_sync` decides what to create, change, adopt, refuse and
   prune (the rules are that module's docstring); the applies are one :func:`apply_dags` (set-based:
-  a fixed number of statements for 10,000 DAGs as for one) and each prune a :func:`delete_dag`. Syncs are serialised by a transaction-level advisory lock
-  (:data:`SYNC_LOCK`), so a leader's sync and a CLI sync never interleave (and cannot deadlock on
-  each other's rows). A dry run computes the same plan and writes nothing.
+  a fixed number of statements for 10,000 DAGs as for one) and each prune a :func:`delete_dag`.
+  Syncs are serialised by a transaction-level advisory lock (:data:`SYNC_LOCK`), so a leader's
+  sync and a CLI sync never interleave (and cannot deadlock on each other's rows). A dry run
+  computes the same plan and writes nothing.
 """
 
 from __future__ import annotations
@@ -143,7 +144,15 @@ async def apply_dags(conn: AsyncConnection, specs: Sequence[DagSpec], *, clock: 
     if not specs:
         return {}
     now = clock.now()
-    firsts = {s.dag_id: first_scheduled_run(s, now) for s in specs}
+    # Planned once per distinct schedule: a fleet shares a few crons, and planning one (croniter)
+    # was the largest part of a 10,000-DAG sync's CPU. These four fields and ``now`` decide it.
+    planned: dict[tuple[object, ...], datetime | None] = {}
+    firsts: dict[str, datetime | None] = {}
+    for spec in specs:
+        key = (spec.schedule, spec.timezone, spec.start_date, spec.end_date)
+        if key not in planned:
+            planned[key] = first_scheduled_run(spec, now)
+        firsts[spec.dag_id] = planned[key]
     ids = [s.dag_id for s in specs]
     created = set((await conn.execute(_INSERT_MANY, {
         "ids": arrays.texts(ids), "paused": arrays.bools(s.paused for s in specs),
