@@ -145,3 +145,36 @@ def test_every_event_counts_once_while_the_leader_keeps_dying(cluster: Cluster) 
             for spans in ranges.values():  # no event in two runs
                 spans.sort()
                 assert all(a[1] < b[0] for a, b in itertools.pairwise(spans)), (dag_id, spans)
+
+
+def test_a_cron_and_datasets_slot_runs_once_when_the_leader_dies_as_its_data_arrives(cluster: Cluster) -> None:
+    """``combine: and``: the slot made pending by one leader, its event posted and that leader SIGKILLed at
+    once — the slot gets exactly one run (the slot's scheduled run, carrying the event), under whichever
+    leader creates it."""
+    for node in ("r1", "r2", "r3"):
+        cluster.start(node, wait=False)
+    for r in cluster.replicas.values():
+        cluster.wait_healthy(r)
+    cluster.wait_leader()
+    entry = cluster.replicas["r1"]
+    post(entry, "/api/v2/dags", {"dag_id": "daily", "start_date": "2026-01-01T00:00:00Z",
+                                 "schedule": {"cron": "* * * * *", "datasets": {"all": [U1]}, "combine": "and"},
+                                 "tasks": [task("r")]})
+    with psycopg.connect(cluster.database_url, autocommit=True) as db:
+        wait_for(lambda: db.execute("SELECT pending_slot_at FROM dags WHERE dag_id = 'daily'").fetchone()[0], 60,
+                 "the latest slot pending")
+        leader, _ = cluster.wait_leader()
+        poster = next(r for r in alive(cluster) if r.node != leader)
+        post(poster, "/api/v2/datasets/events", {"uri": U1}, ok=(201,))
+        kill_leader(cluster)
+
+        def runs() -> list[tuple[str, str, Any]]:
+            return db.execute("SELECT run_id, run_type, triggering_events FROM dag_runs WHERE dag_id = 'daily'"
+                              ).fetchall()
+
+        wait_for(runs, 60, "the slot's run")
+        time.sleep(1.5)  # several ticks of the new leader: nothing more may come
+        [(run_id, run_type, events)] = runs()
+        assert run_id.startswith("scheduled__") and run_type == "scheduled"
+        assert [(e["uri"], e["events"]) for e in events] == [(U1, 1)]
+        assert db.execute("SELECT count(*) FROM dataset_queue").fetchone() == (0,)
