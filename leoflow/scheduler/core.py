@@ -268,6 +268,11 @@ class SchedulerCore:
                 await self.periodic.start_runs(step)
             if batch:
                 await self.reports.apply(step, batch)
+                if step.dataset_queued and not periodic:
+                    # A success queued events for consuming DAGs: their runs are created and started
+                    # in this step (the queue rows are this transaction's), not a step later.
+                    await self.periodic.trigger_dataset_runs(step)
+                    await self.periodic.start_runs(step)
             await self._queue_and_settle(step, scan=scan)
 
         try:

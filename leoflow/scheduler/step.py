@@ -119,6 +119,8 @@ class Step:
     #: Dataset events recorded by producing tasks' successes; runs dataset events triggered.
     dataset_events: int = 0
     dataset_runs: int = 0
+    #: Consuming DAGs' queue rows those events went to (their runs can start in this very step).
+    dataset_queued: int = 0
     #: The same by DAG: the producing DAG's events, the consuming DAG's runs (per-DAG metrics).
     dataset_events_by_dag: Counter[str] = field(default_factory=Counter)
     dataset_runs_by_dag: Counter[str] = field(default_factory=Counter)
@@ -192,7 +194,9 @@ class Step:
                     try_number=row.try_number, max_tries=row.max_tries, dag_id=row.dag_id, run_id=row.run_id,
                     version_id=row.version_id)
         if produced:
-            self.dataset_events += (await dataset_events.record_task_events(self.conn, produced, self.now)).events
+            recorded = await dataset_events.record_task_events(self.conn, produced, self.now)
+            self.dataset_events += recorded.events
+            self.dataset_queued += recorded.queued
         await self.propagate(ended)
 
     async def propagate(self, ended: Sequence[Ended]) -> None:
