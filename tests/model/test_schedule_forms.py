@@ -36,7 +36,8 @@ def problem(**fields: Any) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("schedule", [["0 6 * * *", "0 18 * * 1-5"], "@once", {"every": "15m"}, {"every": 5400},
-                                      {"cron": "@daily", "datasets": {"any": ["s3://b/orders"]}}])
+                                      {"cron": "@daily", "datasets": {"any": ["s3://b/orders"]}},
+                                      {"cron": "0 6 * * *", "datasets": {"all": ["s3://b/orders"]}, "combine": "and"}])
 def test_every_form_survives_its_canonical_form(schedule: Any) -> None:
     """The scheduler re-parses the stored canonical form: it must give the same spec and hash."""
     spec = parse_dag_spec(doc(schedule=schedule, end_date="2027-01-01", overlap="skip",
@@ -224,3 +225,30 @@ def test_a_logical_date_with_an_offset_is_read_in_utc() -> None:
     wanted = parse_run_request({"logical_date": "2026-05-01T02:00:00+02:00"})
     assert wanted.logical_date == datetime(2026, 5, 1, tzinfo=UTC)
     assert parse_run_request({"logical_date": "2026-05-01T00:00:00Z"}).logical_date == wanted.logical_date
+
+
+def test_a_cron_and_datasets_plans_its_cron_and_keeps_or_specs_as_they_were() -> None:
+    """``combine: and`` is stored as ``@and <cron>`` (the planner reads the cron, the leader makes the slot
+    pending); ``combine: or`` is the form without it, so its hash is what it was."""
+    data = {"all": ["s3://b/orders"]}
+    both = parse_dag_spec(doc(schedule={"cron": "0 6 * * *", "datasets": data, "combine": "and"}))
+    assert both.schedule == "@and 0 6 * * *" and decode(both.schedule).awaits_datasets
+    assert both.dataset_schedule is not None and both.dataset_schedule.uris == ("s3://b/orders",)
+    six = datetime(2026, 1, 2, 6, tzinfo=UTC)
+    assert next_fire_after(both.schedule, "UTC", six) == six + timedelta(days=1)
+    assert previous_fire(both.schedule, "UTC", six) == six - timedelta(days=1)
+    either = parse_dag_spec(doc(schedule={"cron": "0 6 * * *", "datasets": data}))
+    explicit = parse_dag_spec(doc(schedule={"cron": "0 6 * * *", "datasets": data, "combine": "or"}))
+    assert explicit.spec_hash() == either.spec_hash() and either.schedule == "0 6 * * *"
+    assert both.spec_hash() != either.spec_hash()
+
+
+@pytest.mark.parametrize(("fields", "path"), [
+    ({"schedule": {"cron": "@daily", "datasets": {"all": ["u"]}, "combine": "AND"}}, "schedule.combine"),
+    ({"schedule": {"cron": "@daily", "datasets": {"all": ["u"]}, "combine": True}}, "schedule.combine"),
+    ({"schedule": {"datasets": {"all": ["u"]}, "combine": "and"}}, "schedule.combine"),
+    ({"schedule": {"cron": "@daily", "datasets": {"all": ["u"]}, "combine": "and"}, "catchup": True}, "catchup"),
+    ({"schedule": {"cron": "@daily", "datasets": {"all": ["u"]}, "combine": "and"}, "overlap": "replace"}, "overlap"),
+])
+def test_a_cron_and_datasets_refuses_what_it_cannot_keep(fields: dict[str, Any], path: str) -> None:
+    assert problem(**fields)[0] == path
