@@ -8,6 +8,7 @@ change of leader."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from leoflow.db.stores.datasets.events import record_api_event
 from leoflow.errors import FencedOut
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, set_term
-from tests.scheduler.stepper import stepper
+from tests.scheduler.stepper import container, stepper
 
 ORDERS = "s3://lake/orders"
 CUSTOMERS = "pg://warehouse/customers"
@@ -177,5 +178,25 @@ def test_exactly_one_run_of_the_slot_across_a_change_of_leader(settings: Setting
                 await new.tick(periodic=True)
                 assert [r[0] for r in await runs(new.engine)] == [sid(NOON)]
                 assert await slot(new.engine) == (None, None)
+
+    asyncio.run(main())
+
+
+def test_the_slots_task_gets_the_cron_interval_and_the_triggering_events(settings: Settings) -> None:
+    clock = FakeClock(START)
+
+    async def main() -> None:
+        async with stepper(settings, clock=clock) as st:
+            await apply(st.engine, daily_report(tasks=[container("r")]), clock)
+            clock.advance(1805)
+            await st.tick(periodic=True)
+            await event(st.engine, clock)
+            await st.tick(periodic=True)  # the slot's run is created...
+            await st.tick(periodic=True)  # ...and started: its root is handed to the executor
+            [launch] = [la for la in st.executor.launched if la.key.dag_id == "report"]
+            assert launch.key.run_id == sid(NOON)
+            assert launch.env["LEOFLOW_DATA_INTERVAL_START"] == "2026-03-01T11:00:00+00:00"
+            assert launch.env["LEOFLOW_DATA_INTERVAL_END"] == NOON.isoformat()
+            assert [e["uri"] for e in json.loads(launch.env["LEOFLOW_TRIGGERING_EVENTS"])] == [ORDERS]
 
     asyncio.run(main())
