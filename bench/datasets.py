@@ -121,6 +121,9 @@ def phase_producer(client: httpx.Client, db: psycopg.Connection[Any], pairs: int
         apply(client, waiting_on(f"c{i}", f"s3://bench/p/{i}"))
     time.sleep(1.0)
     stamped: list[float] = []
+    to_event: list[float] = []
+    to_run: list[float] = []
+    run_to_queued: list[float] = []
     wall: list[float] = []
     for i in range(pairs):
         started = time.perf_counter()
@@ -129,13 +132,23 @@ def phase_producer(client: httpx.Client, db: psycopg.Connection[Any], pairs: int
         poll(partial(scalar, db, "SELECT 1 FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
                      "WHERE r.dag_id = %s AND ti.queued_at IS NOT NULL", consumer), f"the consumer {consumer}'s task")
         wall.append(time.perf_counter() - started)
-        [(seconds,)] = db.execute("""
-            SELECT extract(epoch FROM c.queued_at - p.ended_at)
-            FROM task_instances p JOIN dag_runs pr ON pr.id = p.run_pk,
+        [(seconds, recorded, made, queued)] = db.execute("""
+            SELECT extract(epoch FROM c.queued_at - p.ended_at), extract(epoch FROM e.created_at - p.ended_at),
+                   extract(epoch FROM cr.created_at - e.created_at), extract(epoch FROM c.queued_at - cr.created_at)
+            FROM task_instances p JOIN dag_runs pr ON pr.id = p.run_pk
+                 JOIN dataset_events e ON e.dag_id = pr.dag_id AND e.run_id = pr.run_id,
                  task_instances c JOIN dag_runs cr ON cr.id = c.run_pk
             WHERE pr.dag_id = %s AND cr.dag_id = %s""", (f"p{i}", f"c{i}")).fetchall()
         stamped.append(float(seconds))
-    return {"success_to_first_task_queued": summary(stamped), "trigger_to_seen_queued_wall": summary(wall),
+        to_event.append(float(recorded))
+        to_run.append(float(made))
+        run_to_queued.append(float(queued))
+    return {"success_to_first_task_queued": summary(stamped), "load_avg_1m": round(os.getloadavg()[0], 1),
+            # Where the time goes: the try's end (the executor's stamp) to the step recording the success
+            # and its event, to the step creating the consumer's run, to the step queueing its task.
+            "ended_to_event_recorded": summary(to_event), "event_to_run_created": summary(to_run),
+            "run_created_to_task_queued": summary(run_to_queued),
+            "trigger_to_seen_queued_wall": summary(wall),
             "target_p99<100ms": (summary(stamped)["p99_ms"] or 0) < LATENCY_P99_S * 1000}
 
 
@@ -155,6 +168,7 @@ def phase_outside(client: httpx.Client, db: psycopg.Connection[Any], pairs: int)
         FROM dataset_events e JOIN dag_runs r ON r.dag_id = 'e' || substr(e.uri, length('s3://bench/e/') + 1)
         WHERE e.uri LIKE 's3://bench/e/%%'""").fetchall()]
     return {"request_to_run_seen_wall": summary(wall), "event_to_run_created_db": summary(stamped),
+            "load_avg_1m": round(os.getloadavg()[0], 1),
             "target_p99<100ms": (summary(wall)["p99_ms"] or 0) < LATENCY_P99_S * 1000}
 
 

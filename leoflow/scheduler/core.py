@@ -268,9 +268,10 @@ class SchedulerCore:
                 await self.periodic.start_runs(step)
             if batch:
                 await self.reports.apply(step, batch)
-                if step.dataset_queued and not periodic:
+                if step.dataset_queued:
                     # A success queued events for consuming DAGs: their runs are created and started
-                    # in this step (the queue rows are this transaction's), not a step later.
+                    # in this step (the queue rows are this transaction's), not a step later (a
+                    # periodic step's own trigger ran before the reports, so it runs again here).
                     await self.periodic.trigger_dataset_runs(step)
                     await self.periodic.start_runs(step)
             await self._queue_and_settle(step, scan=scan)
