@@ -156,6 +156,25 @@ def test_a_hanging_collector_never_blocks_the_caller(monkeypatch: pytest.MonkeyP
         hanging.stop()
 
 
+def test_an_unreachable_collector_never_blocks_the_caller(monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    closed = Collector().start()
+    endpoint = closed.endpoint
+    closed.stop()  # nothing listens there any more: every export is refused, then retried with backoff
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert tracing.configure({"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}, node_id="n")
+            for i in range(5_000):
+                tracing.run_ended("etl", f"r{i}", "success", None, None)
+            tracing.shutdown()
+        assert "Connection refused" in caplog.text, "the exporter never tried: the test proves nothing"
+        assert not tracing.enabled()
+    finally:
+        tracing.shutdown()
+
+
 def test_an_unsupported_protocol_is_a_clear_settings_error() -> None:
     from leoflow.errors import SettingsError
 
