@@ -51,7 +51,8 @@ TITLES = {"failover": "Leader failover: handover and resumption after crashes an
           "vs_airflow": "Leoflow vs Airflow",
           "vs_airflow_chain": "Leoflow vs Airflow: chains, trigger to run success",
           "vs_airflow_map": "Leoflow vs Airflow: a 1,000-item map (.expand()), trigger to run success",
-          "many_dags": "Many DAGs: 1,000 and 10,000 due at one minute, 100,000 idle, a 10,000-file sync, vs Airflow"}
+          "many_dags": "Many DAGs: 1,000 and 10,000 due at one minute, 100,000 idle, a 10,000-file sync, vs Airflow",
+          "dag_list": "The DAG list at 100,000 DAGs with every filter, and /metrics with 10,000 DAGs' series"}
 #: Entries that run a benchmark script in another of its modes: name -> (script name, its arguments).
 VARIANTS = {"vs_airflow_chain": ("vs_airflow", ["--chain"]), "vs_airflow_map": ("vs_airflow", ["--map"]),
             "many_dags": ("many_dags", ["--dags", "1000", "10000", "--idle", "100000", "--sync", "10000", "--airflow"])}
@@ -228,7 +229,15 @@ safety-net checks are then spread over five minutes as in steady state (about 33
 second), and the replica's CPU (user + system, `/proc`) is read over `seconds` while nothing changes
 (target < 5 % of one core). Last, one approval through the API until its task succeeded
 (`approval_to_success_s`). The load average of the shared host is recorded before and after."""
-NOTES = {"chaos": CHAOS_NOTE, "vs_airflow_chain": CHAIN_NOTE, "many_dags": MANY_DAGS_NOTE,
+DAG_LIST_NOTE = """The API alone (uvicorn; no elector, so no scheduler: what a follower serves) on a private
+PostgreSQL holding 100,000 DAGs (every 100th paused), runs for 80 % of them (the last one success
+85 %, failed 10 %, running 3 %, queued 2 %) and per-DAG metric rows for 10,000. Per scenario,
+`GET /api/v2/dags?limit=100` sequentially over one keep-alive connection after 20 warm-up requests
+(client-side p50/p99, `items` on the page); `list_store_only` is the same page read by the store in
+the benchmark's process (the database's share). `/metrics` is scraped with the default
+`LEOFLOW_METRICS_MAX_DAGS` and with every DAG its own series (`series_with_dag_id`, `scrape_bytes`).
+The load average of the shared 2-core host is recorded before and after."""
+NOTES = {"chaos": CHAOS_NOTE, "dag_list": DAG_LIST_NOTE, "vs_airflow_chain": CHAIN_NOTE, "many_dags": MANY_DAGS_NOTE,
          "datasets": DATASETS_NOTE, "waits": WAITS_NOTE}
 
 def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
