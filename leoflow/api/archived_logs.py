@@ -79,7 +79,8 @@ def _store(url: str, timeout: float) -> ObjectStore:
 def _container(request: Request) -> str:
     name = request.query_params.get("container", PROCESS_CONTAINER)
     if len(name) > LOG_CONTAINER.maximum or not CONTAINER_NAME.fullmatch(name):
-        raise bad_field("container", f"must be a container name (a DNS label, {LOG_CONTAINER.rule})")
+        raise bad_field("container", f"must be a container name (a DNS label, {LOG_CONTAINER.rule}), or "
+                        "NAME#N for the log of its N-th restart")
     return name
 
 

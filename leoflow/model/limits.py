@@ -430,7 +430,8 @@ LOG_LENGTH = Range("`length` (archived log query parameter)", 1, LOG_BYTES_MAX, 
 LOG_TAIL = Range("`tail` (archived log query parameter)", 1, LOG_BYTES_MAX, "the last bytes of a log; the answer "
                  "streams", integer=True)
 LOG_CONTAINER = Length("`container` (archived log query parameter)", 63,
-                       "a Kubernetes container name (a DNS label): it is part of the archive's object names")
+                       "a Kubernetes container name (a DNS label), or `NAME#N` for the log of its N-th restart: "
+                       "it is part of the archive's object names")
 POD_EVENTS = Count("Kubernetes events kept per try (distinct events; a repeat only counts up)", 0, 200, "events",
                    "a pod stuck in a back-off loop repeats a handful of events (their `count` grows); later "
                    "new ones are dropped and the kept ones still say why")

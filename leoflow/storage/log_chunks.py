@@ -29,8 +29,21 @@ READ_BYTES = 256 * 1024
 #: zlib's window bits for a gzip header and trailer.
 GZIP = 31
 LEVEL = 1
-#: A container name as Kubernetes allows it (a DNS label), so it is safe in an object key.
-CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+#: A container name as Kubernetes allows it (a DNS label), so it is safe in an object key; ``#N`` after
+#: it names the log of its N-th restart (:func:`attempt_name`).
+CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(#[1-9][0-9]{0,4})?")
+#: Restarts whose logs are kept apart, at most (``#1`` … ``#99999``); later ones are not archived.
+MAX_RESTARTS = 99_999
+
+
+def attempt_name(container: str, restarts: int) -> str:
+    """The archive's name of a container's log after ``restarts`` restarts: the container's own name for
+    its first run (what every log had before restarts were kept apart), ``name#N`` for the N-th
+    restart — cut at the end of the name so it stays 63 characters, the index's width."""
+    if restarts <= 0:
+        return container
+    suffix = f"#{restarts}"
+    return container[: 63 - len(suffix)].rstrip("-") + suffix
 #: The local executor's one "container": the process (the name Kubernetes gives the task's container).
 PROCESS_CONTAINER = "task"
 
@@ -40,7 +53,8 @@ def chunk_key(cluster: str, task_try_id: int, container: str, start: int) -> str
     if not CONTAINER_NAME.fullmatch(container):
         raise ValueError(f"not a container name: {container!r}")
     safe_cluster = re.sub(r"[^A-Za-z0-9._-]", "_", cluster) or "_"
-    return f"logs/{safe_cluster}/{task_try_id}/{container}/{start:015d}.gz"
+    # '#' would need escaping in URLs; '.' never occurs in a DNS label, so ``task.1`` is unambiguous.
+    return f"logs/{safe_cluster}/{task_try_id}/{container.replace('#', '.')}/{start:015d}.gz"
 
 
 class ChunkCompressor:

@@ -17,8 +17,9 @@ from leoflow.db.stores.log_archive import index as archive_store
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.executor.kubernetes.logs import PodLogShipper
 from leoflow.executor.naming import try_name
+from leoflow.model.k8s.pod import PodFields
 from leoflow.settings import Settings
-from leoflow.storage.log_chunks import decompress
+from leoflow.storage.log_chunks import CONTAINER_NAME, attempt_name, chunk_key, decompress
 from leoflow.storage.objects import ObjectStore
 from tests.executor.conftest import NAMESPACE, k8s_settings
 from tests.executor.test_kubernetes import run, started
@@ -102,3 +103,71 @@ def test_a_running_pods_log_grows_in_the_archive_and_a_new_leader_resumes_it(
         assert archived.size_bytes == len(data)
 
     run(s, body)
+
+
+def test_each_restart_of_a_container_keeps_its_own_log(settings: Settings, fake_k8s: FakeKubernetes,
+                                                       tmp_path: Path) -> None:
+    """A native sidecar that keeps crashing: every run's log is archived apart — ``proxy`` (the first
+    run, the name every log had before), ``proxy#1``, ``proxy#2`` … — each read with ``previous=true``
+    before the next restart loses it, and the last run's completed after the pod ends."""
+    url = (tmp_path / "archive").as_uri()
+    s = k8s_settings(settings)
+    s = s.replace(log_archive=dataclasses.replace(s.log_archive, url=url, flush_interval=0.2))
+
+    async def body(engine: AsyncEngine) -> None:
+        [t] = await seed_tries(engine, 1)
+        name = try_name("default", t.key)
+        rec = Recorder(engine)
+        ex = await started(s, engine, 1, rec)
+        fields = PodFields()
+        launch = t.launch(["sh", "-c", "echo working; sleep 4; echo done"], term=1, pod=fields)
+        await ex.submit(launch)
+        # The sidecar is added the way part of a pod template would be (the fake serves what it is given).
+        await rec.wait_for(lambda: bool(fake_k8s.pods(NAMESPACE)), what="the pod")
+        assert (await rec.wait_final(t.key, timeout=60)).state == "success"
+        await ex.stop()
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE task_tries SET executor_ref = :pod, ended_at = now(), state = 'success', "
+                                    "claimed_by = 'default/test-node' WHERE id = :id"),
+                               {"pod": name, "id": t.task_try_id})
+        api = KubernetesApi(s)
+        try:
+            assert await PodLogShipper().ship_once(s, Database(engine), api) == 1
+        finally:
+            api.close()
+        store = ObjectStore(url)
+        async with engine.connect() as conn:
+            logs = {a.container: a for a in await archive_store.archived_logs(conn, t.task_try_id)}
+            texts = {}
+            for container in logs:
+                chunks = await archive_store.chunks_between(conn, t.task_try_id, container, 0, 2**62)
+                texts[container] = b"".join([decompress(await store.get(c.object_key)) for c in chunks]).decode()
+        runs = sorted((c for c in logs if c.startswith("proxy")), key=lambda c: int(c.partition("#")[2] or 0))
+        assert runs[:3] == ["proxy", "proxy#1", "proxy#2"], runs
+        assert texts["proxy"] == "proxy run \n"
+        for run_name in runs[1:]:
+            assert texts[run_name] == f"proxy run {run_name.partition('#')[2]}\n", run_name
+            assert logs[run_name].complete, run_name
+        assert texts["task"] == "working\ndone\n" and logs["task"].complete
+
+    sidecar = {"name": "proxy", "image": "envoy", "restartPolicy": "Always",
+               "command": ["sh", "-c", "echo proxy run $FAKE_RESTART_COUNT; sleep 0.6; exit 1"]}
+    original = fake_k8s.store.create
+
+    def with_sidecar(ns: str, body: dict[str, object]) -> dict[str, object]:
+        spec = body.setdefault("spec", {})
+        assert isinstance(spec, dict)
+        spec["initContainers"] = [*(spec.get("initContainers") or []), sidecar]
+        return original(ns, body)
+
+    fake_k8s.store.create = with_sidecar  # type: ignore[method-assign]
+    run(s, body)
+
+
+def test_a_restarts_log_name_is_a_valid_archive_container() -> None:
+    assert attempt_name("proxy", 0) == "proxy" and attempt_name("proxy", 3) == "proxy#3"
+    long = "a" * 62 + "b"
+    assert len(attempt_name(long, 12)) == 63 and attempt_name(long, 12).endswith("#12")
+    assert all(CONTAINER_NAME.fullmatch(n) for n in ("task", "proxy#1", attempt_name(long, 99_999)))
+    assert not any(CONTAINER_NAME.fullmatch(n) for n in ("proxy#0", "proxy#", "#1", "proxy#1#2", "Proxy#1"))
+    assert chunk_key("c", 7, "proxy#2", 0) == "logs/c/7/proxy.2/000000000000000.gz"

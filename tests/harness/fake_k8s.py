@@ -423,6 +423,11 @@ class _Handler(BaseHTTPRequestHandler):
                     *(pod["status"].get("containerStatuses") or [])]
         state: dict[str, Any] = next((cs["state"] for cs in statuses if cs["name"] == container), {"waiting": {}})
         lines = self.fake.kubelet.log_lines(pod["metadata"]["uid"], container)
+        if query.get("previous") in ("true", "1"):
+            lines = self.fake.kubelet.previous_log_lines(pod["metadata"]["uid"], container)
+            if lines is None:
+                raise bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+            state = {"terminated": {}}
         if "waiting" in state or lines is None:
             reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
             raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
@@ -439,7 +444,7 @@ class _Handler(BaseHTTPRequestHandler):
         if query.get("limitBytes"):
             data = data[: int(query["limitBytes"])]
         entry["code"] = 200
-        if query.get("follow") in ("true", "1"):
+        if query.get("follow") in ("true", "1") and query.get("previous") not in ("true", "1"):
             self._follow(pod["metadata"]["uid"], container, data, len(self.fake.kubelet.log_lines(
                 pod["metadata"]["uid"], container) or []), stamp)
             return
@@ -458,8 +463,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._chunk(first)
             kubelet = self.fake.kubelet
+            run = kubelet.run_of(uid, container)
             while not watch.dropped:
-                ended = kubelet.ended(uid, container)  # read before the lines: none written after it is missed
+                ended = kubelet.ended(uid, container, run)  # read before the lines: none written after is missed
+                if kubelet.run_of(uid, container) is not run:  # restarted: this run's stream is over
+                    self._end_chunks()
+                    return
                 lines = kubelet.log_lines(uid, container) or []
                 fresh = lines[seen:]
                 seen = len(lines)

@@ -89,6 +89,7 @@ class Kubelet:
         self._seq = itertools.count()
         self._wake = threading.Condition()
         self._runs: dict[str, dict[str, _Run]] = {}  # uid -> container -> run
+        self._previous: dict[str, dict[str, _Run]] = {}  # uid -> container -> the run before a restart
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
         store.on_create.append(self._created)
@@ -113,10 +114,24 @@ class Kubelet:
         return [(run.started_wall + offset * self.time_scale, text) for offset, text in run.program.lines
                 if offset * self.time_scale <= until]
 
-    def ended(self, uid: str, container: str) -> bool:
-        """Whether ``container`` has stopped (or never ran, or its pod is gone): a log follow ends then."""
-        run = self._runs.get(uid, {}).get(container)
-        if run is None or run.ended_mono is not None:
+    def run_of(self, uid: str, container: str) -> object | None:
+        """The container's current run (an opaque handle for :meth:`ended`)."""
+        return self._runs.get(uid, {}).get(container)
+
+    def previous_log_lines(self, uid: str, container: str) -> list[tuple[float, str]] | None:
+        """The lines of ``container``'s run before its last restart (``previous=true``); None if it never restarted."""
+        run = self._previous.get(uid, {}).get(container)
+        if run is None:
+            return None
+        until = (run.ended_mono or time.monotonic()) - run.started_mono
+        return [(run.started_wall + offset * self.time_scale, text) for offset, text in run.program.lines
+                if offset * self.time_scale <= until]
+
+    def ended(self, uid: str, container: str, run: object | None = None) -> bool:
+        """Whether ``container`` has stopped (or never ran, or restarted since ``run`` — a follow streams
+        one run — or its pod is gone): a log follow ends then."""
+        current = self._runs.get(uid, {}).get(container)
+        if current is None or current.ended_mono is not None or (run is not None and current is not run):
             return True
         with self.store.cond:
             return not any(p["metadata"]["uid"] == uid for p in self.store.pods.values())
@@ -390,9 +405,53 @@ class Kubelet:
             program = self._runs[step.uid][c["name"]].program
             if not program.endless:
                 self._then(step, program.duration * self.time_scale, "finish", c["name"])
+        for c in pod["spec"].get("initContainers") or []:
+            run_ = self._runs[step.uid].get(c["name"])
+            if run_ is not None and run_.sidecar and not run_.program.endless:
+                self._then(step, run_.program.duration * self.time_scale, "restart", c["name"])
         deadline = pod["spec"].get("activeDeadlineSeconds")
         if deadline is not None:
             self._then(step, float(deadline), "deadline")
+
+    def _restart(self, step: _Step) -> None:
+        """A native sidecar's process ended while the pod runs: the kubelet restarts it (restartPolicy
+        Always) — ``restartCount`` + 1, ``lastState`` its end, the old run's log kept for ``previous=true``
+        and a fresh log for the new run, whose env has ``FAKE_RESTART_COUNT`` (the fake's own variable)."""
+        runs = self._runs.get(step.uid, {})
+        old = runs.get(step.container)
+        if old is None or old.ended_mono is not None:
+            return
+        now, wall, started = time.monotonic(), time.time(), now_rfc3339()
+        restarted: list[_Run] = []
+
+        def restart(pod: Pod) -> bool:
+            if pod["status"].get("phase") != "Running" or "deletionTimestamp" in pod["metadata"]:
+                return False
+            spec = next(c for c in pod["spec"]["initContainers"] if c["name"] == step.container)
+            for cs in pod["status"].get("initContainerStatuses") or []:
+                if cs["name"] != step.container:
+                    continue
+                count = cs.get("restartCount", 0) + 1
+                env = {**self._environment(pod, spec), "FAKE_RESTART_COUNT": str(count)}
+                program = interpret([*(spec.get("command") or []), *(spec.get("args") or [])], env)
+                old.ended_mono = now
+                self._previous.setdefault(step.uid, {})[step.container] = old
+                fresh = _Run(program, now, wall, sidecar=True)
+                runs[step.container] = fresh
+                restarted.append(fresh)
+                cs["lastState"] = {"terminated": {"exitCode": old.program.exit_code, "reason": "Error" if
+                                                  old.program.exit_code else "Completed", "finishedAt": started}}
+                cs.update(self._running(spec, step.uid, started))
+                cs["restartCount"] = count
+            return bool(restarted)
+
+        pod = self._update(step, restart)
+        if pod is None or not restarted:
+            return
+        self._event(step, "Started", f"Started container {step.container}", container=step.container)
+        if not restarted[0].program.endless:
+            self._then(step, max(restarted[0].program.duration * self.time_scale, self.backoff_interval),
+                       "restart", step.container)
 
     def _finish(self, step: _Step) -> None:
         """One regular container ends with its program's exit code."""

@@ -81,6 +81,7 @@ from leoflow.model.states import FINISHED_TRY_STATES
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.settings import Settings
 from leoflow.settings.teams_file import TeamsSource
+from leoflow.storage.log_chunks import MAX_RESTARTS, attempt_name
 from leoflow.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,8 @@ class KubernetesExecutor(PodCreation):
         #: Running pods' logs streamed into the archive (None: no archive); pods followed this term.
         self._live: LiveArchive | None = None
         self._live_followed: set[str] = set()
+        #: Restart counts of the followed pods' containers, as last seen (a rise: a run to keep apart).
+        self._restarts_seen: dict[str, dict[str, int]] = {}
         self.resync_interval = resync_interval
         self.watch_timeout = watch_timeout
         self.create_deadline = create_deadline
@@ -286,6 +289,8 @@ class KubernetesExecutor(PodCreation):
             return
         if t.final or t.killing:
             return
+        if outcome.state in ("success", "failed") and self._end_with_artifacts(t, outcome):
+            return  # reported once the upload sidecar's manifest is indexed (.create)
         if outcome.state in ("success", "failed") and outcome.sidecars_running:
             self._start_end(t, outcome.state, outcome.exit_code, outcome.reason, outputs=outcome.outputs)
         elif outcome.state in ("success", "failed"):
@@ -295,6 +300,7 @@ class KubernetesExecutor(PodCreation):
         elif outcome.state == "running":
             t.stuck_since = None
             self._start_live_archive(t, pod)
+            self._keep_restarted_logs(t, pod)
             if t.reported != "running":
                 await self._emit(t, "running", None, None)
         elif outcome.stuck:
@@ -310,13 +316,36 @@ class KubernetesExecutor(PodCreation):
         if self._live is None or t.task_try_id is None or t.name in self._live_followed:
             return
         spec = pod.get("spec") or {}
-        containers = [c["name"] for c in spec.get("containers") or []] + [
+        names = [c["name"] for c in spec.get("containers") or []] + [
             c["name"] for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+        restarts = _restart_counts(pod)
+        containers = [(n, attempt_name(n, restarts.get(n, 0))) for n in names if restarts.get(n, 0) <= MAX_RESTARTS]
         if not containers:
             return
         self._live_followed.add(t.name)
+        self._restarts_seen[t.name] = restarts
         self._spawn(self._live.follow_pod(t.task_try_id, t.ref, containers), f"k8s-live-log:{t.name}",
                     may_return=True)
+
+    def _keep_restarted_logs(self, t: Tracked, pod: dict[str, Any]) -> None:
+        """A container restarted since last looked at: keep its previous run's log apart (``name#N``,
+        read with ``previous=true`` before the next restart loses it) and follow the new run live.
+        Runs skipped between two looks (two restarts within one status change) cannot be read any more."""
+        if self._live is None or t.task_try_id is None or t.name not in self._live_followed:
+            return
+        seen = self._restarts_seen.setdefault(t.name, {})
+        for name, count in _restart_counts(pod).items():
+            before = seen.get(name, 0)
+            if count <= before or count > MAX_RESTARTS:
+                continue
+            seen[name] = count
+            if count - before > 1:
+                log.warning("a container restarted more than once between two looks; the runs in between "
+                            "are not archived", extra={"pod": t.name, "container": name, "restarts": count})
+            self._spawn(self._live.keep_previous(t.task_try_id, t.ref, name, attempt_name(name, count - 1)),
+                        f"k8s-previous-log:{t.name}:{name}", may_return=True)
+            self._spawn(self._live.follow_pod(t.task_try_id, t.ref, [(name, attempt_name(name, count))]),
+                        f"k8s-live-log:{t.name}:{name}#{count}", may_return=True)
 
     def _pending_too_long(self, t: Tracked, why: str) -> None:
         """Note that ``t``'s pod cannot start (``why``); kill it once that has lasted the pending timeout."""
@@ -680,3 +709,11 @@ class KubernetesExecutor(PodCreation):
         if self._calls is None:
             raise RuntimeError("KubernetesExecutor used before start()")
         return self._calls
+
+
+def _restart_counts(pod: dict[str, Any]) -> dict[str, int]:
+    """``restartCount`` of each container (init containers too) of ``pod``'s status."""
+    status = pod.get("status") or {}
+    return {cs["name"]: int(cs.get("restartCount") or 0)
+            for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+            if isinstance(cs, dict) and cs.get("name")}

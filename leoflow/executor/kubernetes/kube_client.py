@@ -298,20 +298,23 @@ class KubernetesApi:
         return await self._call(read)
 
     async def copy_log(self, ref: str, container: str, sink: BinaryIO, *,
-                       read_timeout: float = LOG_READ_TIMEOUT, skip: int = 0) -> int:
+                       read_timeout: float = LOG_READ_TIMEOUT, skip: int = 0, previous: bool = False) -> int:
         """The whole log of one ``container`` of the pod, streamed into ``sink`` (never held whole); its size.
 
         For the log archive (an init container or a sidecar as well as ``task``): a 2 GB log costs
         one 64 KiB buffer. ``read_timeout`` bounds each wait for data, as in :meth:`read_log_tail`.
         The first ``skip`` bytes are read and not written (what the archive has already); the size
-        returned counts them.
+        returned counts them. ``previous``: the log of the container's run before its last restart.
         """
         timeout = (min(5.0, read_timeout), read_timeout)
         namespace, name = self.where(ref)
 
+        options: dict[str, Any] = {"previous": True} if previous else {}
+
         def read() -> int:
             response: Any = self.core.read_namespaced_pod_log(
-                name, namespace, container=container, _preload_content=False, _request_timeout=timeout)
+                name, namespace, container=container, _preload_content=False, _request_timeout=timeout,
+                **options)
             size = 0
             try:
                 for chunk in response.stream(64 * 1024):

@@ -56,18 +56,21 @@ class LiveArchive:
         self.archiver = archiver
         self.flush_interval = archiver.flush_interval if flush_interval is None else flush_interval
 
-    async def follow_pod(self, task_try_id: int, ref: str, containers: list[str]) -> None:
-        """Follow every one of ``containers`` of the pod until each stream ends (a containment boundary:
-        whatever goes wrong here is logged and ends only this pod's live archive)."""
+    async def follow_pod(self, task_try_id: int, ref: str, containers: list[tuple[str, str]]) -> None:
+        """Follow every one of ``containers`` (name, archive name: ``name#N`` after N restarts) of the pod
+        until each stream ends (a containment boundary: whatever goes wrong here is logged and ends
+        only this pod's live archive)."""
         try:
-            await asyncio.gather(*(self.follow_container(task_try_id, ref, c) for c in containers))
+            await asyncio.gather(*(self.follow_container(task_try_id, ref, c, archived_as=a) for c, a in containers))
         except Exception:
             log.exception("following a running pod's logs failed; the end of the pod archives them",
                           extra={"pod": ref})
 
-    async def follow_container(self, task_try_id: int, ref: str, container: str) -> None:
-        """Stream one container's log into the archive until its stream ends; never raises for storage,
-        database or API errors (logged)."""
+    async def follow_container(self, task_try_id: int, ref: str, container: str, *,
+                               archived_as: str | None = None) -> None:
+        """Stream one container's log into the archive (as ``archived_as``: this run's name) until its
+        stream ends; never raises for storage, database or API errors (logged)."""
+        source, container = container, archived_as or container
         try:
             archived = await archived_end(self.archiver.db, task_try_id, container)
         except DatabaseError as exc:
@@ -79,8 +82,10 @@ class LiveArchive:
         with tempfile.TemporaryDirectory(prefix="leoflow-live-log-") as spool:
             path = Path(spool) / "log"
             with path.open("wb") as sink:
-                sink.seek(archived)  # sparse below: offsets in the file are offsets in the output
-                stream = asyncio.ensure_future(self.api.follow_log(ref, container, sink, skip=archived))
+                sink.truncate(archived)  # sparse below: offsets in the file are offsets in the output
+                sink.seek(archived)
+                stream = asyncio.ensure_future(self.api.follow_log(ref, source, sink, skip=archived))
+                stream.add_done_callback(_retrieved)  # its error is read below, or dropped if cancelled first
                 try:
                     while True:
                         await asyncio.wait({stream}, timeout=self.flush_interval)
@@ -89,7 +94,7 @@ class LiveArchive:
                             break
                 finally:
                     if not stream.done():  # cancelled (the term ends): cut the stream, let its thread return
-                        self.api.stop_following(ref, container)
+                        self.api.stop_following(ref, source)
                         await asyncio.wait({stream}, timeout=5.0)
                 error = stream.exception() if stream.done() and not stream.cancelled() else None
             if isinstance(error, CallNotSent):
@@ -99,6 +104,12 @@ class LiveArchive:
                             "the rest", extra={"pod": ref, "container": container, "error": str(error)[:300]})
             elif error is not None:
                 raise error
+
+    async def keep_previous(self, task_try_id: int, ref: str, container: str, archived_as: str) -> None:
+        """Archive (and complete) the log of ``container``'s run before its last restart as ``archived_as``,
+        read with ``previous=true`` while the kubelet still has it (only the one run before the
+        current one is kept there). Never raises (logged)."""
+        await keep_previous_log(self.archiver, self.api, task_try_id, ref, container, archived_as)
 
     async def _ship(self, task_try_id: int, container: str, path: Path, archived: int) -> int:
         """Ship what the spool holds past ``archived``; where the archive ends now."""
@@ -117,3 +128,35 @@ class LiveArchive:
                 return await archived_end(self.archiver.db, task_try_id, container) or archived
             except DatabaseError:
                 return archived
+
+
+async def keep_previous_log(archiver: LogArchiver, api: KubernetesApi, task_try_id: int, ref: str, container: str,
+                            archived_as: str) -> None:
+    """Archive and complete the log of ``container``'s previous run as ``archived_as`` (see
+    :meth:`LiveArchive.keep_previous`); what the archive has of it already is read past."""
+    try:
+        done = await archived_end(archiver.db, task_try_id, archived_as)
+    except DatabaseError:
+        done = 0
+    if done is None:
+        return
+    ended = asyncio.Event()
+    ended.set()
+    with tempfile.TemporaryDirectory(prefix="leoflow-previous-log-") as spool:
+        path = Path(spool) / "log"
+        try:
+            with path.open("wb") as sink:
+                sink.truncate(done)  # sparse, and as long as the output even if nothing more comes
+                sink.seek(done)
+                await api.copy_log(ref, container, sink, skip=done, previous=True)
+        except (KubernetesError, OSError) as err:
+            log.warning("cannot read the log of a restarted container's previous run",
+                        extra={"pod": ref, "container": container, "error": str(err)[:300]})
+            return
+        await archiver.follow_file(task_try_id, archived_as, path, ended)
+
+
+def _retrieved(future: asyncio.Future[int]) -> None:
+    """Mark a follow's outcome as seen (a term that ends may stop waiting for it first)."""
+    if not future.cancelled():
+        future.exception()

@@ -49,11 +49,12 @@ from leoflow.db.stores.task_logs import ShippingClaim
 from leoflow.errors import DatabaseError
 from leoflow.executor.kubernetes.errors import KubernetesError, ObjectNotFound, RequestRefused
 from leoflow.executor.kubernetes.kube_client import LOG_READ_TIMEOUT, KubernetesApi
-from leoflow.executor.kubernetes.live_archive import archived_end
+from leoflow.executor.kubernetes.live_archive import archived_end, keep_previous_log
 from leoflow.executor.log_archive import LogArchiver
 from leoflow.executor.log_tail import CappedOutput, cap_tail
 from leoflow.metrics.executor import TASK_LOGS_UNAVAILABLE
 from leoflow.settings import Settings
+from leoflow.storage.log_chunks import MAX_RESTARTS, attempt_name
 from leoflow.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -111,10 +112,19 @@ async def archive_pod_logs(archiver: LogArchiver, api: KubernetesApi, task_try_i
         return
     containers = [c["name"] for group in ("initContainers", "containers")
                   for c in (spec.get("spec", {}).get(group) or [])]
+    statuses = [*(spec.get("status", {}).get("initContainerStatuses") or []),
+                *(spec.get("status", {}).get("containerStatuses") or [])]
+    restarts = {cs.get("name"): int(cs.get("restartCount") or 0) for cs in statuses if isinstance(cs, dict)}
     ended = asyncio.Event()
     ended.set()
     with tempfile.TemporaryDirectory(prefix="leoflow-log-spool-") as spool:
-        for name in containers:
+        for container in containers:
+            count = restarts.get(container, 0)
+            if count > MAX_RESTARTS:
+                continue
+            if count > 0:  # the run before the last restart, if the leader did not keep it yet
+                await keep_previous_log(archiver, api, task_try_id, pod, container, attempt_name(container, count - 1))
+            name = attempt_name(container, count)  # the last run's log: ``name#N`` after N restarts
             path = Path(spool) / f"{name}.log"
             try:
                 # What the live archive shipped while the pod ran is read past, not written again:
@@ -126,8 +136,9 @@ async def archive_pod_logs(archiver: LogArchiver, api: KubernetesApi, task_try_i
                 continue  # complete already
             try:
                 with path.open("wb") as sink:
+                    sink.truncate(done)  # sparse, and as long as the output even if nothing more comes
                     sink.seek(done)
-                    await api.copy_log(pod, name, sink, skip=done)
+                    await api.copy_log(pod, container, sink, skip=done)
             except (KubernetesError, OSError) as err:
                 log.warning("cannot read a container's log to archive it",
                             extra={"pod": pod, "container": name, "error": str(err)[:300]})
