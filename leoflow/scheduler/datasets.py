@@ -116,6 +116,7 @@ async def start_pending_slots(step: Step, awaiting: Sequence[tuple[LockedDag, Da
         log.info("pending slot dropped: its datasets did not arrive within starting_deadline_seconds",
                  extra={"dag_id": dag_id, "slot": at.isoformat()})
     created = await slot_store.create_slot_runs(step.conn, runs, now=step.now, term=step.term)
+    step.dataset_runs_by_dag.update(r.dag_id for r in runs)  # data started them: counted per DAG too
     if runs:
         log.info("pending slots started: their datasets arrived", extra={
             "runs": created, "dag_ids": [r.dag_id for r in runs][:20]})

@@ -21,6 +21,7 @@ from leoflow.errors import FencedOut
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, set_term
 from tests.scheduler.stepper import container, stepper
+from tests.scheduler.test_datasets import _sample
 
 ORDERS = "s3://lake/orders"
 CUSTOMERS = "pg://warehouse/customers"
@@ -85,6 +86,8 @@ def test_the_slot_waits_for_its_data_then_runs_as_the_slots_scheduled_run(settin
 
 def test_events_before_the_slot_count_and_start_it_at_once(settings: Settings) -> None:
     clock = FakeClock(START)
+    counted = "leoflow_dag_dataset_triggered_runs_total"
+    before = _sample(counted, "report")
 
     async def main() -> None:
         async with stepper(settings, clock=clock) as st:
@@ -98,6 +101,7 @@ def test_events_before_the_slot_count_and_start_it_at_once(settings: Settings) -
             assert [r[0] for r in await runs(st.engine)] == [sid(NOON)]
 
     asyncio.run(main())
+    assert _sample(counted, "report") - before == 1.0  # started by its data: counted per DAG
 
 
 def test_a_newer_slot_replaces_one_still_waiting(settings: Settings) -> None:
