@@ -5,12 +5,14 @@
 // outputs the task published (its current ones: those of the try that succeeded), name → value.
 // With a log archive (LEOFLOW_LOG_ARCHIVE_URL), a second row of tabs names every archived
 // container of the try (task, sidecars, init containers): one shows the end of that container's
-// full log from the archive, and "Download" saves all of it.
+// full log from the archive, and "Download" saves all of it. Below the log, the Kubernetes events
+// of the try's pod (FailedMount, BackOff, …), kept with the try after the pod is gone: fetched when
+// another try is shown, and every few polls while it runs.
 
 import { api, enc } from "../api.js";
 import { fill, h, href } from "../dom.js";
 import { badge, fmtDuration, secondsBetween, TERMINAL_TASK_STATES, timeEl } from "../format.js";
-import { crumbs, fact, notice, section } from "../ui.js";
+import { crumbs, fact, notice, section, table } from "../ui.js";
 
 const LIVE_POLL_MS = 1000;
 const IDLE_POLL_MS = 5000;
@@ -19,6 +21,17 @@ const IDLE_POLL_MS = 5000;
 const OUTPUT_SHOWN_CHARS = 160;
 // An archived log is shown from its last 512 KiB (the whole of it is one "Download" away).
 const ARCHIVE_VIEW_BYTES = 512 * 1024;
+// While a try runs its pod's events are fetched again every this many polls (a new event is rare).
+const EVENT_POLLS = 5;
+
+const EVENT_COLUMNS = [
+  { title: "Last seen", cell: (e) => timeEl(e.last_seen) },
+  { title: "Type", cell: (e) => e.type },
+  { title: "Reason", cell: (e) => h("span", { class: "mono" }, e.reason) },
+  { title: "Container", cell: (e) => e.container || "—" },
+  { title: "Count", cell: (e) => String(e.count) },
+  { title: "Message", cell: (e) => e.message },
+];
 
 /**
  * The outputs as a list of name → value, by name. Values are text (textContent, via h()), never
@@ -91,11 +104,15 @@ export default {
     const follow = h("input", { type: "checkbox", checked: true, "data-testid": "follow" });
     const status = h("span", { class: "muted small", "data-testid": "log-status" });
     const pre = h("pre", { class: "log", "data-testid": "log", tabindex: 0 });
+    const events = section("Pod events", { testid: "pod-events" });
+    events.el.hidden = true;
+    let eventsFor = null; // the try whose events are shown, and polls since they were fetched
+    let eventPolls = 0;
     fill(root,
       crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], [runId, href("dags", dagId, "runs", runId)], taskId),
       h("div", { class: "page-head" }, h("h1", { class: "mono" }, taskId),
         h("div", { class: "page-actions" }, download, h("label", { class: "inline" }, follow, " follow"))),
-      errors.el, tabs, containerTabs, meta, instances.el, outputs.el, status, pre);
+      errors.el, tabs, containerTabs, meta, instances.el, outputs.el, status, pre, events.el);
 
     const mapIndex = /^[0-9]{1,4}$/.test(ctx.query.get("map_index") || "") ? ctx.query.get("map_index") : null;
     const instanceQuery = mapIndex === null ? {} : { map_index: mapIndex };
@@ -255,6 +272,19 @@ export default {
           lastText = shown;
           pre.textContent = shown;
           if (follow.checked) pre.scrollTop = pre.scrollHeight;
+        }
+        eventPolls += 1;
+        if (eventsFor !== selected || (live && eventPolls >= EVENT_POLLS)) {
+          const which = selected;
+          eventPolls = 0;
+          const kept = await api(`${base}/events`, { query: { try: which, ...instanceQuery } });
+          if (!ctx.isCurrent() || which !== selected) return;
+          eventsFor = which;
+          events.el.hidden = kept.events.length === 0;
+          fill(events.body, table(EVENT_COLUMNS, kept.events, {
+            testid: "pod-events-table",
+            rowAttrs: (e) => ({ class: e.type === "Warning" ? "warning" : "", "data-reason": e.reason }),
+          }));
         }
       },
       pollMs: () => (live || !settled ? LIVE_POLL_MS : IDLE_POLL_MS),
