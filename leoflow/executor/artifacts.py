@@ -17,7 +17,9 @@ keeps its failure: its outputs are still uploaded when present, for whoever debu
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,35 @@ async def index_manifest(db: Database, store: ObjectStore, cluster: str, task_tr
     results = [r for r in results if r.name in declared]
     await _index(db, task_try_id, results)
     return outcome_problem(results, {o.name: o.optional for o in artifacts.outputs})
+
+
+#: Seconds between looks for a pod's manifest while its upload sidecar works.
+MANIFEST_POLL = 1.0
+
+
+async def await_manifest(db: Database, store: ObjectStore | None, cluster: str, task_try_id: int,
+                         artifacts: TaskArtifacts, *, timeout: float) -> str | None:
+    """Wait up to ``timeout`` seconds for a pod's upload sidecar to write the try's manifest, then
+    index it (:func:`index_manifest`); the reason a successful try fails for its artifacts.
+
+    The ``task`` container has exited; the kubelet is stopping the sidecar, which uploads first, so
+    the manifest follows within the pod's grace period (or never: then every output counts as
+    missing, with that said)."""
+    if store is None:
+        return NO_STORAGE
+    deadline = time.monotonic() + timeout
+    key = manifest_key(cluster, task_try_id)
+    while time.monotonic() < deadline:
+        try:
+            if await store.size(key) is not None:
+                break
+        except StorageError:  # may pass: look again until the deadline, then read what is there
+            pass
+        await asyncio.sleep(MANIFEST_POLL)
+    try:
+        return await index_manifest(db, store, cluster, task_try_id, artifacts)
+    except DatabaseError as exc:
+        return f"artifacts: uploaded but not indexed: {str(exc)[:200]}"
 
 
 async def _index(db: Database, task_try_id: int, results: list[PackedArtifact]) -> None:

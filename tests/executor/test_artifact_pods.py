@@ -6,6 +6,7 @@ with the inputs resolved from the index (the upstream's latest successful try)."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db.connection.database import Database
 from leoflow.db.stores.log_archive import artifacts as artifact_store
+from leoflow.executor.artifacts import manifest_key
 from leoflow.executor.kubernetes import pods
 from leoflow.executor.kubernetes.artifact_containers import FETCH, UPLOAD, UPLOAD_GRACE, VOLUME, with_artifacts
 from leoflow.executor.kubernetes.pod_render import check_rendered
@@ -22,6 +24,7 @@ from leoflow.executor.naming import try_name
 from leoflow.model.artifacts.declared import InputArtifact, OutputArtifact, TaskArtifacts
 from leoflow.model.artifacts.objects import PackedArtifact
 from leoflow.settings import Settings
+from leoflow.storage.objects import ObjectStore
 from tests.executor.conftest import NAMESPACE, k8s_settings
 from tests.executor.pod_cases import Case, launch_of, validate_strictly
 from tests.executor.test_kubernetes import run, started
@@ -110,5 +113,47 @@ def test_the_executor_creates_the_pod_with_the_upstreams_stored_artifact(setting
         fetch = _named(pod["spec"]["initContainers"], FETCH)
         [item] = json.loads(fetch["args"][fetch["args"].index("--inputs") + 1])
         assert (item["key"], item["digest"], item["path"]) == (stored.object_key, stored.digest, "in/d")
+
+    run(s, body)
+
+
+@pytest.mark.parametrize("manifest", ["stored", "missing", "none"])
+def test_the_try_ends_once_the_sidecars_manifest_is_indexed(settings: Settings, fake_k8s: FakeKubernetes,
+                                                             tmp_path: Any, manifest: str) -> None:
+    """The fake kubelet interprets commands rather than running images, so the sidecar's manifest is
+    written here as ``leoflow artifacts upload`` writes it; the executor waits for it, indexes it, and
+    a success whose required output was not stored fails naming it (no manifest at all: the same)."""
+    archive = (tmp_path / "archive").as_uri()
+    s = k8s_settings(settings)
+    s = s.replace(log_archive=dataclasses.replace(s.log_archive, url=archive))
+
+    async def body(engine: AsyncEngine) -> None:
+        [producer] = await seed_tries(engine, 1)
+        results = [PackedArtifact("report", "file", 5, 30, 1, "sha256:" + "c" * 64,
+                                  object_key=f"artifacts/default/{producer.task_try_id}/report.tar.gz")]
+        if manifest == "missing":
+            results = [PackedArtifact("report", None, missing=True)]
+        if manifest != "none":
+            await ObjectStore(archive).put(manifest_key("default", producer.task_try_id),
+                                           json.dumps([r.to_json() for r in results]).encode())
+        rec = Recorder(engine)
+        rec.track([producer])
+        ex = await started(s, engine, 1, rec)
+        ex.artifact_wait = 1.0  # the sidecar's grace, shortened: the "none" case waits this long
+        await ex.submit(producer.launch(["sh", "-c", "true"], term=1,
+                                        artifacts=TaskArtifacts(outputs=(OutputArtifact("report", "r.txt"),))))
+        final = await rec.wait_final(producer.key)
+        await ex.stop()
+        async with engine.connect() as conn:
+            rows = await artifact_store.list_artifacts(conn, producer.key.dag_id, producer.key.run_id,
+                                                       producer.key.task_id)
+        if manifest == "stored":
+            assert (final.state, final.reason) == ("success", None)
+            assert [(r.name, r.complete, r.object_key) for r in rows] == [("report", True, results[0].object_key)]
+        else:
+            assert final.state == "failed" and "artifact 'report'" in (final.reason or "")
+            assert [(r.name, r.complete) for r in rows] == [("report", False)]
+        if manifest == "none":
+            assert "wrote no manifest" in (final.reason or "")
 
     run(s, body)

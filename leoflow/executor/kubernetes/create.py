@@ -36,19 +36,21 @@ from typing import Any
 from leoflow import tracing
 from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFailed, is_leader_fault
-from leoflow.executor.artifacts import resolve_inputs
+from leoflow.executor.artifacts import await_manifest, resolve_inputs
 from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
-from leoflow.executor.kubernetes.artifact_containers import with_artifacts
+from leoflow.executor.kubernetes.artifact_containers import UPLOAD_GRACE, with_artifacts
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, ObjectAlreadyExists
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.executor.kubernetes.placement import Placements, PodPlace
 from leoflow.executor.kubernetes.windows import FencedCalls
 from leoflow.leadership import LeaderContext
 from leoflow.metrics.executor import POD_CREATE_CONFLICTS, PODS_CREATED
+from leoflow.model.artifacts.declared import TaskArtifacts
 from leoflow.model.spec.pod_policy import check_task_pod
 from leoflow.model.tries import StatusUpdate, TaskLaunch, TryKey, TryState
 from leoflow.settings import KubernetesSettings
+from leoflow.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,9 @@ class Tracked:
     #: The pod's ref (:meth:`KubernetesApi.ref`): its name, prefixed by ``namespace/`` outside the cluster's.
     ref: str = ""
     place: PodPlace | None = None
+    #: The task's artifacts (from its launch); its end waits for the upload sidecar's manifest.
+    artifacts: TaskArtifacts | None = None
+    indexing: bool = False
 
     def __post_init__(self) -> None:
         self.ref = self.ref or self.name
@@ -90,6 +95,8 @@ class PodCreation:
     create_deadline: float
     _tracked: dict[str, Tracked]
     _to_record: list[tuple[TaskLaunch, Tracked]]
+    #: Seconds a try's end waits for its upload sidecar's manifest (the sidecar's grace, and a minute).
+    artifact_wait: float = UPLOAD_GRACE + 60
 
     # Provided by KubernetesExecutor.
     def _require_ctx(self) -> LeaderContext:
@@ -101,7 +108,8 @@ class PodCreation:
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, may_return: bool = False) -> asyncio.Task[Any]:
         raise NotImplementedError
 
-    async def _finish(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None) -> None:
+    async def _finish(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
+                      outputs: bytes | None = None) -> None:
         raise NotImplementedError
 
     async def _seen(self, t: Tracked, pod: dict[str, Any]) -> None:
@@ -167,6 +175,7 @@ class PodCreation:
             body = pods.pod_spec(ctx.cluster, place.namespace, launch, service_account=place.service_account,
                                  image_pull_secrets=self.k8s.image_pull_secrets, template=place.template)
             if launch.artifacts:  # the fetch init container and the upload sidecar (.artifact_containers)
+                t.artifacts = launch.artifacts
                 inputs = await resolve_inputs(ctx.db, launch)
                 body = with_artifacts(body, launch, cluster=ctx.cluster, inputs=inputs,
                                       archive_url=ctx.settings.log_archive.active_url)
@@ -252,6 +261,32 @@ class PodCreation:
             return
         POD_CREATE_CONFLICTS.inc()
         await self._seen(t, pod)
+
+    def _end_with_artifacts(self, t: Tracked, outcome: pods.PodOutcome) -> bool:
+        """Whether the try's end waits for its upload sidecar (then it is under way beside the loop).
+
+        The ``task`` container has exited; the try is reported once the sidecar's manifest is indexed
+        (leoflow.executor.artifacts.await_manifest), a success failing when a required output is not
+        stored. A try adopted by a later leader has no launch, so its artifacts are not indexed."""
+        if t.artifacts is None or not t.artifacts.outputs or t.task_try_id is None or outcome.state is None:
+            return False
+        if not t.indexing:
+            t.indexing = True
+            self._spawn(self._index_then_finish(t, outcome), f"k8s-artifacts:{t.name}", may_return=True)
+        return True
+
+    async def _index_then_finish(self, t: Tracked, outcome: pods.PodOutcome) -> None:
+        ctx = self._require_ctx()
+        assert t.artifacts is not None and t.task_try_id is not None and outcome.state is not None
+        url = ctx.settings.log_archive.active_url
+        store = ObjectStore(url, timeout=ctx.settings.log_archive.timeout) if url else None
+        problem = await await_manifest(ctx.db, store, ctx.cluster, t.task_try_id, t.artifacts,
+                                       timeout=self.artifact_wait)
+        state, reason, outputs = outcome.state, outcome.reason, outcome.outputs
+        if problem is not None and state == "success":
+            state, reason, outputs = "failed", problem, None
+        if not t.final:
+            await self._finish(t, state, outcome.exit_code, reason, outputs=outputs)
 
     async def _get_quietly(self, ref: str) -> dict[str, Any] | None:
         try:
