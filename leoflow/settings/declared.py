@@ -318,7 +318,7 @@ MAX_BODY_BYTES = Variable("LEOFLOW_MAX_BODY_BYTES", 1024 * 1024, integer(),
 SYNC_MAX_BODY_BYTES = Variable(
     "LEOFLOW_SYNC_MAX_BODY_BYTES", 64 * 1024 * 1024, integer(minimum=1024, maximum=1024 * 1024 * 1024),
     "Largest accepted body of `POST /api/v2/dags:sync` (413 above it): a sync carries every DAG file in one "
-    "request, 10,000 files take about 10 MiB as JSON. 1 KiB to 1 GiB.")
+    "request: 10,000 files of 1 KB are about 10 MiB of JSON. 1 KiB to 1 GiB.")
 EXECUTOR = Variable("LEOFLOW_EXECUTOR", "kubernetes", choice("kubernetes", "local", "memory"),
                     "`kubernetes`, `local` (subprocesses) or `memory` (tests).")
 HOME = Variable("LEOFLOW_HOME", "~/.local/share/leoflow", text, "Standalone data, local task logs and work dirs.")

@@ -12,8 +12,8 @@ Answers: 200 with the plan (``dags[]`` with ``action`` ``created``/``changed``/`
 because ``prune`` was off); 422 with ``details.errors[]`` listing *every* problem of *every*
 file (nothing applied); 409 with the same shape when files define DAGs another source owns.
 Parsing runs in a worker thread so a large body does not stall other requests. The body is
-bounded by its own ``LEOFLOW_SYNC_MAX_BODY_BYTES`` (64 MiB by default: a directory of 10,000 DAG
-files is about 10 MiB as JSON, far above the 1 MiB every other route takes), and so is what its
+bounded by its own ``LEOFLOW_SYNC_MAX_BODY_BYTES`` (64 MiB by default: 10,000 DAG files of 1 KB
+are about 10 MiB of JSON, far above the 1 MiB every other route takes), and so is what its
 files mean, *all files together*: one :class:`~leoflow.model.files.yaml_loader.YamlBudget` per
 request holds the YAML of every file to the body limit in bytes and
 :data:`~leoflow.model.limits.DOCUMENT`'s values (aliases expanded), and to the request's
