@@ -17,6 +17,7 @@ import bisect
 import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -139,6 +140,16 @@ def check_database(verdict: Verdict, conn: psycopg.Connection[Any], workload: Wo
                  "stale": stale[:20]})
 
 
+def check_archive(verdict: Verdict, conn: psycopg.Connection[Any], workload: Workload, archive_root: Path) -> None:
+    """Every finished try's archived log equals what its task printed: no gap, no duplicate, no half
+    object, complete (:func:`bench.chaos.audit.archive_audit`), across every leader the soak killed."""
+    layered = {(d["dag_id"], t["id"]): FLAKY_MARKER in " ".join(t["command"])
+               for d in workload.dags for t in d["tasks"]
+               if audit.printed_lines(d["dag_id"], t["id"])[-1] in " ".join(t.get("command") or [])}
+    found = audit.archive_audit(conn, archive_root, layered)
+    verdict.add("archived_logs_equal_printed", found["problem_count"] == 0 and found["checksummed_tries"] > 0, found)
+
+
 def check_mapped(verdict: Verdict, conn: psycopg.Connection[Any]) -> None:
     """The map workload: in every run that succeeded, the mapped task expanded once into exactly
     MAP_ITEMS instances, each succeeded, and each stored output is what its try wrote ({run}-{index})."""
@@ -248,12 +259,14 @@ def check_terms(verdict: Verdict, conn: psycopg.Connection[Any], clock: TermCloc
 
 
 def run_checks(conn: psycopg.Connection[Any], requests: list[dict[str, Any]], workload: Workload,
-               cluster: str) -> tuple[Verdict, list[dict[str, Any]], TermClock]:
+               cluster: str, archive_root: Path | None = None) -> tuple[Verdict, list[dict[str, Any]], TermClock]:
     verdict = Verdict()
     clock = TermClock(audit.term_commits(conn))
     tries = _tries(conn)
     check_pods(verdict, requests, clock, cluster, tries)
     check_database(verdict, conn, workload, tries)
+    if archive_root is not None:
+        check_archive(verdict, conn, workload, archive_root)
     waits.check_waits(verdict, conn)
     terms = check_terms(verdict, conn, clock, requests)
     return verdict, terms, clock

@@ -164,11 +164,14 @@ class Cluster:
     """Namespaces, PostgreSQL and replicas; the fake Kubernetes server is passed in."""
 
     def __init__(self, workdir: Path, *, replicas: int = 3, timings: Timings | None = None,
-                 cluster_name: str = "chaos", executor: str = "kubernetes") -> None:
+                 cluster_name: str = "chaos", executor: str = "kubernetes", archive: bool = False) -> None:
         self.executor = executor
         #: The streaming standby (``--standby``): replicas then use the multi-host URL.
         self.pair: StreamingStandby | None = None
         self.workdir = workdir
+        #: With ``archive``, every replica archives task logs here (``file://``: the replicas share the
+        #: host's disk) and the audit reads the objects back (:func:`bench.chaos.audit.archive_audit`).
+        self.archive_dir: Path | None = workdir / "archive" if archive else None
         self.timings = timings or Timings()
         self.cluster_name = cluster_name
         self.count = replicas
@@ -255,6 +258,7 @@ class Cluster:
                 "LEOFLOW_HOME": str(self.workdir / node_id),
                 "LEOFLOW_DB_POOL_SIZE": "5",
                 "LEOFLOW_PARALLELISM": "64",
+                "LEOFLOW_LOG_ARCHIVE_URL": self.archive_dir.as_uri() if self.archive_dir else "off",
             })
             env.update(kube_env.get(i, {}))
             replica = Replica(node_id, ns, env, self.workdir / f"{node_id}.log")

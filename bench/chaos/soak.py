@@ -61,6 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="LEOFLOW_EXECUTOR of the replicas (memory: harness smoke test only; pod checks fail)")
     p.add_argument("--standby", action="store_true",
                    help="run an asynchronous streaming standby and add the db_failover fault kind")
+    p.add_argument("--archive", action="store_true",
+                   help="archive every try's log (file:// under the workdir) and audit that each finished try's "
+                   "archived log equals what its task printed (check archived_logs_equal_printed)")
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--png", type=Path, default=None, help="timeline PNG (default <workdir>/timeline.png)")
     return p.parse_args(argv)
@@ -80,7 +83,7 @@ class Soak:
         self.rng = random.Random(args.seed)
         self.workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"leoflow-chaos-{args.seed}-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.cluster = Cluster(self.workdir, timings=Timings(), executor=args.executor)
+        self.cluster = Cluster(self.workdir, timings=Timings(), executor=args.executor, archive=args.archive)
         self.k8s = ChaosKubernetes(self.workdir)
         self.watch = LeaderWatch(self.cluster)
         kinds = tuple(args.kinds) + (STANDBY_KINDS if args.standby else ())
@@ -204,7 +207,8 @@ class Soak:
         api.close()
         requests = self.k8s.requests()
         with self.cluster.connect() as conn:
-            verdict, terms, clock = checks.run_checks(conn, requests, self.workload, self.cluster.cluster_name)
+            verdict, terms, clock = checks.run_checks(conn, requests, self.workload, self.cluster.cluster_name,
+                                                      self.cluster.archive_dir)
             completions = [float(r[0]) for r in conn.execute(
                 "SELECT extract(epoch FROM ended_at)::float8 FROM task_instances WHERE ended_at IS NOT NULL")]
         verdict.add("workload_drained", drained)
@@ -252,6 +256,7 @@ class Soak:
             "task_states": d.get("all_tasks_terminal", {}).get("task_states"),
             "flaky_retried": d.get("flaky_tasks_retried", {}).get("flaky_succeeded"),
             "tries_failed_not_by_their_command": d.get("no_try_failed_but_by_its_command", {}).get("failed"),
+            "archived_logs": {k: v for k, v in d.get("archived_logs_equal_printed", {}).items() if k != "problems"},
             "clock_offsets": {r.node_id: r.clock_offset for r in self.cluster.replicas if r.clock_offset},
             "replica_restarts": self.restarts,
             "db_failovers": self.cluster.pair.failovers if self.cluster.pair else None,
