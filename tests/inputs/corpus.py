@@ -475,6 +475,13 @@ def corpus() -> list[Poison]:
                "extra"),
         _event("dataset event as a string", "s3://a", JSON, 422, "body"),
         _event("dataset event of 1,000 characters", {"uri": "s3://" + "a" * 995}, JSON, 201, ""),
+        _event("dataset event list, empty", {"events": []}, JSON, 422, "events"),
+        _event("dataset event list of 1,001", {"events": [{"uri": "s3://a"}] * 1_001}, JSON, 422, "events"),
+        _event("dataset event list with a 10 KB uri third", {"events": [{"uri": "s3://a"}, {"uri": "s3://b"},
+                                                                         {"uri": "s3://" + "c" * 10_000}]},
+               JSON, 422, "events[2].uri"),
+        _event("dataset event list of strings", {"events": ["s3://a"]}, JSON, 422, "events[0]"),
+        _event("dataset event list of 1,000", {"events": [{"uri": "s3://a"}] * 1_000}, JSON, 201, ""),
         Poison("datasets ?uri= with a tab", "GET", "/api/v2/datasets?uri=a%09b", None, JSON, 400, "uri"),
         Poison("datasets ?limit=0", "GET", "/api/v2/datasets?limit=0", None, JSON, 400, "limit"),
         # Mapped tasks (ADR 0014 decision 3): the source's shape and size are checked at apply.

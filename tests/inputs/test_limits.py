@@ -18,7 +18,7 @@ from leoflow.model import limits
 from leoflow.model.access.teams import parse_teams
 from leoflow.model.access.tokens import check_token_capacity, parse_token_request
 from leoflow.model.bounds import check_document_shape, check_size
-from leoflow.model.dataset_events import parse_event_request
+from leoflow.model.dataset_events import parse_event_request, parse_event_requests
 from leoflow.model.outputs import OutputDecl, OutputsRejected, check_outputs
 from leoflow.model.run_commands import parse_clear
 from leoflow.model.run_request import parse_run_request
@@ -236,6 +236,12 @@ def _dataset_cases() -> list[Case]:
             {"uri": "u", "extra": {"k": "v" * (16 * 1024 - 8)}}), None),
         Case(limits.DATASET_EXTRA, "extra of 16 KiB + 1", lambda: parse_event_request(
             {"uri": "u", "extra": {"k": "v" * (16 * 1024 - 7)}}), "extra", words="16,384"),
+        Case(limits.DATASET_EVENT_BATCH, "a list of 1,000 events", lambda: parse_event_requests(
+            {"events": [{"uri": "u"}] * 1_000}), None),
+        Case(limits.DATASET_EVENT_BATCH, "a list of 1,001 events", lambda: parse_event_requests(
+            {"events": [{"uri": "u"}] * 1_001}), "events", words="1,000"),
+        Case(limits.DATASET_EVENT_BATCH, "an empty list", lambda: parse_event_requests({"events": []}), "events",
+             words="1 to"),
     ]
 
 
