@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -282,6 +282,16 @@ def forget_owners(request: Request, dag_ids: Iterable[str]) -> None:
     access: AccessControl | None = getattr(request.state, "access", None)
     if access is not None:
         access.owners.forget(dag_ids)
+
+
+async def learn_owners(request: Request, dag_ids: Sequence[str]) -> None:
+    """Look up the owners of many DAGs in one query (kept like any other), before a loop asks
+    :func:`require_dag` and :func:`refuse_live_move` about each: a 10,000-DAG sync in an install
+    with teams was otherwise 10,000 lookups, one per DAG."""
+    _, teams = _state(request)
+    access: AccessControl | None = getattr(request.state, "access", None)
+    if access is not None and len(dag_ids) <= OWNER_CACHE_SIZE:
+        await access.owners_of(teams, dag_ids)
 
 
 def reads_every_dag(request: Request) -> bool:

@@ -30,7 +30,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from leoflow.api.access import forget_owners, refuse_live_move, require_dag
+from leoflow.api.access import forget_owners, learn_owners, refuse_live_move, require_dag
 from leoflow.api.endpoint import api_state, read_document, require_object
 from leoflow.api.errors import bad_field
 from leoflow.api.jsonresp import JsonResponse
@@ -129,6 +129,7 @@ async def sync_dags(request: Request) -> Response:
         bad_files = len({e.file for e in dag_set.errors})
         raise DagFilesInvalid(f"{len(dag_set.errors)} problem(s) in {bad_files} file(s); nothing was applied",
                               [e.to_json() for e in dag_set.errors])
+    await learn_owners(request, [located.spec.dag_id for located in dag_set.dags])  # one lookup, not one each
     for located in dag_set.dags:  # every DAG of the files must be the caller's to edit: 403 naming it
         await require_dag(request, located.spec.dag_id, "edit", new_team=located.spec.team)
         await refuse_live_move(request, located.spec.dag_id, located.spec.team)  # 409 naming its live runs
