@@ -208,20 +208,22 @@ boundary (its `end_date`) over the moment a poll first saw every Leoflow run suc
 boundary of 1,000 DAGs (the runs' own timestamps are the start of the step that wrote them). Every
 figure carries the load average of the shared 2-core host it was taken at."""
 DATASETS_NOTE = """One `leoflow serve` replica (memory executor: a task ends when handed over, so the scheduler's part
-is what is measured) on a private PostgreSQL. **producer**: a producing task's success (its
-`ended_at`) to the consuming DAG's first task queued (`queued_at`), both stamped by the leader's
-steps, one pair at a time (target p99 < 100 ms); beside it the wall clock from triggering the
-producer until the consumer's task is seen queued. **outside**: `POST /api/v2/datasets/events` to
-the run seen in the database, wall clock, polled every 2 ms (target p99 < 100 ms). **fan**: 1,000
-DAGs each waiting on its own URI, one event each in one transaction: until every run is created
-and started (target < 5 s), and the leader's tick p99 (bucket bound of
-`leoflow_scheduler_tick_duration_seconds`) idle without the DAGs, idle with them waiting, and over
-the burst. **burst**: one URI three paused DAGs wait on, `wrk` posting events at up to 1,700/s
-(100,000 a minute) for a minute while a probe reads the DAG and dataset lists one request at a
-time; the events recorded, the queue rows (one per consumer: coalesced), the runs once unpaused
-(one each) and the replica's RSS. On this shared host the API takes what the CPU allows (see
-`events_per_s`), far below 1,700/s: the coalescing and memory figures hold for any rate, the
-rate itself does not."""
+is what is measured) on a private PostgreSQL. **producer**: a producing task's end (the executor's
+`ended_at`) to the consuming DAG's first task queued (`queued_at`, stamped by the leader's step),
+one pair at a time (target p99 < 100 ms), split into try end → the step recording the success,
+success → consumer's run created (the same step when it can) and run → task queued; beside it the
+wall clock from triggering the producer until the consumer's task is seen queued. **outside**:
+`POST /api/v2/datasets/events` to the run seen in the database, wall clock, polled every 2 ms
+(target p99 < 100 ms). **fan**: 1,000 DAGs each waiting on its own URI, one event each sent as one
+list-form request: until every run is created and started (target < 5 s), and the leader's tick
+p99 (bucket bound of `leoflow_scheduler_tick_duration_seconds`) idle without the DAGs, idle with
+them waiting, and over the burst. **burst**: one URI three paused DAGs wait on, 100,000 events
+through the API's list form (200 a request) on a fixed schedule at 1,700/s (100,000 a minute),
+while a probe reads the DAG and dataset lists one request at a time; the events recorded and
+audited, the queue rows (one per consumer: coalesced), the runs once unpaused (one each), the
+replica's CPU per event and RSS. **single_form**: one event a request from 64 clients as fast as
+the replica answers, its rate and CPU per event beside the list form's. Each phase carries the
+1-minute load average of the shared 2-core host."""
 WAITS_NOTE = """One `leoflow serve` replica (memory executor) on a private PostgreSQL. 10 DAGs of 1,000 `kind: empty`
 tasks, each held by an approval (`wait_for: {approval: …}`), one run each: 10,000 tasks `waiting`, no
 pod and no slot held (`parked_seconds`: from the first apply until all were waiting). Their next
