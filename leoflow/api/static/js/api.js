@@ -80,7 +80,8 @@ async function errorFrom(response) {
  * Call the API. path is relative to /api/v2 ("/dags"). Options: method, body (JSON), query
  * (object), text (return the body as text), withHeaders (return {body, headers}), signal.
  */
-export async function api(path, { method = "GET", body, query, text = false, withHeaders = false, signal } = {}) {
+export async function api(path, { method = "GET", body, query, text = false, blob = false, withHeaders = false,
+  signal } = {}) {
   let url = BASE + path;
   if (query) {
     const params = new URLSearchParams();
@@ -107,7 +108,8 @@ export async function api(path, { method = "GET", body, query, text = false, wit
     throw error;
   }
   let result;
-  if (text) result = await response.text();
+  if (blob) result = await response.blob(); // a download (an artifact's .tar.gz)
+  else if (text) result = await response.text();
   else if (response.status === 204) result = null;
   else result = await response.json();
   return withHeaders ? { body: result, headers: response.headers } : result;

@@ -7,7 +7,8 @@
 // container of the try (task, sidecars, init containers): one shows the end of that container's
 // full log from the archive, and "Download" saves all of it. Below the log, the Kubernetes events
 // of the try's pod (FailedMount, BackOff, …), kept with the try after the pod is gone: fetched when
-// another try is shown, and every few polls while it runs.
+// another try is shown, and every few polls while it runs. Then the try's output artifacts, each
+// with what is stored (or why nothing is) and a download of its .tar.gz, fetched through the API.
 
 import { api, enc } from "../api.js";
 import { fill, h, href } from "../dom.js";
@@ -23,6 +24,18 @@ const OUTPUT_SHOWN_CHARS = 160;
 const ARCHIVE_VIEW_BYTES = 512 * 1024;
 // While a try runs its pod's events are fetched again every this many polls (a new event is rare).
 const EVENT_POLLS = 5;
+
+/** Bytes for people: 1.2 MB, 340 B. */
+function fmtBytes(n) {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let value = n;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return unit === 0 ? `${n} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
 
 const EVENT_COLUMNS = [
   { title: "Last seen", cell: (e) => timeEl(e.last_seen) },
@@ -106,13 +119,36 @@ export default {
     const pre = h("pre", { class: "log", "data-testid": "log", tabindex: 0 });
     const events = section("Pod events", { testid: "pod-events" });
     events.el.hidden = true;
+    const artifacts = section("Artifacts", { testid: "artifacts" });
+    artifacts.el.hidden = true;
+    let artifactsFor = null; // "try:live" whose artifacts are shown: fetched again when it changes
+    const saveArtifact = async (which, name) => {
+      try {
+        const query = { try: which, ...instanceQuery };
+        const data = await api(`${base}/artifacts/${enc(name)}`, { query, blob: true });
+        const link = h("a", { href: URL.createObjectURL(data), download: `${taskId}-${name}-try${which}.tar.gz` });
+        link.click();
+        URL.revokeObjectURL(link.href);
+      } catch (err) {
+        errors.set(`download failed: ${err.message}`);
+      }
+    };
+    const artifactColumns = (which) => [
+      { title: "Name", cell: (a) => h("span", { class: "mono" }, a.name) },
+      { title: "Kind", cell: (a) => a.kind || "—" },
+      { title: "Size",
+        cell: (a) => (a.complete ? `${fmtBytes(a.size_bytes)} (${fmtBytes(a.stored_bytes)} stored)` : "—") },
+      { title: "Stored", cell: (a) => (a.complete ? "yes" : a.problem || "no") },
+      { title: "", cell: (a) => (a.complete ? h("button", { type: "button", class: "secondary",
+        "data-testid": `artifact-download-${a.name}`, onclick: () => saveArtifact(which, a.name) }, "Download") : "") },
+    ];
     let eventsFor = null; // the try whose events are shown, and polls since they were fetched
     let eventPolls = 0;
     fill(root,
       crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], [runId, href("dags", dagId, "runs", runId)], taskId),
       h("div", { class: "page-head" }, h("h1", { class: "mono" }, taskId),
         h("div", { class: "page-actions" }, download, h("label", { class: "inline" }, follow, " follow"))),
-      errors.el, tabs, containerTabs, meta, instances.el, outputs.el, status, pre, events.el);
+      errors.el, tabs, containerTabs, meta, instances.el, outputs.el, status, pre, events.el, artifacts.el);
 
     const mapIndex = /^[0-9]{1,4}$/.test(ctx.query.get("map_index") || "") ? ctx.query.get("map_index") : null;
     const instanceQuery = mapIndex === null ? {} : { map_index: mapIndex };
@@ -284,6 +320,16 @@ export default {
           fill(events.body, table(EVENT_COLUMNS, kept.events, {
             testid: "pod-events-table",
             rowAttrs: (e) => ({ class: e.type === "Warning" ? "warning" : "", "data-reason": e.reason }),
+          }));
+        }
+        if (artifactsFor !== `${selected}:${live}`) { // on another try, and once more when it ends
+          const which = selected;
+          const listed = await api(`${base}/artifacts`, { query: { try: which, ...instanceQuery } });
+          if (!ctx.isCurrent() || which !== selected) return;
+          artifactsFor = `${which}:${live}`;
+          artifacts.el.hidden = listed.artifacts.length === 0;
+          fill(artifacts.body, table(artifactColumns(which), listed.artifacts, {
+            testid: "artifacts-table", rowAttrs: (a) => ({ "data-artifact": a.name }),
           }));
         }
       },
