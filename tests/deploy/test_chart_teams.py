@@ -53,7 +53,8 @@ def test_teams_render_the_teams_file_and_a_role_per_team_namespace(render: Rende
     for key, role in roles.items():
         assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"],
                                   "verbs": ["create", "get", "list", "watch", "delete"]},
-                                 {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}], key
+                                 {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+                                 {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]}], key
         assert bindings[key]["subjects"] == [{"kind": "ServiceAccount", "name": "wf-leoflow", "namespace": NAMESPACE}]
         assert bindings[key]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                             "name": "wf-leoflow-executor"}

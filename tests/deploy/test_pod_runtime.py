@@ -47,7 +47,8 @@ POD_IP = "127.0.0.1"
 TOKEN = MINIMAL["auth"]["tokens"][0]["token"]
 #: RBAC verb of each request the fake API server logs (``log`` is ``get`` on ``pods/log``).
 RBAC_OF_REQUEST = {"create": ("pods", "create"), "get": ("pods", "get"), "list": ("pods", "list"),
-                   "watch": ("pods", "watch"), "delete": ("pods", "delete"), "log": ("pods/log", "get")}
+                   "watch": ("pods", "watch"), "delete": ("pods", "delete"), "log": ("pods/log", "get"),
+                   "list-events": ("events", "list"), "watch-events": ("events", "watch")}
 
 
 class Kubelet:
@@ -243,5 +244,6 @@ def test_rendered_pod_runs_migrates_leads_syncs_dags_launches_a_task_and_stops_i
     assert requests, "the executor made no Kubernetes API request"
     for request in requests:
         assert RBAC_OF_REQUEST[request["verb"]] in granted, f"{request['verb']} {request['path']} is not granted"
-        assert request["path"].startswith(f"/api/v1/namespaces/{role['metadata']['namespace']}/pods"), \
+        assert request["path"].startswith(tuple(f"/api/v1/namespaces/{role['metadata']['namespace']}/{r}"
+                                                for r in ("pods", "events"))), \
             f"{request['path']} is outside the Role's namespace"
