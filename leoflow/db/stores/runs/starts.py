@@ -22,6 +22,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from leoflow.db.connection.plans import RESTORED, plan_with_indexes_only
 from leoflow.db.fragments import sql_list
 from leoflow.db.stores.runs.lifecycle import _MAX_ACTIVE_RUNS, StartableRun
 from leoflow.db.stores.runs.lifecycle import startable_runs as startable_by_dag
@@ -42,36 +43,14 @@ WINDOW = 4
 async def startable_runs(conn: AsyncConnection, limit: int) -> list[StartableRun]:
     """Queued runs that ``max_active_runs`` lets start, oldest first, at most ``limit`` (see the module docstring)."""
     window = max(1, limit) * WINDOW
-    saved = (await conn.execute(_INDEX_PLANS_ONLY)).one()
-    try:
-        rows = (await conn.execute(_STARTABLE, {"window": window, "limit": limit})).all()
-    finally:
-        await conn.execute(_RESTORE_PLANS, {"seqscan": saved.seqscan, "sort": saved.sort,
-                                            "hashjoin": saved.hashjoin, "mergejoin": saved.mergejoin})
+    restore = await plan_with_indexes_only(conn)  # a fresh install's statistics would plan a scan per probe
+    rows = [r for r in (await conn.execute(_STARTABLE, {"window": window, "limit": limit, **restore}))
+            if r.id is not None]
     startable = [StartableRun(int(r.id), int(r.dag_version_id)) for r in rows if r.ok]
     # Fewer than asked for out of a full window: runs of other DAGs may wait behind it.
     if len(startable) < limit and any(r.n >= window for r in rows):
         return await startable_by_dag(conn, limit)
     return startable
-
-
-#: The read's plan, whatever the statistics say: probes of indexes only, for this statement alone
-#: (``set_config(..., true)`` lasts until the transaction ends, so :data:`_RESTORE_PLANS` puts the
-#: caller's values back at once). Statistics taken while ``dag_runs`` was nearly empty (a fresh
-#: install before autovacuum looks again, the state at a first busy minute boundary) made sequential
-#: scans of ``dag_runs`` look cheapest for every probe: ~41,000 rows of work for 300 queued runs
-#: instead of ~23 per run returned. Every node of the intended plan is an index probe bounded by a
-#: ``LIMIT``, so turning the other access paths off never makes it worse.
-_INDEX_PLANS_ONLY = text("""
-    SELECT current_setting('enable_seqscan') AS seqscan, current_setting('enable_sort') AS sort,
-           current_setting('enable_hashjoin') AS hashjoin, current_setting('enable_mergejoin') AS mergejoin,
-           set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true),
-           set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
-""")
-_RESTORE_PLANS = text("""
-    SELECT set_config('enable_seqscan', :seqscan, true), set_config('enable_sort', :sort, true),
-           set_config('enable_hashjoin', :hashjoin, true), set_config('enable_mergejoin', :mergejoin, true)
-""")
 
 
 #: One queued run after another in id order, each one probe of ``ix_dag_runs_queued`` (a
@@ -109,7 +88,9 @@ _STARTABLE = text(f"""
             OFFSET 0) x
         WHERE w.n < :window AND w.taken < :limit
     )
-    SELECT id, dag_version_id, ok, n FROM w WHERE ok OR n >= :window ORDER BY id
+    SELECT w.id, w.dag_version_id, w.ok, w.n
+    FROM {RESTORED} LEFT JOIN w ON w.ok OR w.n >= :window
+    ORDER BY w.id
 """)
 
 
