@@ -208,7 +208,7 @@ def test_the_checker_sees_lazy_and_string_imports(tmp_path: Path) -> None:
 #: entity): the tables, shared fragments, migrations.
 DB_TOP_LEVEL = {"__init__", "tables", "fragments", "arrays", "queued_tries", "migrations"}
 #: The sub-packages of ``db/stores/``: entities whose SQL is split by what it does to them.
-STORE_PACKAGES = {"datasets", "log_archive", "runs", "task_instances", "waits"}
+STORE_PACKAGES = {"datasets", "log_archive", "pods", "runs", "task_instances", "waits"}
 
 
 def test_the_data_layer_is_plumbing_tables_and_one_store_per_entity() -> None:

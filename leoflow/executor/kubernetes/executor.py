@@ -602,6 +602,8 @@ class KubernetesExecutor(PodCreation):
         if state == "failed":  # what only the pod's events tell (FailedMount, BackOff …) joins the reason
             reason = self.pod_events.explain(t.name, reason)
         self.pod_events.forget(t.name)
+        self._live_followed.discard(t.name)  # what a term remembers per pod goes with its try
+        self._restarts_seen.pop(t.name, None)
         await self._emit(t, state, exit_code, reason, outputs=outputs)
 
     async def _emit(self, t: Tracked, state: TryState, exit_code: int | None, reason: str | None, *,
