@@ -363,6 +363,11 @@ K8S_NAMESPACE = Variable[str | None]("LEOFLOW_K8S_NAMESPACE", None, optional_tex
                                      shown_default="(pod namespace, else default)")
 K8S_SERVICE_ACCOUNT = Variable[str | None]("LEOFLOW_K8S_SERVICE_ACCOUNT", None, optional_text,
                                            "Service account for task pods.")
+K8S_ARTIFACTS_IMAGE = Variable[str | None](
+    "LEOFLOW_K8S_ARTIFACTS_IMAGE", None, optional_text,
+    "Image of the containers that fetch and upload a task's artifacts (an init container and a native sidecar): "
+    "Leoflow's own image, so the task's needs nothing; set it when you mirror images to a private registry.",
+    shown_default="leoflow/leoflow:<this version>")
 K8S_IMAGE_PULL_SECRETS = Variable[tuple[str, ...]](
     "LEOFLOW_K8S_IMAGE_PULL_SECRETS", (), names, "Comma-separated image pull secret names for task pods.")
 K8S_PENDING_TIMEOUT = Variable("LEOFLOW_K8S_PENDING_TIMEOUT", 300.0, number(),
@@ -512,7 +517,7 @@ VARIABLES: tuple[Variable[object], ...] = (  # type: ignore[assignment]
     HEARTBEAT_INTERVAL, NODE_DOWN_AFTER, SCHEDULER_INTERVAL, PARALLELISM, MAX_RETRY_DELAY, LOCAL_PARALLELISM,
     TASK_LOG_MAX_BYTES, LOG_SHIP_ATTEMPTS, KILL_GRACE, K8S_NAMESPACE, K8S_SERVICE_ACCOUNT, K8S_IMAGE_PULL_SECRETS,
     K8S_PENDING_TIMEOUT, K8S_POD_TEMPLATE, K8S_POD_POLICY, K8S_ALLOWED_SERVICE_ACCOUNTS, K8S_PROTECTED_SECRETS,
-    K8S_POD_RETENTION, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
+    K8S_POD_RETENTION, K8S_ARTIFACTS_IMAGE, DAGS_DIR, DAGS_SOURCE, RETENTION_DAYS,
     AUDIT_RETENTION_DAYS, LOG_ARCHIVE_URL, LOG_ARCHIVE_RETENTION, LOG_ARCHIVE_FLUSH_INTERVAL,
     LOG_ARCHIVE_TIMEOUT, NOTIFY_WEBHOOK, NOTIFY_EVENTS, NOTIFY_SECRETS_DIR, NOTIFY_HEADERS, NOTIFY_HEADER_HOSTS,
     NOTIFY_ALLOWED_HOSTS, NOTIFY_RETRY_DELAY, DASHBOARD_URL, METRICS_MAX_DAGS,

@@ -90,6 +90,8 @@ class KubernetesSettings:
     namespace: str | None = v.K8S_NAMESPACE.default
     service_account: str | None = v.K8S_SERVICE_ACCOUNT.default
     image_pull_secrets: tuple[str, ...] = v.K8S_IMAGE_PULL_SECRETS.default
+    #: Image of the artifact containers (leoflow.executor.kubernetes.artifact_containers); None: Leoflow's.
+    artifacts_image: str | None = v.K8S_ARTIFACTS_IMAGE.default
     pending_timeout: float = v.K8S_PENDING_TIMEOUT.default
     pod_retention: float = v.K8S_POD_RETENTION.default
     #: Cluster-wide partial pod every task pod is merged over (validated at load).

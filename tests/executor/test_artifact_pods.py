@@ -86,7 +86,9 @@ def test_only_outputs_means_no_fetch_container() -> None:
 
 def test_the_executor_creates_the_pod_with_the_upstreams_stored_artifact(settings: Settings,
                                                                          fake_k8s: FakeKubernetes) -> None:
-    s = k8s_settings(settings)
+    s = k8s_settings(settings)  # and a mirrored image for the artifact containers (LEOFLOW_K8S_ARTIFACTS_IMAGE)
+    s = s.replace(executor=dataclasses.replace(s.executor, kubernetes=dataclasses.replace(
+        s.executor.kubernetes, artifacts_image="registry.example/leoflow:mirror")))
 
     async def body(engine: AsyncEngine) -> None:
         upstream, consumer = await seed_tries(engine, 2)
@@ -113,6 +115,7 @@ def test_the_executor_creates_the_pod_with_the_upstreams_stored_artifact(setting
         fetch = _named(pod["spec"]["initContainers"], FETCH)
         [item] = json.loads(fetch["args"][fetch["args"].index("--inputs") + 1])
         assert (item["key"], item["digest"], item["path"]) == (stored.object_key, stored.digest, "in/d")
+        assert fetch["image"] == "registry.example/leoflow:mirror"
 
     run(s, body)
 

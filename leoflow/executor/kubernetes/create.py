@@ -39,7 +39,7 @@ from leoflow.errors import DatabaseError, FencedOut, LeoflowError, ValidationFai
 from leoflow.executor.artifacts import await_manifest, resolve_inputs
 from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
-from leoflow.executor.kubernetes.artifact_containers import UPLOAD_GRACE, with_artifacts
+from leoflow.executor.kubernetes.artifact_containers import IMAGE, UPLOAD_GRACE, with_artifacts
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, ObjectAlreadyExists
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
 from leoflow.executor.kubernetes.placement import Placements, PodPlace
@@ -178,7 +178,8 @@ class PodCreation:
                 t.artifacts = launch.artifacts
                 inputs = await resolve_inputs(ctx.db, launch)
                 body = with_artifacts(body, launch, cluster=ctx.cluster, inputs=inputs,
-                                      archive_url=ctx.settings.log_archive.active_url)
+                                      archive_url=ctx.settings.log_archive.active_url,
+                                      image=self.k8s.artifacts_image or IMAGE)
         except ValidationFailed as exc:  # never sent: the spec's fields and templates do not add up, or the policy
             await self._finish(t, "failed", None, f"the task's pod is invalid, not created: {exc}"[:1000])
             return
