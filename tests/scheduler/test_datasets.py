@@ -209,6 +209,35 @@ def test_a_triggering_list_too_long_for_an_environment_variable_is_replaced_by_a
     assert RunContext(conf={}, logical_date=None, triggering_events=long).triggering_env == '{"truncated":true}'
 
 
+def test_a_consumer_failing_in_the_producers_step_does_not_fail_the_producer(settings: Settings) -> None:
+    """The consumer's run is made in the producer's step when it can; if making it raises, the step
+    is redone entity by entity without it: the success and its event commit, and the periodic part
+    makes the run (contained as any periodic part is)."""
+    async def main() -> None:
+        async with stepper(settings) as st:
+            await apply(st.engine, {"dag_id": "ingest", "tasks": [container("load", produces=[ORDERS])]})
+            await apply(st.engine, consumer("report"))
+            run_id = await trigger(st.engine, "ingest")
+            await st.tick(periodic=True)
+            real = st.core.periodic.trigger_dataset_runs
+
+            async def broken(step: object) -> None:
+                raise RuntimeError("the consumer's part broke")
+
+            st.core.periodic.trigger_dataset_runs = broken  # type: ignore[method-assign]
+            st.finish("ingest", run_id, "load")
+            await st.tick()
+            [(state,)] = await rows(st.engine, "SELECT ti.state FROM task_instances ti "
+                                    "JOIN dag_runs r ON r.id = ti.run_pk WHERE r.dag_id = 'ingest'")
+            assert state == "success" and await queued(st.engine, "report") == {ORDERS: 1}
+            assert await dataset_runs(st.engine, "report") == []
+            st.core.periodic.trigger_dataset_runs = real  # type: ignore[method-assign]
+            await st.tick(periodic=True)
+            assert len(await dataset_runs(st.engine, "report")) == 1 and await queued(st.engine, "report") == {}
+
+    asyncio.run(main())
+
+
 def test_a_cycle_of_two_dags_runs_each_once_per_finished_run(settings: Settings) -> None:
     """A produces what B waits on and B what A waits on (allowed, as in Airflow): each success starts
     the other, one run at a time, never two unfinished dataset-triggered runs of one DAG."""
