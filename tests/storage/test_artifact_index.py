@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from leoflow.db.connection.database import Database
 from leoflow.db.stores.log_archive import artifacts as artifact_store
 from leoflow.db.stores.retention import RetentionPolicy
+from leoflow.executor.artifacts import manifest_key
 from leoflow.housekeeping.retention import delete_archived_objects, purge
 from leoflow.model.artifacts.declared import OutputArtifact
 from leoflow.settings import Settings
@@ -37,6 +38,7 @@ def test_index_sources_and_retention(settings: Settings, archive_url: str, tmp_p
                 await artifact_store.record_artifacts(conn, seeded.task_try_id, results)
                 await artifact_store.record_artifacts(conn, seeded.task_try_id, results)  # again: same rows
         assert len(await store.keys("artifacts")) == 3
+        await store.put(manifest_key("default", first[0].task_try_id), b"[]")  # as a pod's sidecar leaves it
         async with db.connect() as conn:
             rows = await artifact_store.list_artifacts(conn, "etl", "manual-1", "task0")
             assert [(r.name, r.try_number, r.complete, r.kind) for r in rows] == [
@@ -58,9 +60,10 @@ def test_index_sources_and_retention(settings: Settings, archive_url: str, tmp_p
         assert counts.dag_runs == 2
         async with engine.connect() as conn:
             assert (await conn.execute(text("SELECT count(*) FROM task_artifacts"))).scalar_one() == 0
-            assert (await conn.execute(text("SELECT count(*) FROM log_archive_garbage"))).scalar_one() == 3
-        assert len(await store.keys("artifacts")) == 3  # not inside the purge's transaction
-        assert await delete_archived_objects(db, store, batch=2, pause=0) == 3
+            # Each artifact and its try's manifest (a pod's sidecar writes one; here, for one try, as it would).
+            assert (await conn.execute(text("SELECT count(*) FROM log_archive_garbage"))).scalar_one() == 6
+        assert len(await store.keys("artifacts")) == 4  # not inside the purge's transaction
+        assert await delete_archived_objects(db, store, batch=2, pause=0) == 6  # a missing manifest counts as gone
         assert await store.keys("artifacts") == []
 
     run_with_term(settings, body, pool_size=4)

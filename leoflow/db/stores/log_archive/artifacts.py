@@ -104,15 +104,23 @@ async def input_sources(conn: AsyncConnection, dag_id: str, run_id: str,
     return {(row[0], row[1]): ArtifactRow(*row[1:]) for row in result}
 
 
+#: Each stored artifact, and its try's manifest beside it (written by a pod's upload sidecar; a
+#: local try has none, and deleting a missing object counts as done).
 QUEUE_RUN_ARTIFACTS = text("""
     INSERT INTO log_archive_garbage (object_key)
-    SELECT a.object_key FROM task_artifacts a
-    JOIN task_tries tt ON tt.id = a.task_try_id JOIN task_instances ti ON ti.id = tt.task_instance_id
-    WHERE ti.run_pk = ANY(:ids) AND a.object_key IS NOT NULL
+    SELECT key FROM (
+        SELECT a.object_key AS key FROM task_artifacts a
+        JOIN task_tries tt ON tt.id = a.task_try_id JOIN task_instances ti ON ti.id = tt.task_instance_id
+        WHERE ti.run_pk = ANY(:ids) AND a.object_key IS NOT NULL
+        UNION
+        SELECT regexp_replace(a.object_key, '[^/]+$', 'manifest.json') FROM task_artifacts a
+        JOIN task_tries tt ON tt.id = a.task_try_id JOIN task_instances ti ON ti.id = tt.task_instance_id
+        WHERE ti.run_pk = ANY(:ids) AND a.object_key IS NOT NULL
+    ) keys
 """)
 
 
 async def queue_run_artifacts(conn: AsyncConnection, run_pks: Sequence[int]) -> int:
-    """Queue the artifact objects of these runs for deletion (their rows go with the runs)."""
+    """Queue the artifact objects (and pod manifests) of these runs for deletion (their rows go with the runs)."""
     result = await conn.execute(QUEUE_RUN_ARTIFACTS, {"ids": list(run_pks)})
     return result.rowcount
