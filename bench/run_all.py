@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos", "retention", "chain", "cli", "run_starts", "map",
-              "datasets", "waits")
+              "datasets", "waits", "tracing")
 #: Page titles name what a benchmark measures (the page is for users, not for the tracker).
 TITLES = {"failover": "Leader failover: handover and resumption after crashes and SIGTERMs",
           "scheduler": "Scheduler throughput, dependency latency and leader memory",
@@ -52,6 +52,7 @@ TITLES = {"failover": "Leader failover: handover and resumption after crashes an
           "vs_airflow_chain": "Leoflow vs Airflow: chains, trigger to run success",
           "vs_airflow_map": "Leoflow vs Airflow: a 1,000-item map (.expand()), trigger to run success",
           "many_dags": "Many DAGs: 1,000 and 10,000 due at one minute, 100,000 idle, a 10,000-file sync, vs Airflow",
+          "tracing": "Tracing (OpenTelemetry): the leader's CPU with OTLP export on and off",
           "dag_list": "The DAG list at 100,000 DAGs with every filter, and /metrics with 10,000 DAGs' series"}
 #: Entries that run a benchmark script in another of its modes: name -> (script name, its arguments).
 VARIANTS = {"vs_airflow_chain": ("vs_airflow", ["--chain"]), "vs_airflow_map": ("vs_airflow", ["--map"]),
@@ -239,8 +240,14 @@ PostgreSQL holding 100,000 DAGs (every 100th paused), runs for 80 % of them (the
 the benchmark's process (the database's share). `/metrics` is scraped with the default
 `LEOFLOW_METRICS_MAX_DAGS` and with every DAG its own series (`series_with_dag_id`, `scrape_bytes`).
 The load average of the shared 2-core host is recorded before and after."""
+TRACING_NOTE = """One `leoflow serve` replica at a time (local executor) on a private PostgreSQL: a 40-step chain of
+`true` tasks, three runs with tracing off, then three with `OTEL_EXPORTER_OTLP_ENDPOINT` set (an OTLP/HTTP
+collector the script runs; the SDK's default batching), twice over. `cpu_s_per_run` is the replica's own CPU
+(user + system, `/proc`) per run; end to end it swings by tens of percent between runs on the shared host, so
+the steadier figure is `estimated_cpu_overhead_pct`: the spans a run produced times the CPU one span costs
+with its export (`cpu_us_per_span`, measured in-process), over the CPU of a run with tracing off."""
 NOTES = {"chaos": CHAOS_NOTE, "dag_list": DAG_LIST_NOTE, "vs_airflow_chain": CHAIN_NOTE, "many_dags": MANY_DAGS_NOTE,
-         "datasets": DATASETS_NOTE, "waits": WAITS_NOTE}
+         "datasets": DATASETS_NOTE, "waits": WAITS_NOTE, "tracing": TRACING_NOTE}
 
 def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
