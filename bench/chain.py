@@ -32,12 +32,14 @@ Prints one JSON object as the last line and saves a PNG (``--png``, default benc
 
     python bench/chain.py                   # everything (~3 min on a quiet 2-core host)
     python bench/chain.py --no-load         # the chains and completion only (~1 min)
+    python bench/chain.py --no-load --archive   # the same with every try's output archived (file://)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -52,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+import psutil  # noqa: E402
 import psycopg  # noqa: E402
 
 from bench.api import AUTH, database, replica, wait_for  # noqa: E402
@@ -269,6 +272,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-load", action="store_true", help="skip the run under bench/scheduler.py's load")
     parser.add_argument("--database-url", help="use this database instead of a private embedded one")
     parser.add_argument("--png", type=Path, default=ROOT / "bench" / "chain.png")
+    parser.add_argument("--archive", action="store_true",
+                        help="archive every try's output (LEOFLOW_LOG_ARCHIVE_URL=file:// under the replica's "
+                        "home): run with and without it to measure the log archive's overhead on the chains")
     args = parser.parse_args(argv)
     refuse_below_one(parser, args, ("empty_steps", "true_steps", "repeats", "true_repeats", "shape_repeats",
                                     "load_repeats"))
@@ -290,8 +296,12 @@ def main() -> int:
     with database(args.database_url) as url:
         migrations.upgrade(url)
         port = free_port()
-        env = {"LEOFLOW_EXECUTOR": "local", "LEOFLOW_HOME": str(home), "LEOFLOW_LOCAL_PARALLELISM": "8"}
-        with replica(url, port, env), httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        env = {"LEOFLOW_EXECUTOR": "local", "LEOFLOW_HOME": str(home), "LEOFLOW_LOCAL_PARALLELISM": "8",
+               "LEOFLOW_LOG_ARCHIVE_URL": (home / "archive").as_uri() if args.archive else "off"}
+        result["archive"] = env["LEOFLOW_LOG_ARCHIVE_URL"]
+        result["load_before"] = round(os.getloadavg()[0], 1)
+        with replica(url, port, env) as served, \
+                httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
             wait_for(lambda: http.get("/readyz").status_code == 200, "the replica to be ready")
             client = Client(http, url)
             client.apply(chain("empty-chain", args.empty_steps, None))
@@ -313,6 +323,10 @@ def main() -> int:
             templated.pop("_walls")
             result["templated_chain"] = {"steps": args.true_steps, **templated}
             result["completion"] = completion(client, args.shape_repeats)
+            # The replica's CPU over the same work, archive on or off: unlike the wall clock, it does
+            # not grow with the host's load (the archive's cost is in the replica's process).
+            used = psutil.Process(served.pid).cpu_times()
+            result["replica_cpu_s"] = round(used.user + used.system, 2)
             client.db.close()
     if not args.no_load:
         result["under_load"] = under_load(args.load_args, args.load_repeats)
