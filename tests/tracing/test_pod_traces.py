@@ -1,7 +1,11 @@
 """The Kubernetes executor's spans, through the official client against the fake API server: the
-pod's creation is a child of its try's span, and the task in the pod sees that span as TRACEPARENT."""
+pod's creation and its log's archiving are children of its try's span, and the task in the pod
+sees that span as TRACEPARENT."""
 
 from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,8 +23,9 @@ from tests.tracing.collector import Collector
 
 
 def test_pod_creation_is_a_child_of_the_try_and_the_pod_gets_traceparent(
-        settings: Settings, fake_k8s: FakeKubernetes, traced: Collector) -> None:
+        settings: Settings, fake_k8s: FakeKubernetes, traced: Collector, tmp_path: Path) -> None:
     s = k8s_settings(settings)
+    s = s.replace(log_archive=dataclasses.replace(s.log_archive, url=(tmp_path / "archive").as_uri()))
     seen: dict[str, object] = {}
 
     async def body(engine: AsyncEngine) -> None:
@@ -31,9 +36,10 @@ def test_pod_creation_is_a_child_of_the_try_and_the_pod_gets_traceparent(
         await ex.start(LeaderContext(1, s, Database(engine)), rec)
         env: dict[str, str] = {}
         tracing.add_traceparent(env, t.key)  # as the scheduler builds every launch (scheduler.queueing)
-        await ex.submit(t.launch(["sh", "-c", 'echo "$TRACEPARENT"'], term=1, env=env))
+        await ex.submit(t.launch(["sh", "-c", 'echo "$TRACEPARENT"; sleep 1'], term=1, env=env))
         assert (await rec.wait_final(t.key)).state == "success"
         seen["log"] = await ex.logs(t.key)
+        await rec.wait_for(lambda: any((tmp_path / "archive").rglob("*.gz")), what="a chunk in the archive")
         seen["key"], seen["pod"] = t.key, try_name("default", t.key)
         await ex.stop()
 
@@ -46,3 +52,6 @@ def test_pod_creation_is_a_child_of_the_try_and_the_pod_gets_traceparent(
     assert (created.trace_id, created.parent_span_id) == (trace, try_span)
     assert created.attributes["pod"] == seen["pod"] and created.kind == 3  # CLIENT
     assert created.status_code != 2
+    # The pod's log, archived while it runs (the live archive), chunk by chunk under the same try.
+    upload = traced.wait_for("leoflow.log_archive.upload")
+    assert (upload.trace_id, upload.parent_span_id) == (trace, try_span)

@@ -59,6 +59,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
+from leoflow import tracing
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded, wait_at_most
 from leoflow.db.stores import tries as try_store
 from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
@@ -324,8 +325,9 @@ class KubernetesExecutor(PodCreation):
             return
         self._live_followed.add(t.name)
         self._restarts_seen[t.name] = restarts
-        self._spawn(self._live.follow_pod(t.task_try_id, t.ref, containers), f"k8s-live-log:{t.name}",
-                    may_return=True)
+        with tracing.in_try(t.key):  # its chunks' upload spans are the try's children (leoflow.tracing)
+            self._spawn(self._live.follow_pod(t.task_try_id, t.ref, containers), f"k8s-live-log:{t.name}",
+                        may_return=True)
 
     def _keep_restarted_logs(self, t: Tracked, pod: dict[str, Any]) -> None:
         """A container restarted since last looked at: keep its previous run's log apart (``name#N``,
@@ -342,10 +344,11 @@ class KubernetesExecutor(PodCreation):
             if count - before > 1:
                 log.warning("a container restarted more than once between two looks; the runs in between "
                             "are not archived", extra={"pod": t.name, "container": name, "restarts": count})
-            self._spawn(self._live.keep_previous(t.task_try_id, t.ref, name, attempt_name(name, count - 1)),
-                        f"k8s-previous-log:{t.name}:{name}", may_return=True)
-            self._spawn(self._live.follow_pod(t.task_try_id, t.ref, [(name, attempt_name(name, count))]),
-                        f"k8s-live-log:{t.name}:{name}#{count}", may_return=True)
+            with tracing.in_try(t.key):
+                self._spawn(self._live.keep_previous(t.task_try_id, t.ref, name, attempt_name(name, count - 1)),
+                            f"k8s-previous-log:{t.name}:{name}", may_return=True)
+                self._spawn(self._live.follow_pod(t.task_try_id, t.ref, [(name, attempt_name(name, count))]),
+                            f"k8s-live-log:{t.name}:{name}#{count}", may_return=True)
 
     def _pending_too_long(self, t: Tracked, why: str) -> None:
         """Note that ``t``'s pod cannot start (``why``); kill it once that has lasted the pending timeout."""

@@ -42,6 +42,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from leoflow import tracing
 from leoflow.aiotasks import Registry, cancel_and_wait, start_guarded
 from leoflow.db.connection.database import Connection, Database
 from leoflow.db.stores import task_logs as log_store
@@ -232,7 +233,8 @@ class PodLogShipper:
                 return await self._failed(settings, db, claim, err)
             archiver = self._log_archiver(settings, db)
             if archiver is not None:
-                await archive_pod_logs(archiver, api, record.task_try_id, record.executor_ref)
+                with tracing.in_try(record.key):  # upload spans: the try's children (leoflow.tracing)
+                    await archive_pod_logs(archiver, api, record.task_try_id, record.executor_ref)
             return await self._store(db, claim, logs)
         finally:
             await cancel_and_wait(keeper)
