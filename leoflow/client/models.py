@@ -851,7 +851,7 @@ class DatasetEventRequest(Model):
 
 
 class DatasetEvent(Model):
-    """The DatasetEvent object of the API."""
+    """One event's uri, source and queued_for; for the list form, only events"""
 
     _fields: ClassVar[tuple[str, ...]] = ('uri', 'source', 'queued_for', 'events')
     _nested: ClassVar[dict[str, tuple[str, bool]]] = {}

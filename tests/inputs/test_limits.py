@@ -8,12 +8,14 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from leoflow.api.oidc.verifier import TokenRefused, check_bearer_size, groups_of
 from leoflow.errors import ValidationFailed
+from leoflow.executor.kubernetes.pod_events import parse_event
 from leoflow.model import limits
 from leoflow.model.access.teams import parse_teams
 from leoflow.model.access.tokens import check_token_capacity, parse_token_request
@@ -29,6 +31,7 @@ from leoflow.model.spec.params import parse_params
 from leoflow.model.spec.rendering import RunFacts, render
 from leoflow.model.spec.reuse import check_cluster_template, check_template_count
 from leoflow.model.spec.templating import TemplateUnresolved, parse_template
+from leoflow.storage.artifacts import measure
 from tests.inputs.corpus import corpus, nested
 
 DAY = 24 * 3600
@@ -282,6 +285,23 @@ def _wait_cases() -> list[Case]:
                   words="501"),
         Case(limits.APPROVAL_COMMENT, "comment of 2,000", _approval_comment("c" * 2_000), None),
         Case(limits.APPROVAL_COMMENT, "comment of 2,001", _approval_comment("c" * 2_001), "comment", words="2,001"),
+    ]
+
+
+def _artifact_cases() -> list[Case]:
+    """``artifacts:`` declarations, checked at apply like the rest of the spec."""
+    def outputs(*decls: dict[str, str]) -> dict[str, Any]:
+        return with_task(artifacts={"outputs": list(decls)})
+    at = "tasks[0].artifacts.outputs"
+    many = [{"name": f"n{i}", "path": f"p{i}"} for i in range(33)]
+    return [
+        spec_case(limits.ARTIFACT_NAME, "name of 64", outputs({"name": "n" * 64, "path": "p"}), None),
+        spec_case(limits.ARTIFACT_NAME, "name of 65", outputs({"name": "n" * 65, "path": "p"}), f"{at}[0].name"),
+        spec_case(limits.ARTIFACT_PATH, "path of 255", outputs({"name": "n", "path": "p" * 255}), None),
+        spec_case(limits.ARTIFACT_PATH, "path of 256", outputs({"name": "n", "path": "p" * 256}), f"{at}[0].path",
+                  words="256"),
+        spec_case(limits.ARTIFACT_DECLS, "32 outputs", outputs(*many[:32]), None),
+        spec_case(limits.ARTIFACT_DECLS, "33 outputs", outputs(*many), at, words="33"),
     ]
 
 
@@ -558,6 +578,7 @@ CASES: list[Case] = [
     *_dataset_cases(),
     *_wait_cases(),
     *_schedule_cases(),
+    *_artifact_cases(),
 ]
 
 
@@ -585,4 +606,52 @@ def test_every_limit_has_an_accepted_and_a_refused_boundary_case() -> None:
             if name in poison.path:
                 by_subject.setdefault(limit.subject, set()).add(poison.field != name[:-1])
     for limit in limits.LIMITS:
+        if limit in AT_RUN_TIME:
+            continue
         assert by_subject.get(limit.subject) == {True, False}, limit.subject
+
+
+#: Limits no validator can refuse, because the value is only known while a try runs: a pod's
+#: Kubernetes events are cut, and an artifact's size and entries are measured as it is packed (the
+#: try fails with the reason). Each names the test that holds it at its boundary.
+AT_RUN_TIME: dict[limits.Limit, str] = {
+    limits.POD_EVENTS: "tests/executor/test_pod_events.py::test_events_kept_per_try_are_bounded",
+    limits.POD_EVENT_MESSAGE: "tests/inputs/test_limits.py::test_a_pod_events_message_is_cut_at_its_limit",
+    limits.ARTIFACT_BYTES:
+        "tests/storage/test_artifacts.py::test_an_output_over_its_limit_is_refused_before_any_upload",
+    limits.ARTIFACT_TRY_BYTES:
+        "tests/storage/test_artifacts.py::test_an_output_over_its_limit_is_refused_before_any_upload",
+    limits.ARTIFACT_FILES: "tests/inputs/test_limits.py::test_an_artifacts_entries_are_counted_to_their_limit",
+}
+
+
+def test_limits_held_at_run_time_name_a_test_that_exists() -> None:
+    root = Path(__file__).resolve().parents[2]
+    for limit, node in AT_RUN_TIME.items():
+        path, name = node.split("::")
+        assert f"def {name}(" in (root / path).read_text(encoding="utf-8"), f"{limit.subject}: {node}"
+
+
+def test_a_pod_events_message_is_cut_at_its_limit() -> None:
+    most = limits.POD_EVENT_MESSAGE.maximum
+    whole = parse_event(1, {"metadata": {"uid": "u"}, "reason": "BackOff", "message": "m" * most})
+    cut = parse_event(1, {"metadata": {"uid": "u"}, "reason": "BackOff", "message": "m" * (most + 1)})
+    assert whole is not None and whole.message == "m" * most
+    assert cut is not None and len(cut.message) == most and cut.message.endswith("…")
+
+
+def test_an_artifacts_entries_are_counted_to_their_limit(tmp_path: Path) -> None:
+    """``measure`` counts a directory's entries (itself included) and stops walking once past the
+    limit, so an output of a million files costs one walk to the limit, not a million."""
+    (tmp_path / "a").mkdir()
+    for i in range(3):
+        (tmp_path / "a" / f"f{i}").write_bytes(b"x" * 10)
+    assert measure(tmp_path / "a") == ("directory", 30, 4)
+    assert measure(tmp_path / "a" / "f0") == ("file", 10, 1)
+    big = tmp_path / "big"
+    big.mkdir()
+    most = limits.ARTIFACT_FILES.maximum
+    for i in range(most + 1):  # the directory itself is an entry: most + 2 entries in all
+        (big / f"{i}").touch()
+    kind, _, entries = measure(big)
+    assert kind == "directory" and entries > most

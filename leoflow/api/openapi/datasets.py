@@ -29,10 +29,13 @@ SCHEMAS: dict[str, Any] = {
         }, required=[]),
         "description": "One event (uri, extra) or the list form (events)",
     },
-    "DatasetEvent": obj({
-        **_ANSWER,
-        "events": {"type": "array", "items": obj(_ANSWER), "description": "The list form's answer, in order"},
-    }, required=list(_ANSWER)),
+    "DatasetEvent": {
+        **obj({
+            **_ANSWER,
+            "events": {"type": "array", "items": obj(_ANSWER), "description": "The list form's answer, in order"},
+        }, required=[]),
+        "description": "One event's uri, source and queued_for; for the list form, only events",
+    },
     "Dataset": obj({
         "uri": STR,
         "producers": {"type": "array", "items": obj({"dag_id": STR, "task_id": STR})},
