@@ -2,10 +2,13 @@
 
 A container's output is archived as a sequence of objects, each holding bytes
 ``[start, end)`` of it as one gzip member. The object's name is derived from the try, the
-container and ``start`` only (:func:`chunk_key`), and the output only ever grows, so the same
-name always holds the same bytes whoever writes it: re-uploading after a failover overwrites an
-object with its own content. Concatenating a log's objects in order gives a valid ``.gz`` of the
-whole log (gzip members concatenate), which is what a download serves.
+container and both ends of the range (:func:`chunk_key`), and the output only ever grows, so the
+same name always holds the same bytes whoever writes it: re-uploading after a failover overwrites an
+object with its own content. (Named by ``start`` alone, as at first, two writers cutting their
+chunks at different ends — one flushing a partial chunk, the other a full one — wrote different
+bytes under one name, and the later write could replace an object already indexed.)
+Concatenating a log's objects in order gives a valid ``.gz`` of the whole log (gzip members
+concatenate), which is what a download serves.
 
 Why gzip, level 1: task output compresses 5-10x at level 1, at hundreds of MB/s on one core
 (zlib ships with Python; zstd would need Python 3.14 or a dependency); higher levels cost
@@ -48,13 +51,13 @@ def attempt_name(container: str, restarts: int) -> str:
 PROCESS_CONTAINER = "task"
 
 
-def chunk_key(cluster: str, task_try_id: int, container: str, start: int) -> str:
-    """The object holding the chunk of ``container``'s output that starts at byte ``start``."""
+def chunk_key(cluster: str, task_try_id: int, container: str, start: int, end: int) -> str:
+    """The object holding bytes ``[start, end)`` of ``container``'s output."""
     if not CONTAINER_NAME.fullmatch(container):
         raise ValueError(f"not a container name: {container!r}")
     safe_cluster = re.sub(r"[^A-Za-z0-9._-]", "_", cluster) or "_"
     # '#' would need escaping in URLs; '.' never occurs in a DNS label, so ``task.1`` is unambiguous.
-    return f"logs/{safe_cluster}/{task_try_id}/{container.replace('#', '.')}/{start:015d}.gz"
+    return f"logs/{safe_cluster}/{task_try_id}/{container.replace('#', '.')}/{start:015d}-{end:015d}.gz"
 
 
 class ChunkCompressor:

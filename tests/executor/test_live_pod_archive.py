@@ -170,4 +170,4 @@ def test_a_restarts_log_name_is_a_valid_archive_container() -> None:
     assert len(attempt_name(long, 12)) == 63 and attempt_name(long, 12).endswith("#12")
     assert all(CONTAINER_NAME.fullmatch(n) for n in ("task", "proxy#1", attempt_name(long, 99_999)))
     assert not any(CONTAINER_NAME.fullmatch(n) for n in ("proxy#0", "proxy#", "#1", "proxy#1#2", "Proxy#1"))
-    assert chunk_key("c", 7, "proxy#2", 0) == "logs/c/7/proxy.2/000000000000000.gz"
+    assert chunk_key("c", 7, "proxy#2", 0, 4096) == "logs/c/7/proxy.2/000000000000000-000000000004096.gz"
