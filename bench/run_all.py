@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 BENCHMARKS = ("failover", "scheduler", "executor", "api", "chaos", "retention", "chain", "cli", "run_starts", "map",
-              "datasets", "waits", "tracing")
+              "datasets", "waits", "tracing", "log_archive")
 #: Page titles name what a benchmark measures (the page is for users, not for the tracker).
 TITLES = {"failover": "Leader failover: handover and resumption after crashes and SIGTERMs",
           "scheduler": "Scheduler throughput, dependency latency and leader memory",
@@ -53,9 +53,12 @@ TITLES = {"failover": "Leader failover: handover and resumption after crashes an
           "vs_airflow_map": "Leoflow vs Airflow: a 1,000-item map (.expand()), trigger to run success",
           "many_dags": "Many DAGs: 1,000 and 10,000 due at one minute, 100,000 idle, a 10,000-file sync, vs Airflow",
           "tracing": "Tracing (OpenTelemetry): the leader's CPU with OTLP export on and off",
-          "dag_list": "The DAG list at 100,000 DAGs with every filter, and /metrics with 10,000 DAGs' series"}
+          "dag_list": "The DAG list at 100,000 DAGs with every filter, and /metrics with 10,000 DAGs' series",
+          "log_archive": "Log archive: a 1 GB log against the storage client alone, its tail read back, "
+                         "1,000 tries x 1 MB"}
 #: Entries that run a benchmark script in another of its modes: name -> (script name, its arguments).
 VARIANTS = {"vs_airflow_chain": ("vs_airflow", ["--chain"]), "vs_airflow_map": ("vs_airflow", ["--map"]),
+            "log_archive": ("log_archive", ["--mb", "1024"]),
             "many_dags": ("many_dags", ["--dags", "1000", "10000", "--idle", "100000", "--sync", "10000", "--airflow"])}
 
 
@@ -246,7 +249,16 @@ collector the script runs; the SDK's default batching), twice over. `cpu_s_per_r
 (user + system, `/proc`) per run; end to end it swings by tens of percent between runs on the shared host, so
 the steadier figure is `estimated_cpu_overhead_pct`: the spans a run produced times the CPU one span costs
 with its export (`cpu_us_per_span`, measured in-process), over the CPU of a run with tracing off."""
-NOTES = {"chaos": CHAOS_NOTE, "dag_list": DAG_LIST_NOTE, "vs_airflow_chain": CHAIN_NOTE, "many_dags": MANY_DAGS_NOTE,
+LOG_ARCHIVE_NOTE = """The log archiver as the leader runs it (a private PostgreSQL for its index, a real
+S3-compatible server, moto's, in its own process on loopback), on a 1 GB log of busy-task lines:
+`archiver_vs_client` is its throughput over the storage client's alone putting the same raw bytes to the
+same place (the archiver compresses at gzip level 1, 1 MiB chunks, two compressing ahead while one uploads
+and the one before it is indexed); `rss_growth_mb` is the process's growth while archiving.
+`ranged_read_last_64k` reads the last 64 KiB back through the API's read path (first byte and whole). The
+many-tries row: 1,000 tries printing 1 MB each at once through one archiver, seconds from each try's end
+until its log is complete in the index."""
+NOTES = {"log_archive": LOG_ARCHIVE_NOTE, "chaos": CHAOS_NOTE, "dag_list": DAG_LIST_NOTE,
+         "vs_airflow_chain": CHAIN_NOTE, "many_dags": MANY_DAGS_NOTE,
          "datasets": DATASETS_NOTE, "waits": WAITS_NOTE, "tracing": TRACING_NOTE}
 
 def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -61,6 +62,9 @@ POLL_INTERVAL = 1.0
 #: the pool's timeout, failed and backed off for up to 30 s (1,000 x 1 MB: the last log complete
 #: 105 s after its try ended). Queued here instead, they go in turn and the pool keeps room.
 INDEX_PARALLEL = 4
+#: Chunks compressed at once ahead of the upload, each in a worker thread: two, the cores of a small
+#: leader; memory is this many compressed chunks more per log being archived.
+COMPRESS_AHEAD = 2
 #: A chunk being compressed: its bytes and where it ends (None: nothing there to take).
 Pending = asyncio.Future[tuple[bytes, int] | None]
 
@@ -134,43 +138,80 @@ class LogArchiver:
     async def ship(self, task_try_id: int, container: str, path: Path, archived: int, *, partial: bool) -> int:
         """Archive ``path`` from byte ``archived`` in whole chunks (and the last, smaller one if ``partial``).
 
-        Two chunks are in flight at most: the next one is compressed (in a worker thread) while the
-        current one is uploaded and indexed, so the upload never waits for the CPU nor the CPU for
-        the network. Indexing stays in order. Returns where the archive ends now (read back from
-        the index when another writer moved it).
+        Work overlaps in three stages: the next :data:`COMPRESS_AHEAD` chunks are compressed in
+        worker threads (zlib runs outside the GIL, so on two cores two chunks compress at once —
+        compression at level 1 is the slowest stage, about 100 MB/s a core), the current one is
+        uploaded, and the one before it is indexed, so neither the upload waits for the CPU or the
+        database nor the other way round (one index transaction per MiB was a fifth of a 1 GB log's
+        archiving when it waited its turn). Indexing stays in order, and a chunk is indexed only
+        after its object is written. An object uploaded ahead of its predecessor's index row is
+        named by its whole byte range (:func:`chunk_key`), so if another writer moved the archive
+        meanwhile, that object is at worst one nobody points at — never a different content under a
+        name the index uses. Returns where the archive ends now (read back from the index when
+        another writer moved it).
         """
         size = _size(path)
-        upcoming = self._compress(path, archived, size, partial)
+        ahead: deque[tuple[int, Pending]] = deque()
+        self._fill(ahead, path, archived, size, partial)
+        indexing: asyncio.Future[int | None] | None = None
         try:
-            while upcoming is not None:
-                data = await upcoming
-                upcoming = None
-                if data is None:  # the file shrank or vanished: nothing more to take from it
-                    break
-                compressed, end = data
-                upcoming = self._compress(path, end, size, partial)
-                key = chunk_key(self.cluster, task_try_id, container, archived)
-                with tracing.span("leoflow.log_archive.upload", container=container, bytes=len(compressed)):
-                    await self.store.put(key, compressed)
-                async with self._index() as conn:
-                    appended = await archive_store.append_chunk(conn, task_try_id, container, start=archived,
-                                                                end=end, stored_bytes=len(compressed), object_key=key)
-                    if not appended:
-                        current = await archive_store.open_log(conn, task_try_id, container)
-                if appended:
-                    ARCHIVED_OBJECTS.inc()
-                    ARCHIVED_BYTES.inc(end - archived)
-                    archived = end
+            while True:
+                data = await ahead.popleft()[1] if ahead else None
+                if data is not None:
+                    compressed, end = data
+                    if ahead and ahead[0][0] != end:  # the file shrank under the chunk: start over from its end
+                        await _discard_all(ahead)
+                    self._fill(ahead, path, ahead[-1][0] if ahead else end, size, partial, after=bool(ahead))
+                    key = chunk_key(self.cluster, task_try_id, container, archived, end)
+                    with tracing.span("leoflow.log_archive.upload", container=container, bytes=len(compressed)):
+                        await self.store.put(key, compressed)
+                moved = await indexing if indexing is not None else None
+                indexing = None
+                if moved is not None:  # another writer moved the archive's end: carry on from the index
+                    await _discard_all(ahead)
+                    if moved < 0:  # complete
+                        return -moved - 1
+                    archived = moved
+                    self._fill(ahead, path, archived, size, partial)
                     continue
-                # Another writer moved the archive's end: carry on from where the index says.
-                await _discard(upcoming)
-                if current.complete:
-                    return current.size_bytes
-                archived = current.size_bytes
-                upcoming = self._compress(path, archived, size, partial)
+                if data is None:  # nothing more to take (or the file shrank or vanished)
+                    break
+                indexing = asyncio.ensure_future(self._append(task_try_id, container, archived, end,
+                                                              len(compressed), key))
+                archived = end
         finally:
-            await _discard(upcoming)
+            await _discard_all(ahead)
+            if indexing is not None:  # a failed upload: let the index write before it finish
+                await asyncio.wait({indexing})
+                with contextlib.suppress(Exception):
+                    indexing.result()
         return archived
+
+    def _fill(self, ahead: deque[tuple[int, Pending]], path: Path, start: int, size: int, partial: bool, *,
+              after: bool = False) -> None:
+        """Start compressing chunks from ``start`` (or from the end of the chunk starting there, if
+        ``after``) until :data:`COMPRESS_AHEAD` are in flight or none is left to take."""
+        if after:
+            start = min(size, start + self.chunk_bytes)
+        while len(ahead) < COMPRESS_AHEAD:
+            pending = self._compress(path, start, size, partial)
+            if pending is None:
+                return
+            ahead.append((start, pending))
+            start = min(size, start + self.chunk_bytes)
+
+    async def _append(self, task_try_id: int, container: str, start: int, end: int, stored: int,
+                      key: str) -> int | None:
+        """Index one written chunk: None when it was appended; otherwise where another writer left the
+        archive (its size, or ``-(size + 1)`` when it is complete)."""
+        async with self._index() as conn:
+            if await archive_store.append_chunk(conn, task_try_id, container, start=start, end=end,
+                                                stored_bytes=stored, object_key=key):
+                ARCHIVED_OBJECTS.inc()
+                ARCHIVED_BYTES.inc(end - start)
+                return None
+            current = await archive_store.open_log(conn, task_try_id, container)
+        return -(current.size_bytes + 1) if current.complete else current.size_bytes
 
     def _compress(self, path: Path, start: int, size: int, partial: bool) -> Pending | None:
         """The next chunk from ``start``, compressing in a worker thread; None when there is none to take."""
@@ -245,10 +286,11 @@ def _compress_range(path: Path, start: int, end: int) -> tuple[bytes, int] | Non
     return packer.finish(), start + packer.raw_bytes
 
 
-async def _discard(upcoming: Pending | None) -> None:
-    """Let a chunk being compressed finish and drop it (a worker thread cannot be interrupted)."""
-    if upcoming is not None:
-        await asyncio.wait({upcoming})
+async def _discard_all(ahead: deque[tuple[int, Pending]]) -> None:
+    """Let the chunks being compressed finish and drop them (a worker thread cannot be interrupted)."""
+    if ahead:
+        await asyncio.wait({pending for _, pending in ahead})
+        ahead.clear()
 
 
 async def _wait(event: asyncio.Event, seconds: float) -> None:

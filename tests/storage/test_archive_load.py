@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.db.connection.database import Database
-from leoflow.executor.log_archive import LogArchiver
+from leoflow.executor.log_archive import COMPRESS_AHEAD, LogArchiver
 from leoflow.metrics.log_archive import ARCHIVE_FAILURES
 from leoflow.settings import Settings
 from leoflow.storage.log_chunks import CHUNK_BYTES
@@ -62,7 +62,9 @@ def test_memory_does_not_grow_with_the_size_of_the_log(settings: Settings, tmp_p
     run_with_term(settings, body, pool_size=2)
     # Eight times the output, the same memory: what is held is a chunk or two, never the log.
     assert peaks[64] < peaks[8] * 1.5 + 512 * 1024, peaks
-    assert peaks[64] < 4 * CHUNK_BYTES, peaks
+    # Each chunk in flight (those compressing ahead and the one uploading) is held compressed, and
+    # twice that for a moment while its pieces are joined: incompressible output is a chunk's size.
+    assert peaks[64] < 2 * (COMPRESS_AHEAD + 1) * CHUNK_BYTES, peaks
 
 
 def test_a_thousand_tries_logging_at_full_speed_are_all_archived_whole(settings: Settings, tmp_path: Path) -> None:

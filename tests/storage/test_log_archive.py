@@ -96,7 +96,7 @@ def test_two_writers_leave_no_gap_and_no_duplicate(settings: Settings, archive_u
         [t] = await seed_tries(engine, 1)
         store = ObjectStore(archive_url)
         # The dead leader: its object for byte 0 is written, its row never was (killed in between).
-        await store.put(chunk_key("default", t.task_try_id, "task", 0), b"not even gzip")
+        await store.put(chunk_key("default", t.task_try_id, "task", 0, CHUNK), b"not even gzip")
         ended = asyncio.Event()
         ended.set()
         await asyncio.wait_for(asyncio.gather(
@@ -111,6 +111,27 @@ def test_two_writers_leave_no_gap_and_no_duplicate(settings: Settings, archive_u
         assert rows == 11
 
     run_with_term(settings, body, pool_size=6)
+
+
+def test_a_zombies_late_partial_chunk_never_replaces_an_indexed_object(settings: Settings, archive_url: str,
+                                                                       tmp_path: Path) -> None:
+    """A writer that cut its chunk at another end (a flush of what it had seen) and uploads after the
+    archive moved on: its object must not land under a name the index uses. Named by the first byte
+    alone, it did — the reader then got the zombie's 100 bytes where 4,096 were indexed."""
+    log = tmp_path / "output.log"
+    log.write_bytes(os.urandom(CHUNK * 3))
+
+    async def body(engine: AsyncEngine) -> None:
+        [t] = await seed_tries(engine, 1)
+        store = ObjectStore(archive_url)
+        ended = asyncio.Event()
+        ended.set()
+        await asyncio.wait_for(archiver(store, engine).follow_file(t.task_try_id, "task", log, ended), 30)
+        zombie = LogArchiver(store, Database(engine), "default", chunk_bytes=100)
+        await zombie.ship(t.task_try_id, "task", log, 0, partial=True)  # its rows are refused; its objects stay
+        assert await archived_bytes(store, engine, t.task_try_id) == log.read_bytes()
+
+    run_with_term(settings, body, pool_size=4)
 
 
 def test_a_bucket_refusing_writes_mid_stream_costs_retries_not_the_log(settings: Settings, s3_env: S3Server,
