@@ -28,7 +28,7 @@ from leoflow.storage.objects import ObjectStore
 from tests.executor.conftest import NAMESPACE, k8s_settings
 from tests.executor.pod_cases import Case, launch_of, validate_strictly
 from tests.executor.test_kubernetes import run, started
-from tests.executor.world import Recorder, seed_tries
+from tests.executor.world import Recorder, seed_tries, set_term
 from tests.harness.fake_k8s import FakeKubernetes
 
 ARTIFACTS = TaskArtifacts(outputs=(OutputArtifact("report", "out/report"),),
@@ -158,5 +158,39 @@ def test_the_try_ends_once_the_sidecars_manifest_is_indexed(settings: Settings, 
             assert [(r.name, r.complete) for r in rows] == [("report", False)]
         if manifest == "none":
             assert "wrote no manifest" in (final.reason or "")
+
+    run(s, body)
+
+
+def test_a_leader_that_adopts_the_try_waits_for_its_manifest_too(settings: Settings, fake_k8s: FakeKubernetes,
+                                                                   tmp_path: Any) -> None:
+    """The leader that created the pod dies while it runs; its successor has no launch for it. It reads
+    the outputs back from the pod's upload sidecar and judges the end the same way: here the sidecar
+    found the required output missing, so the success becomes a failure naming it (a successor that
+    forgot the artifacts reported success, and the consumer failed on an input never stored)."""
+    archive = (tmp_path / "archive").as_uri()
+    s = k8s_settings(settings)
+    s = s.replace(log_archive=dataclasses.replace(s.log_archive, url=archive))
+
+    async def body(engine: AsyncEngine) -> None:
+        [producer] = await seed_tries(engine, 1)
+        await ObjectStore(archive).put(manifest_key("default", producer.task_try_id), json.dumps(
+            [PackedArtifact("report", None, missing=True).to_json()]).encode())
+        rec1 = Recorder(engine)
+        rec1.track([producer])
+        old = await started(s, engine, 1, rec1)
+        await old.submit(producer.launch(["sh", "-c", "sleep 1.5"], term=1,
+                                         artifacts=TaskArtifacts(outputs=(OutputArtifact("report", "r.txt"),))))
+        await rec1.wait_for(lambda: "running" in rec1.states(producer.key), what="running")
+        await old.stop()  # the leader dies; its pod keeps running
+        await set_term(engine, "default", 2)
+        rec2 = Recorder(engine)
+        rec2.track([producer])
+        new = await started(s, engine, 2, rec2)
+        new.artifact_wait = 1.0
+        final = await rec2.wait_final(producer.key)
+        await new.stop()
+        assert final.state == "failed" and "artifact 'report'" in (final.reason or ""), final
+        assert len(fake_k8s.creates()) == 1
 
     run(s, body)

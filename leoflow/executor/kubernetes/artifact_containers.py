@@ -28,7 +28,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from leoflow import __version__
+from leoflow.errors import ValidationFailed
 from leoflow.executor.artifacts import ARTIFACTS_ENV, POD_ARTIFACTS_DIR
+from leoflow.model.artifacts.declared import TaskArtifacts, parse_artifacts
 from leoflow.model.tries import TaskLaunch
 
 VOLUME = "leoflow-artifacts"
@@ -73,6 +75,23 @@ def with_artifacts(pod: dict[str, Any], launch: TaskLaunch, *, cluster: str, arc
         init.append(sidecar)
         spec["terminationGracePeriodSeconds"] = max(UPLOAD_GRACE, int(spec.get("terminationGracePeriodSeconds") or 0))
     return out
+
+
+def declared_outputs(pod: Mapping[str, Any]) -> TaskArtifacts | None:
+    """The outputs a pod's upload sidecar was told to store (None: it has none, or its arguments are
+    not ours). A leader that adopts a running try has no launch; the pod itself says what its end
+    must wait for, so the try is judged the same whichever leader sees it end."""
+    for container in (pod.get("spec") or {}).get("initContainers") or []:
+        if container.get("name") != UPLOAD:
+            continue
+        args = container.get("args") or []
+        try:
+            raw = json.loads(args[args.index("--outputs") + 1])
+            declared = parse_artifacts({"outputs": raw}, "outputs")
+        except (ValueError, IndexError, TypeError, ValidationFailed):
+            return None
+        return declared if declared.outputs else None
+    return None
 
 
 def _container(name: str, image: str, args: list[str], env: list[dict[str, str]],

@@ -268,7 +268,8 @@ class PodCreation:
 
         The ``task`` container has exited; the try is reported once the sidecar's manifest is indexed
         (leoflow.executor.artifacts.await_manifest), a success failing when a required output is not
-        stored. A try adopted by a later leader has no launch, so its artifacts are not indexed."""
+        stored. A try adopted by a later leader has no launch: its outputs are read back from its
+        pod's upload sidecar (artifact_containers.declared_outputs), so it is judged the same way."""
         if t.artifacts is None or not t.artifacts.outputs or t.task_try_id is None or outcome.state is None:
             return False
         if not t.indexing:

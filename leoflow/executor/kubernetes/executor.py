@@ -66,6 +66,7 @@ from leoflow.errors import DatabaseError, FencedOut, is_leader_fault
 from leoflow.executor.base import Report
 from leoflow.executor.failures import try_error
 from leoflow.executor.kubernetes import pods
+from leoflow.executor.kubernetes.artifact_containers import declared_outputs
 from leoflow.executor.kubernetes.create import PodCreation, Tracked
 from leoflow.executor.kubernetes.errors import CallNotSent, KubernetesError, WatchExpired
 from leoflow.executor.kubernetes.kube_client import KubernetesApi
@@ -402,6 +403,7 @@ class KubernetesExecutor(PodCreation):
         if record is not None and record.state == "cancelling":
             self._start_kill(t, "cancelled")
             return
+        t.artifacts = declared_outputs(pod)  # adopted: its end waits for the upload sidecar's manifest too
         await self._apply(t, pod, "MODIFIED")
 
     async def _reconcile(self, *, initial: bool, namespaces: list[str] | None = None) -> dict[str, str]:
