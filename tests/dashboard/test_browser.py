@@ -319,6 +319,24 @@ def test_log_page_follows_a_running_try_until_its_log_is_complete(
     page.get_by_test_id("container-tab-default").click()
     expect(status).to_have_attribute("data-source", "stored")
     expect(page.get_by_test_id("log-download")).to_be_hidden()
+    # Search within the log: plain text, any case; marks keep the text as it is; Next wraps.
+    search, count = page.get_by_test_id("log-search"), page.get_by_test_id("log-search-count")
+    log = page.get_by_test_id("log")
+    search.fill("T")
+    expect(count).to_have_text("1 of 2")
+    expect(log.locator("mark.hit")).to_have_count(2)
+    expect(log.locator("mark.current")).to_have_attribute("data-hit", "0")
+    page.get_by_test_id("log-search-next").click()
+    expect(count).to_have_text("2 of 2")
+    expect(log.locator("mark.current")).to_have_attribute("data-hit", "1")
+    search.press("Enter")  # Enter is Next: past the last match, back to the first
+    expect(count).to_have_text("1 of 2")
+    expect(log).to_have_text("started\nfinished-ok\n")
+    search.fill("(.*")  # typed text is never a pattern
+    expect(count).to_have_text("no match")
+    search.fill("")
+    expect(count).to_have_text("")
+    expect(log.locator("mark")).to_have_count(0)
 
 
 def test_cancel_from_the_run_page_stops_the_run(server: LiveServer, open_page: Callable[..., Browse]) -> None:

@@ -9,6 +9,7 @@
 // of the try's pod (FailedMount, BackOff, …), kept with the try after the pod is gone: fetched when
 // another try is shown, and every few polls while it runs. Then the try's output artifacts, each
 // with what is stored (or why nothing is) and a download of its .tar.gz, fetched through the API.
+// A search box finds text in the log shown (the archive's last 512 KiB; Download for the rest).
 
 import { api, enc } from "../api.js";
 import { fill, h, href } from "../dom.js";
@@ -24,6 +25,37 @@ const OUTPUT_SHOWN_CHARS = 160;
 const ARCHIVE_VIEW_BYTES = 512 * 1024;
 // While a try runs its pod's events are fetched again every this many polls (a new event is rare).
 const EVENT_POLLS = 5;
+// Search marks at most this many matches (and counts up to SEARCH_COUNT_MAX): a one-letter search
+// in 512 KiB of log must not build a million nodes.
+const SEARCH_MARKS = 2000;
+const SEARCH_COUNT_MAX = 100000;
+
+/**
+ * Where ``query`` occurs in ``text``, case-insensitively, as plain text: what a reader types is
+ * escaped into a literal pattern, never run as one (a pattern from the page could hang the tab on
+ * a large log). Offsets are into ``text`` itself, so marks land on the right characters.
+ */
+function findAll(text, query) {
+  const literal = new RegExp(query.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "gi");
+  const at = [];
+  for (let m = literal.exec(text); m !== null && at.length < SEARCH_COUNT_MAX; m = literal.exec(text)) {
+    at.push([m.index, m[0].length]);
+  }
+  return at;
+}
+
+/** ``text`` with the first SEARCH_MARKS of ``hits`` in <mark> nodes (text nodes only, never HTML). */
+function markedLog(text, hits, current) {
+  const parts = [];
+  let at = 0;
+  hits.slice(0, SEARCH_MARKS).forEach(([index, length], n) => {
+    parts.push(text.slice(at, index),
+      h("mark", { class: n === current ? "hit current" : "hit", "data-hit": String(n) }, text.slice(index, index + length)));
+    at = index + length;
+  });
+  parts.push(text.slice(at));
+  return parts;
+}
 
 /** Bytes for people: 1.2 MB, 340 B. */
 function fmtBytes(n) {
@@ -117,6 +149,50 @@ export default {
     const follow = h("input", { type: "checkbox", checked: true, "data-testid": "follow" });
     const status = h("span", { class: "muted small", "data-testid": "log-status" });
     const pre = h("pre", { class: "log", "data-testid": "log", tabindex: 0 });
+    const search = h("input", { type: "search", placeholder: "Search this log", maxlength: 200,
+      "aria-label": "Search this log", "data-testid": "log-search" });
+    const searchCount = h("span", { class: "muted small", "data-testid": "log-search-count", "aria-live": "polite" });
+    const searchPrev = h("button", { type: "button", class: "secondary", "data-testid": "log-search-prev" }, "Previous");
+    const searchNext = h("button", { type: "button", class: "secondary", "data-testid": "log-search-next" }, "Next");
+    const searchRow = h("div", { class: "log-search" }, search, searchPrev, searchNext, searchCount);
+    let hit = 0; // the current match, kept across polls while the search is the same
+    const drawLog = (reveal) => {
+      const text = lastText ?? "";
+      const query = search.value;
+      if (!query) {
+        pre.textContent = text;
+        searchCount.textContent = "";
+        return;
+      }
+      const hits = findAll(text, query);
+      const marked = Math.min(hits.length, SEARCH_MARKS);
+      hit = marked === 0 ? 0 : ((hit % marked) + marked) % marked;
+      fill(pre, markedLog(text, hits, hit));
+      searchCount.textContent = hits.length === 0 ? "no match"
+        : `${hit + 1} of ${hits.length >= SEARCH_COUNT_MAX ? `${SEARCH_COUNT_MAX.toLocaleString()}+`
+          : hits.length.toLocaleString()}${hits.length > SEARCH_MARKS ? ` (the first ${SEARCH_MARKS.toLocaleString()} marked)` : ""}`;
+      searchCount.dataset.matches = String(hits.length);
+      const current = pre.querySelector("mark.current");
+      if (reveal && current) current.scrollIntoView({ block: "center" });
+    };
+    const step = (by) => {
+      hit += by;
+      follow.checked = false; // reading a match: the view must not jump to the tail on the next poll
+      drawLog(true);
+    };
+    search.addEventListener("input", () => {
+      hit = 0;
+      if (search.value) follow.checked = false;
+      drawLog(true);
+    });
+    search.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") {
+        e.preventDefault();
+        step(e.shiftKey ? -1 : 1);
+      }
+    });
+    searchPrev.addEventListener("click", () => step(-1));
+    searchNext.addEventListener("click", () => step(1));
     const events = section("Pod events", { testid: "pod-events" });
     events.el.hidden = true;
     const artifacts = section("Artifacts", { testid: "artifacts" });
@@ -148,7 +224,7 @@ export default {
       crumbs(["DAGs", "#/dags"], [dagId, href("dags", dagId)], [runId, href("dags", dagId, "runs", runId)], taskId),
       h("div", { class: "page-head" }, h("h1", { class: "mono" }, taskId),
         h("div", { class: "page-actions" }, download, h("label", { class: "inline" }, follow, " follow"))),
-      errors.el, tabs, containerTabs, meta, instances.el, outputs.el, status, pre, events.el, artifacts.el);
+      errors.el, tabs, containerTabs, meta, instances.el, outputs.el, status, searchRow, pre, events.el, artifacts.el);
 
     const mapIndex = /^[0-9]{1,4}$/.test(ctx.query.get("map_index") || "") ? ctx.query.get("map_index") : null;
     const instanceQuery = mapIndex === null ? {} : { map_index: mapIndex };
@@ -306,7 +382,7 @@ export default {
         const shown = text ?? "";
         if (shown !== lastText) {
           lastText = shown;
-          pre.textContent = shown;
+          drawLog(false);
           if (follow.checked) pre.scrollTop = pre.scrollHeight;
         }
         eventPolls += 1;
