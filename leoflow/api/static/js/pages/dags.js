@@ -79,6 +79,10 @@ export default {
     let loads = 0; // answers to a superseded request (an older prefix or page) are dropped
 
     const go = (cursor, history) => {
+      // Until the page arrives, its own cursors are unknown: a second click on Next would reuse the
+      // shown page's cursor and label that page as the one after it.
+      prev.disabled = true;
+      next.disabled = true;
       start = cursor;
       before.splice(0, before.length, ...history);
       ctx.refresh();
