@@ -149,11 +149,14 @@ def test_schemathesis_finds_no_server_errors_or_nonconforming_answers(replicas: 
     env = {**os.environ, "SCHEMATHESIS_HOOKS": str(Path(__file__).with_name("schemathesis_hooks.py"))}
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
+    # One worker: with two, the generator threads describe hypothesis lambdas through ast.parse at
+    # once, which CPython 3.11 does not survive ("SystemError: AST constructor recursion depth
+    # mismatch", an error inside schemathesis, not a verdict on the API: red once in CI).
     run = subprocess.run(
         [st, "--config-file", str(config), "run", f"{url}/api/v2/openapi.json",
          "-H", f"Authorization: Bearer {ADMIN_TOKEN}",
          "--checks", CHECKS, "--max-examples", MAX_EXAMPLES, "--phases", "examples,coverage,fuzzing,stateful",
-         "--workers", "2", "--no-color", "--seed", "20261121", "--report-dir", str(tmp_path)],
+         "--workers", "1", "--no-color", "--seed", "20261121", "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=540, cwd=tmp_path, env=env)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-6000:]
