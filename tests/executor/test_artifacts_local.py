@@ -12,7 +12,7 @@ from typing import Any
 
 from leoflow.db.connection.engine import make_async_engine
 from leoflow.executor.artifacts import NO_STORAGE
-from leoflow.executor.local.executor import LocalExecutor
+from leoflow.executor.local.executor import LocalExecutor, archives_settled
 from leoflow.settings import Settings
 from leoflow.storage.objects import ObjectStore
 from tests.scheduler.harness import apply, eventually, rows, run_state, running_scheduler, trigger
@@ -75,6 +75,7 @@ def test_a_consumer_reads_the_directory_its_producer_wrote(settings: Settings, t
             keys = await ObjectStore(bucket.as_uri()).keys("artifacts")
             assert keys == [index[1][5]]
         finally:
+            await archives_settled(60)  # the tries' log archives outlive the scheduler by design
             await engine.dispose()
 
     asyncio.run(main())

@@ -153,7 +153,7 @@ async def keep_previous_log(archiver: LogArchiver, api: KubernetesApi, task_try_
             log.warning("cannot read the log of a restarted container's previous run",
                         extra={"pod": ref, "container": container, "error": str(err)[:300]})
             return
-        await archiver.follow_file(task_try_id, archived_as, path, ended)
+        await archiver.follow_file(task_try_id, archived_as, path, ended, archived=done)
 
 
 def _retrieved(future: asyncio.Future[int]) -> None:

@@ -144,7 +144,7 @@ async def archive_pod_logs(archiver: LogArchiver, api: KubernetesApi, task_try_i
                 log.warning("cannot read a container's log to archive it",
                             extra={"pod": pod, "container": name, "error": str(err)[:300]})
                 continue
-            await archiver.follow_file(task_try_id, name, path, ended)
+            await archiver.follow_file(task_try_id, name, path, ended, archived=done)
             path.unlink()
 
 

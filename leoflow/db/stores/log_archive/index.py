@@ -18,6 +18,7 @@ Every function takes an ``AsyncConnection`` inside a transaction the caller owns
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import text
@@ -92,6 +93,52 @@ async def complete_log(conn: AsyncConnection, task_try_id: int, container: str, 
     """Mark the log complete if exactly ``size_bytes`` are archived (all the container wrote)."""
     result = await conn.execute(_COMPLETE, {"id": task_try_id, "container": container, "size": size_bytes})
     return result.rowcount == 1
+
+
+@dataclass(frozen=True)
+class WholeLog:
+    """A log that ended before any of it was archived: its one object (None if it is empty)."""
+
+    task_try_id: int
+    container: str
+    size_bytes: int
+    stored_bytes: int
+    object_key: str | None
+
+
+#: Tries deleted meanwhile (retention) are left out rather than failing the others' rows.
+_WHOLE = text("""
+    WITH input AS (
+        SELECT i.* FROM unnest(CAST(:ids AS bigint[]), CAST(:containers AS text[]), CAST(:sizes AS bigint[]),
+                               CAST(:stored AS bigint[]), CAST(:keys AS text[])) AS i(id, container, size, stored, key)
+        WHERE EXISTS (SELECT 1 FROM task_tries t WHERE t.id = i.id)
+    ), opened AS (
+        INSERT INTO log_archives (task_try_id, container, size_bytes, stored_bytes, chunks, complete)
+        SELECT id, container, size, stored, CASE WHEN key IS NULL THEN 0 ELSE 1 END, true FROM input
+        ON CONFLICT (task_try_id, container) DO NOTHING
+        RETURNING task_try_id, container
+    ), chunks AS (
+        INSERT INTO log_archive_chunks (task_try_id, container, start_offset, end_offset, stored_bytes, object_key)
+        SELECT i.id, i.container, 0, i.size, i.stored, i.key
+        FROM input i JOIN opened o ON o.task_try_id = i.id AND o.container = i.container
+        WHERE i.key IS NOT NULL
+    )
+    SELECT task_try_id, container FROM opened
+""")
+
+
+async def archive_whole_logs(conn: AsyncConnection, logs: Sequence[WholeLog]) -> set[tuple[int, str]]:
+    """Index logs that ended before any of them was archived, each complete with its one object (or
+    none), in one statement. Returns the (try, container) pairs indexed; a log whose archive another
+    writer opened first (or whose try is gone) is left unchanged and absent, and its caller carries
+    on from where that archive ends. At most one entry per (try, container)."""
+    if not logs:
+        return set()
+    rows = await conn.execute(_WHOLE, {
+        "ids": [log.task_try_id for log in logs], "containers": [log.container for log in logs],
+        "sizes": [log.size_bytes for log in logs], "stored": [log.stored_bytes for log in logs],
+        "keys": [log.object_key if log.size_bytes else None for log in logs]})
+    return {(int(r.task_try_id), r.container) for r in rows}
 
 
 _LOGS = text("""
