@@ -7,7 +7,9 @@ Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's
   :class:`~leoflow.model.spec.timetable.TickPlanner`) and written with one statement that inserts
   their runs and moves their ``next_run_at`` forward with a compare-and-set
   (:func:`~leoflow.db.stores.runs.lifecycle.create_due_runs`), as many DAGs as their rows fit the row
-  budget (the rest at once in the next step); one log line per step, the DAG ids at debug;
+  budget (the rest at once in the next step); one log line per step, the DAG ids at debug. While
+  due DAGs are left behind a step, it only creates: every due run is queued first, then they
+  start oldest first (for at most :data:`CREATE_FIRST_STEPS` steps in a row);
 - **timeouts**: running tasks past ``timeout_at`` fail (or go up for retry) and their tries are
   flagged for killing;
 - **run deadlines**: running runs past their ``deadline_at`` (``run_timeout_seconds`` after
@@ -67,6 +69,10 @@ T = TypeVar("T")
 
 #: Scheduled runs created per DAG per tick when catching up.
 CATCHUP_RUNS_PER_TICK = 50
+#: Steps in a row that only create due runs, leaving their starts for after (see ``Periodic.creating``):
+#: 20 steps queue 25,000 DAGs' runs with the default row budget; then a step starts runs whatever is
+#: still due.
+CREATE_FIRST_STEPS = 20
 #: Clears and marks applied per tick (each resets up to a whole run; operators send few).
 COMMANDS_PER_TICK = 20
 
@@ -96,6 +102,13 @@ class Periodic:
         self.more_to_start = False
         #: Timed-out tasks, expired runs or due DAGs were left over the row budget: run the parts again at once.
         self.more_due = False
+        #: The last step created runs and more DAGs are due behind them. Creating a run is a few
+        #: rows, starting one is its task instances and their fan-out: at a boundary where
+        #: thousands of DAGs are due, the runs are all queued first (10,000 in about a second), then
+        #: started oldest first, instead of each step starting what it had just created while the
+        #: DAGs behind waited to be queued at all.
+        self.creating = False
+        self._creating_steps = 0
         #: The last scan of due DAGs read a whole page (more may be due behind it).
         self._due_page_full = False
         #: The last scan of DAGs waiting on datasets read a whole page.
@@ -115,7 +128,14 @@ class Periodic:
         await self.apply_deadlines(step)
         await self.release_cancelled(step)
         await self.apply_commands(step)
-        await self.start_runs(step)
+        # The next step creates more, at once: starting waits until every due run is queued — for at
+        # most CREATE_FIRST_STEPS steps in a row, so a long catch-up of many DAGs never starves starts.
+        self._creating_steps = self._creating_steps + 1 if self.creating else 0
+        if 0 < self._creating_steps <= CREATE_FIRST_STEPS:
+            self.more_to_start = True
+        else:
+            self._creating_steps = 0
+            await self.start_runs(step)
         step.kill_check = True
 
     def parts(self) -> list[Part[Any]]:
@@ -172,7 +192,8 @@ class Periodic:
                                        {d.dag_id for d in dues if d.overlap == "replace" and d.active})
         # More are due (left over the budget, or past the page read): the next step at once, but
         # only if this one moved a DAG on, so DAGs that cannot move never keep the loop busy.
-        self.more_due = self.more_due or (bool(created) and (taken < len(plans) or self._due_page_full))
+        self.creating = bool(created) and (taken < len(plans) or self._due_page_full)
+        self.more_due = self.more_due or self.creating
         total = sum(created.values())
         step.created += total
         metrics.RUNS_CREATED.inc(total)

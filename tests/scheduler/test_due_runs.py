@@ -24,6 +24,7 @@ from leoflow.errors import FencedOut
 from leoflow.model.spec import timetable
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.spec.graph import GraphCache
+from leoflow.scheduler import periodic
 from leoflow.scheduler.core import SchedulerCore
 from leoflow.settings import Settings
 from tests.scheduler.harness import rows, set_term
@@ -209,3 +210,47 @@ def test_the_graph_cache_keeps_a_thousand_small_versions_from_one_boundary_to_th
     for vid in range(20, 40):
         small.add(vid, one_task_spec(f"d{vid}"))
     assert len(small) == 10 and small.tasks == 20
+
+
+async def run_states(engine: AsyncEngine) -> dict[str, int]:
+    return {state: int(n) for state, n in await rows(engine, "SELECT state, count(*) FROM dag_runs GROUP BY state")}
+
+
+def test_every_due_run_is_queued_before_any_starts(settings: Settings) -> None:
+    """40 DAGs due, 11 per step: the steps that leave DAGs due behind them only create; the runs
+    start once all 40 are queued (creating is a few rows, starting the costly part). Without this,
+    each step started what it had just created and the last DAGs waited to be queued at all."""
+    clock = FakeClock(NOW)
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        await apply_many(engine, [minutely(f"b{i:02d}") for i in range(40)])
+        core.periodic.row_budget = 22
+        seen: list[tuple[int, dict[str, int]]] = []
+        while await core.tick():
+            seen.append((len(await scheduled(engine)), await run_states(engine)))
+        created = [n for n, _ in seen]
+        assert created[:4] == [11, 22, 33, 40], seen
+        for n, states in seen:
+            if n < 40:
+                assert set(states) == {"queued"}, f"a run started while DAGs were still due: {seen}"
+        assert seen[-1][1] == {"success": 40}, seen
+
+    with_core(settings, clock, body)
+
+
+def test_a_long_creation_never_starves_the_starts(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most CREATE_FIRST_STEPS creating steps in a row: then a step starts runs though DAGs are still due."""
+    monkeypatch.setattr(periodic, "CREATE_FIRST_STEPS", 2)
+    clock = FakeClock(NOW)
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        await apply_many(engine, [minutely(f"b{i:02d}") for i in range(40)])
+        core.periodic.row_budget = 10  # 5 DAGs a step: 8 creating steps
+        seen: list[tuple[int, dict[str, int]]] = []
+        while await core.tick():
+            seen.append((len(await scheduled(engine)), await run_states(engine)))
+        started_while_due = [n for n, states in seen if n < 40 and set(states) != {"queued"}]
+        assert started_while_due and started_while_due[0] == 15, seen
+        assert seen[-1][1] == {"success": 40}, seen
+
+    with_core(settings, clock, body)

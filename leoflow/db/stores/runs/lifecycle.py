@@ -392,17 +392,28 @@ async def start_runs(conn: AsyncConnection, run_pks: Sequence[int], now: datetim
             ON CONFLICT (run_pk, task_id, map_index) DO NOTHING
             RETURNING id, run_pk, task_id, state, try_number, max_tries, pending_upstreams
         )
-        SELECT s.id AS run_pk, s.dag_id, s.run_id, s.dag_version_id AS version_id, c.id, c.task_id, c.state,
-               c.try_number, c.max_tries
-        FROM started s LEFT JOIN created c ON c.run_pk = s.id AND c.pending_upstreams = 0
+        -- The runs, then their roots, as two lists rather than a join: the planner estimates one
+        -- row per CTE, and its nested loop over 500 runs x 500 roots was half the statement's time.
+        SELECT true AS is_run, s.id AS run_pk, s.dag_id, s.run_id, s.dag_version_id AS version_id,
+               NULL::bigint AS id, NULL::varchar AS task_id, NULL::varchar AS state, NULL::int AS try_number,
+               NULL::int AS max_tries
+        FROM started s
+        UNION ALL
+        SELECT false, c.run_pk, NULL, NULL, NULL, c.id, c.task_id, c.state, c.try_number, c.max_tries
+        FROM created c WHERE c.pending_upstreams = 0
     """), {"ids": list(run_pks), "now": now, "term": term, "default_pool": DEFAULT_POOL,
            "min_priority": MIN_PRIORITY, "max_priority": MAX_PRIORITY})
-    started: dict[int, None] = {}
-    roots: list[ReadyTask] = []
+    started: dict[int, tuple[str, str, int]] = {}
+    root_rows = []
     for r in rows:
-        started[int(r.run_pk)] = None
-        if r.id is not None:
-            roots.append(ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
-                                   try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=r.dag_id,
-                                   run_id=r.run_id, version_id=int(r.version_id)))
+        if r.is_run:
+            started[int(r.run_pk)] = (r.dag_id, r.run_id, int(r.version_id))
+        else:
+            root_rows.append(r)
+    roots: list[ReadyTask] = []
+    for r in root_rows:
+        dag_id, run_id, version_id = started[int(r.run_pk)]
+        roots.append(ReadyTask(id=int(r.id), run_pk=int(r.run_pk), task_id=r.task_id, state=r.state,
+                               try_number=int(r.try_number), max_tries=int(r.max_tries), dag_id=dag_id,
+                               run_id=run_id, version_id=version_id))
     return StartedRuns(list(started), roots)
