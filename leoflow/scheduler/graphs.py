@@ -9,17 +9,24 @@ the scheduler fails the runs that use it instead of failing itself
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
-from leoflow.db.connection.database import Connection
+from leoflow.db.connection.database import Connection, Database
 from leoflow.db.stores import dag_versions
+from leoflow.db.stores.runs import starts as run_starts
 from leoflow.model.spec.graph import DEFAULT_CACHE_SIZE, DagGraph, GraphCache
 from leoflow.scheduler.containment import contained, count
 
 #: Broken versions remembered per term (each costs a few hundred bytes).
 BROKEN_MEMORY = 1024
+#: How far ahead a new term compiles the versions of due DAGs (:meth:`VersionGraphs.warm`).
+WARM_AHEAD = timedelta(minutes=10)
+#: Versions compiled between two yields to the event loop while warming (a few milliseconds).
+WARM_CHUNK = 100
 
 
 class VersionGraphs:
@@ -51,6 +58,27 @@ class VersionGraphs:
                 except Exception as exc:  # containment: one version's stored spec, whatever is wrong with it
                     self._set_broken(vid, exc)
         return found
+
+    async def warm(self, db: Database, now: datetime) -> int:
+        """Compile the current versions of the DAGs due within :data:`WARM_AHEAD` (at most the
+        cache's size), a chunk at a time; returns how many were compiled.
+
+        A term starts with an empty cache, and the first boundary after it paid for every due
+        DAG's compile inside its steps: at 10,000 DAGs, 2.5 s of the leader's CPU and two more
+        seconds before the last run succeeded than at the next boundary. A leader that takes over
+        just before midnight is exactly when that matters, so the compile happens beside the loop
+        as soon as the term starts. Read-only; a version compiled meanwhile by a step is skipped.
+        """
+        async with db.connect() as conn:
+            wanted = await run_starts.versions_due_before(conn, now + WARM_AHEAD, self.cache.size)
+        compiled = 0
+        for at in range(0, len(wanted), WARM_CHUNK):
+            chunk = [v for v in wanted[at:at + WARM_CHUNK] if v not in self.cache and v not in self._broken]
+            if chunk:
+                async with db.connect() as conn:
+                    compiled += len(await self.load(conn, chunk))
+            await asyncio.sleep(0)
+        return compiled
 
     def _set_broken(self, version_id: int, exc: Exception) -> None:
         fault = contained("dag_version", version_id, exc)

@@ -101,7 +101,11 @@ class SchedulerService:
             if resubmitted:
                 log.info("queued tries handed to the executor again", extra={"tries": resubmitted})
             await core.sweep_runs(force=True)
-            await self._loop(ctx, core)
+            warming = start_guarded(self._warm(ctx, core), "scheduler-warm-graphs", may_return=True)
+            try:
+                await self._loop(ctx, core)
+            finally:
+                await cancel_and_wait([warming], timeout=STOP_TIMEOUT)
         except FencedOut as exc:
             log.warning("scheduler stopped: fenced out", extra={"term": ctx.term, "error": str(exc)})
         finally:
@@ -139,6 +143,17 @@ class SchedulerService:
                 # A boundary within the interval wakes the loop at the boundary (a step that starts
                 # up to an interval late makes every DAG due at midnight that much late).
                 await wait_at_most(self._wake.wait(), interval if due is None else min(interval, due))
+
+    async def _warm(self, ctx: LeaderContext, core: SchedulerCore) -> None:
+        """Compile the graphs the next boundaries need (leoflow.scheduler.graphs); a failure costs only
+        the head start (the steps compile what they miss)."""
+        try:
+            compiled = await core.graphs.warm(ctx.db, ctx.clock.now())
+        except DatabaseError as exc:
+            log.warning("could not compile the due DAGs ahead of time", extra={"error": str(exc)[:300]})
+            return
+        if compiled:
+            log.info("compiled the due DAGs ahead of their boundary", extra={"versions": compiled})
 
     async def _listen(self, ctx: LeaderContext) -> None:
         """Wake the loop on every NOTIFY; reconnect forever (the interval covers the gaps)."""

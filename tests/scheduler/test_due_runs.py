@@ -9,6 +9,7 @@ in the next step at once. The statements and commits are counted as in ``test_ro
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -19,15 +20,17 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from leoflow.clock import FakeClock, SystemClock
+from leoflow.db.connection.engine import make_async_engine
 from leoflow.db.stores import dags as dag_store
 from leoflow.errors import FencedOut
+from leoflow.executor.memory import MemoryExecutor
 from leoflow.model.spec import timetable
 from leoflow.model.spec.dag import parse_dag_spec
 from leoflow.model.spec.graph import GraphCache
 from leoflow.scheduler import periodic
 from leoflow.scheduler.core import SchedulerCore
 from leoflow.settings import Settings
-from tests.scheduler.harness import rows, set_term
+from tests.scheduler.harness import rows, running_scheduler, set_term
 from tests.scheduler.test_round_trips import counted
 from tests.scheduler.test_schedule import with_core
 
@@ -254,3 +257,49 @@ def test_a_long_creation_never_starves_the_starts(settings: Settings, monkeypatc
         assert seen[-1][1] == {"success": 40}, seen
 
     with_core(settings, clock, body)
+
+
+def test_a_new_term_compiles_the_due_dags_before_their_boundary(settings: Settings) -> None:
+    """The graphs of DAGs due within WARM_AHEAD are compiled beside the loop at the term's start, so
+    the first boundary's steps find them cached; DAGs due later, paused or broken are not."""
+    clock = FakeClock(NOW)
+    tomorrow = (T0 + timedelta(days=1)).isoformat()
+
+    async def body(engine: AsyncEngine, core: SchedulerCore) -> None:
+        await apply_many(engine, [*(minutely(f"soon{i:03d}") for i in range(250)),
+                                  *(minutely(f"later{i}", start_date=tomorrow) for i in range(5))])
+        versions = {dag_id: int(v) for dag_id, v in await rows(engine, "SELECT dag_id, current_version_id FROM dags")}
+        assert not any(v in core.graphs.cache for v in versions.values())
+        compiled = await core.graphs.warm(core.ctx.db, clock.now())
+        assert compiled == 250  # in chunks of WARM_CHUNK, yielding between them
+        assert all(versions[f"soon{i:03d}"] in core.graphs.cache for i in range(250))
+        assert not any(versions[f"later{i}"] in core.graphs.cache for i in range(5))
+        assert await core.graphs.warm(core.ctx.db, clock.now()) == 0  # cached already: nothing compiled twice
+
+    with_core(settings, clock, body)
+
+
+def test_the_scheduler_warms_the_graphs_when_its_term_starts(settings: Settings) -> None:
+    """Wired into the service: a term that starts five minutes before a boundary has the due DAGs'
+    graphs compiled before that boundary, without a step having needed them."""
+    clock = FakeClock(T0 + timedelta(minutes=5))  # every DAG's first slot is minutes away
+
+    async def main() -> None:
+        engine = make_async_engine(settings.database, pool_size=4)
+        try:
+            start = (T0 + timedelta(minutes=8)).isoformat()
+            await apply_many(engine, [minutely(f"soon{i:02d}", start_date=start) for i in range(20)])
+            versions = [int(v) for (v,) in await rows(engine, "SELECT current_version_id FROM dags")]
+            async with running_scheduler(settings, MemoryExecutor(), clock=clock, engine=engine) as running:
+                for _ in range(200):
+                    core = running.service.core
+                    if core is not None and all(v in core.graphs.cache for v in versions):
+                        break
+                    await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError("the term did not compile the due DAGs' graphs")
+                assert await rows(engine, "SELECT count(*) FROM dag_runs") == [(0,)]  # none due yet
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())

@@ -102,3 +102,15 @@ async def next_due_at(conn: AsyncConnection, after: datetime) -> datetime | None
     """), {"after": after})).one()
     at: datetime | None = row.at
     return at
+
+
+async def versions_due_before(conn: AsyncConnection, until: datetime, limit: int) -> list[int]:
+    """The current versions of the DAGs that can run and are due by ``until``, soonest first (at most
+    ``limit``): what a new leader compiles before the boundary that needs them."""
+    rows = await conn.execute(text("""
+        SELECT current_version_id FROM dags
+        WHERE NOT paused AND NOT deleted AND next_run_at <= :until AND schedule IS NOT NULL
+          AND current_version_id IS NOT NULL
+        ORDER BY next_run_at LIMIT :limit
+    """), {"until": until, "limit": limit})
+    return [int(r.current_version_id) for r in rows]
