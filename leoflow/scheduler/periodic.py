@@ -58,7 +58,7 @@ from leoflow.scheduler.commands import apply_commands
 from leoflow.scheduler.containment import EntityKind
 from leoflow.scheduler.datasets import pending_slot, record_slots, trigger_dataset_runs
 from leoflow.scheduler.fanout import failure_rows, within_budget
-from leoflow.scheduler.graphs import VersionGraphs
+from leoflow.scheduler.graphs import WARM_AHEAD, VersionGraphs
 from leoflow.scheduler.step import Step
 from leoflow.scheduler.transitions import timeout_transition
 from leoflow.scheduler.waits import WaitChecker
@@ -116,6 +116,10 @@ class Periodic:
         #: The earliest ``next_run_at`` after the last periodic step (None: no DAG is scheduled): the
         #: loop wakes then, so a boundary's step starts at the boundary, not up to an interval later.
         self.next_due: datetime | None = None
+        #: A boundary came within WARM_AHEAD: its DAGs' graphs should be compiled before it (taken
+        #: by the service, which clears it); each boundary asks once.
+        self.warm_wanted = False
+        self._warmed_for: datetime | None = None
         #: Task waits (``wait_for``, ``depends_on_past``): woken by changes, judged when due.
         self.waits = WaitChecker(batch_size)
 
@@ -152,6 +156,9 @@ class Periodic:
     async def create_scheduled_runs(self, step: Step) -> None:
         await self._create(step, await self._due(step))
         self.next_due = await run_starts.next_due_at(step.conn, step.now)
+        if self.next_due is not None and self.next_due - step.now <= WARM_AHEAD and self.next_due != self._warmed_for:
+            self._warmed_for = self.next_due
+            self.warm_wanted = True  # the service compiles its DAGs' graphs beside the loop (graphs.warm)
 
     @property
     def due_per_step(self) -> int:

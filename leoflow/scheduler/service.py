@@ -70,6 +70,8 @@ class SchedulerService:
         self.core: SchedulerCore | None = None
         self._wake = asyncio.Event()
         self._deferred_wake: asyncio.TimerHandle | None = None
+        #: Set when a boundary came within reach: the warm task compiles its DAGs' graphs.
+        self._warm_wanted = asyncio.Event()
 
     async def report(self, update: StatusUpdate) -> None:
         """The executor's callback: queue the update for the loop and wake it (see the module docstring)."""
@@ -101,7 +103,7 @@ class SchedulerService:
             if resubmitted:
                 log.info("queued tries handed to the executor again", extra={"tries": resubmitted})
             await core.sweep_runs(force=True)
-            warming = start_guarded(self._warm(ctx, core), "scheduler-warm-graphs", may_return=True)
+            warming = start_guarded(self._warm(ctx, core), "scheduler-warm-graphs")
             try:
                 await self._loop(ctx, core)
             finally:
@@ -132,6 +134,9 @@ class SchedulerService:
                 await asyncio.sleep(min(MAX_ERROR_BACKOFF, interval * failures))
                 continue
             failures = 0
+            if core.periodic.warm_wanted:
+                core.periodic.warm_wanted = False
+                self._warm_wanted.set()
             metrics.TICKS.inc()
             metrics.TICK_SECONDS.observe(max(0.0, ctx.clock.monotonic() - started))
             ctx.progress()
@@ -145,15 +150,19 @@ class SchedulerService:
                 await wait_at_most(self._wake.wait(), interval if due is None else min(interval, due))
 
     async def _warm(self, ctx: LeaderContext, core: SchedulerCore) -> None:
-        """Compile the graphs the next boundaries need (leoflow.scheduler.graphs); a failure costs only
-        the head start (the steps compile what they miss)."""
-        try:
-            compiled = await core.graphs.warm(ctx.db, ctx.clock.now())
-        except DatabaseError as exc:
-            log.warning("could not compile the due DAGs ahead of time", extra={"error": str(exc)[:300]})
-            return
-        if compiled:
-            log.info("compiled the due DAGs ahead of their boundary", extra={"versions": compiled})
+        """Compile the graphs the next boundaries need (leoflow.scheduler.graphs): at the term's start,
+        then whenever a boundary comes within reach (DAGs applied or moved meanwhile). A failure costs
+        only the head start: the steps compile what they miss."""
+        while True:
+            try:
+                compiled = await core.graphs.warm(ctx.db, ctx.clock.now())
+            except DatabaseError as exc:
+                log.warning("could not compile the due DAGs ahead of time", extra={"error": str(exc)[:300]})
+            else:
+                if compiled:
+                    log.info("compiled the due DAGs ahead of their boundary", extra={"versions": compiled})
+            await self._warm_wanted.wait()
+            self._warm_wanted.clear()
 
     async def _listen(self, ctx: LeaderContext) -> None:
         """Wake the loop on every NOTIFY; reconnect forever (the interval covers the gaps)."""

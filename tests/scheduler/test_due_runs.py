@@ -303,3 +303,30 @@ def test_the_scheduler_warms_the_graphs_when_its_term_starts(settings: Settings)
             await engine.dispose()
 
     asyncio.run(main())
+
+
+def test_dags_applied_during_the_term_are_compiled_before_their_boundary(settings: Settings) -> None:
+    """A sync minutes before midnight brings new versions: once their boundary is within reach,
+    the warm task compiles them, not the boundary's steps."""
+    clock = FakeClock(T0 + timedelta(minutes=5))
+
+    async def main() -> None:
+        engine = make_async_engine(settings.database, pool_size=4)
+        try:
+            async with running_scheduler(settings, MemoryExecutor(), clock=clock, engine=engine) as running:
+                start = (T0 + timedelta(minutes=8)).isoformat()
+                await apply_many(engine, [minutely(f"late{i:02d}", start_date=start) for i in range(20)])
+                versions = [int(v) for (v,) in await rows(engine, "SELECT current_version_id FROM dags")]
+                running.service.poke()  # what the apply's NOTIFY does
+                for _ in range(200):
+                    core = running.service.core
+                    if core is not None and all(v in core.graphs.cache for v in versions):
+                        break
+                    await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError("the DAGs applied during the term were not compiled ahead of their boundary")
+                assert await rows(engine, "SELECT count(*) FROM dag_runs") == [(0,)]
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
