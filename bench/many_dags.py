@@ -14,8 +14,10 @@ due runs set-based, 1,000 DAGs due at one minute waited 10.4 s for their runs an
    sets every DAG's ``next_run_at`` to it, in one statement (what applying them with that
    boundary as ``start_date`` would store; applying 10,000 takes longer than a minute, so the
    boundary cannot be known before they are stored);
-4. for that boundary and the next ``--boundaries`` - 1 (the first finds the leader's graph cache
-   cold, the next warm), polls the database every 0.25 s until every DAG has a successful run
+4. for that boundary and the next ``--boundaries`` - 1 (the first comes seconds after the replica
+   started and the DAGs were moved to it — the leader compiles their graphs meanwhile if it has
+   time — the next a minute later, every graph cached), polls the database every 0.25 s until
+   every DAG has a successful run
    for the boundary's slot (or a later one, if the scheduler reached it only after the next
    boundary: ``catchup: false`` runs the latest due slot; counted as ``slot_skipped``), and
    reports, from the runs' own timestamps (``created_at``, ``started_at``, ``ended_at``) minus
