@@ -96,7 +96,7 @@ class LogArchiver:
         self.poll_interval = poll_interval
         self.clock = clock
         self._index_gate = asyncio.Semaphore(INDEX_PARALLEL)
-        self._whole = _WholeLogIndex(self)
+        self._whole = _WholeLogIndex(self._index)
 
     async def follow_file(self, task_try_id: int, container: str, path: Path, ended: asyncio.Event, *,
                           archived: int | None = None) -> None:
@@ -319,8 +319,9 @@ class _WholeLogIndex:
     seconds of the first go in one transaction (a chain of short tries, one after the other,
     shared its index writes ten to one; a thousand tries ending at once, a thousand to a few)."""
 
-    def __init__(self, archiver: LogArchiver) -> None:
-        self.archiver = archiver
+    def __init__(self, transaction: Callable[[], contextlib.AbstractAsyncContextManager[Connection]]) -> None:
+        #: The archiver's index transaction (at most INDEX_PARALLEL at once, shared with its chunks).
+        self._transaction = transaction
         self._waiting: dict[tuple[int, str], tuple[archive_store.WholeLog, asyncio.Future[bool]]] = {}
         self._writer: asyncio.Task[None] | None = None
 
@@ -340,7 +341,7 @@ class _WholeLogIndex:
         await asyncio.sleep(WHOLE_GATHER)
         batch, self._waiting, self._writer = self._waiting, {}, None
         try:
-            async with self.archiver._index() as conn:
+            async with self._transaction() as conn:
                 indexed = await archive_store.archive_whole_logs(conn, [whole for whole, _ in batch.values()])
         except BaseException as exc:
             for _, done in batch.values():

@@ -30,7 +30,7 @@ from leoflow.model.spec.graph import GraphCache
 from leoflow.scheduler import periodic
 from leoflow.scheduler.core import SchedulerCore
 from leoflow.settings import Settings
-from tests.scheduler.harness import rows, running_scheduler, set_term
+from tests.scheduler.harness import RunningScheduler, eventually, rows, running_scheduler, set_term
 from tests.scheduler.test_round_trips import counted
 from tests.scheduler.test_schedule import with_core
 
@@ -279,6 +279,15 @@ def test_a_new_term_compiles_the_due_dags_before_their_boundary(settings: Settin
     with_core(settings, clock, body)
 
 
+async def compiled_ahead(running: RunningScheduler, versions: list[int]) -> None:
+    """Wait (10 s at most) until the running term's graph cache holds every one of ``versions``."""
+    async def cached() -> int:
+        core = running.service.core
+        return 0 if core is None else sum(v in core.graphs.cache for v in versions)
+
+    await eventually(cached, lambda n: n == len(versions), timeout=10)
+
+
 def test_the_scheduler_warms_the_graphs_when_its_term_starts(settings: Settings) -> None:
     """Wired into the service: a term that starts five minutes before a boundary has the due DAGs'
     graphs compiled before that boundary, without a step having needed them."""
@@ -291,13 +300,7 @@ def test_the_scheduler_warms_the_graphs_when_its_term_starts(settings: Settings)
             await apply_many(engine, [minutely(f"soon{i:02d}", start_date=start) for i in range(20)])
             versions = [int(v) for (v,) in await rows(engine, "SELECT current_version_id FROM dags")]
             async with running_scheduler(settings, MemoryExecutor(), clock=clock, engine=engine) as running:
-                for _ in range(200):
-                    core = running.service.core
-                    if core is not None and all(v in core.graphs.cache for v in versions):
-                        break
-                    await asyncio.sleep(0.05)
-                else:
-                    raise AssertionError("the term did not compile the due DAGs' graphs")
+                await compiled_ahead(running, versions)
                 assert await rows(engine, "SELECT count(*) FROM dag_runs") == [(0,)]  # none due yet
         finally:
             await engine.dispose()
@@ -318,13 +321,7 @@ def test_dags_applied_during_the_term_are_compiled_before_their_boundary(setting
                 await apply_many(engine, [minutely(f"late{i:02d}", start_date=start) for i in range(20)])
                 versions = [int(v) for (v,) in await rows(engine, "SELECT current_version_id FROM dags")]
                 running.service.poke()  # what the apply's NOTIFY does
-                for _ in range(200):
-                    core = running.service.core
-                    if core is not None and all(v in core.graphs.cache for v in versions):
-                        break
-                    await asyncio.sleep(0.05)
-                else:
-                    raise AssertionError("the DAGs applied during the term were not compiled ahead of their boundary")
+                await compiled_ahead(running, versions)
                 assert await rows(engine, "SELECT count(*) FROM dag_runs") == [(0,)]
         finally:
             await engine.dispose()

@@ -50,6 +50,13 @@ async def archived_bytes(store: ObjectStore, engine: AsyncEngine, task_try_id: i
     return b"".join(parts)
 
 
+async def archive_ended(writer: LogArchiver, task_try_id: int, log: Path, *, archived: int | None = None) -> None:
+    """Archive the ``task`` log of a try that has ended already, within 30 s."""
+    ended = asyncio.Event()
+    ended.set()
+    await asyncio.wait_for(writer.follow_file(task_try_id, "task", log, ended, archived=archived), 30)
+
+
 async def state(engine: AsyncEngine, task_try_id: int) -> archive_store.ArchivedLog:
     async with engine.begin() as conn:
         return await archive_store.open_log(conn, task_try_id, "task")
@@ -124,9 +131,7 @@ def test_a_zombies_late_partial_chunk_never_replaces_an_indexed_object(settings:
     async def body(engine: AsyncEngine) -> None:
         [t] = await seed_tries(engine, 1)
         store = ObjectStore(archive_url)
-        ended = asyncio.Event()
-        ended.set()
-        await asyncio.wait_for(archiver(store, engine).follow_file(t.task_try_id, "task", log, ended), 30)
+        await archive_ended(archiver(store, engine), t.task_try_id, log)
         zombie = LogArchiver(store, Database(engine), "default", chunk_bytes=100)
         await zombie.ship(t.task_try_id, "task", log, 0, partial=True)  # its rows are refused; its objects stay
         assert await archived_bytes(store, engine, t.task_try_id) == log.read_bytes()
@@ -174,10 +179,7 @@ def test_storage_that_never_comes_back_is_given_up_after_the_window(settings: Se
     async def body(engine: AsyncEngine) -> None:
         [t] = await seed_tries(engine, 1)
         store = ObjectStore("s3://never-created/archive")
-        ended = asyncio.Event()
-        ended.set()
-        await asyncio.wait_for(archiver(store, engine, give_up_after=0.5).follow_file(
-            t.task_try_id, "task", log, ended), 30)
+        await archive_ended(archiver(store, engine, give_up_after=0.5), t.task_try_id, log)
         assert not (await state(engine, t.task_try_id)).complete
 
     run_with_term(settings, body, pool_size=4)
@@ -191,9 +193,7 @@ def test_chunk_boundaries(settings: Settings, tmp_path: Path, size: int) -> None
     async def body(engine: AsyncEngine) -> None:
         [t] = await seed_tries(engine, 1)
         store = ObjectStore((tmp_path / "archive").as_uri())
-        ended = asyncio.Event()
-        ended.set()
-        await asyncio.wait_for(archiver(store, engine).follow_file(t.task_try_id, "task", log, ended), 30)
+        await archive_ended(archiver(store, engine), t.task_try_id, log)
         final = await state(engine, t.task_try_id)
         assert final.complete and final.size_bytes == size and final.chunks == -(-size // CHUNK)
         assert await archived_bytes(store, engine, t.task_try_id) == log.read_bytes()

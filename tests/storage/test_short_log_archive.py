@@ -24,7 +24,8 @@ from leoflow.storage.log_chunks import chunk_key
 from leoflow.storage.objects import ObjectStore
 from tests.executor.world import run_with_term, seed_tries
 from tests.harness.s3_server import S3Server
-from tests.storage.test_log_archive import CHUNK, archived_bytes, archiver, state
+from tests.scheduler.harness import eventually
+from tests.storage.test_log_archive import CHUNK, archive_ended, archived_bytes, archiver, state
 
 _ROW = text("SELECT size_bytes, chunks, complete, created_at = updated_at AS one_write FROM log_archives "
             "WHERE task_try_id = :i AND container = 'task'")
@@ -68,9 +69,7 @@ def test_an_empty_log_is_complete_with_no_object(settings: Settings, archive_url
     async def body(engine: AsyncEngine) -> None:
         [t] = await seed_tries(engine, 1)
         store = ObjectStore(archive_url)
-        ended = asyncio.Event()
-        ended.set()
-        await asyncio.wait_for(archiver(store, engine).follow_file(t.task_try_id, "task", log, ended), 30)
+        await archive_ended(archiver(store, engine), t.task_try_id, log)
         assert await row(engine, t.task_try_id) == (0, 0, True, True)
         assert await store.keys(f"logs/default/{t.task_try_id}") == []
 
@@ -89,11 +88,8 @@ def test_a_log_that_outlives_the_flush_interval_is_shipped_while_it_runs(setting
         ended = asyncio.Event()
         follower = asyncio.create_task(archiver(store, engine, flush_interval=0.1).follow_file(
             t.task_try_id, "task", log, ended))
-        for _ in range(200):
-            found = await row(engine, t.task_try_id)
-            if found is not None and found[0] == 14:
-                break
-            await asyncio.sleep(0.05)
+        found = await eventually(lambda: row(engine, t.task_try_id), lambda f: f is not None and f[0] == 14,
+                                 timeout=10)
         assert found is not None and found[:3] == (14, 1, False)
         with log.open("ab") as f:
             f.write(b"done\n")
@@ -139,9 +135,7 @@ def test_an_archive_begun_by_another_writer_is_carried_on_not_replaced(settings:
                                {"i": t.task_try_id})
             await conn.execute(text("UPDATE log_archives SET size_bytes = 100, chunks = 1 WHERE task_try_id = :i"),
                                {"i": t.task_try_id})
-        ended = asyncio.Event()
-        ended.set()
-        await asyncio.wait_for(archiver(store, engine).follow_file(t.task_try_id, "task", log, ended), 30)
+        await archive_ended(archiver(store, engine), t.task_try_id, log)
         final = await state(engine, t.task_try_id)
         assert final.complete and final.size_bytes == 1000 and final.chunks == 2
         assert await archived_bytes(store, engine, t.task_try_id) == log.read_bytes()
@@ -189,10 +183,7 @@ def test_a_sparse_spool_past_what_is_archived_never_overwrites_an_indexed_object
         assert await archiver(store, engine).ship(t.task_try_id, "task", real, 0, partial=True) == size
         with spool.open("wb") as f:
             f.truncate(size)  # what the end-of-pod read writes: nothing below the archived end
-        ended = asyncio.Event()
-        ended.set()
-        await asyncio.wait_for(archiver(store, engine).follow_file(t.task_try_id, "task", spool, ended,
-                                                                   archived=size), 30)
+        await archive_ended(archiver(store, engine), t.task_try_id, spool, archived=size)
         assert (await state(engine, t.task_try_id)).complete
         assert await archived_bytes(store, engine, t.task_try_id) == real.read_bytes()
 

@@ -107,16 +107,15 @@ async def input_sources(conn: AsyncConnection, dag_id: str, run_id: str,
 #: Each stored artifact, and its try's manifest beside it (written by a pod's upload sidecar; a
 #: local try has none, and deleting a missing object counts as done).
 QUEUE_RUN_ARTIFACTS = text("""
-    INSERT INTO log_archive_garbage (object_key)
-    SELECT key FROM (
+    WITH stored AS (
         SELECT a.object_key AS key FROM task_artifacts a
         JOIN task_tries tt ON tt.id = a.task_try_id JOIN task_instances ti ON ti.id = tt.task_instance_id
         WHERE ti.run_pk = ANY(:ids) AND a.object_key IS NOT NULL
-        UNION
-        SELECT regexp_replace(a.object_key, '[^/]+$', 'manifest.json') FROM task_artifacts a
-        JOIN task_tries tt ON tt.id = a.task_try_id JOIN task_instances ti ON ti.id = tt.task_instance_id
-        WHERE ti.run_pk = ANY(:ids) AND a.object_key IS NOT NULL
-    ) keys
+    )
+    INSERT INTO log_archive_garbage (object_key)
+    SELECT key FROM stored
+    UNION
+    SELECT regexp_replace(key, '[^/]+$', 'manifest.json') FROM stored
 """)
 
 

@@ -137,7 +137,7 @@ async def archive_whole_logs(conn: AsyncConnection, logs: Sequence[WholeLog]) ->
     rows = await conn.execute(_WHOLE, {
         "ids": [log.task_try_id for log in logs], "containers": [log.container for log in logs],
         "sizes": [log.size_bytes for log in logs], "stored": [log.stored_bytes for log in logs],
-        "keys": [log.object_key if log.size_bytes else None for log in logs]})
+        "keys": [log.object_key for log in logs]})
     return {(int(r.task_try_id), r.container) for r in rows}
 
 
