@@ -9,12 +9,13 @@ queued in the step that judged it. Every judgement is a compare-and-set under th
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from leoflow.clock import FakeClock
 from leoflow.db.stores import dags as dag_store
 from leoflow.db.stores.datasets.events import record_api_event
 from leoflow.db.stores.waits import approvals
@@ -151,6 +152,26 @@ def test_a_dataset_wait_needs_an_event_after_the_run_started(settings: Settings)
                 await record_api_event(conn, ORDERS, {}, created_by="test", now=st.clock.now() + timedelta(seconds=1))
             await st.tick(periodic=True)  # the new event wakes the wait: judged in this step
             assert launched(st, "fresh", "r") == 1
+
+    asyncio.run(main())
+
+
+def test_a_dataset_wait_is_met_though_the_leaders_clock_runs_ahead(settings: Settings) -> None:
+    """A leader whose wall clock is 60 s ahead (the soak's ``clock_skew``) stamps the run's start in
+    the future; events recorded by replicas with a right clock must still count once they come after
+    the wait began on the database's clock — the soak found a ``data`` task waiting forever."""
+    async def main() -> None:
+        ahead = FakeClock(datetime.now(UTC) + timedelta(seconds=60))
+        async with stepper(settings, clock=ahead) as st:
+            await apply(st.engine, consumer("skewed", {"dataset": ORDERS}))
+            run_id = await trigger(st.engine, "skewed")
+            await st.tick(periodic=True)
+            assert (await st.tasks(run_id))["r"][0] == "waiting"
+            async with st.engine.begin() as conn:  # a replica with a right clock, after the wait began
+                right_now = datetime.now(UTC) + timedelta(seconds=1)
+                await record_api_event(conn, ORDERS, {}, created_by="test", now=right_now)
+            await st.tick(periodic=True)
+            assert launched(st, "skewed", "r") == 1
 
     asyncio.run(main())
 

@@ -86,7 +86,10 @@ async def park(conn: AsyncConnection, parked: Sequence[ToPark], now: datetime, t
                CASE WHEN c.kind IN ('dag', 'time')
                     THEN coalesce(r.logical_date, r.created_at) + make_interval(secs => c.off) END,
                CASE WHEN c.kind = 'dag' THEN string_to_array(c.states, ',') END,
-               coalesce(r.started_at, r.created_at),
+               -- the run's start as the leader stamped it, but never after the database's now: a leader
+               -- whose wall clock ran ahead stamped a start in the future, and every event the other
+               -- replicas recorded meanwhile (on their clocks) looked older than it, so the wait never ended
+               least(coalesce(r.started_at, r.created_at), now()),
                c.soft, now() + make_interval(secs => c.timeout), now(), c.try, now()
         FROM unnest(CAST(:ti AS bigint[]), CAST(:pos AS int[]), CAST(:dag AS text[]), CAST(:kind AS text[]),
                     CAST(:target AS text[]), CAST(:off AS float8[]), CAST(:states AS text[]),
