@@ -134,6 +134,7 @@ class SchedulerService:
                 await asyncio.sleep(min(MAX_ERROR_BACKOFF, interval * failures))
                 continue
             failures = 0
+            ctx.runs.waiting = core.periodic.creating or core.periodic.more_to_start
             if core.periodic.warm_wanted:
                 core.periodic.warm_wanted = False
                 self._warm_wanted.set()
