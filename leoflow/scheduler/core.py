@@ -18,7 +18,10 @@ A tick whose reports fan out to :data:`~leoflow.scheduler.shards.SHARD_MIN` rows
 by run (:mod:`leoflow.scheduler.shards`) into :data:`~leoflow.scheduler.shards.STEP_SHARDS` such
 transactions run side by side, each a whole step for its runs with the
 slots the others may fill reserved in every pool; the round, run starts and kills then follow in
-one ordinary step (ADR 0012).
+one ordinary step (ADR 0012). A backlog of queued runs with no reports beside it (the runs of
+thousands of DAGs due at one boundary) is started the same way: the runs one step would start are
+read once and split by run into two steps side by side, which start, resolve and end their own
+runs and queue nothing; a whole step picks after them if their tasks need slots (ADR 0022).
 
 The queued tries are handed to the executor after the commit, so an executor never sees a try
 the database does not have; tries flagged ``cancelling`` (cancelled runs, timeouts) are killed
@@ -55,6 +58,7 @@ from typing import TypeVar
 from leoflow import tracing
 from leoflow.db.stores import tries as try_store
 from leoflow.db.stores.runs import endings as run_endings
+from leoflow.db.stores.runs.lifecycle import StartableRun
 from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.errors import FencedOut
 from leoflow.executor.base import Executor
@@ -70,7 +74,15 @@ from leoflow.scheduler.periodic import Part, Periodic
 from leoflow.scheduler.queueing import ROW_BUDGET, Queuer, build_launch, run_context
 from leoflow.scheduler.rendering import Unrendered, render_launches
 from leoflow.scheduler.reports import ReportApplier
-from leoflow.scheduler.shards import SHARD_MIN, STEP_SHARDS, ReservingLauncher, SplitPart, split_by_run
+from leoflow.scheduler.shards import (
+    SHARD_MIN,
+    STEP_SHARDS,
+    ReservingLauncher,
+    SplitPart,
+    picks_slots,
+    split_by_run,
+    split_starts,
+)
 from leoflow.scheduler.step import Launcher, Step
 from leoflow.scheduler.transitions import InFlightTry
 
@@ -259,6 +271,14 @@ class SchedulerCore:
             parts = split_by_run(batch, fanouts, self.step_shards)
             if len(parts) > 1:
                 return await self._split_tick(parts, periodic)
+        if not batch and self.periodic.more_to_start and self._splits_starts():
+            if periodic:  # the periodic parts first, in their own step: the starts are the split's
+                if not await self._periodic_step():
+                    return True  # it failed, or runs are still being queued first: no start this tick
+                periodic = False
+            split = await self._split_starts()
+            if split is not None:
+                return split
         scan = periodic or self._scan
 
         async def body(step: Step) -> None:
@@ -343,15 +363,97 @@ class SchedulerCore:
             await self._step_failed(exc, (), periodic)
         return True
 
-    async def _queue_and_settle(self, step: Step, *, scan: bool, candidates: Sequence[ti_store.ReadyTask] = ()) -> None:
-        """Queue what is ready, settle, and start the queued runs that finished runs made room for."""
+    def _splits_starts(self) -> bool:
+        return self.queue_on_count and self.step_shards > 1 and not self._isolating
+
+    async def _split_starts(self) -> bool | None:
+        """Start a backlog of queued runs in concurrent steps (ADR 0012); None: too few to split.
+
+        At a boundary where thousands of DAGs are due, every run is queued first and then started
+        (its task instances created, its ``empty`` tasks ended, the run ended when its tasks are):
+        a few hundred microseconds a run, the leader's Python and one PostgreSQL backend taking
+        turns, so one core. The runs one ordinary step would start (:data:`START_ROUNDS` batches)
+        are read once, split by run (:func:`split_starts`) and started by :data:`STEP_SHARDS`
+        steps side by side. A part starts, resolves and settles its own runs only; it never picks
+        tasks for slots (two picks side by side would both see the same free slots): when its
+        runs have container tasks, one whole step picks after the parts, as after a split tick.
+        Starting the runs that finishing made room for is left to the next tick, which follows at
+        once (``more_to_start``). A part that fails is redone entity by entity, like a failed
+        periodic step.
+        """
+        limit = self.batch_size * START_ROUNDS
+        async with self.step() as step:
+            runs = await self.periodic.startable(step, limit)
+            graphs = await step.graphs.load(step.conn, {r.version_id for r in runs})
+        parts = split_starts(runs, graphs, self.step_shards)
+        if len(runs) < self.shard_min or len(parts) < 2:
+            return None
+
+        async def apply(part: list[StartableRun]) -> tuple[bool, bool]:
+            """(runs were left over the row budget, ready tasks were left for a later step)."""
+            runs_left = tasks_left = False
+            # reserved=0: a part of a split (it lists no tries to kill); it queues nothing, so it
+            # need keep no slots for the others (split_starts).
+            async with self.step(reserved=0) as step:
+                for i in range(0, len(part), self.batch_size):
+                    _, over = await self.periodic.start_chosen(step, part[i:i + self.batch_size])
+                    runs_left = runs_left or over
+                    tasks_left = await self._resolve_and_settle(step) or tasks_left
+            return runs_left, tasks_left
+
+        results = await asyncio.gather(*(apply(part) for part in parts), return_exceptions=True)
+        failed = [result for result in results if isinstance(result, BaseException)]
+        done = [result for result in results if not isinstance(result, BaseException)]
+        self.periodic.more_to_start = len(runs) >= limit or any(runs_left for runs_left, _ in done)
+        self._scan = self._scan or any(tasks_left for _, tasks_left in done)
+        if failed:
+            fault = next((exc for exc in failed if is_leader_fault(exc)), failed[0])
+            await self._step_failed(fault, (), True)  # a leader fault re-raises; else redone entity by entity
+        elif any(picks_slots(graph) for graph in graphs.values()):
+            await self._run(lambda step: self._queue_and_settle(step, scan=True))
+        return True
+
+    async def _periodic_step(self) -> bool:
+        """The periodic parts but starting runs, queued and settled; True if runs are to start now
+        (False: every due run is still being queued first, or the step failed — it was redone
+        entity by entity, or a leader fault re-raised)."""
+        start_now = False
+
+        async def body(step: Step) -> None:
+            nonlocal start_now
+            start_now = await self.periodic.run(step, starts=False)
+            await self._queue_and_settle(step, scan=True, starts=False)
+
+        try:
+            await self._run(body)
+        except BaseException as exc:  # not swallowed: leader faults re-raise; entity faults are isolated
+            await self._step_failed(exc, (), True)
+            return False
+        return start_now
+
+    async def _resolve_and_settle(self, step: Step) -> bool:
+        """Resolve what the step's own runs made ready (no pick for slots), settle them, again for
+        the exit tasks that creates; True if ready tasks were left for a later step (over the
+        budget, or container tasks for the pick)."""
+        left = False
+        for _ in range(START_ROUNDS):
+            left = (await self.queuer.queue(step, scan=False, pick=False)).backlog or left
+            await step.settle()
+            if not step.candidates:
+                break
+        return left
+
+    async def _queue_and_settle(self, step: Step, *, scan: bool, candidates: Sequence[ti_store.ReadyTask] = (),
+                                starts: bool = True) -> None:
+        """Queue what is ready, settle, and start the queued runs that finished runs made room for
+        (``starts=False``: not those; a split start follows)."""
         step.add_candidates(candidates)
         only = [r.id for r in candidates] if candidates else None
         backlog = (await self.queuer.queue(step, scan=scan, only=only)).backlog
         for _ in range(START_ROUNDS):
             # Runs that finished make room for queued ones; runs whose body ended have exit tasks to queue.
             finished = await step.settle()
-            if not (finished and await self.periodic.start_runs(step)) and not step.candidates:
+            if not (starts and finished and await self.periodic.start_runs(step)) and not step.candidates:
                 break
             backlog = (await self.queuer.queue(step, scan=False, only=only)).backlog or backlog
         self._scan = backlog

@@ -123,7 +123,9 @@ class Periodic:
         #: Task waits (``wait_for``, ``depends_on_past``): woken by changes, judged when due.
         self.waits = WaitChecker(batch_size)
 
-    async def run(self, step: Step) -> None:
+    async def run(self, step: Step, *, starts: bool = True) -> bool:
+        """Every periodic part; True if runs are to start in this tick (not while every due run is
+        being queued first). ``starts=False``: all but starting them (a split start follows)."""
         self.more_due = False
         await self.create_scheduled_runs(step)
         await self.trigger_dataset_runs(step)
@@ -135,12 +137,14 @@ class Periodic:
         # The next step creates more, at once: starting waits until every due run is queued — for at
         # most CREATE_FIRST_STEPS steps in a row, so a long catch-up of many DAGs never starves starts.
         self._creating_steps = self._creating_steps + 1 if self.creating else 0
+        step.kill_check = True
         if 0 < self._creating_steps <= CREATE_FIRST_STEPS:
             self.more_to_start = True
-        else:
-            self._creating_steps = 0
+            return False
+        self._creating_steps = 0
+        if starts:
             await self.start_runs(step)
-        step.kill_check = True
+        return True
 
     def parts(self) -> list[Part[Any]]:
         return [Part("dag", self._due, self._create, lambda d: d.dag_id),
@@ -347,13 +351,27 @@ class Periodic:
         return await self._start(step, await self._startable(step))
 
     async def _startable(self, step: Step) -> list[run_store.StartableRun]:
-        runs = await run_starts.startable_runs(step.conn, self.batch_size)
+        return await self.startable(step, self.batch_size)
+
+    async def startable(self, step: Step, limit: int) -> list[run_store.StartableRun]:
+        """At most ``limit`` queued runs ``max_active_runs`` lets start, oldest first (quarantined ones left out)."""
+        runs = await run_starts.startable_runs(step.conn, limit)
         return [r for r in runs if ("run", r.run_pk) not in self.quarantine]
 
     async def _start(self, step: Step, runs: Sequence[run_store.StartableRun]) -> bool:
         self.more_to_start = False
         if not runs:
             return False
+        progressed, left = await self.start_chosen(step, runs)
+        self.more_to_start = left or len(runs) >= self.batch_size
+        return progressed
+
+    async def start_chosen(self, step: Step, runs: Sequence[run_store.StartableRun]) -> tuple[bool, bool]:
+        """Start ``runs`` (read by :func:`~leoflow.db.stores.runs.starts.startable_runs`), as many as
+        their tasks fit the row budget; (a run started or failed instead, runs were left over).
+
+        Touches no state of this object: the parts of a split start (ADR 0012) call it side by side.
+        """
         graphs = await step.graphs.load(step.conn, {r.version_id for r in runs})
         startable: list[int] = []
         tasks: list[int] = []
@@ -366,9 +384,9 @@ class Periodic:
         # Starting a run creates all its task instances: as many runs as their tasks fit the row
         # budget (at least one), the rest on the next tick (not all 500 runs of a 10,000-task DAG).
         taken = within_budget(tasks, self.row_budget)
-        self.more_to_start = taken < len(startable) or len(runs) >= self.batch_size
-        startable = startable[:taken]
-        started = await run_store.start_runs(step.conn, startable, step.now, step.term)
+        left = taken < len(startable)
+        chosen = startable[:taken]
+        started = await run_store.start_runs(step.conn, chosen, step.now, step.term)
         step.started += len(started.run_pks)
         step.add_candidates(started.roots)
-        return bool(started.run_pks) or len(startable) < len(runs)
+        return bool(started.run_pks) or len(chosen) < len(runs), left

@@ -122,10 +122,14 @@ class Queuer:
         self.parallelism = parallelism
         self.batch_size = batch_size
 
-    async def queue(self, step: Step, *, scan: bool, only: Sequence[int] | None = None) -> QueueOutcome:
+    async def queue(self, step: Step, *, scan: bool, only: Sequence[int] | None = None,
+                    pick: bool = True) -> QueueOutcome:
         """Resolve the step's candidates and queue what the pools have room for.
 
         ``only``: queue no task instance but these (the isolation of a failing step bisects over them).
+        ``pick=False``: resolve only (empty tasks end, container tasks are classified), never pick
+        for slots — one part of a split start, beside another, must not (ADR 0012); the outcome's
+        backlog then says whether a container task is waiting for the pick of a later step.
         """
         outcome = QueueOutcome()
         if scan:
@@ -135,6 +139,7 @@ class Queuer:
         # Slots may be free: the step finished, failed or retried tasks, or the caller scans.
         look = scan or bool(step.transitions) or bool(step.pending_faults) or bool(step.faults)
         budget = ROW_BUDGET * self.batch_size
+        containers_seen = False
         for _ in range(MAX_ROUNDS):
             if step.candidates:
                 if budget <= 0:
@@ -145,15 +150,19 @@ class Queuer:
                 take = [r for r in take if ("task", r.id) not in self.quarantine]
                 containers, edges = await self._resolve(step, take, max(budget, 0))
                 budget -= edges
+                containers_seen = containers_seen or containers
                 look = containers or look
                 continue
+            if not pick:
+                outcome.backlog = outcome.backlog or containers_seen
+                break
             if not look or budget <= 0:
                 break
             queued = await self._queue_containers(step, min(self.batch_size, budget), only)
             budget -= queued.count
             look = queued.more and queued.count > 0
             outcome.backlog = outcome.backlog or queued.more
-        outcome.backlog = outcome.backlog or bool(step.candidates) or look
+        outcome.backlog = outcome.backlog or bool(step.candidates) or (look and pick)
         step.candidates.clear()  # left for the next scan (the backlog flag asks for one)
         return outcome
 

@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from leoflow.db.stores.runs.lifecycle import StartableRun
 from leoflow.db.stores.task_instances.queueing import QueuedTask, QueueRoom
 from leoflow.model.spec.graph import DagGraph
 from leoflow.model.tries import StatusUpdate
@@ -83,3 +84,28 @@ def split_by_run(batch: Sequence[StatusUpdate], fanouts: Sequence[Fanout], shard
     for run, tasks in reach.items():
         queues[home[run]] += len(tasks)
     return [SplitPart(p, loads[i], queues[i]) for i, p in enumerate(parts) if p]
+
+
+def split_starts(runs: Sequence[StartableRun], graphs: Mapping[int, DagGraph], shards: int) -> list[list[StartableRun]]:
+    """``runs`` in up to ``shards`` parts, each run in one, balanced by the task instances starting
+    them creates, oldest first within a part (a run whose version does not compile, which fails
+    instead of starting, counts as one).
+
+    No slots are reserved between the parts, unlike a split tick's: a part applies no report and
+    picks no task for slots (``Queuer.queue(pick=False)``), so none of its writes queues a task;
+    the step after the parts does (tests/scheduler/test_split_starts.py holds a pool to that).
+    """
+    loads = [0] * shards
+    parts: list[list[StartableRun]] = [[] for _ in range(shards)]
+    for run in runs:
+        graph = graphs.get(run.version_id)
+        i = loads.index(min(loads))
+        parts[i].append(run)
+        loads[i] += 1 if graph is None else len(graph.tasks)
+    return [p for p in parts if p]
+
+
+def picks_slots(graph: DagGraph) -> bool:
+    """Whether starting a run of this version may leave a task for the pick of free slots (any task
+    that is not ``empty``): a split start then ends with a whole step that picks."""
+    return any(t.kind != "empty" for t in graph.tasks.values())
