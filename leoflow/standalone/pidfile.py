@@ -35,3 +35,16 @@ def is_our_postmaster(pid: int, data_dir: Path) -> bool:
     if not argv or not Path(argv[0].decode(errors="replace")).name.startswith("postgres"):
         return False
     return str(Path(data_dir).resolve()).encode() in argv
+
+
+def postmasters_on(data_dir: Path) -> list[int]:
+    """Every live ``postgres`` process started on ``data_dir`` (by ``/proc``), whatever its pid file says.
+
+    Why: a stop that lands while ``pg_ctl start`` runs can find ``postmaster.pid`` not written yet
+    (created, still empty) or not created at all, while the postmaster is already starting.
+    """
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and is_our_postmaster(int(entry.name), data_dir):
+            found.append(int(entry.name))
+    return found

@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import socket
+import time
 from pathlib import Path
 
 from leoflow.db import migrations
@@ -40,7 +43,7 @@ from leoflow.errors import DatabaseError
 from leoflow.standalone import db_auth
 from leoflow.standalone.embedded import EmbeddedPostgres, EmbeddedPostgresError, free_port
 from leoflow.standalone.home import StandaloneHome
-from leoflow.standalone.pidfile import is_our_postmaster
+from leoflow.standalone.pidfile import is_our_postmaster, postmasters_on
 from leoflow.standalone.token import ensure_secret
 
 logger = logging.getLogger(__name__)
@@ -162,12 +165,42 @@ class StandalonePostgres:
         return pid
 
     def stop(self) -> None:
-        """Fast shutdown (clients disconnected, checkpoint written); SIGKILL if it hangs."""
+        """Fast shutdown (clients disconnected, checkpoint written); SIGKILL if it hangs.
+
+        A postmaster still starting, whose ``postmaster.pid`` is not written yet (SIGTERM during
+        ``pg_ctl start``), is found by its command line and given the same fast shutdown by
+        signal (SIGINT), which needs no pid file.
+        """
         pid = self.server.running_pid()
         if pid is None:
+            for starting in postmasters_on(self.server.data_dir):
+                _fast_shutdown(starting, timeout=20)
+                logger.info("embedded PostgreSQL stopped while it started", extra={"pid": starting})
             return
         self.server.stop("fast", timeout=20)
         logger.info("embedded PostgreSQL stopped", extra={"pid": pid})
 
     def _create_database(self) -> None:
         self.server.create_database(DATABASE)
+
+
+def _fast_shutdown(pid: int, *, timeout: float) -> None:
+    """SIGINT (PostgreSQL's fast shutdown) to ``pid``, then SIGKILL if it has not exited within ``timeout``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False

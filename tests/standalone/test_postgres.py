@@ -47,6 +47,20 @@ def test_start_migrates_and_stop_leaves_no_server(home: StandaloneHome) -> None:
     assert int(home.port_file.read_text()) == pg.port
 
 
+def test_stop_finds_a_postmaster_whose_pid_file_is_not_written_yet(home: StandaloneHome) -> None:
+    """A SIGTERM that lands during ``pg_ctl start`` stops the server before its ``postmaster.pid``
+    has content (PostgreSQL creates the file, then writes it): the stop finds the postmaster by
+    its command line and shuts it down by signal. The half-written file is simulated by emptying
+    it under a running server; reading it alone, the stop used to leave that server running."""
+    pg = StandalonePostgres(home)
+    pg.start()
+    assert postgres_pids(home.data_dir)
+    (home.data_dir / "postmaster.pid").write_text("")
+    assert pg.server.running_pid() is None
+    pg.stop()
+    assert wait_until_gone(home.data_dir) == []
+
+
 def test_restart_keeps_data_and_reuses_the_port(home: StandaloneHome) -> None:
     first = StandalonePostgres(home)
     url = first.start()
