@@ -18,10 +18,11 @@ A tick whose reports fan out to :data:`~leoflow.scheduler.shards.SHARD_MIN` rows
 by run (:mod:`leoflow.scheduler.shards`) into :data:`~leoflow.scheduler.shards.STEP_SHARDS` such
 transactions run side by side, each a whole step for its runs with the
 slots the others may fill reserved in every pool; the round, run starts and kills then follow in
-one ordinary step (ADR 0012). A backlog of queued runs with no reports beside it (the runs of
-thousands of DAGs due at one boundary) is started the same way: the runs one step would start are
-read once and split by run into two steps side by side, which start, resolve and end their own
-runs and queue nothing; a whole step picks after them if their tasks need slots (ADR 0022).
+one ordinary step (ADR 0012). A boundary where thousands of DAGs fall due is handled the same
+way (ADR 0022): while due DAGs remain, each tick reads two steps' worth and writes their runs in
+two steps side by side, one DAG in one; then the backlog of queued runs is read a step's worth at
+a time and split by run into two steps, which start, resolve and end their own runs and pick no
+slots; a whole step picks after them if their tasks need slots.
 
 The queued tries are handed to the executor after the commit, so an executor never sees a try
 the database does not have; tries flagged ``cancelling`` (cancelled runs, timeouts) are killed
@@ -58,6 +59,7 @@ from typing import TypeVar
 from leoflow import tracing
 from leoflow.db.stores import tries as try_store
 from leoflow.db.stores.runs import endings as run_endings
+from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.db.stores.runs.lifecycle import StartableRun
 from leoflow.db.stores.task_instances import transitions as ti_store
 from leoflow.errors import FencedOut
@@ -271,6 +273,10 @@ class SchedulerCore:
             parts = split_by_run(batch, fanouts, self.step_shards)
             if len(parts) > 1:
                 return await self._split_tick(parts, periodic)
+        if periodic and not batch and self.periodic.may_split_creation and self._splits_starts():
+            split = await self._split_creation()
+            if split is not None:
+                return split
         if not batch and self.periodic.more_to_start and self._splits_starts():
             if periodic:  # the periodic parts first, in their own step: the starts are the split's
                 if not await self._periodic_step():
@@ -411,6 +417,36 @@ class SchedulerCore:
             await self._step_failed(fault, (), True)  # a leader fault re-raises; else redone entity by entity
         elif any(picks_slots(graph) for graph in graphs.values()):
             await self._run(lambda step: self._queue_and_settle(step, scan=True))
+        return True
+
+    async def _split_creation(self) -> bool | None:
+        """Queue the runs of many due DAGs in concurrent steps (ADR 0022); None: too few to split.
+
+        While due DAGs remain behind a step (a boundary where thousands fall due), the next tick
+        reads the due DAGs of :data:`STEP_SHARDS` steps at once and writes them in as many steps
+        side by side, each its own DAGs' runs and ``next_run_at``, one DAG in one part. The other
+        periodic parts wait for the tick after the last creating one (within
+        ``CREATE_FIRST_STEPS`` ticks, as the starts do). A part that fails is redone entity by
+        entity, like a failed periodic step.
+        """
+        async with self.step() as step:
+            dues = await self.periodic.due_pages(step, self.step_shards)
+        if len(dues) < self.shard_min:
+            return None
+        parts = [dues[i::self.step_shards] for i in range(self.step_shards)]  # each oldest first
+
+        async def apply(part: list[run_store.DueDag]) -> tuple[bool, bool]:
+            async with self.step(reserved=0) as step:  # a part: it lists no tries to kill
+                return await self.periodic.write_due(step, part)
+
+        results = await asyncio.gather(*(apply(part) for part in parts if part), return_exceptions=True)
+        failed = [result for result in results if isinstance(result, BaseException)]
+        done = [result for result in results if not isinstance(result, BaseException)]
+        self.periodic.created_split(any(advanced for advanced, _ in done) or bool(failed),
+                                    any(left for _, left in done))
+        if failed:
+            fault = next((exc for exc in failed if is_leader_fault(exc)), failed[0])
+            await self._step_failed(fault, (), True)  # a leader fault re-raises; else redone entity by entity
         return True
 
     async def _periodic_step(self) -> bool:

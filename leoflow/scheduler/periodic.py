@@ -9,7 +9,9 @@ Run once per ``LEOFLOW_SCHEDULER_INTERVAL`` or after a NOTIFY, inside the tick's
   (:func:`~leoflow.db.stores.runs.lifecycle.create_due_runs`), as many DAGs as their rows fit the row
   budget (the rest at once in the next step); one log line per step, the DAG ids at debug. While
   due DAGs are left behind a step, it only creates: every due run is queued first, then they
-  start oldest first (for at most :data:`CREATE_FIRST_STEPS` steps in a row);
+  start oldest first (for at most :data:`CREATE_FIRST_STEPS` steps in a row). The scheduler
+  core may write those creating steps' DAGs, and start the backlog after them, in concurrent
+  steps (:meth:`write_due`, :meth:`start_chosen`; ADR 0022);
 - **timeouts**: running tasks past ``timeout_at`` fail (or go up for retry) and their tries are
   flagged for killing;
 - **run deadlines**: running runs past their ``deadline_at`` (``run_timeout_seconds`` after
@@ -176,6 +178,36 @@ class Periodic:
 
     async def _create(self, step: Step, dues: Sequence[run_store.DueDag]) -> None:
         """Plan every due DAG, take as many as their rows fit the budget, write them in one statement."""
+        advanced, left = await self.write_due(step, dues)
+        # More are due (left over the budget, or past the page read): the next step at once, but
+        # only if this one moved a DAG on, so DAGs that cannot move never keep the loop busy.
+        self.creating = advanced and (left or self._due_page_full)
+        self.more_due = self.more_due or self.creating
+
+    @property
+    def may_split_creation(self) -> bool:
+        """Due runs are being queued first and may go on so (within CREATE_FIRST_STEPS): the next
+        tick may create them in a split (ADR 0022), the other periodic parts waiting meanwhile."""
+        return self.creating and self._creating_steps < CREATE_FIRST_STEPS
+
+    async def due_pages(self, step: Step, pages: int) -> list[run_store.DueDag]:
+        """The due DAGs of ``pages`` steps at once (a split creation's read)."""
+        limit = self.due_per_step * pages
+        dues = await run_store.due_dags(step.conn, step.now, limit)
+        self._due_page_full = len(dues) >= limit
+        return [d for d in dues if ("dag", d.dag_id) not in self.quarantine]
+
+    def created_split(self, advanced: bool, left: bool) -> None:
+        """A split creation's parts are done: as ``_create`` after one step, counted as a creating step."""
+        self.creating = advanced and (left or self._due_page_full)
+        self.more_due = self.creating
+        self.more_to_start = True
+        self._creating_steps = self._creating_steps + 1 if self.creating else 0
+
+    async def write_due(self, step: Step, dues: Sequence[run_store.DueDag]) -> tuple[bool, bool]:
+        """Plan ``dues`` and write as many as their rows fit the budget in one statement; (a DAG moved
+        on, DAGs were left over the budget). Touches no state of this object: the parts of a split
+        creation call it side by side."""
         step.due += len(dues)
         planner = TickPlanner(step.now, CATCHUP_RUNS_PER_TICK)
         plans: list[run_store.PlannedRuns] = []
@@ -201,10 +233,6 @@ class Periodic:
         await record_slots(step, slots, created)
         await self._replace_overlapped(step, [p for p in plans[:taken] if created.get(p.dag_id)],
                                        {d.dag_id for d in dues if d.overlap == "replace" and d.active})
-        # More are due (left over the budget, or past the page read): the next step at once, but
-        # only if this one moved a DAG on, so DAGs that cannot move never keep the loop busy.
-        self.creating = bool(created) and (taken < len(plans) or self._due_page_full)
-        self.more_due = self.more_due or self.creating
         total = sum(created.values())
         step.created += total
         metrics.RUNS_CREATED.inc(total)
@@ -214,6 +242,7 @@ class Periodic:
                 "left": len(plans) - taken, "schedules": planner.distinct})
         if created and log.isEnabledFor(logging.DEBUG):
             log.debug("scheduled runs created for DAGs", extra={"dag_ids": sorted(d for d, n in created.items() if n)})
+        return bool(created), taken < len(plans)
 
     async def _replace_overlapped(self, step: Step, created: Sequence[run_store.PlannedRuns],
                                   replacing: set[str]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from leoflow.clock import FakeClock
 from leoflow.db.stores.runs import lifecycle as run_store
 from leoflow.db.stores.runs.lifecycle import StartableRun
 from leoflow.errors import FencedOut
@@ -26,6 +27,7 @@ from leoflow.scheduler import shards
 from leoflow.settings import Settings
 from tests.scheduler.harness import apply, rows, set_term, trigger
 from tests.scheduler.stepper import Stepper, container, stepper
+from tests.scheduler.test_due_runs import NOW, apply_many, minutely
 
 
 def split_starts_counted(st: Stepper) -> Counter[str]:
@@ -192,5 +194,99 @@ def test_a_newer_term_fails_every_start_part_and_starts_nothing(settings: Settin
             with pytest.raises(FencedOut):
                 await st.tick()
             assert await run_states(st, "quick") == {"queued": 6}
+
+    asyncio.run(main())
+
+
+# --------------------------------------------------------------------------- split creation
+
+def split_creation_counted(st: Stepper) -> Counter[str]:
+    """Split every creation of two due DAGs or more; counts the split creations that went ahead."""
+    st.core.shard_min = 1
+    seen: Counter[str] = Counter()
+    split = st.core._split_creation
+
+    async def counted() -> bool | None:
+        result = await split()
+        if result is not None:
+            seen["splits"] += 1
+        return result
+
+    st.core._split_creation = counted  # type: ignore[method-assign]
+    return seen
+
+
+async def states_by_dag(st: Stepper) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for dag_id, state in await rows(st.engine, "SELECT dag_id, state FROM dag_runs ORDER BY id"):
+        found.setdefault(dag_id, []).append(state)
+    return found
+
+
+def test_many_due_dags_are_queued_by_two_parts_first_then_started(settings: Settings) -> None:
+    """40 DAGs due, 5 a step: after the first step finds more due, each tick reads two steps' worth
+    and writes them in two parts. Every DAG gets its one run; none starts while DAGs are still
+    due; then all start (split as well) and succeed."""
+    async def main() -> None:
+        async with stepper(settings, clock=FakeClock(NOW)) as st:
+            seen = split_creation_counted(st)
+            await apply_many(st.engine, [minutely(f"b{i:02d}") for i in range(40)])
+            st.core.periodic.row_budget = 10
+            created: list[int] = []
+            while await st.tick(periodic=not created):
+                by_dag = await states_by_dag(st)
+                created.append(sum(len(v) for v in by_dag.values()))
+                if created[-1] < 40:
+                    assert {s for v in by_dag.values() for s in v} == {"queued"}, by_dag
+            assert created[:5] == [5, 15, 25, 35, 40], created
+            assert seen["splits"] == 4
+            by_dag = await states_by_dag(st)
+            assert by_dag == {f"b{i:02d}": ["success"] for i in range(40)}
+
+    asyncio.run(main())
+
+
+def test_a_failing_creation_part_is_isolated_and_the_other_part_commits(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writing one DAG's run raises: its part fails, the other part's DAGs get their runs; the due
+    DAGs are then created entity by entity and only the culprit's schedule is stopped."""
+    async def main() -> None:
+        async with stepper(settings, clock=FakeClock(NOW)) as st:
+            seen = split_creation_counted(st)
+            await apply_many(st.engine, [minutely(f"b{i:02d}") for i in range(12)])
+            st.core.periodic.row_budget = 4
+            real = run_store.create_due_runs
+
+            async def refusing(conn: Any, plans: Any, *args: Any, **kwargs: Any) -> Any:
+                if any(p.dag_id == "b05" for p in plans):
+                    raise ValueError("this DAG's run cannot be written")
+                return await real(conn, plans, *args, **kwargs)
+
+            monkeypatch.setattr(run_store, "create_due_runs", refusing)
+            await st.tick(periodic=True)  # 2 created by an ordinary step: more are due
+            await st.tick(periodic=True)  # b02..b05 read; b05's part fails
+            assert seen["splits"] == 1
+            await st.settle()
+            by_dag = await states_by_dag(st)
+            assert set(by_dag) == {f"b{i:02d}" for i in range(12)} - {"b05"}
+            [(error,)] = await rows(st.engine, "SELECT schedule_error FROM dags WHERE dag_id = 'b05'")
+            assert error is not None and "cannot be written" in error
+
+    asyncio.run(main())
+
+
+def test_a_newer_term_fails_every_creation_part_and_creates_nothing(settings: Settings) -> None:
+    async def main() -> None:
+        async with stepper(settings, clock=FakeClock(NOW)) as st:
+            seen = split_creation_counted(st)
+            await apply_many(st.engine, [minutely(f"b{i:02d}") for i in range(12)])
+            st.core.periodic.row_budget = 4
+            await st.tick(periodic=True)
+            before = await rows(st.engine, "SELECT count(*) FROM dag_runs")
+            await set_term(st.engine, settings.cluster.name, 2)
+            with pytest.raises(FencedOut):
+                await st.tick(periodic=True)
+            assert seen["splits"] == 0  # the read itself is fenced out
+            assert await rows(st.engine, "SELECT count(*) FROM dag_runs") == before
 
     asyncio.run(main())
