@@ -273,11 +273,11 @@ class SchedulerCore:
             parts = split_by_run(batch, fanouts, self.step_shards)
             if len(parts) > 1:
                 return await self._split_tick(parts, periodic)
-        if periodic and not batch and self.periodic.may_split_creation and self._splits_starts():
+        if periodic and not batch and self.periodic.may_split_creation and self._may_split():
             split = await self._split_creation()
             if split is not None:
                 return split
-        if not batch and self.periodic.more_to_start and self._splits_starts():
+        if not batch and self.periodic.more_to_start and self._may_split():
             if periodic:  # the periodic parts first, in their own step: the starts are the split's
                 if not await self._periodic_step():
                     return True  # it failed, or runs are still being queued first: no start this tick
@@ -369,11 +369,12 @@ class SchedulerCore:
             await self._step_failed(exc, (), periodic)
         return True
 
-    def _splits_starts(self) -> bool:
+    def _may_split(self) -> bool:
+        """Whether a boundary's creation and a backlog's starts may be split (ADR 0022)."""
         return self.queue_on_count and self.step_shards > 1 and not self._isolating
 
     async def _split_starts(self) -> bool | None:
-        """Start a backlog of queued runs in concurrent steps (ADR 0012); None: too few to split.
+        """Start a backlog of queued runs in concurrent steps (ADR 0022); None: too few to split.
 
         At a boundary where thousands of DAGs are due, every run is queued first and then started
         (its task instances created, its ``empty`` tasks ended, the run ended when its tasks are):
@@ -407,13 +408,10 @@ class SchedulerCore:
                     tasks_left = await self._resolve_and_settle(step) or tasks_left
             return runs_left, tasks_left
 
-        results = await asyncio.gather(*(apply(part) for part in parts), return_exceptions=True)
-        failed = [result for result in results if isinstance(result, BaseException)]
-        done = [result for result in results if not isinstance(result, BaseException)]
+        done, fault = await self._side_by_side([apply(part) for part in parts])
         self.periodic.more_to_start = len(runs) >= limit or any(runs_left for runs_left, _ in done)
         self._scan = self._scan or any(tasks_left for _, tasks_left in done)
-        if failed:
-            fault = next((exc for exc in failed if is_leader_fault(exc)), failed[0])
+        if fault is not None:
             await self._step_failed(fault, (), True)  # a leader fault re-raises; else redone entity by entity
         elif any(picks_slots(graph) for graph in graphs.values()):
             await self._run(lambda step: self._queue_and_settle(step, scan=True))
@@ -439,15 +437,21 @@ class SchedulerCore:
             async with self.step(reserved=0) as step:  # a part: it lists no tries to kill
                 return await self.periodic.write_due(step, part)
 
-        results = await asyncio.gather(*(apply(part) for part in parts if part), return_exceptions=True)
-        failed = [result for result in results if isinstance(result, BaseException)]
-        done = [result for result in results if not isinstance(result, BaseException)]
-        self.periodic.created_split(any(advanced for advanced, _ in done) or bool(failed),
+        done, fault = await self._side_by_side([apply(part) for part in parts if part])
+        self.periodic.created_split(any(advanced for advanced, _ in done) or fault is not None,
                                     any(left for _, left in done))
-        if failed:
-            fault = next((exc for exc in failed if is_leader_fault(exc)), failed[0])
+        if fault is not None:
             await self._step_failed(fault, (), True)  # a leader fault re-raises; else redone entity by entity
         return True
+
+    @staticmethod
+    async def _side_by_side(parts: Sequence[Awaitable[T]]) -> tuple[list[T], BaseException | None]:
+        """Run the parts of a split creation or start concurrently: what the committed ones
+        returned, and the fault to handle if any part failed (a leader fault before any other)."""
+        results = await asyncio.gather(*parts, return_exceptions=True)
+        done = [result for result in results if not isinstance(result, BaseException)]
+        failed = [result for result in results if isinstance(result, BaseException)]
+        return done, next((exc for exc in failed if is_leader_fault(exc)), failed[0] if failed else None)
 
     async def _periodic_step(self) -> bool:
         """The periodic parts but starting runs, queued and settled; True if runs are to start now

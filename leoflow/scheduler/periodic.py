@@ -399,7 +399,7 @@ class Periodic:
         """Start ``runs`` (read by :func:`~leoflow.db.stores.runs.starts.startable_runs`), as many as
         their tasks fit the row budget; (a run started or failed instead, runs were left over).
 
-        Touches no state of this object: the parts of a split start (ADR 0012) call it side by side.
+        Touches no state of this object: the parts of a split start (ADR 0022) call it side by side.
         """
         graphs = await step.graphs.load(step.conn, {r.version_id for r in runs})
         startable: list[int] = []

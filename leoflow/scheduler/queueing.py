@@ -128,7 +128,7 @@ class Queuer:
 
         ``only``: queue no task instance but these (the isolation of a failing step bisects over them).
         ``pick=False``: resolve only (empty tasks end, container tasks are classified), never pick
-        for slots — one part of a split start, beside another, must not (ADR 0012); the outcome's
+        for slots — one part of a split start, beside another, must not (ADR 0022); the outcome's
         backlog then says whether a container task is waiting for the pick of a later step.
         """
         outcome = QueueOutcome()
