@@ -30,19 +30,20 @@ from tests.scheduler.stepper import Stepper, container, stepper
 from tests.scheduler.test_due_runs import NOW, apply_many, minutely
 
 
-def split_starts_counted(st: Stepper) -> Counter[str]:
-    """Split every start backlog of two runs or more; counts the split starts that went ahead."""
+def splits_counted(st: Stepper, split: str = "_split_starts") -> Counter[str]:
+    """Split every start backlog (or, with ``split="_split_creation"``, every creation) of two
+    runs or DAGs or more; counts the splits of that kind that went ahead."""
     st.core.shard_min = 1
     seen: Counter[str] = Counter()
-    split = st.core._split_starts
+    original = getattr(st.core, split)
 
     async def counted() -> bool | None:
-        result = await split()
+        result = await original()
         if result is not None:
             seen["splits"] += 1
         return result
 
-    st.core._split_starts = counted  # type: ignore[method-assign]
+    setattr(st.core, split, counted)
     return seen
 
 
@@ -72,7 +73,7 @@ def test_the_split_is_by_run_balanced_by_tasks_oldest_first_in_each_part() -> No
 def test_a_backlog_of_empty_runs_is_started_and_ended_by_two_parts(settings: Settings) -> None:
     async def main() -> None:
         async with stepper(settings, batch_size=2) as st:
-            seen = split_starts_counted(st)
+            seen = splits_counted(st)
             await apply(st.engine, {"dag_id": "quick", "tasks": [{"id": "t", "kind": "empty"}]})
             for _ in range(12):
                 await trigger(st.engine, "quick")
@@ -93,7 +94,7 @@ def test_two_start_parts_cannot_admit_a_pool_twice(settings: Settings) -> None:
     The parts only start and classify; the step after them picks, and the pool holds 3."""
     async def main() -> None:
         async with stepper(settings, batch_size=2) as st:
-            seen = split_starts_counted(st)
+            seen = splits_counted(st)
             await st.sql("INSERT INTO pools (name, slots) VALUES ('gpu', 3)")
             await apply(st.engine, {"dag_id": "pooled", "tasks": [container("work", pool="gpu")]})
             for _ in range(8):
@@ -115,7 +116,7 @@ def test_what_two_parts_successes_release_cannot_overfill_a_pool(settings: Setti
     count): the step after the parts does, and the pool holds 3, not 3 from each part."""
     async def main() -> None:
         async with stepper(settings, batch_size=4) as st:
-            seen = split_starts_counted(st)
+            seen = splits_counted(st)
             await st.sql("INSERT INTO pools (name, slots) VALUES ('gpu', 3)")
             await apply(st.engine, {"dag_id": "gated", "tasks": [
                 {"id": "start", "kind": "empty"}, container("work", "start", pool="gpu")]})
@@ -136,7 +137,7 @@ def test_the_periodic_parts_still_run_before_a_split_start(settings: Settings) -
     and the split starts the backlog after them — the due DAG's new run among them."""
     async def main() -> None:
         async with stepper(settings, batch_size=2) as st:
-            seen = split_starts_counted(st)
+            seen = splits_counted(st)
             await apply(st.engine, {"dag_id": "quick", "tasks": [{"id": "t", "kind": "empty"}]})
             for _ in range(4):
                 await trigger(st.engine, "quick")
@@ -158,7 +159,7 @@ def test_a_failing_start_part_is_isolated_and_the_other_part_commits(
     fails, with the reason."""
     async def main() -> None:
         async with stepper(settings, batch_size=2) as st:
-            seen = split_starts_counted(st)
+            seen = splits_counted(st)
             await apply(st.engine, {"dag_id": "quick", "tasks": [{"id": "t", "kind": "empty"}]})
             runs = [await trigger(st.engine, "quick") for _ in range(6)]
             [(poisoned,)] = await rows(st.engine, "SELECT id FROM dag_runs WHERE run_id = :r", r=runs[3])
@@ -185,7 +186,7 @@ def test_a_failing_start_part_is_isolated_and_the_other_part_commits(
 def test_a_newer_term_fails_every_start_part_and_starts_nothing(settings: Settings) -> None:
     async def main() -> None:
         async with stepper(settings, batch_size=2) as st:
-            split_starts_counted(st)
+            splits_counted(st)
             await apply(st.engine, {"dag_id": "quick", "tasks": [{"id": "t", "kind": "empty"}]})
             for _ in range(6):
                 await trigger(st.engine, "quick")
@@ -200,22 +201,6 @@ def test_a_newer_term_fails_every_start_part_and_starts_nothing(settings: Settin
 
 # --------------------------------------------------------------------------- split creation
 
-def split_creation_counted(st: Stepper) -> Counter[str]:
-    """Split every creation of two due DAGs or more; counts the split creations that went ahead."""
-    st.core.shard_min = 1
-    seen: Counter[str] = Counter()
-    split = st.core._split_creation
-
-    async def counted() -> bool | None:
-        result = await split()
-        if result is not None:
-            seen["splits"] += 1
-        return result
-
-    st.core._split_creation = counted  # type: ignore[method-assign]
-    return seen
-
-
 async def states_by_dag(st: Stepper) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for dag_id, state in await rows(st.engine, "SELECT dag_id, state FROM dag_runs ORDER BY id"):
@@ -229,7 +214,7 @@ def test_many_due_dags_are_queued_by_two_parts_first_then_started(settings: Sett
     due; then all start (split as well) and succeed."""
     async def main() -> None:
         async with stepper(settings, clock=FakeClock(NOW)) as st:
-            seen = split_creation_counted(st)
+            seen = splits_counted(st, "_split_creation")
             await apply_many(st.engine, [minutely(f"b{i:02d}") for i in range(40)])
             st.core.periodic.row_budget = 10
             created: list[int] = []
@@ -252,7 +237,7 @@ def test_a_failing_creation_part_is_isolated_and_the_other_part_commits(
     DAGs are then created entity by entity and only the culprit's schedule is stopped."""
     async def main() -> None:
         async with stepper(settings, clock=FakeClock(NOW)) as st:
-            seen = split_creation_counted(st)
+            seen = splits_counted(st, "_split_creation")
             await apply_many(st.engine, [minutely(f"b{i:02d}") for i in range(12)])
             st.core.periodic.row_budget = 4
             real = run_store.create_due_runs
@@ -278,7 +263,7 @@ def test_a_failing_creation_part_is_isolated_and_the_other_part_commits(
 def test_a_newer_term_fails_every_creation_part_and_creates_nothing(settings: Settings) -> None:
     async def main() -> None:
         async with stepper(settings, clock=FakeClock(NOW)) as st:
-            seen = split_creation_counted(st)
+            seen = splits_counted(st, "_split_creation")
             await apply_many(st.engine, [minutely(f"b{i:02d}") for i in range(12)])
             st.core.periodic.row_budget = 4
             await st.tick(periodic=True)
